@@ -1,0 +1,389 @@
+/* GET /v1/audit, /v1/audit/{seq}, /v1/audit/export, /v1/audit/verify (auditor, admin). */
+#include <inttypes.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "api/api.h"
+#include "audit/audit.h"
+#include "common/util.h"
+#include "server/db.h"
+#include "server/log.h"
+
+#define AUDIT_PAGE_DEFAULT 100
+#define AUDIT_PAGE_MAX 500
+#define EXPORT_BATCH 1000
+
+/* WHERE clause and parameters built from the query string; every value is a parameter. */
+struct filter {
+    struct tc_buf where;
+    const char *params[16];
+    char owned[16][80];
+    int n;
+};
+
+/* clause: SQL with "?" where the parameter goes (each "?" becomes the same $N). */
+static int filter_add(struct filter *f, const char *clause, const char *value)
+{
+    if (f->n >= 15)
+        return -E2BIG;
+    snprintf(f->owned[f->n], sizeof(f->owned[f->n]), "%s", value);
+    f->params[f->n] = f->owned[f->n];
+    f->n++;
+    int r = tc_buf_append(&f->where, " AND ", 5);
+    for (const char *p = clause; *p && r == 0; p++)
+        r = *p == '?' ? tc_buf_appendf(&f->where, "$%d", f->n) : tc_buf_append(&f->where, p, 1);
+    return r;
+}
+
+static bool iso_ts_ok(const char *s)
+{
+    /* YYYY-MM-DDTHH:MM:SS[.mmm]Z or a date alone; compared as text against the records' ts */
+    size_t n = strlen(s);
+    if (n != 10 && n != 20 && n != 24)
+        return false;
+    static const char shape[] = "dddd-dd-ddTdd:dd:dd.dddZ";
+    for (size_t i = 0; i < n; i++) {
+        char want = (n == 20 && i == 19) ? 'Z' : shape[i];
+        if (want == 'd' ? !(s[i] >= '0' && s[i] <= '9') : s[i] != want)
+            return false;
+    }
+    return true;
+}
+
+/* Fill f from the request. On a bad parameter a problem was queued: returns false. */
+static bool build_filter(struct tc_request *r, struct filter *f, enum MHD_Result *ret)
+{
+    tc_buf_init(&f->where, 4096);
+    f->n = 0;
+    if (tc_buf_appendf(&f->where, "TRUE") < 0)
+        return false;
+    const char *tenant = tc_request_query(r, "tenant");
+    if (r->principal.role != TC_ROLE_ADMIN) {
+        if (tenant && strcmp(tenant, r->principal.tenant_name) && strcmp(tenant, r->principal.tenant_id)) {
+            *ret = tc_respond_problem(r, 403, "forbidden", "Forbidden", NULL,
+                                      "only admins may read another tenant's records");
+            return false;
+        }
+        filter_add(f, "tenant_id = ?", r->principal.tenant_id);
+    } else if (tenant) {
+        if (strlen(tenant) > 64) {
+            *ret = tc_respond_problem(r, 400, "validation", "Invalid request", NULL,
+                                      "tenant is too long");
+            return false;
+        }
+        filter_add(f, "tenant_id = (SELECT id::text FROM tenants WHERE name = ? OR id::text = ?)",
+                   tenant);
+    }
+    static const struct { const char *q, *clause; } eq[] = {
+        {"actor", "actor = ?"}, {"tool", "tool = ?"}, {"action", "action = ?"},
+        {"status", "status = ?"}};
+    for (size_t i = 0; i < TC_ARRAY_SIZE(eq); i++) {
+        const char *v = tc_request_query(r, eq[i].q);
+        if (!v)
+            continue;
+        if (strlen(v) > 64) {
+            *ret = tc_respond_problem(r, 400, "validation", "Invalid request", NULL,
+                                      "%s must be at most 64 characters", eq[i].q);
+            return false;
+        }
+        filter_add(f, eq[i].clause, v);
+    }
+    const char *since = tc_request_query(r, "since"), *until = tc_request_query(r, "until");
+    if ((since && !iso_ts_ok(since)) || (until && !iso_ts_ok(until))) {
+        *ret = tc_respond_problem(r, 400, "validation", "Invalid request", NULL,
+                                  "since and until must be RFC 3339 UTC times like "
+                                  "2026-01-31T12:00:00Z, or dates like 2026-01-31");
+        return false;
+    }
+    if (since)
+        filter_add(f, "ts >= ?", since);
+    if (until)
+        filter_add(f, "ts < ?", until);
+    const char *q = tc_request_query(r, "q");
+    if (q) {
+        if (strlen(q) > 64 || strlen(q) < 1) {
+            *ret = tc_respond_problem(r, 400, "validation", "Invalid request", NULL,
+                                      "q must be 1 to 64 characters");
+            return false;
+        }
+        /* LIKE metacharacters in the user's text are matched literally */
+        char esc[160];
+        size_t o = 0;
+        for (const char *p = q; *p && o < sizeof(esc) - 3; p++) {
+            if (*p == '%' || *p == '_' || *p == '\\')
+                esc[o++] = '\\';
+            esc[o++] = *p;
+        }
+        esc[o] = '\0';
+        char pat[170];
+        snprintf(pat, sizeof(pat), "%%%s%%", esc);
+        filter_add(f, "search ILIKE ?", pat);
+    }
+    return true;
+}
+
+static json_t *row_json(PGresult *res, int i)
+{
+    json_t *rec = json_loads(PQgetvalue(res, i, 1), 0, NULL);
+    const char *h = PQgetvalue(res, i, 2);
+    return json_pack("{s:I, s:s, s:o}", "seq", (json_int_t)strtoll(PQgetvalue(res, i, 0), NULL, 10),
+                     "hash", strncmp(h, "\\x", 2) == 0 ? h + 2 : h, "record",
+                     rec ? rec : json_null());
+}
+
+enum MHD_Result tc_api_audit_list(struct tc_request *r)
+{
+    enum MHD_Result ret = MHD_NO;
+    struct filter f;
+    if (!build_filter(r, &f, &ret)) {
+        tc_buf_free(&f.where);
+        return ret;
+    }
+    int64_t limit = AUDIT_PAGE_DEFAULT, cursor = INT64_MAX;
+    const char *ls = tc_request_query(r, "limit"), *cs = tc_request_query(r, "cursor");
+    if ((ls && tc_parse_i64(ls, 1, AUDIT_PAGE_MAX, &limit) < 0) ||
+        (cs && tc_parse_i64(cs, 1, INT64_MAX, &cursor) < 0)) {
+        tc_buf_free(&f.where);
+        return tc_respond_problem(r, 400, "validation", "Invalid request", NULL,
+                                  "limit must be 1..%d and cursor a positive integer",
+                                  AUDIT_PAGE_MAX);
+    }
+    char cbuf[24], lbuf[24];
+    snprintf(cbuf, sizeof(cbuf), "%" PRId64, cursor);
+    snprintf(lbuf, sizeof(lbuf), "%" PRId64, limit + 1);
+    /* Newest first; the cursor is the last seq seen, so pages stay stable while records arrive. */
+    filter_add(&f, "seq < ?", cbuf);
+    struct tc_buf sql;
+    tc_buf_init(&sql, 8192);
+    int rc = tc_buf_appendf(&sql, "SELECT seq, record::text, hash FROM audit_log WHERE %s"
+                                  " ORDER BY seq DESC LIMIT $%d", f.where.data, f.n + 1);
+    f.params[f.n] = lbuf;
+    PGconn *c = rc == 0 ? tc_db_acquire(r->srv->db, 5000) : NULL;
+    PGresult *res = c ? tc_db_exec(c, sql.data, f.n + 1, f.params) : NULL;
+    if (c && !res)
+        tc_log(TC_LOG_ERROR, "audit query failed", "{s:s, s:s}", "request_id", r->request_id,
+               "error", PQerrorMessage(c));
+    tc_db_release(r->srv->db, c);
+    tc_buf_free(&sql);
+    tc_buf_free(&f.where);
+    if (!res)
+        return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
+                                  "the audit trail cannot be read right now");
+    int n = PQntuples(res);
+    json_t *records = json_array();
+    for (int i = 0; i < n && i < limit; i++)
+        json_array_append_new(records, row_json(res, i));
+    json_t *next = n > limit ? json_string(PQgetvalue(res, (int)limit - 1, 0)) : json_null();
+    PQclear(res);
+    return tc_respond_json(r, 200, json_pack("{s:o, s:o}", "records", records, "next_cursor", next));
+}
+
+enum MHD_Result tc_api_audit_get(struct tc_request *r)
+{
+    int64_t seq;
+    if (tc_parse_i64(r->params[0], 1, INT64_MAX, &seq) < 0)
+        return tc_respond_problem(r, 404, "not-found", "Not found", NULL, "no such audit record");
+    PGconn *c = tc_db_acquire(r->srv->db, 5000);
+    if (!c)
+        return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
+                                  "the database is not reachable");
+    const char *admin = r->principal.role == TC_ROLE_ADMIN ? "t" : "f";
+    const char *p[] = {r->params[0], r->principal.tenant_id, admin};
+    PGresult *res = tc_db_exec(c, "SELECT seq, record::text, hash FROM audit_log WHERE seq = $1"
+                                  " AND ($3::boolean OR tenant_id = $2)", 3, p);
+    tc_db_release(r->srv->db, c);
+    if (!res)
+        return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
+                                  "the audit trail cannot be read right now");
+    if (PQntuples(res) != 1) {
+        PQclear(res);
+        return tc_respond_problem(r, 404, "not-found", "Not found", NULL, "no such audit record");
+    }
+    json_t *o = row_json(res, 0);
+    PQclear(res);
+    return tc_respond_json(r, 200, o);
+}
+
+enum MHD_Result tc_api_audit_verify(struct tc_request *r)
+{
+    PGconn *c = tc_db_acquire(r->srv->db, 5000);
+    if (!c)
+        return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
+                                  "the database is not reachable");
+    struct tc_audit_verdict v;
+    int rc = tc_audit_verify_db(c, &v);
+    tc_db_release(r->srv->db, c);
+    if (rc < 0)
+        return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
+                                  "the audit trail cannot be read right now");
+    if (!v.ok)
+        tc_log(TC_LOG_ERROR, "audit chain verification failed", "{s:I, s:s}", "first_bad_seq",
+               (json_int_t)v.first_bad_seq, "reason", v.reason);
+    return tc_respond_json(r, 200, tc_audit_verdict_json(&v));
+}
+
+/* ---- streamed export ---- */
+
+struct export_state {
+    struct tc_server *srv;
+    PGconn *conn;
+    struct filter f;
+    bool csv;
+    int phase; /* 0 header, 1 checkpoints, 2 records, 3 done */
+    char last[24];
+    struct tc_buf out; /* pending bytes */
+    size_t off;
+};
+
+static void export_free(void *cls)
+{
+    struct export_state *st = cls;
+    tc_db_release(st->srv->db, st->conn);
+    tc_buf_free(&st->f.where);
+    tc_buf_free(&st->out);
+    free(st);
+}
+
+static int csv_field(struct tc_buf *b, const char *s, bool last)
+{
+    int r = tc_buf_append(b, "\"", 1);
+    for (const char *p = s; *p && r == 0; p++)
+        r = *p == '"' ? tc_buf_append(b, "\"\"", 2) : tc_buf_append(b, p, 1);
+    if (r == 0)
+        r = tc_buf_append(b, last ? "\"\n" : "\",", 2);
+    return r;
+}
+
+static int export_fill(struct export_state *st)
+{
+    tc_buf_reset(&st->out);
+    st->off = 0;
+    PGresult *res;
+    if (st->phase == 0) {
+        st->phase = 1;
+        return st->csv ? tc_buf_appendf(&st->out, "kind,seq,ts,tenant_id,actor,action,tool,status,"
+                                                  "hash,key_id,signature,record\n")
+                       : 0;
+    }
+    if (st->phase == 1) {
+        /* Checkpoints first: the offline verifier checks each one as the walk passes it. */
+        st->phase = 2;
+        res = tc_db_exec(st->conn, "SELECT seq, encode(hash, 'hex'), ts, key_id,"
+                                   " encode(signature, 'hex') FROM audit_checkpoints ORDER BY seq",
+                         0, NULL);
+        if (!res)
+            return -EIO;
+        int rc = 0;
+        for (int i = 0; i < PQntuples(res) && rc == 0; i++) {
+            if (st->csv) {
+                rc = tc_buf_appendf(&st->out, "checkpoint,%s,", PQgetvalue(res, i, 0));
+                const char *vals[] = {PQgetvalue(res, i, 2), "", "", "", "", "", PQgetvalue(res, i, 1),
+                                      PQgetvalue(res, i, 3), PQgetvalue(res, i, 4), ""};
+                for (size_t k = 0; k < TC_ARRAY_SIZE(vals) && rc == 0; k++)
+                    rc = csv_field(&st->out, vals[k], k + 1 == TC_ARRAY_SIZE(vals));
+            } else {
+                json_t *o = json_pack("{s:{s:I, s:s, s:s, s:s, s:s}}", "checkpoint", "seq",
+                                      (json_int_t)strtoll(PQgetvalue(res, i, 0), NULL, 10), "hash",
+                                      PQgetvalue(res, i, 1), "ts", PQgetvalue(res, i, 2), "key_id",
+                                      PQgetvalue(res, i, 3), "signature", PQgetvalue(res, i, 4));
+                char *s = json_dumps(o, JSON_COMPACT);
+                json_decref(o);
+                rc = s ? tc_buf_appendf(&st->out, "%s\n", s) : -ENOMEM;
+                free(s);
+            }
+        }
+        PQclear(res);
+        return rc;
+    }
+    if (st->phase != 2)
+        return 0;
+    struct tc_buf sql;
+    tc_buf_init(&sql, 8192);
+    int rc = tc_buf_appendf(&sql, "SELECT seq, record::text, encode(hash, 'hex'), ts, tenant_id,"
+                                  " actor, action, tool, status FROM audit_log WHERE %s AND seq > $%d"
+                                  " ORDER BY seq LIMIT %d", st->f.where.data, st->f.n + 1,
+                            EXPORT_BATCH);
+    st->f.params[st->f.n] = st->last;
+    res = rc == 0 ? tc_db_exec(st->conn, sql.data, st->f.n + 1, st->f.params) : NULL;
+    tc_buf_free(&sql);
+    if (!res)
+        return -EIO;
+    int n = PQntuples(res);
+    for (int i = 0; i < n && rc == 0; i++) {
+        if (st->csv) {
+            rc = tc_buf_appendf(&st->out, "record,%s,", PQgetvalue(res, i, 0));
+            const char *vals[] = {PQgetvalue(res, i, 3), PQgetvalue(res, i, 4), PQgetvalue(res, i, 5),
+                                  PQgetvalue(res, i, 6), PQgetvalue(res, i, 7), PQgetvalue(res, i, 8),
+                                  PQgetvalue(res, i, 2), "", "", PQgetvalue(res, i, 1)};
+            for (size_t k = 0; k < TC_ARRAY_SIZE(vals) && rc == 0; k++)
+                rc = csv_field(&st->out, vals[k], k + 1 == TC_ARRAY_SIZE(vals));
+        } else {
+            rc = tc_buf_appendf(&st->out, "{\"seq\":%s,\"hash\":\"%s\",\"record\":%s}\n",
+                                PQgetvalue(res, i, 0), PQgetvalue(res, i, 2), PQgetvalue(res, i, 1));
+        }
+    }
+    if (n > 0)
+        snprintf(st->last, sizeof(st->last), "%s", PQgetvalue(res, n - 1, 0));
+    if (n < EXPORT_BATCH)
+        st->phase = 3;
+    PQclear(res);
+    return rc;
+}
+
+static ssize_t export_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    struct export_state *st = cls;
+    while (st->off >= st->out.len) {
+        if (st->phase == 3)
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        if (export_fill(st) < 0) {
+            tc_log(TC_LOG_ERROR, "audit export failed", "{s:s}", "error", PQerrorMessage(st->conn));
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+    }
+    size_t n = st->out.len - st->off;
+    if (n > max)
+        n = max;
+    memcpy(buf, st->out.data + st->off, n);
+    st->off += n;
+    return (ssize_t)n;
+}
+
+enum MHD_Result tc_api_audit_export(struct tc_request *r)
+{
+    const char *format = tc_request_query(r, "format");
+    if (format && strcmp(format, "jsonl") && strcmp(format, "csv"))
+        return tc_respond_problem(r, 400, "validation", "Invalid request", NULL,
+                                  "format must be jsonl or csv");
+    struct export_state *st = calloc(1, sizeof(*st));
+    if (!st)
+        return MHD_NO;
+    st->srv = r->srv;
+    st->csv = format && strcmp(format, "csv") == 0;
+    snprintf(st->last, sizeof(st->last), "0");
+    tc_buf_init(&st->out, 64 << 20);
+    enum MHD_Result ret = MHD_NO;
+    if (!build_filter(r, &st->f, &ret)) {
+        export_free(st);
+        return ret;
+    }
+    st->conn = tc_db_acquire(r->srv->db, 5000);
+    if (!st->conn) {
+        export_free(st);
+        return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
+                                  "the database is not reachable");
+    }
+    struct MHD_Response *resp =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, export_read, st, export_free);
+    if (!resp) {
+        export_free(st);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, "Content-Type",
+                            st->csv ? "text/csv; charset=utf-8" : "application/x-ndjson");
+    MHD_add_response_header(resp, "Content-Disposition",
+                            st->csv ? "attachment; filename=\"audit.csv\""
+                                    : "attachment; filename=\"audit.jsonl\"");
+    return tc_http_queue(r, 200, resp);
+}

@@ -1,0 +1,378 @@
+#include "api/exec.h"
+
+#include <errno.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/buf.h"
+#include "common/util.h"
+
+static void add_error(json_t *errors, const char *path, const char *message)
+{
+    json_array_append_new(errors, json_pack("{s:s, s:s}", "path", path, "message", message));
+}
+
+static bool tool_name_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 64 || !(s[0] >= 'a' && s[0] <= 'z'))
+        return false;
+    for (size_t i = 1; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_' ||
+              s[i] == '-'))
+            return false;
+    return true;
+}
+
+/* A string field without NUL and within max bytes. */
+static bool check_string(json_t *v, const char *path, size_t max, bool required, json_t *errors)
+{
+    char msg[96];
+    if (!v) {
+        if (required)
+            add_error(errors, path, "is required");
+        return !required;
+    }
+    if (!json_is_string(v)) {
+        add_error(errors, path, "must be a string");
+        return false;
+    }
+    size_t len = json_string_length(v);
+    if (memchr(json_string_value(v), '\0', len)) {
+        add_error(errors, path, "must not contain NUL characters");
+        return false;
+    }
+    if (len > max) {
+        snprintf(msg, sizeof(msg), "must be at most %zu bytes", max);
+        add_error(errors, path, msg);
+        return false;
+    }
+    return true;
+}
+
+static bool file_path_ok(const char *p)
+{
+    size_t n = strlen(p);
+    if (n == 0 || n > 255 || p[0] == '/')
+        return false;
+    /* each component: not empty, not "." or "..", printable, no backslash */
+    const char *s = p;
+    while (*s) {
+        const char *e = strchr(s, '/');
+        size_t len = e ? (size_t)(e - s) : strlen(s);
+        if (len == 0 || (len == 1 && s[0] == '.') || (len == 2 && s[0] == '.' && s[1] == '.'))
+            return false;
+        for (size_t i = 0; i < len; i++)
+            if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f || s[i] == '\\')
+                return false;
+        s += len;
+        if (*s == '/')
+            s++;
+    }
+    return p[n - 1] != '/';
+}
+
+int tc_exec_request_parse(json_t *body, struct tc_exec_request *ret_req, json_t **ret_errors)
+{
+    json_t *errors = json_array();
+    const char *key;
+    json_t *v;
+    char path[128];
+
+    json_object_foreach(body, key, v) {
+        if (strcmp(key, "tool") && strcmp(key, "code") && strcmp(key, "stdin") &&
+            strcmp(key, "files") && strcmp(key, "limits")) {
+            snprintf(path, sizeof(path), "%.100s", key);
+            add_error(errors, path, "unknown field");
+        }
+    }
+    json_t *tool = json_object_get(body, "tool");
+    if (check_string(tool, "tool", 64, true, errors) && !tool_name_ok(json_string_value(tool)))
+        add_error(errors, "tool", "must match ^[a-z][a-z0-9_-]{0,63}$");
+    check_string(json_object_get(body, "code"), "code", TC_EXEC_MAX_CODE_BYTES, true, errors);
+    check_string(json_object_get(body, "stdin"), "stdin", TC_EXEC_MAX_STDIN_BYTES, false, errors);
+
+    json_t *files = json_object_get(body, "files");
+    if (files && !json_is_array(files)) {
+        add_error(errors, "files", "must be an array");
+    } else if (files && json_array_size(files) > TC_EXEC_MAX_FILES) {
+        add_error(errors, "files", "must have at most 64 entries");
+    } else if (files) {
+        size_t i;
+        json_t *f;
+        json_array_foreach(files, i, f) {
+            snprintf(path, sizeof(path), "files[%zu]", i);
+            if (!json_is_object(f)) {
+                add_error(errors, path, "must be an object");
+                continue;
+            }
+            json_object_foreach(f, key, v) {
+                if (strcmp(key, "path") && strcmp(key, "content") && strcmp(key, "encoding")) {
+                    snprintf(path, sizeof(path), "files[%zu].%.80s", i, key);
+                    add_error(errors, path, "unknown field");
+                }
+            }
+            snprintf(path, sizeof(path), "files[%zu].path", i);
+            json_t *fp = json_object_get(f, "path");
+            if (check_string(fp, path, 255, true, errors) && !file_path_ok(json_string_value(fp)))
+                add_error(errors, path, "must be a relative path without '.', '..' or empty parts");
+            snprintf(path, sizeof(path), "files[%zu].content", i);
+            json_t *content = json_object_get(f, "content");
+            json_t *enc = json_object_get(f, "encoding");
+            const char *encs = json_is_string(enc) ? json_string_value(enc) : "utf8";
+            snprintf(path, sizeof(path), "files[%zu].encoding", i);
+            if (enc && (!json_is_string(enc) || (strcmp(encs, "utf8") && strcmp(encs, "base64"))))
+                add_error(errors, path, "must be \"utf8\" or \"base64\"");
+            snprintf(path, sizeof(path), "files[%zu].content", i);
+            if (check_string(content, path, TC_EXEC_MAX_FILE_BYTES * 4 / 3 + 4, true, errors) &&
+                strcmp(encs, "base64") == 0) {
+                unsigned char *tmp = malloc(json_string_length(content) + 1);
+                size_t bin_len = 0;
+                if (!tmp || sodium_base642bin(tmp, json_string_length(content) + 1,
+                                              json_string_value(content),
+                                              json_string_length(content), NULL, &bin_len, NULL,
+                                              sodium_base64_VARIANT_ORIGINAL) != 0)
+                    add_error(errors, path, "must be valid base64");
+                free(tmp);
+            }
+        }
+    }
+
+    json_t *limits = json_object_get(body, "limits");
+    if (limits && !json_is_object(limits)) {
+        add_error(errors, "limits", "must be an object");
+    } else if (limits) {
+        json_object_foreach(limits, key, v) {
+            int id = -1;
+            for (int i = 0; i < TC_LIMIT__COUNT; i++)
+                if (strcmp(key, tc_limit_names[i]) == 0)
+                    id = i;
+            snprintf(path, sizeof(path), "limits.%.100s", key);
+            if (id < 0)
+                add_error(errors, path, "unknown field");
+            else if (!json_is_integer(v) || json_integer_value(v) < 1)
+                add_error(errors, path, "must be a positive integer");
+        }
+    }
+
+    if (json_array_size(errors) > 0) {
+        *ret_errors = errors;
+        return -EINVAL;
+    }
+    json_decref(errors);
+    *ret_req = (struct tc_exec_request){
+        .tool = json_string_value(tool),
+        .body = json_incref(body),
+    };
+    return 0;
+}
+
+void tc_exec_request_done(struct tc_exec_request *req)
+{
+    if (!req)
+        return;
+    json_decref(req->body);
+    req->body = NULL;
+}
+
+int tc_exec_limits(const struct tc_tool *tool, const struct tc_exec_request *req,
+                   int64_t ret_limits[TC_LIMIT__COUNT], json_t **ret_errors)
+{
+    json_t *strings = NULL;
+    int r = tc_tool_limits(tool, json_object_get(req->body, "limits"), ret_limits, &strings);
+    if (r < 0 && ret_errors) {
+        /* the policy layer speaks "path: message"; the API speaks {path, message} */
+        json_t *errors = json_array();
+        size_t i;
+        json_t *e;
+        json_array_foreach(strings, i, e) {
+            const char *s = json_string_value(e), *sep = strstr(s, ": ");
+            char path[128];
+            snprintf(path, sizeof(path), "%.*s", sep ? (int)(sep - s) : 0, s);
+            add_error(errors, path, sep ? sep + 2 : s);
+        }
+        *ret_errors = errors;
+    }
+    json_decref(strings);
+    return r;
+}
+
+json_t *tc_exec_limits_json(const int64_t limits[TC_LIMIT__COUNT])
+{
+    json_t *o = json_object();
+    for (int i = 0; i < TC_LIMIT__COUNT; i++)
+        json_object_set_new(o, tc_limit_names[i], json_integer(limits[i]));
+    return o;
+}
+
+static json_t *b64_string(const void *data, size_t len)
+{
+    size_t n = sodium_base64_encoded_len(len, sodium_base64_VARIANT_ORIGINAL);
+    char *s = malloc(n);
+    if (!s)
+        return NULL;
+    sodium_bin2base64(s, n, data, len, sodium_base64_VARIANT_ORIGINAL);
+    json_t *j = json_string(s);
+    free(s);
+    return j;
+}
+
+json_t *tc_exec_build_spec(const struct tc_tool *tool, const struct tc_exec_request *req,
+                           const int64_t L[TC_LIMIT__COUNT], const char *id)
+{
+    json_t *body = req->body;
+    char code_path[256];
+    snprintf(code_path, sizeof(code_path), "/workspace/%s", tool->code_file);
+
+    json_t *argv = json_array();
+    for (size_t i = 0; i < tool->ncommand; i++)
+        json_array_append_new(argv, json_string(strcmp(tool->command[i], "{code_file}") == 0
+                                                    ? code_path
+                                                    : tool->command[i]));
+    json_t *env = json_array();
+    for (size_t i = 0; i < tool->nenv; i++)
+        json_array_append_new(env, json_string(tool->env[i]));
+
+    json_t *files = json_array();
+    json_t *code = json_object_get(body, "code");
+    json_array_append_new(files, json_pack("{s:s, s:o, s:i}", "path", tool->code_file,
+                                           "content_b64",
+                                           b64_string(json_string_value(code),
+                                                      json_string_length(code)),
+                                           "mode", 0644));
+    size_t i;
+    json_t *f;
+    json_array_foreach(json_object_get(body, "files"), i, f) {
+        json_t *content = json_object_get(f, "content");
+        const char *enc = json_string_value(json_object_get(f, "encoding"));
+        json_t *b64 = enc && strcmp(enc, "base64") == 0
+                          ? json_incref(content)
+                          : b64_string(json_string_value(content), json_string_length(content));
+        json_array_append_new(files, json_pack("{s:O, s:o, s:i}", "path",
+                                               json_object_get(f, "path"), "content_b64", b64,
+                                               "mode", 0644));
+    }
+
+    json_t *mounts = json_array();
+    for (size_t m = 0; m < tool->nmounts; m++)
+        json_array_append_new(mounts, json_pack("{s:s, s:s, s:b}", "source",
+                                                tool->mounts[m].source, "target",
+                                                tool->mounts[m].target, "writable",
+                                                tool->mounts[m].writable));
+
+    json_t *limits = json_pack(
+        "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
+        "wall_ms", (json_int_t)L[TC_LIMIT_TIMEOUT_MS],
+        "cpu_ms", (json_int_t)L[TC_LIMIT_CPU_MS],
+        "memory_bytes", (json_int_t)(L[TC_LIMIT_MEMORY_MB] << 20),
+        "pids", (json_int_t)L[TC_LIMIT_PIDS],
+        "file_size_bytes", (json_int_t)(L[TC_LIMIT_FILE_SIZE_MB] << 20),
+        "nofile", (json_int_t)L[TC_LIMIT_OPEN_FILES],
+        "output_bytes", (json_int_t)L[TC_LIMIT_OUTPUT_BYTES],
+        "workspace_bytes", (json_int_t)(L[TC_LIMIT_WORKSPACE_MB] << 20),
+        "tmp_bytes", (json_int_t)(L[TC_LIMIT_TMP_MB] << 20));
+
+    json_t *spec = json_pack("{s:s, s:s, s:o, s:o, s:s, s:o, s:o, s:s, s:s, s:o}", "id", id,
+                             "backend", tool->backend == TC_BACKEND_GVISOR ? "gvisor" : "native",
+                             "argv", argv, "env", env, "cwd", "/workspace", "files", files,
+                             "mounts", mounts, "hostname", "toolcage", "network", "none",
+                             "limits", limits);
+    if (!spec)
+        return NULL;
+    if (tool->backend == TC_BACKEND_GVISOR && tool->runtime)
+        json_object_set_new(spec, "runtime", json_string(tool->runtime));
+    json_t *in = json_object_get(body, "stdin");
+    if (in)
+        json_object_set_new(spec, "stdin_b64",
+                            b64_string(json_string_value(in), json_string_length(in)));
+    return spec;
+}
+
+/* Decode base64 output into a JSON string that is valid UTF-8 and holds no NUL:
+ * invalid bytes and NUL become U+FFFD, so the result can be stored in jsonb. */
+static json_t *output_string(json_t *b64)
+{
+    const char *s = json_string_value(b64);
+    size_t slen = s ? strlen(s) : 0;
+    unsigned char *bin = malloc(slen + 1);
+    size_t len = 0;
+    if (!bin)
+        return NULL;
+    if (slen && sodium_base642bin(bin, slen + 1, s, slen, NULL, &len, NULL,
+                                  sodium_base64_VARIANT_ORIGINAL) != 0)
+        len = 0;
+    struct tc_buf out;
+    tc_buf_init(&out, SIZE_MAX / 2);
+    size_t i = 0;
+    while (i < len) {
+        size_t n = 1;
+        if (bin[i] >= 0x80) {
+            n = bin[i] >= 0xf0 ? 4 : bin[i] >= 0xe0 ? 3 : 2;
+            if (i + n > len || !tc_utf8_valid((const char *)bin + i, n, false))
+                n = 0;
+        } else if (bin[i] == 0) {
+            n = 0;
+        }
+        int rc = n ? tc_buf_append(&out, bin + i, n) : tc_buf_append(&out, "\xef\xbf\xbd", 3);
+        if (rc < 0)
+            break;
+        i += n ? n : 1;
+    }
+    free(bin);
+    json_t *j = json_stringn(out.data ? out.data : "", out.len);
+    tc_buf_free(&out);
+    return j;
+}
+
+static json_t *get_or_null(json_t *o, const char *key)
+{
+    json_t *v = json_object_get(o, key);
+    return v ? json_incref(v) : json_null();
+}
+
+json_t *tc_exec_view(const char *id, const char *tool, json_t *result,
+                     const int64_t limits[TC_LIMIT__COUNT], const char *created_at,
+                     const char *finished_at)
+{
+    json_t *v = json_object();
+    json_object_set_new(v, "id", json_string(id));
+    json_object_set_new(v, "tool", json_string(tool));
+    json_t *status = json_object_get(result, "status");
+    json_object_set_new(v, "status", json_string(json_is_string(status) ? json_string_value(status)
+                                                                        : "error"));
+    json_object_set_new(v, "exit_code", get_or_null(result, "exit_code"));
+    json_object_set_new(v, "signal", get_or_null(result, "signal"));
+    json_object_set_new(v, "stdout", output_string(json_object_get(result, "stdout_b64")));
+    json_object_set_new(v, "stderr", output_string(json_object_get(result, "stderr_b64")));
+    json_object_set_new(v, "stdout_truncated",
+                        json_boolean(json_is_true(json_object_get(result, "stdout_truncated"))));
+    json_object_set_new(v, "stderr_truncated",
+                        json_boolean(json_is_true(json_object_get(result, "stderr_truncated"))));
+    static const char *const ints[] = {"duration_ms", "cpu_ms", "memory_peak_bytes"};
+    for (size_t i = 0; i < TC_ARRAY_SIZE(ints); i++)
+        json_object_set_new(v, ints[i],
+                            json_integer(json_integer_value(json_object_get(result, ints[i]))));
+    json_object_set_new(v, "killed_reason", get_or_null(result, "killed_reason"));
+    json_object_set_new(v, "limits", tc_exec_limits_json(limits));
+    /* The launcher speaks in its own units (wall_ms, memory_bytes); the API in the policy's. */
+    static const char *const spec_names[TC_LIMIT__COUNT] = {
+        [TC_LIMIT_TIMEOUT_MS] = "wall_ms",          [TC_LIMIT_CPU_MS] = "cpu_ms",
+        [TC_LIMIT_MEMORY_MB] = "memory_bytes",      [TC_LIMIT_PIDS] = "pids",
+        [TC_LIMIT_OUTPUT_BYTES] = "output_bytes",   [TC_LIMIT_FILE_SIZE_MB] = "file_size_bytes",
+        [TC_LIMIT_WORKSPACE_MB] = "workspace_bytes", [TC_LIMIT_TMP_MB] = "tmp_bytes",
+        [TC_LIMIT_OPEN_FILES] = "nofile"};
+    json_t *enforced = json_object_get(result, "enforced"), *en = json_object();
+    for (int i = 0; i < TC_LIMIT__COUNT; i++) {
+        json_t *m = json_object_get(enforced, spec_names[i]);
+        if (json_is_string(m))
+            json_object_set(en, tc_limit_names[i], m);
+    }
+    json_object_set_new(v, "enforced", en);
+    json_t *pv = json_object_get(result, "policy_violations");
+    json_object_set_new(v, "policy_violations", json_is_array(pv) ? json_incref(pv) : json_array());
+    json_object_set_new(v, "error", get_or_null(result, "error"));
+    json_object_set_new(v, "created_at", json_string(created_at));
+    json_object_set_new(v, "finished_at", finished_at ? json_string(finished_at) : json_null());
+    return v;
+}

@@ -1,0 +1,49 @@
+#include <string.h>
+
+#include "api/api.h"
+#include "common/embedded.h"
+#include "sandbox/sandbox.h"
+#include "server/db.h"
+#include "server/metrics.h"
+
+enum MHD_Result tc_api_healthz(struct tc_request *r)
+{
+    return tc_respond_json(r, 200, json_pack("{s:s}", "status", "ok"));
+}
+
+enum MHD_Result tc_api_readyz(struct tc_request *r)
+{
+    bool db = tc_db_ping(r->srv->db);
+    bool launcher = tc_launcher_alive(r->srv->launcher);
+    bool ok = db && launcher;
+    return tc_respond_json(r, ok ? 200 : 503,
+                           json_pack("{s:s, s:{s:s, s:s}}", "status", ok ? "ready" : "unavailable",
+                                     "checks", "database", db ? "ok" : "fail", "launcher",
+                                     launcher ? "ok" : "fail"));
+}
+
+enum MHD_Result tc_api_openapi(struct tc_request *r)
+{
+    const struct tc_embedded *e = tc_embedded_find("openapi/openapi.yaml");
+    if (!e)
+        return tc_respond_problem(r, 404, "not-found", "Not found", NULL, "no OpenAPI document");
+    return tc_respond_text(r, 200, "application/yaml", e->data, e->len);
+}
+
+enum MHD_Result tc_api_metrics(struct tc_request *r)
+{
+    struct tc_metrics_gauges g = {
+        .sandboxes_in_flight = tc_launcher_in_flight(r->srv->launcher),
+        .launcher_restarts = tc_launcher_restarts(r->srv->launcher),
+        .approvals_pending = -1,
+    };
+    struct tc_buf out;
+    tc_buf_init(&out, 8 << 20);
+    int rc = tc_metrics_render(&g, &out);
+    enum MHD_Result ret = rc < 0 ? tc_respond_problem(r, 500, "internal", "Internal error", NULL,
+                                                      "metrics could not be rendered")
+                                 : tc_respond_text(r, 200, "text/plain; version=0.0.4; charset=utf-8",
+                                                   out.data ? out.data : "", out.len);
+    tc_buf_free(&out);
+    return ret;
+}

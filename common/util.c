@@ -1,0 +1,191 @@
+#include "common/util.h"
+
+#include <fcntl.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+int tc_parse_i64(const char *s, int64_t min, int64_t max, int64_t *ret)
+{
+    if (!s || !*s)
+        return -EINVAL;
+    errno = 0;
+    char *end = NULL;
+    long long v = strtoll(s, &end, 10);
+    if (errno == ERANGE)
+        return -ERANGE;
+    if (end == s || *end != '\0')
+        return -EINVAL;
+    if (v < min || v > max)
+        return -ERANGE;
+    *ret = v;
+    return 0;
+}
+
+int tc_write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int tc_read_all(int fd, size_t max, char **ret_buf, size_t *ret_len)
+{
+    size_t alloc = 4096, len = 0;
+    char *buf = malloc(alloc);
+    if (!buf)
+        return -ENOMEM;
+    for (;;) {
+        if (len + 1 >= alloc) {
+            if (alloc > max + 1) {
+                free(buf);
+                return -EFBIG;
+            }
+            size_t na = alloc * 2;
+            char *nb = realloc(buf, na);
+            if (!nb) {
+                free(buf);
+                return -ENOMEM;
+            }
+            buf = nb;
+            alloc = na;
+        }
+        ssize_t n = read(fd, buf + len, alloc - len - 1);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            int r = -errno;
+            free(buf);
+            return r;
+        }
+        if (n == 0)
+            break;
+        len += (size_t)n;
+        if (len > max) {
+            free(buf);
+            return -EFBIG;
+        }
+    }
+    buf[len] = '\0';
+    *ret_buf = buf;
+    if (ret_len)
+        *ret_len = len;
+    return 0;
+}
+
+int tc_read_file(const char *path, size_t max, char **ret_buf, size_t *ret_len)
+{
+    _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
+        return -errno;
+    return tc_read_all(fd, max, ret_buf, ret_len);
+}
+
+static int64_t clock_ms(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t tc_now_ms(void) { return clock_ms(CLOCK_MONOTONIC); }
+int64_t tc_wall_ms(void) { return clock_ms(CLOCK_REALTIME); }
+
+void tc_uuid7(char out[37])
+{
+    unsigned char b[16];
+    uint64_t ms = (uint64_t)tc_wall_ms();
+    randombytes_buf(b, sizeof(b));
+    for (int i = 0; i < 6; i++)
+        b[i] = (unsigned char)(ms >> (40 - 8 * i));
+    b[6] = (unsigned char)(0x70 | (b[6] & 0x0f));
+    b[8] = (unsigned char)(0x80 | (b[8] & 0x3f));
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0;
+    for (int i = 0; i < 16; i++) {
+        if (i == 4 || i == 6 || i == 8 || i == 10)
+            out[o++] = '-';
+        out[o++] = hex[b[i] >> 4];
+        out[o++] = hex[b[i] & 15];
+    }
+    out[o] = '\0';
+}
+
+bool tc_uuid_valid(const char *s)
+{
+    if (!s || strlen(s) != 36)
+        return false;
+    for (int i = 0; i < 36; i++) {
+        char c = s[i];
+        if (i == 8 || i == 13 || i == 18 || i == 23) {
+            if (c != '-')
+                return false;
+        } else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
+            return false;
+        }
+    }
+    return true;
+}
+
+bool tc_utf8_valid(const char *s, size_t len, bool allow_nul)
+{
+    const unsigned char *p = (const unsigned char *)s, *end = p + len;
+    while (p < end) {
+        unsigned c = *p;
+        if (c < 0x80) {
+            if (c == 0 && !allow_nul)
+                return false;
+            p++;
+            continue;
+        }
+        size_t n;
+        uint32_t cp;
+        if (c >= 0xc2 && c <= 0xdf) {
+            n = 1;
+            cp = c & 0x1f;
+        } else if (c >= 0xe0 && c <= 0xef) {
+            n = 2;
+            cp = c & 0x0f;
+        } else if (c >= 0xf0 && c <= 0xf4) {
+            n = 3;
+            cp = c & 0x07;
+        } else {
+            return false;
+        }
+        if ((size_t)(end - p) <= n)
+            return false;
+        for (size_t i = 1; i <= n; i++) {
+            if ((p[i] & 0xc0) != 0x80)
+                return false;
+            cp = (cp << 6) | (p[i] & 0x3f);
+        }
+        /* overlong, surrogates, beyond U+10FFFF */
+        if ((n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) || cp > 0x10ffff ||
+            (cp >= 0xd800 && cp <= 0xdfff))
+            return false;
+        p += n + 1;
+    }
+    return true;
+}
+
+void tc_iso8601(int64_t wall_ms, char out[32])
+{
+    time_t sec = (time_t)(wall_ms / 1000);
+    struct tm tm;
+    gmtime_r(&sec, &tm);
+    char tmp[96]; /* roomy enough for any int fields, so the compiler can prove no truncation */
+    snprintf(tmp, sizeof(tmp), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(wall_ms % 1000));
+    snprintf(out, 32, "%.31s", tmp);
+}

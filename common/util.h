@@ -1,0 +1,77 @@
+/* Small helpers shared by every layer: scoped cleanup, fd hygiene, bounded parsing.
+ * Conventions (see STYLE.md): low layers return 0 or -errno and never log;
+ * outputs come last, are named ret_*, and are untouched on failure. */
+#pragma once
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define TC_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define TC_UNUSED __attribute__((unused))
+#define TC_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#define TC_WARN_UNUSED __attribute__((warn_unused_result))
+
+static inline void tc_freep(void *p) { free(*(void **)p); }
+static inline void tc_closep(int *fd)
+{
+    if (*fd >= 0) {
+        int saved = errno;
+        close(*fd);
+        errno = saved;
+    }
+}
+#define _cleanup_free_ __attribute__((cleanup(tc_freep)))
+#define _cleanup_close_ __attribute__((cleanup(tc_closep)))
+
+/* Hand ownership out of a scoped variable: `*ret = TC_STEAL(p);` */
+#define TC_STEAL(p)                                                                                \
+    ({                                                                                             \
+        __typeof__(p) _tmp = (p);                                                                  \
+        (p) = NULL;                                                                                \
+        _tmp;                                                                                      \
+    })
+static inline int tc_steal_fd(int *fd)
+{
+    int r = *fd;
+    *fd = -1;
+    return r;
+}
+
+/* Retry a syscall expression on EINTR. */
+#define TC_RETRY(expr)                                                                             \
+    ({                                                                                             \
+        long _r;                                                                                   \
+        do                                                                                         \
+            _r = (long)(expr);                                                                     \
+        while (_r < 0 && errno == EINTR);                                                          \
+        _r;                                                                                        \
+    })
+
+/* Parse a whole string as a base-10 integer in [min, max]; trailing garbage,
+ * empty strings and overflow are errors (-EINVAL / -ERANGE). */
+int tc_parse_i64(const char *s, int64_t min, int64_t max, int64_t *ret);
+
+/* Write all of buf, retrying on EINTR and short writes. 0 or -errno. */
+int tc_write_all(int fd, const void *buf, size_t len);
+/* Read until EOF or max bytes. On success *ret_buf is malloc'ed and NUL-terminated
+ * (not counted in *ret_len). -EFBIG if more than max bytes are available. */
+int tc_read_all(int fd, size_t max, char **ret_buf, size_t *ret_len);
+int tc_read_file(const char *path, size_t max, char **ret_buf, size_t *ret_len);
+
+/* Milliseconds of CLOCK_MONOTONIC / CLOCK_REALTIME. */
+int64_t tc_now_ms(void);
+int64_t tc_wall_ms(void);
+
+/* Random UUIDv7 (time-ordered) into out[37]. */
+void tc_uuid7(char out[37]);
+bool tc_uuid_valid(const char *s);
+
+/* True if s[0..len) is valid UTF-8 without NUL bytes (when !allow_nul). */
+bool tc_utf8_valid(const char *s, size_t len, bool allow_nul);
+
+/* RFC 3339 UTC timestamp with milliseconds, e.g. "2026-11-22T03:04:05.678Z". */
+void tc_iso8601(int64_t wall_ms, char out[32]);

@@ -1,0 +1,548 @@
+/* Server side of the launcher: spawn (fork + immediate exec), submit, and one reader
+ * thread that delivers results to callbacks and respawns the launcher if it dies. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "sandbox/launcher.h"
+#include "sandbox/sandbox.h"
+#include "sandbox/spec.h"
+#include "sandbox/wire.h"
+
+#define HELLO_TIMEOUT_MS 10000
+
+struct pending {
+    struct pending *next;
+    char id[72];
+    tc_launcher_cb cb;
+    void *userdata;
+};
+
+struct tc_launcher {
+    char *exe, *state_dir;
+    unsigned max;
+
+    /* Lock order: mu, then send_mu. mu guards the state below and is never held while
+     * blocking on the socket; send_mu serialises sends and keeps the socket fd alive
+     * while a send is in progress (the reader closes it only under send_mu). */
+    pthread_mutex_t mu;
+    pthread_mutex_t send_mu;
+    pthread_cond_t cv;
+    pthread_t reader;
+    bool reader_started;
+    int wake[2]; /* stop pipe for the reader */
+
+    int sock; /* -1 while no launcher */
+    pid_t pid;
+    bool alive; /* HELLO received, accepting submissions */
+    bool stopping;
+    bool hello_done; /* the first spawn attempt finished (ok or failed) */
+    int hello_err;
+    unsigned restarts, in_flight, spawns;
+    struct pending *pending;
+    json_t *host_info;
+};
+
+static int spawn_launcher(struct tc_launcher *l, int *ret_sock, pid_t *ret_pid)
+{
+    int sv[2];
+    char fdarg[] = "3", maxarg[16], ppidarg[24];
+    char *argv[] = {"toolcage",    "launcher",   "--fd",   fdarg,   "--max", maxarg,
+                    "--state-dir", l->state_dir, "--ppid", ppidarg, NULL};
+    pid_t pid;
+
+    snprintf(maxarg, sizeof(maxarg), "%u", l->max);
+    snprintf(ppidarg, sizeof(ppidarg), "%ld", (long)getpid());
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+        return -errno;
+    pid = fork();
+    if (pid < 0) {
+        int r = -errno;
+        close(sv[0]);
+        close(sv[1]);
+        return r;
+    }
+    if (pid == 0) {
+        /* Only async-signal-safe calls until exec: we may be a fork of a threaded server. */
+        sigset_t none;
+        int nul;
+        if (dup2(sv[1], 3) < 0)
+            _exit(127);
+        if (sv[1] == 3)
+            fcntl(3, F_SETFD, 0);
+        nul = open("/dev/null", O_RDWR);
+        if (nul >= 0) {
+            dup2(nul, 0);
+            dup2(nul, 1);
+        }
+        syscall(SYS_close_range, 4U, ~0U, 0U);
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        execv(l->exe, argv);
+        _exit(127);
+    }
+    close(sv[1]);
+    *ret_sock = sv[0];
+    *ret_pid = pid;
+    return 0;
+}
+
+static void deliver(struct pending *p, json_t *result)
+{
+    p->cb(p->userdata, result);
+    free(p);
+}
+
+/* Fail every pending submission (launcher gone). Called with mu held; unlocks around callbacks. */
+static void fail_all_locked(struct tc_launcher *l, const char *why)
+{
+    struct pending *list = l->pending;
+    l->pending = NULL;
+    l->in_flight = 0;
+    pthread_mutex_unlock(&l->mu);
+    while (list) {
+        struct pending *next = list->next;
+        json_t *r = tc_result_error(list->id, why);
+        deliver(list, r);
+        json_decref(r);
+        list = next;
+    }
+    pthread_mutex_lock(&l->mu);
+}
+
+static int wait_readable(int fd, int wake, int timeout_ms)
+{
+    struct pollfd p[2] = {{.fd = fd, .events = POLLIN}, {.fd = wake, .events = POLLIN}};
+    int n;
+    do
+        n = poll(p, 2, timeout_ms);
+    while (n < 0 && errno == EINTR);
+    if (n < 0)
+        return -errno;
+    if (n == 0)
+        return -ETIMEDOUT;
+    if (p[1].revents)
+        return -ECANCELED;
+    return 0;
+}
+
+/* One launcher generation: spawn, HELLO, then results until EOF. */
+static void run_generation(struct tc_launcher *l)
+{
+    struct tc_wire_hdr h;
+    char *payload = NULL;
+    int sock = -1, r;
+    pid_t pid = -1;
+
+    r = spawn_launcher(l, &sock, &pid);
+    if (r == 0 && (r = wait_readable(sock, l->wake[0], HELLO_TIMEOUT_MS)) == 0)
+        r = tc_wire_recv(sock, &h, &payload);
+    if (r == 0 && h.type != TC_WIRE_HELLO)
+        r = -EBADMSG;
+    json_t *hi = r == 0 && payload ? json_loads(payload, 0, NULL) : NULL;
+    free(payload);
+    payload = NULL;
+    if (r == 0 && (!hi || json_object_get(hi, "error")))
+        r = -EIO;
+
+    pthread_mutex_lock(&l->mu);
+    l->spawns++;
+    if (r == 0) {
+        l->sock = sock;
+        l->pid = pid;
+        l->alive = true;
+        json_decref(l->host_info);
+        l->host_info = hi;
+        hi = NULL;
+    } else if (hi) {
+        json_decref(l->host_info);
+        l->host_info = hi; /* keep the launcher's error for host_info() */
+        hi = NULL;
+    }
+    l->hello_done = true;
+    l->hello_err = r;
+    pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+
+    while (r == 0) {
+        r = wait_readable(sock, l->wake[0], -1);
+        if (r < 0)
+            break;
+        r = tc_wire_recv(sock, &h, &payload);
+        if (r == -EBADMSG) {
+            r = 0;
+            continue;
+        }
+        if (r < 0)
+            break;
+        if (h.type == TC_WIRE_RESULT) {
+            json_t *res = payload ? json_loads(payload, 0, NULL) : NULL;
+            struct pending **pp, *p = NULL;
+            pthread_mutex_lock(&l->mu);
+            for (pp = &l->pending; *pp; pp = &(*pp)->next) {
+                if (strcmp((*pp)->id, h.id) == 0) {
+                    p = *pp;
+                    *pp = p->next;
+                    l->in_flight--;
+                    break;
+                }
+            }
+            pthread_mutex_unlock(&l->mu);
+            if (p) {
+                if (!res)
+                    res = tc_result_error(h.id, "launcher sent an unreadable result");
+                deliver(p, res);
+            }
+            json_decref(res);
+        }
+        free(payload);
+        payload = NULL;
+    }
+
+    pthread_mutex_lock(&l->mu);
+    l->alive = false;
+    l->sock = -1;
+    fail_all_locked(l, l->stopping ? "launcher stopped" : "launcher died");
+    pthread_mutex_unlock(&l->mu);
+    if (sock >= 0) {
+        pthread_mutex_lock(&l->send_mu);
+        if (r == -ECANCELED) /* stopping: ask politely, then wait */
+            (void)tc_wire_send(sock, TC_WIRE_SHUTDOWN, NULL, NULL, 0);
+        close(sock);
+        pthread_mutex_unlock(&l->send_mu);
+    }
+    if (pid > 0) {
+        int st;
+        for (int i = 0; i < 500; i++) {
+            pid_t w = waitpid(pid, &st, WNOHANG);
+            if (w == pid || (w < 0 && errno != EINTR))
+                break;
+            nanosleep(&(struct timespec){0, 10000000}, NULL);
+            if (i == 300)
+                kill(pid, SIGKILL);
+        }
+        if (waitpid(pid, &st, WNOHANG) == 0) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+        }
+    }
+    json_decref(hi);
+}
+
+static void *reader_main(void *arg)
+{
+    struct tc_launcher *l = arg;
+    unsigned backoff_ms = 50;
+
+    for (;;) {
+        pthread_mutex_lock(&l->mu);
+        bool stop = l->stopping;
+        pthread_mutex_unlock(&l->mu);
+        if (stop)
+            break;
+        run_generation(l);
+        pthread_mutex_lock(&l->mu);
+        stop = l->stopping;
+        if (!stop && l->spawns > 0)
+            l->restarts++;
+        pthread_mutex_unlock(&l->mu);
+        if (stop)
+            break;
+        struct pollfd p = {.fd = l->wake[0], .events = POLLIN};
+        (void)poll(&p, 1, (int)backoff_ms);
+        backoff_ms = backoff_ms < 5000 ? backoff_ms * 2 : 5000;
+    }
+    return NULL;
+}
+
+int tc_launcher_start(const struct tc_launcher_options *opts, struct tc_launcher **ret_launcher)
+{
+    struct tc_launcher *l;
+    struct timespec ts;
+    int r;
+
+    if (!opts || !ret_launcher)
+        return -EINVAL;
+    l = calloc(1, sizeof(*l));
+    if (!l)
+        return -ENOMEM;
+    l->sock = -1;
+    l->wake[0] = l->wake[1] = -1;
+    l->max = opts->max_sandboxes ? opts->max_sandboxes : 16;
+    if (l->max > 1024)
+        l->max = 1024;
+    l->exe = strdup(opts->exe ? opts->exe : "/proc/self/exe");
+    l->state_dir = strdup(opts->state_dir ? opts->state_dir : "/run/toolcage");
+    if (!l->exe || !l->state_dir || l->state_dir[0] != '/') {
+        r = !l->exe || !l->state_dir ? -ENOMEM : -EINVAL;
+        goto fail;
+    }
+    if (pipe2(l->wake, O_CLOEXEC) < 0) {
+        r = -errno;
+        goto fail;
+    }
+    pthread_mutex_init(&l->mu, NULL);
+    pthread_mutex_init(&l->send_mu, NULL);
+    pthread_cond_init(&l->cv, NULL);
+    /* The reader thread spawns the launcher: PR_SET_PDEATHSIG follows the thread that
+     * forked, so the forker must live as long as the launcher object. */
+    r = -pthread_create(&l->reader, NULL, reader_main, l);
+    if (r < 0)
+        goto fail_sync;
+    l->reader_started = true;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += HELLO_TIMEOUT_MS / 1000 + 1;
+    pthread_mutex_lock(&l->mu);
+    while (!l->hello_done)
+        if (pthread_cond_timedwait(&l->cv, &l->mu, &ts) == ETIMEDOUT)
+            break;
+    r = l->hello_done ? l->hello_err : -ETIMEDOUT;
+    pthread_mutex_unlock(&l->mu);
+    if (r < 0) {
+        tc_launcher_stop(l);
+        return r;
+    }
+    *ret_launcher = l;
+    return 0;
+fail_sync:
+    pthread_mutex_destroy(&l->mu);
+    pthread_mutex_destroy(&l->send_mu);
+    pthread_cond_destroy(&l->cv);
+fail:
+    if (l->wake[0] >= 0) {
+        close(l->wake[0]);
+        close(l->wake[1]);
+    }
+    free(l->exe);
+    free(l->state_dir);
+    free(l);
+    return r;
+}
+
+int tc_launcher_submit(struct tc_launcher *l, json_t *spec, tc_launcher_cb cb, void *userdata)
+{
+    struct tc_spec parsed;
+    struct pending *p;
+    char *s;
+    int r;
+
+    if (!l || !cb)
+        return -EINVAL;
+    if (tc_spec_parse(spec, &parsed, NULL, 0) < 0)
+        return -EINVAL;
+    p = calloc(1, sizeof(*p));
+    if (!p) {
+        tc_spec_release(&parsed);
+        return -ENOMEM;
+    }
+    snprintf(p->id, sizeof(p->id), "%s", parsed.id);
+    p->cb = cb;
+    p->userdata = userdata;
+    tc_spec_release(&parsed);
+    s = json_dumps(spec, JSON_COMPACT);
+    if (!s) {
+        free(p);
+        return -ENOMEM;
+    }
+
+    if (strlen(s) > TC_WIRE_MAX_PAYLOAD) {
+        r = -EINVAL;
+        goto out;
+    }
+    pthread_mutex_lock(&l->mu);
+    if (!l->alive || l->stopping) {
+        pthread_mutex_unlock(&l->mu);
+        r = -EPIPE;
+        goto out;
+    }
+    if (l->in_flight >= l->max) {
+        pthread_mutex_unlock(&l->mu);
+        r = -EAGAIN;
+        goto out;
+    }
+    for (struct pending *q = l->pending; q; q = q->next)
+        if (strcmp(q->id, p->id) == 0) {
+            pthread_mutex_unlock(&l->mu);
+            r = -EINVAL; /* duplicate id in flight */
+            goto out;
+        }
+    /* Registered before sending: the result may arrive before tc_wire_send returns. */
+    struct pending *mine = p;
+    p->next = l->pending;
+    l->pending = p;
+    l->in_flight++;
+    p = NULL;
+    int sock = l->sock;
+    pthread_mutex_lock(&l->send_mu);
+    pthread_mutex_unlock(&l->mu);
+    r = tc_wire_send(sock, TC_WIRE_SUBMIT, mine->id, s, strlen(s));
+    pthread_mutex_unlock(&l->send_mu);
+    if (r < 0) {
+        /* Still pending: take it back and report the failure. Gone: the reader already
+         * failed it (launcher died), so its callback ran and the submission counts. */
+        bool found = false;
+        pthread_mutex_lock(&l->mu);
+        for (struct pending **pp = &l->pending; *pp; pp = &(*pp)->next)
+            if (*pp == mine) {
+                *pp = mine->next;
+                l->in_flight--;
+                found = true;
+                break;
+            }
+        pthread_mutex_unlock(&l->mu);
+        if (found) {
+            free(mine);
+            r = -EPIPE;
+        } else {
+            r = 0;
+        }
+    }
+out:
+    free(p);
+    free(s);
+    return r;
+}
+
+int tc_launcher_cancel(struct tc_launcher *l, const char *id)
+{
+    int r;
+    if (!l || !tc_spec_id_valid(id))
+        return -EINVAL;
+    pthread_mutex_lock(&l->mu);
+    if (!l->alive) {
+        pthread_mutex_unlock(&l->mu);
+        return -EPIPE;
+    }
+    int sock = l->sock;
+    pthread_mutex_lock(&l->send_mu);
+    pthread_mutex_unlock(&l->mu);
+    r = tc_wire_send(sock, TC_WIRE_CANCEL, id, NULL, 0);
+    pthread_mutex_unlock(&l->send_mu);
+    return r < 0 ? -EPIPE : 0;
+}
+
+struct sync_wait {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    json_t *result;
+    bool done;
+};
+
+static void sync_cb(void *userdata, json_t *result)
+{
+    struct sync_wait *w = userdata;
+    pthread_mutex_lock(&w->mu);
+    w->result = json_incref(result);
+    w->done = true;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+int tc_launcher_run_sync(struct tc_launcher *l, json_t *spec, json_t **ret_result)
+{
+    struct sync_wait w = {.result = NULL, .done = false};
+    int r;
+
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_cond_init(&w.cv, NULL);
+    r = tc_launcher_submit(l, spec, sync_cb, &w);
+    if (r == 0) {
+        pthread_mutex_lock(&w.mu);
+        while (!w.done)
+            pthread_cond_wait(&w.cv, &w.mu);
+        pthread_mutex_unlock(&w.mu);
+        *ret_result = w.result;
+    }
+    pthread_mutex_destroy(&w.mu);
+    pthread_cond_destroy(&w.cv);
+    return r;
+}
+
+bool tc_launcher_alive(struct tc_launcher *l)
+{
+    bool a;
+    if (!l)
+        return false;
+    pthread_mutex_lock(&l->mu);
+    a = l->alive;
+    pthread_mutex_unlock(&l->mu);
+    return a;
+}
+
+unsigned tc_launcher_in_flight(struct tc_launcher *l)
+{
+    unsigned n;
+    if (!l)
+        return 0;
+    pthread_mutex_lock(&l->mu);
+    n = l->in_flight;
+    pthread_mutex_unlock(&l->mu);
+    return n;
+}
+
+unsigned tc_launcher_restarts(struct tc_launcher *l)
+{
+    unsigned n;
+    if (!l)
+        return 0;
+    pthread_mutex_lock(&l->mu);
+    n = l->restarts;
+    pthread_mutex_unlock(&l->mu);
+    return n;
+}
+
+json_t *tc_launcher_host_info(struct tc_launcher *l)
+{
+    json_t *h;
+    if (!l)
+        return NULL;
+    pthread_mutex_lock(&l->mu);
+    h = l->host_info ? json_deep_copy(l->host_info) : json_object();
+    pthread_mutex_unlock(&l->mu);
+    return h;
+}
+
+int tc_launcher_pid(struct tc_launcher *l)
+{
+    int pid;
+    if (!l)
+        return 0;
+    pthread_mutex_lock(&l->mu);
+    pid = l->alive ? (int)l->pid : 0;
+    pthread_mutex_unlock(&l->mu);
+    return pid;
+}
+
+void tc_launcher_stop(struct tc_launcher *l)
+{
+    if (!l)
+        return;
+    pthread_mutex_lock(&l->mu);
+    l->stopping = true;
+    pthread_mutex_unlock(&l->mu);
+    if (l->wake[1] >= 0)
+        (void)!write(l->wake[1], "x", 1);
+    if (l->reader_started)
+        pthread_join(l->reader, NULL);
+    pthread_mutex_destroy(&l->mu);
+    pthread_mutex_destroy(&l->send_mu);
+    pthread_cond_destroy(&l->cv);
+    close(l->wake[0]);
+    close(l->wake[1]);
+    json_decref(l->host_info);
+    free(l->exe);
+    free(l->state_dir);
+    free(l);
+}

@@ -1,0 +1,79 @@
+/* The launcher: a small single-threaded process that owns every sandbox.
+ *
+ * The server never forks a sandbox itself. tc_launcher_start() spawns the launcher
+ * (fork + immediate exec of the toolcage binary, so it is safe from a multi-threaded
+ * process and the launcher starts with a clean address space), and talks to it over a
+ * SOCK_SEQPACKET socketpair with typed, size-checked messages. The wire format and
+ * the spec/result JSON are documented in docs/sandbox.md.
+ *
+ * Spec (input, JSON object):
+ *   id           string, [A-Za-z0-9-]{1,64}
+ *   backend      "native" | "gvisor"
+ *   argv         array of strings, argv[0] absolute path inside the sandbox
+ *   env          array of "NAME=value" (the whole environment)
+ *   cwd          string, default "/workspace"
+ *   stdin_b64    string (base64), optional
+ *   files        array of {path (relative, no ".."), content_b64, mode (int, optional)}, optional
+ *   collect      array of glob patterns relative to /workspace, optional
+ *   mounts       array of {source, target, writable}, optional
+ *   hostname     string, optional (default "toolcage")
+ *   network      "none"
+ *   limits       {wall_ms, cpu_ms, memory_bytes, pids, file_size_bytes, nofile,
+ *                 output_bytes, workspace_bytes, tmp_bytes}  (all integers, all required)
+ *
+ * Result (JSON object):
+ *   id, status ("completed" exit 0 | "failed" exit != 0 | "timeout" | "killed" | "error"),
+ *   exit_code (int|null), signal (string like "SIGKILL"|null),
+ *   stdout_b64, stderr_b64, stdout_truncated, stderr_truncated,
+ *   duration_ms, cpu_ms, memory_peak_bytes,
+ *   killed_reason (null|"timeout"|"memory"|"pids"|"output"|"cpu"|"disk"|"cancelled"),
+ *   enforced {limit name -> "cgroup_v2"|"cgroup_v1"|"rlimit"|"launcher"|"tmpfs"|"none"}
+ *            ("+" joins two mechanisms, e.g. "cgroup_v1+rlimit"),
+ *   policy_violations [{"syscall": name, "count": n}],
+ *   files [{path, content_b64, size, truncated}] (collected),
+ *   pids_limit_hit (bool: a fork was refused by pids.max), workspace_full (bool),
+ *   error (string, when status == "error")
+ */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+
+struct tc_launcher;
+
+struct tc_launcher_options {
+    const char *exe;        /* binary to exec as the launcher; NULL = "/proc/self/exe" */
+    const char *state_dir;  /* scratch space for the launcher */
+    unsigned max_sandboxes; /* concurrent sandboxes; submissions beyond get -EAGAIN */
+};
+
+/* Spawn the launcher and connect to it. Starts one reader thread. */
+int tc_launcher_start(const struct tc_launcher_options *opts, struct tc_launcher **ret_launcher);
+
+/* Called exactly once per accepted submission, from the client's reader thread.
+ * result is borrowed (json_incref it to keep it). If the launcher dies, pending
+ * callbacks get a result with status "error". */
+typedef void (*tc_launcher_cb)(void *userdata, json_t *result);
+
+/* 0, -EINVAL (spec fails validation), -EAGAIN (too many in flight), -EPIPE (launcher gone). */
+int tc_launcher_submit(struct tc_launcher *l, json_t *spec, tc_launcher_cb cb, void *userdata);
+/* Ask the launcher to kill a running sandbox; its callback still runs. */
+int tc_launcher_cancel(struct tc_launcher *l, const char *id);
+/* Blocking convenience for the CLI and tests. */
+int tc_launcher_run_sync(struct tc_launcher *l, json_t *spec, json_t **ret_result);
+
+bool tc_launcher_alive(struct tc_launcher *l);
+unsigned tc_launcher_in_flight(struct tc_launcher *l);
+unsigned tc_launcher_restarts(struct tc_launcher *l);
+/* What this host can enforce, e.g.
+ * {"cgroup":"v1","controllers":["memory","pids","cpuacct"],"seccomp_notify":true}. */
+json_t *tc_launcher_host_info(struct tc_launcher *l);
+
+/* Pid of the current launcher process, 0 while there is none (diagnostics, tests). */
+int tc_launcher_pid(struct tc_launcher *l);
+
+/* Kills every sandbox, waits for the launcher, frees. NULL is a no-op. */
+void tc_launcher_stop(struct tc_launcher *l);
+
+/* Entry point of the launcher process: `toolcage launcher --fd N` (internal, not in --help). */
+int tc_launcher_main(int argc, char **argv);

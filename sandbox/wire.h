@@ -1,0 +1,38 @@
+/* Launcher <-> server wire format: one fixed-size header per SOCK_SEQPACKET message,
+ * the (JSON) payload in a sealed memfd passed with SCM_RIGHTS. Sizes are checked on
+ * both ends; anything malformed is rejected with -EBADMSG. */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TC_WIRE_MAGIC       0x7463776eU /* "tcwn" */
+#define TC_WIRE_MAX_PAYLOAD (64u << 20)
+
+enum tc_wire_type {
+    TC_WIRE_HELLO = 1, /* launcher -> server: host info JSON */
+    TC_WIRE_SUBMIT,    /* server -> launcher: spec JSON */
+    TC_WIRE_CANCEL,    /* server -> launcher: id only */
+    TC_WIRE_RESULT,    /* launcher -> server: result JSON */
+    TC_WIRE_SHUTDOWN,  /* server -> launcher: kill everything and exit */
+    TC_WIRE_TYPE_MAX_,
+};
+
+struct tc_wire_hdr {
+    uint32_t magic;
+    uint32_t type;
+    uint64_t len; /* payload bytes in the memfd; 0 = no fd */
+    char id[72];  /* NUL-terminated sandbox id (<= 64 chars), or empty */
+};
+
+/* Send one message. 0 or -errno. */
+int tc_wire_send(int sock, enum tc_wire_type type, const char *id, const void *payload, size_t len);
+/* Receive one message. *ret_payload is malloc'ed and NUL-terminated (NULL when len == 0).
+ * 0, -EPIPE on orderly EOF, -EAGAIN if non-blocking and nothing is there, -EBADMSG on a
+ * malformed message, or another -errno. */
+int tc_wire_recv(int sock, struct tc_wire_hdr *ret_hdr, char **ret_payload);
+
+/* Pass/receive one fd plus a small blob over a unix socket (sandbox child -> launcher). */
+int tc_send_fd(int sock, int fd, const void *data, size_t len);
+/* Returns bytes received (>= 0), *ret_fd = -1 when none came. */
+long tc_recv_fd(int sock, int *ret_fd, void *data, size_t len);

@@ -1,0 +1,269 @@
+#include "sandbox/workspace.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <inttypes.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/util.h"
+
+char *tc_b64_encode(const void *data, size_t len)
+{
+    size_t n = sodium_base64_encoded_len(len, sodium_base64_VARIANT_ORIGINAL);
+    char *out = malloc(n);
+    if (!out)
+        return NULL;
+    sodium_bin2base64(out, n, data, len, sodium_base64_VARIANT_ORIGINAL);
+    return out;
+}
+
+int tc_b64_decode(const char *s, size_t slen, unsigned char **ret, size_t *ret_len)
+{
+    size_t cap = slen / 4 * 3 + 3, n = 0;
+    const char *end = NULL;
+    unsigned char *out = malloc(cap + 1);
+
+    if (!out)
+        return -ENOMEM;
+    if (sodium_base642bin(out, cap, s, slen, NULL, &n, &end, sodium_base64_VARIANT_ORIGINAL) != 0 ||
+        end != s + slen) {
+        free(out);
+        return -EINVAL;
+    }
+    *ret = out;
+    *ret_len = n;
+    return 0;
+}
+
+int tc_ws_mount(const char *path, int64_t size, uid_t uid, gid_t gid)
+{
+    char opts[160];
+    int fd;
+
+    snprintf(opts, sizeof(opts), "size=%" PRId64 ",nr_inodes=%" PRId64 ",mode=0700,uid=%u,gid=%u",
+             size, size / 1024 < 1024 ? 1024 : (size / 1024 > 1000000 ? 1000000 : size / 1024),
+             (unsigned)uid, (unsigned)gid);
+    if (mount("tcws", path, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+        return -errno;
+    fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        int r = -errno;
+        umount2(path, MNT_DETACH);
+        return r;
+    }
+    return fd;
+}
+
+void tc_ws_unmount(const char *path)
+{
+    umount2(path, MNT_DETACH);
+}
+
+/* Open (creating as needed) the directory holding the last component of rel. */
+static int open_parent(int dirfd, const char *rel, uid_t uid, gid_t gid, const char **ret_base)
+{
+    int cur = dup(dirfd);
+    const char *s = rel;
+
+    if (cur < 0)
+        return -errno;
+    for (;;) {
+        const char *slash = strchr(s, '/');
+        char comp[256];
+        size_t n;
+        int next;
+
+        if (!slash)
+            break;
+        n = (size_t)(slash - s);
+        if (n == 0 || n >= sizeof(comp)) {
+            close(cur);
+            return -EINVAL;
+        }
+        memcpy(comp, s, n);
+        comp[n] = '\0';
+        if (mkdirat(cur, comp, 0755) == 0) {
+            if (fchownat(cur, comp, uid, gid, AT_SYMLINK_NOFOLLOW) < 0) {
+                int r = -errno;
+                close(cur);
+                return r;
+            }
+        } else if (errno != EEXIST) {
+            int r = -errno;
+            close(cur);
+            return r;
+        }
+        next = openat(cur, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        close(cur);
+        if (next < 0)
+            return -errno;
+        cur = next;
+        s = slash + 1;
+    }
+    *ret_base = s;
+    return cur;
+}
+
+int tc_ws_write_files(int dirfd, json_t *files, uid_t uid, gid_t gid, char *err, size_t errlen)
+{
+    size_t i;
+    json_t *f;
+
+    json_array_foreach(files, i, f)
+    {
+        const char *path = json_string_value(json_object_get(f, "path"));
+        json_t *b = json_object_get(f, "content_b64"), *m = json_object_get(f, "mode");
+        _cleanup_free_ unsigned char *data = NULL;
+        _cleanup_close_ int pfd = -1, fd = -1;
+        const char *base = NULL;
+        size_t len = 0;
+        int r;
+
+        r = tc_b64_decode(json_string_value(b), json_string_length(b), &data, &len);
+        if (r < 0) {
+            snprintf(err, errlen, "files[%zu]: invalid base64", i);
+            return r;
+        }
+        pfd = open_parent(dirfd, path, uid, gid, &base);
+        if (pfd < 0) {
+            snprintf(err, errlen, "files[%zu]: %s", i, strerror(-pfd));
+            return pfd;
+        }
+        fd = openat(pfd, base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                    m ? (mode_t)json_integer_value(m) : 0644);
+        if (fd < 0) {
+            r = -errno;
+            snprintf(err, errlen, "files[%zu]: %s", i, strerror(-r));
+            return r;
+        }
+        for (size_t off = 0; off < len;) {
+            ssize_t n = write(fd, data + off, len - off);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0) {
+                r = -errno;
+                snprintf(err, errlen, "files[%zu]: %s", i, strerror(-r));
+                return r;
+            }
+            off += (size_t)n;
+        }
+        if (fchown(fd, uid, gid) < 0 || (m && fchmod(fd, (mode_t)json_integer_value(m)) < 0)) {
+            r = -errno;
+            snprintf(err, errlen, "files[%zu]: %s", i, strerror(-r));
+            return r;
+        }
+    }
+    return 0;
+}
+
+struct collect_ctx {
+    json_t *patterns, *out;
+    int64_t budget;
+    size_t nfiles;
+};
+
+static bool matches(json_t *patterns, const char *rel)
+{
+    size_t i;
+    json_t *p;
+    json_array_foreach(patterns, i, p)
+    {
+        if (fnmatch(json_string_value(p), rel, FNM_PERIOD) == 0)
+            return true;
+    }
+    return false;
+}
+
+static void collect_file(struct collect_ctx *c, int dfd, const char *name, const char *rel)
+{
+    _cleanup_close_ int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    _cleanup_free_ char *buf = NULL;
+    _cleanup_free_ char *b64 = NULL;
+    struct stat st;
+    size_t want, got = 0;
+
+    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+        return;
+    want = (size_t)st.st_size;
+    if (want > TC_WS_COLLECT_FILE_MAX)
+        want = TC_WS_COLLECT_FILE_MAX;
+    if ((int64_t)want > c->budget)
+        want = c->budget > 0 ? (size_t)c->budget : 0;
+    buf = malloc(want + 1);
+    if (!buf)
+        return;
+    while (got < want) {
+        ssize_t n = read(fd, buf + got, want - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    b64 = tc_b64_encode(buf, got);
+    if (!b64)
+        return;
+    c->budget -= (int64_t)got;
+    c->nfiles++;
+    json_array_append_new(c->out, json_pack("{s:s, s:s, s:I, s:b}", "path", rel, "content_b64", b64,
+                                            "size", (json_int_t)st.st_size, "truncated",
+                                            (int64_t)got < (int64_t)st.st_size));
+}
+
+static void walk(struct collect_ctx *c, int dfd, const char *prefix, int depth)
+{
+    int dup_fd;
+    DIR *d;
+    struct dirent *de;
+
+    if (depth > 32)
+        return;
+    dup_fd = dup(dfd);
+    if (dup_fd < 0)
+        return;
+    d = fdopendir(dup_fd);
+    if (!d) {
+        close(dup_fd);
+        return;
+    }
+    while ((de = readdir(d)) && c->nfiles < TC_WS_COLLECT_MAX_FILES) {
+        char rel[4096];
+        struct stat st;
+
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        if ((size_t)snprintf(rel, sizeof(rel), "%s%s%s", prefix, *prefix ? "/" : "", de->d_name) >=
+            sizeof(rel))
+            continue;
+        if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            continue;
+        if (S_ISDIR(st.st_mode)) {
+            _cleanup_close_ int sub =
+                openat(dfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (sub >= 0)
+                walk(c, sub, rel, depth + 1);
+        } else if (S_ISREG(st.st_mode) && matches(c->patterns, rel)) {
+            collect_file(c, dfd, de->d_name, rel);
+        }
+    }
+    closedir(d);
+}
+
+json_t *tc_ws_collect(int dirfd, json_t *patterns, int64_t total_max)
+{
+    struct collect_ctx c = {.patterns = patterns, .out = json_array(), .budget = total_max};
+
+    if (!c.out)
+        return NULL;
+    if (json_array_size(patterns) > 0 && dirfd >= 0)
+        walk(&c, dirfd, "", 0);
+    return c.out;
+}

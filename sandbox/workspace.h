@@ -1,0 +1,27 @@
+/* Per-sandbox workspace: a size-capped tmpfs owned by the sandbox's host uid, filled
+ * from the spec's files before the run and searched for collect patterns after it.
+ * Every path is resolved relative to the workspace dirfd, never following symlinks. */
+#pragma once
+
+#include <jansson.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Mount a tmpfs of size bytes at path (an existing empty dir). Returns an O_PATH-free
+ * directory fd on the new mount, or -errno. */
+int tc_ws_mount(const char *path, int64_t size, uid_t uid, gid_t gid);
+void tc_ws_unmount(const char *path);
+
+/* Write the spec's files array. -EINVAL (bad entry), -ENOSPC, -EEXIST, ... with err set. */
+int tc_ws_write_files(int dirfd, json_t *files, uid_t uid, gid_t gid, char *err, size_t errlen);
+
+/* Collect regular files matching the patterns (fnmatch on the relative path, '*' also
+ * matches '/'): [{path, content_b64, size, truncated}]. Each file is capped at
+ * TC_WS_COLLECT_FILE_MAX bytes and all files together at total_max. */
+#define TC_WS_COLLECT_FILE_MAX  (1 << 20)
+#define TC_WS_COLLECT_MAX_FILES 256
+json_t *tc_ws_collect(int dirfd, json_t *patterns, int64_t total_max);
+
+/* base64 helpers (libsodium, standard alphabet with padding). */
+char *tc_b64_encode(const void *data, size_t len);
+int tc_b64_decode(const char *s, size_t slen, unsigned char **ret, size_t *ret_len);

@@ -1,0 +1,155 @@
+#include "server/config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "server/log.h"
+
+enum opt_kind { OPT_STRING, OPT_INT, OPT_LISTEN, OPT_LOGLEVEL };
+
+struct opt {
+    const char *env;
+    enum opt_kind kind;
+    const char *def; /* NULL: inherit from another option (see fixups) */
+    int64_t min, max;
+    size_t offset;
+    const char *help;
+};
+
+#define OFF(f) offsetof(struct tc_config, f)
+static const struct opt options[] = {
+    {"TOOLCAGE_DATABASE_URL", OPT_STRING, "dbname=toolcage", 0, 0, OFF(database_url),
+     "libpq conninfo of the runtime role"},
+    {"TOOLCAGE_MIGRATE_DATABASE_URL", OPT_STRING, NULL, 0, 0, OFF(migrate_database_url),
+     "libpq conninfo of the role that owns the schema (default: TOOLCAGE_DATABASE_URL)"},
+    {"TOOLCAGE_LISTEN", OPT_LISTEN, "127.0.0.1:8080", 0, 0, 0, "address:port to serve HTTP on"},
+    {"TOOLCAGE_POLICY", OPT_STRING, "examples/policy.json", 0, 0, OFF(policy_path),
+     "tool policy file"},
+    {"TOOLCAGE_STATE_DIR", OPT_STRING, "/var/lib/toolcage", 0, 0, OFF(state_dir),
+     "directory for the launcher's scratch space"},
+    {"TOOLCAGE_LOG_LEVEL", OPT_LOGLEVEL, "info", 0, 0, OFF(log_level), "debug, info, warn or error"},
+    {"TOOLCAGE_THREADS", OPT_INT, "4", 1, 256, OFF(threads), "HTTP worker threads"},
+    {"TOOLCAGE_DB_POOL", OPT_INT, "8", 1, 256, OFF(db_pool), "PostgreSQL connections"},
+    {"TOOLCAGE_MAX_BODY_BYTES", OPT_INT, "4194304", 1024, 268435456, OFF(max_body_bytes),
+     "largest request body accepted (413 beyond)"},
+    {"TOOLCAGE_MAX_SANDBOXES", OPT_INT, "64", 1, 4096, OFF(max_sandboxes),
+     "sandboxes running at once (503 beyond)"},
+    {"TOOLCAGE_MASTER_KEY_FILE", OPT_STRING, "/var/lib/toolcage/master.key", 0, 0,
+     OFF(master_key_file), "32-byte key that seals secrets (mode 0600)"},
+};
+
+static int parse_listen(const char *v, struct tc_config *cfg)
+{
+    const char *colon = strrchr(v, ':');
+    if (!colon || colon == v)
+        return -EINVAL;
+    int64_t port;
+    if (tc_parse_i64(colon + 1, 1, 65535, &port) < 0)
+        return -EINVAL;
+    const char *h = v;
+    size_t hl = (size_t)(colon - v);
+    if (h[0] == '[') { /* [::1]:8080 */
+        if (hl < 3 || h[hl - 1] != ']')
+            return -EINVAL;
+        h++;
+        hl -= 2;
+    }
+    char *host = strndup(h, hl);
+    if (!host)
+        return -ENOMEM;
+    free(cfg->listen_host);
+    cfg->listen_host = host;
+    cfg->listen_port = (uint16_t)port;
+    return 0;
+}
+
+int tc_config_load(struct tc_config *cfg, char **ret_error)
+{
+    struct tc_config c = {0};
+    for (size_t i = 0; i < TC_ARRAY_SIZE(options); i++) {
+        const struct opt *o = &options[i];
+        const char *v = getenv(o->env);
+        if (!v || !*v)
+            v = o->def;
+        if (!v)
+            continue;
+        int r = 0;
+        char why[160] = "";
+        switch (o->kind) {
+        case OPT_STRING: {
+            char *s = strdup(v);
+            if (!s)
+                r = -ENOMEM;
+            else
+                *(char **)((char *)&c + o->offset) = s;
+            break;
+        }
+        case OPT_INT: {
+            int64_t n;
+            r = tc_parse_i64(v, o->min, o->max, &n);
+            if (r < 0)
+                snprintf(why, sizeof(why), "must be an integer from %lld to %lld",
+                         (long long)o->min, (long long)o->max);
+            else
+                *(int64_t *)((char *)&c + o->offset) = n;
+            break;
+        }
+        case OPT_LISTEN:
+            r = parse_listen(v, &c);
+            if (r < 0)
+                snprintf(why, sizeof(why), "must be HOST:PORT, e.g. 127.0.0.1:8080 or [::1]:8080");
+            break;
+        case OPT_LOGLEVEL: {
+            int l = tc_log_parse_level(v);
+            if (l < 0) {
+                r = -EINVAL;
+                snprintf(why, sizeof(why), "must be debug, info, warn or error");
+            } else {
+                *(int *)((char *)&c + o->offset) = l;
+            }
+            break;
+        }
+        }
+        if (r < 0) {
+            if (ret_error) {
+                size_t n = strlen(o->env) + strlen(v) + strlen(why) + 64;
+                char *e = malloc(n);
+                if (e)
+                    snprintf(e, n, "%s=\"%s\": %s", o->env, v, why[0] ? why : strerror(-r));
+                *ret_error = e;
+            }
+            tc_config_free(&c);
+            return -EINVAL;
+        }
+    }
+    if (!c.migrate_database_url && !(c.migrate_database_url = strdup(c.database_url))) {
+        tc_config_free(&c);
+        return -ENOMEM;
+    }
+    *cfg = c;
+    return 0;
+}
+
+void tc_config_free(struct tc_config *cfg)
+{
+    if (!cfg)
+        return;
+    free(cfg->database_url);
+    free(cfg->migrate_database_url);
+    free(cfg->listen_host);
+    free(cfg->policy_path);
+    free(cfg->state_dir);
+    free(cfg->master_key_file);
+    *cfg = (struct tc_config){0};
+}
+
+void tc_config_print_help(FILE *f)
+{
+    fprintf(f, "Environment:\n");
+    for (size_t i = 0; i < TC_ARRAY_SIZE(options); i++)
+        fprintf(f, "  %-30s %s (default: %s)\n", options[i].env, options[i].help,
+                options[i].def ? options[i].def : "see help");
+}

@@ -1,0 +1,27 @@
+/* Configuration: one struct, filled from the environment through a table of defaults
+ * (after redis' static_configs[]). */
+#pragma once
+#include <stdint.h>
+#include <stdio.h>
+
+struct tc_config {
+    char *database_url;
+    char *migrate_database_url;
+    char *listen_host;
+    uint16_t listen_port;
+    char *policy_path;
+    char *state_dir;
+    int log_level; /* enum tc_log_level */
+    int64_t threads;
+    int64_t db_pool;
+    int64_t max_body_bytes;
+    int64_t max_sandboxes;
+    char *master_key_file;
+};
+
+/* Fill cfg from the environment. On a bad value returns -EINVAL and sets *ret_error
+ * to one line naming the variable (caller frees). */
+int tc_config_load(struct tc_config *cfg, char **ret_error);
+void tc_config_free(struct tc_config *cfg);
+/* The table as "NAME  default  help" lines, for --help and the README. */
+void tc_config_print_help(FILE *f);

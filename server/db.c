@@ -1,0 +1,143 @@
+#include "server/db.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct tc_db {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    char *conninfo;
+    unsigned size;
+    unsigned nfree;
+    PGconn **free_list;
+};
+
+PGconn *tc_db_connect(const char *conninfo, char **ret_error)
+{
+    PGconn *c = PQconnectdb(conninfo);
+    if (!c || PQstatus(c) != CONNECTION_OK) {
+        if (ret_error)
+            *ret_error = strdup(c ? PQerrorMessage(c) : "out of memory");
+        PQfinish(c);
+        return NULL;
+    }
+    /* Every statement is bounded: a stuck query must not pin a worker forever. */
+    PGresult *r = PQexec(c, "SET statement_timeout = '30s'; SET TIME ZONE 'UTC'");
+    PQclear(r);
+    return c;
+}
+
+int tc_db_open(const char *conninfo, unsigned size, struct tc_db **ret_db, char **ret_error)
+{
+    struct tc_db *db = calloc(1, sizeof(*db));
+    if (!db)
+        return -ENOMEM;
+    db->conninfo = strdup(conninfo);
+    db->free_list = calloc(size, sizeof(PGconn *));
+    if (!db->conninfo || !db->free_list) {
+        tc_db_close(db);
+        return -ENOMEM;
+    }
+    pthread_mutex_init(&db->lock, NULL);
+    pthread_cond_init(&db->cond, NULL);
+    db->size = size;
+    for (unsigned i = 0; i < size; i++) {
+        PGconn *c = tc_db_connect(conninfo, ret_error);
+        if (!c) {
+            tc_db_close(db);
+            return -EIO;
+        }
+        db->free_list[db->nfree++] = c;
+    }
+    *ret_db = db;
+    return 0;
+}
+
+void tc_db_close(struct tc_db *db)
+{
+    if (!db)
+        return;
+    for (unsigned i = 0; i < db->nfree; i++)
+        PQfinish(db->free_list[i]);
+    if (db->size) {
+        pthread_mutex_destroy(&db->lock);
+        pthread_cond_destroy(&db->cond);
+    }
+    free(db->free_list);
+    free(db->conninfo);
+    free(db);
+}
+
+PGconn *tc_db_acquire(struct tc_db *db, int timeout_ms)
+{
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += timeout_ms / 1000;
+    deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&db->lock);
+    while (db->nfree == 0) {
+        if (pthread_cond_timedwait(&db->cond, &db->lock, &deadline) == ETIMEDOUT) {
+            pthread_mutex_unlock(&db->lock);
+            return NULL;
+        }
+    }
+    PGconn *c = db->free_list[--db->nfree];
+    pthread_mutex_unlock(&db->lock);
+
+    if (PQstatus(c) != CONNECTION_OK) {
+        /* The database restarted or the socket broke: one reconnect attempt, outside the lock. */
+        PQreset(c);
+        if (PQstatus(c) != CONNECTION_OK) {
+            tc_db_release(db, c);
+            return NULL;
+        }
+        PGresult *r = PQexec(c, "SET statement_timeout = '30s'; SET TIME ZONE 'UTC'");
+        PQclear(r);
+    }
+    return c;
+}
+
+void tc_db_release(struct tc_db *db, PGconn *conn)
+{
+    if (!conn)
+        return;
+    /* Never hand out a connection stuck inside a transaction. */
+    if (PQtransactionStatus(conn) != PQTRANS_IDLE && PQstatus(conn) == CONNECTION_OK) {
+        PGresult *r = PQexec(conn, "ROLLBACK");
+        PQclear(r);
+    }
+    pthread_mutex_lock(&db->lock);
+    db->free_list[db->nfree++] = conn;
+    pthread_cond_signal(&db->cond);
+    pthread_mutex_unlock(&db->lock);
+}
+
+PGresult *tc_db_exec(PGconn *conn, const char *sql, int nparams, const char *const *params)
+{
+    PGresult *r = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
+    ExecStatusType st = PQresultStatus(r);
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+        PQclear(r);
+        return NULL;
+    }
+    return r;
+}
+
+bool tc_db_ping(struct tc_db *db)
+{
+    PGconn *c = tc_db_acquire(db, 1000);
+    if (!c)
+        return false;
+    PGresult *r = tc_db_exec(c, "SELECT 1", 0, NULL);
+    bool ok = r != NULL;
+    PQclear(r);
+    tc_db_release(db, c);
+    return ok;
+}

@@ -1,0 +1,23 @@
+/* A small fixed-size pool of libpq connections; every query is parameterised. */
+#pragma once
+#include <libpq-fe.h>
+#include <stdbool.h>
+
+struct tc_db;
+
+/* Opens `size` connections. -EIO (with *ret_error set to libpq's message) if the first fails. */
+int tc_db_open(const char *conninfo, unsigned size, struct tc_db **ret_db, char **ret_error);
+void tc_db_close(struct tc_db *db); /* NULL is a no-op */
+
+/* Borrow a healthy connection, waiting up to timeout_ms; NULL when none can be had
+ * (pool exhausted or database down). Return it with tc_db_release(). */
+PGconn *tc_db_acquire(struct tc_db *db, int timeout_ms);
+void tc_db_release(struct tc_db *db, PGconn *conn);
+
+/* PQexecParams with text parameters. Returns the result when its status is
+ * PGRES_COMMAND_OK or PGRES_TUPLES_OK, else clears it and returns NULL. */
+PGresult *tc_db_exec(PGconn *conn, const char *sql, int nparams, const char *const *params);
+/* True when the server answers SELECT 1. */
+bool tc_db_ping(struct tc_db *db);
+/* Single connection without a pool (CLI commands). */
+PGconn *tc_db_connect(const char *conninfo, char **ret_error);

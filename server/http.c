@@ -1,0 +1,413 @@
+#include "server/http.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "common/util.h"
+#include "policy/policy.h"
+#include "server/db.h"
+#include "server/log.h"
+#include "server/metrics.h"
+#include "server/routes.h"
+
+#define PROBLEM_PREFIX "urn:toolcage:problem:"
+
+struct tc_policy *tc_server_policy(struct tc_server *srv)
+{
+    pthread_mutex_lock(&srv->policy_lock);
+    struct tc_policy *p = tc_policy_ref(srv->policy);
+    pthread_mutex_unlock(&srv->policy_lock);
+    return p;
+}
+
+void tc_server_set_policy(struct tc_server *srv, struct tc_policy *p)
+{
+    pthread_mutex_lock(&srv->policy_lock);
+    struct tc_policy *old = srv->policy;
+    srv->policy = p;
+    pthread_mutex_unlock(&srv->policy_lock);
+    tc_policy_unref(old);
+}
+
+static void add_common_headers(struct tc_request *r, struct MHD_Response *resp)
+{
+    MHD_add_response_header(resp, "X-Request-Id", r->request_id);
+    MHD_add_response_header(resp, "Cache-Control", "no-store");
+    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+}
+
+enum MHD_Result tc_http_queue(struct tc_request *r, unsigned status, struct MHD_Response *resp)
+{
+    if (!resp)
+        return MHD_NO;
+    add_common_headers(r, resp);
+    r->status = status;
+    enum MHD_Result ret = MHD_queue_response(r->conn, status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+enum MHD_Result tc_respond_text(struct tc_request *r, unsigned status, const char *content_type,
+                                const void *data, size_t len)
+{
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(len, (void *)data, MHD_RESPMEM_MUST_COPY);
+    if (!resp)
+        return MHD_NO;
+    MHD_add_response_header(resp, "Content-Type", content_type);
+    return tc_http_queue(r, status, resp);
+}
+
+static enum MHD_Result respond_json_typed(struct tc_request *r, unsigned status, json_t *body,
+                                          const char *content_type, const char *extra_name,
+                                          const char *extra_value)
+{
+    char *s = json_dumps(body, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(body);
+    if (!s)
+        return MHD_NO;
+    size_t len = strlen(s);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, s, MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        free(s);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, "Content-Type", content_type);
+    if (extra_name)
+        MHD_add_response_header(resp, extra_name, extra_value);
+    return tc_http_queue(r, status, resp);
+}
+
+enum MHD_Result tc_respond_json(struct tc_request *r, unsigned status, json_t *body)
+{
+    return respond_json_typed(r, status, body, "application/json", NULL, NULL);
+}
+
+static enum MHD_Result vproblem(struct tc_request *r, unsigned status, const char *slug,
+                                const char *title, json_t *errors, const char *extra_name,
+                                const char *extra_value, const char *fmt, va_list ap)
+{
+    char detail[512];
+    vsnprintf(detail, sizeof(detail), fmt, ap);
+    char type[96];
+    snprintf(type, sizeof(type), PROBLEM_PREFIX "%s", slug);
+    json_t *o = json_pack("{s:s, s:s, s:i, s:s, s:s}", "type", type, "title", title, "status",
+                          (int)status, "detail", detail, "request_id", r->request_id);
+    if (!o) {
+        json_decref(errors);
+        return MHD_NO;
+    }
+    if (errors)
+        json_object_set_new(o, "errors", errors);
+    return respond_json_typed(r, status, o, "application/problem+json", extra_name, extra_value);
+}
+
+enum MHD_Result tc_respond_problem(struct tc_request *r, unsigned status, const char *type_slug,
+                                   const char *title, json_t *errors, const char *detail_fmt, ...)
+{
+    va_list ap;
+    va_start(ap, detail_fmt);
+    enum MHD_Result ret = vproblem(r, status, type_slug, title, errors, NULL, NULL, detail_fmt, ap);
+    va_end(ap);
+    return ret;
+}
+
+static enum MHD_Result problem_with_header(struct tc_request *r, unsigned status, const char *slug,
+                                           const char *title, const char *hname,
+                                           const char *hvalue, const char *fmt, ...)
+    __attribute__((format(printf, 7, 8)));
+static enum MHD_Result problem_with_header(struct tc_request *r, unsigned status, const char *slug,
+                                           const char *title, const char *hname,
+                                           const char *hvalue, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    enum MHD_Result ret = vproblem(r, status, slug, title, NULL, hname, hvalue, fmt, ap);
+    va_end(ap);
+    return ret;
+}
+
+json_t *tc_request_json(struct tc_request *r, enum MHD_Result *ret_result)
+{
+    if (r->body.len == 0) {
+        *ret_result = tc_respond_problem(r, 400, "invalid-json", "Malformed JSON", NULL,
+                                         "the request body is empty; a JSON object is expected");
+        return NULL;
+    }
+    if (!tc_utf8_valid(r->body.data, r->body.len, true)) {
+        *ret_result = tc_respond_problem(r, 400, "invalid-encoding", "Invalid encoding", NULL,
+                                         "the request body is not valid UTF-8");
+        return NULL;
+    }
+    json_error_t err;
+    /* NUL is allowed by the parser so that the validator can name the field that holds it. */
+    json_t *j = json_loadb(r->body.data, r->body.len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL | JSON_DECODE_ANY, &err);
+    if (!j) {
+        *ret_result = tc_respond_problem(r, 400, "invalid-json", "Malformed JSON", NULL,
+                                         "line %d, column %d: %s", err.line, err.column, err.text);
+        return NULL;
+    }
+    if (!json_is_object(j)) {
+        json_decref(j);
+        *ret_result = tc_respond_problem(r, 400, "validation", "Invalid request", NULL,
+                                         "the request body must be a JSON object");
+        return NULL;
+    }
+    return j;
+}
+
+void tc_request_suspend(struct tc_request *r, tc_handler resume)
+{
+    r->resume = resume;
+    MHD_suspend_connection(r->conn);
+}
+
+void tc_request_resume(struct tc_request *r) { MHD_resume_connection(r->conn); }
+
+const char *tc_request_query(struct tc_request *r, const char *name)
+{
+    return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+/* ---- routing ---- */
+
+static void free_params(struct tc_request *r)
+{
+    for (size_t i = 0; i < TC_ARRAY_SIZE(r->params); i++) {
+        free(r->params[i]);
+        r->params[i] = NULL;
+    }
+}
+
+/* Match "/v1/executions/{}" against a path; fills r->params on success. */
+static bool match(const char *pattern, const char *path, struct tc_request *r)
+{
+    size_t np = 0;
+    const char *p = pattern, *s = path;
+    while (*p && *s) {
+        if (p[0] == '{' && p[1] == '}') {
+            const char *end = strchr(s, '/');
+            size_t len = end ? (size_t)(end - s) : strlen(s);
+            if (len == 0 || np >= TC_ARRAY_SIZE(r->params))
+                return false;
+            if (r) {
+                free(r->params[np]);
+                r->params[np] = strndup(s, len);
+            }
+            np++;
+            s += len;
+            p += 2;
+            continue;
+        }
+        if (*p != *s)
+            return false;
+        p++;
+        s++;
+    }
+    return *p == '\0' && *s == '\0';
+}
+
+static enum MHD_Result dispatch(struct tc_request *r)
+{
+    const struct tc_route *found = NULL;
+    char allow[128] = "";
+    for (const struct tc_route *rt = tc_routes; rt->method; rt++) {
+        if (!match(rt->pattern, r->path, NULL))
+            continue;
+        if (strcmp(rt->method, r->method) == 0) {
+            found = rt;
+            break;
+        }
+        size_t n = strlen(allow);
+        snprintf(allow + n, sizeof(allow) - n, "%s%s", n ? ", " : "", rt->method);
+    }
+    if (!found) {
+        if (allow[0])
+            return problem_with_header(r, 405, "method-not-allowed", "Method not allowed", "Allow",
+                                       allow, "%s is not allowed here; allowed: %s", r->method,
+                                       allow);
+        return tc_respond_problem(r, 404, "not-found", "Not found", NULL, "no such resource");
+    }
+    match(found->pattern, r->path, r);
+    r->route = found->pattern;
+    if (r->body_too_large)
+        return tc_respond_problem(r, 413, "body-too-large", "Request body too large", NULL,
+                                  "the body exceeds %lld bytes",
+                                  (long long)r->srv->cfg->max_body_bytes);
+    if (found->roles) {
+        const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Authorization");
+        if (!h || strncasecmp(h, "Bearer ", 7) != 0)
+            return problem_with_header(r, 401, "unauthorized", "Unauthorized", "WWW-Authenticate",
+                                       "Bearer", "an API key is required: Authorization: Bearer <key>");
+        PGconn *c = tc_db_acquire(r->srv->db, 5000);
+        if (!c)
+            return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
+                                      "the database is not reachable");
+        int rc = tc_auth_lookup(c, h + 7, &r->principal);
+        tc_db_release(r->srv->db, c);
+        if (rc == -EIO)
+            return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
+                                      "the database is not reachable");
+        if (rc < 0)
+            return problem_with_header(r, 401, "unauthorized", "Unauthorized", "WWW-Authenticate",
+                                       "Bearer error=\"invalid_token\"",
+                                       "the API key is not valid");
+        if (!(found->roles & r->principal.role))
+            return tc_respond_problem(r, 403, "forbidden", "Forbidden", NULL,
+                                      "the role '%s' may not do this",
+                                      tc_role_name(r->principal.role));
+    }
+    return found->handler(r);
+}
+
+/* ---- MHD callbacks ---- */
+
+static void request_free(struct tc_request *r)
+{
+    if (!r)
+        return;
+    if (r->state_free)
+        r->state_free(r->state);
+    free_params(r);
+    tc_buf_free(&r->body);
+    free(r->path);
+    free(r);
+}
+
+static bool request_id_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 64)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+              c == '-' || c == '_' || c == '.'))
+            return false;
+    }
+    return true;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
+{
+    struct tc_server *srv = cls;
+    struct tc_request *r = *con_cls;
+    if (!r) {
+        r = calloc(1, sizeof(*r));
+        if (!r)
+            return MHD_NO;
+        r->srv = srv;
+        r->conn = conn;
+        r->method = method;
+        r->path = strdup(url);
+        r->start_ms = tc_now_ms();
+        tc_buf_init(&r->body, (size_t)srv->cfg->max_body_bytes);
+        const char *rid = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Request-Id");
+        if (rid && request_id_ok(rid))
+            snprintf(r->request_id, sizeof(r->request_id), "%s", rid);
+        else
+            tc_uuid7(r->request_id);
+        *con_cls = r;
+        if (!r->path)
+            return MHD_NO;
+        /* Refuse a declared oversize body before reading it. */
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+        int64_t n;
+        if (cl && tc_parse_i64(cl, 0, INT64_MAX, &n) == 0 && n > srv->cfg->max_body_bytes) {
+            r->body_too_large = true;
+            r->body_done = true;
+            return tc_respond_problem(r, 413, "body-too-large", "Request body too large", NULL,
+                                      "the body exceeds %lld bytes",
+                                      (long long)srv->cfg->max_body_bytes);
+        }
+        return MHD_YES;
+    }
+    if (r->resume) {
+        tc_handler h = r->resume;
+        r->resume = NULL;
+        return h(r);
+    }
+    if (*upload_data_size > 0) {
+        if (!r->body_too_large && tc_buf_append(&r->body, upload_data, *upload_data_size) < 0)
+            r->body_too_large = true;
+        if (r->body_too_large)
+            tc_buf_free(&r->body); /* drain and drop: memory stays bounded */
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (r->body_done)
+        return MHD_NO; /* a response was already queued */
+    r->body_done = true;
+    return dispatch(r);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    struct tc_request *r = *con_cls;
+    if (!r)
+        return;
+    tc_metrics_request(r->route ? r->route : "unmatched", r->status, tc_now_ms() - r->start_ms);
+    tc_log(r->status >= 500 ? TC_LOG_WARN : TC_LOG_INFO, "request",
+           "{s:s, s:s, s:s, s:i, s:I, s:s, s:b}", "request_id", r->request_id, "method",
+           r->method ? r->method : "", "path", r->path ? r->path : "", "status", (int)r->status,
+           "duration_ms", (json_int_t)(tc_now_ms() - r->start_ms), "tenant",
+           r->principal.tenant_name, "completed", toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
+    request_free(r);
+    *con_cls = NULL;
+}
+
+static void on_mhd_error(void *cls, const char *fmt, va_list ap)
+{
+    char msg[256];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    size_t n = strlen(msg);
+    while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+        msg[--n] = '\0';
+    tc_log(TC_LOG_DEBUG, "libmicrohttpd", "{s:s}", "detail", msg);
+}
+
+int tc_http_start(struct tc_server *srv, char **ret_error)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_NUMERICSERV}, *ai = NULL;
+    char port[8];
+    snprintf(port, sizeof(port), "%u", srv->cfg->listen_port);
+    int rc = getaddrinfo(srv->cfg->listen_host, port, &hints, &ai);
+    if (rc != 0) {
+        if (ret_error)
+            *ret_error = strdup(gai_strerror(rc));
+        return -EINVAL;
+    }
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+                     MHD_USE_ERROR_LOG;
+    if (ai->ai_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    srv->mhd = MHD_start_daemon(
+        flags, srv->cfg->listen_port, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR,
+        ai->ai_addr, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)srv->cfg->threads,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)30, MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000, MHD_OPTION_EXTERNAL_LOGGER,
+        on_mhd_error, NULL, MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!srv->mhd) {
+        if (ret_error)
+            *ret_error = strdup("cannot listen (address in use or not available)");
+        return -EADDRINUSE;
+    }
+    return 0;
+}
+
+void tc_http_stop(struct tc_server *srv)
+{
+    if (!srv->mhd)
+        return;
+    MHD_stop_daemon(srv->mhd);
+    srv->mhd = NULL;
+}

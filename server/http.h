@@ -1,0 +1,84 @@
+/* HTTP glue over libmicrohttpd: per-request context, routing, problem+json responses,
+ * and suspend/resume so that no worker thread waits for a sandbox. */
+#pragma once
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "common/buf.h"
+#include "server/auth.h"
+#include "server/config.h"
+
+struct tc_db;
+struct tc_launcher;
+struct tc_policy;
+struct tc_keys;
+
+struct tc_server {
+    const struct tc_config *cfg;
+    struct tc_db *db;
+    struct tc_launcher *launcher;
+    struct MHD_Daemon *mhd;
+    const struct tc_keys *keys;
+    pthread_mutex_t policy_lock;
+    struct tc_policy *policy; /* swap under policy_lock; readers take a reference */
+};
+
+struct tc_request;
+typedef enum MHD_Result (*tc_handler)(struct tc_request *r);
+
+struct tc_request {
+    struct tc_server *srv;
+    struct MHD_Connection *conn;
+    const char *method;
+    char *path;
+    char request_id[65];
+    struct tc_buf body;
+    bool body_too_large;
+    bool body_done;
+    struct tc_principal principal;
+    const char *route; /* pattern of the matched route, for metrics */
+    char *params[4]; /* path segments matched by "{}" */
+    unsigned status; /* of the response queued, for the access log */
+    long long start_ms;
+    /* async: set by tc_request_suspend(); the handler that runs when resumed */
+    tc_handler resume;
+    void *state;
+    void (*state_free)(void *state);
+};
+
+/* Starts the daemon on cfg->listen_host:listen_port. */
+int tc_http_start(struct tc_server *srv, char **ret_error);
+/* Stop accepting, then stop. Suspended requests must have been resumed first. */
+void tc_http_stop(struct tc_server *srv);
+
+/* Takes a reference on the current policy (release with tc_policy_unref). */
+struct tc_policy *tc_server_policy(struct tc_server *srv);
+/* Installs a new policy (steals the reference). */
+void tc_server_set_policy(struct tc_server *srv, struct tc_policy *p);
+
+/* Queue resp (adds X-Request-Id and the common headers) and destroy our reference. */
+enum MHD_Result tc_http_queue(struct tc_request *r, unsigned status, struct MHD_Response *resp);
+
+/* Response helpers; each returns the MHD result to hand back from the handler. */
+enum MHD_Result tc_respond_json(struct tc_request *r, unsigned status, json_t *body /* stolen */);
+enum MHD_Result tc_respond_text(struct tc_request *r, unsigned status, const char *content_type,
+                                const void *data, size_t len);
+/* type_slug becomes "urn:toolcage:problem:<slug>"; errors (stolen, may be NULL) is an
+ * array of {path, message}. */
+enum MHD_Result tc_respond_problem(struct tc_request *r, unsigned status, const char *type_slug,
+                                   const char *title, json_t *errors, const char *detail_fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+
+/* Parse the body as a JSON object. On failure a problem response has been queued:
+ * return *ret_result from the handler. */
+json_t *tc_request_json(struct tc_request *r, enum MHD_Result *ret_result);
+
+/* Suspend the connection; `resume` runs on a worker thread after tc_request_resume(). */
+void tc_request_suspend(struct tc_request *r, tc_handler resume);
+/* Thread-safe; call exactly once per suspend. */
+void tc_request_resume(struct tc_request *r);
+
+const char *tc_request_query(struct tc_request *r, const char *name);

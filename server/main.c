@@ -1,0 +1,569 @@
+/* toolcage: command-line entry point. Each subcommand is a function; `serve` wires the
+ * HTTP server, database pool and launcher together. */
+#include <getopt.h>
+#include <libpq-fe.h>
+#include <signal.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "api/exec.h"
+#include "audit/audit.h"
+#include "broker/keys.h"
+#include "common/util.h"
+#include "policy/policy.h"
+#include "sandbox/sandbox.h"
+#include "server/auth.h"
+#include "server/config.h"
+#include "server/db.h"
+#include "server/http.h"
+#include "server/log.h"
+#include "server/migrate.h"
+
+struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *usage;
+    const char *help;
+};
+
+static int usage_of(const char *name);
+
+static int fail_config(void)
+{
+    return 2;
+}
+
+static int load_config(struct tc_config *cfg)
+{
+    _cleanup_free_ char *err = NULL;
+    if (tc_config_load(cfg, &err) < 0) {
+        fprintf(stderr, "toolcage: invalid configuration: %s\n", err ? err : "out of memory");
+        return -1;
+    }
+    tc_log_set_level((enum tc_log_level)cfg->log_level);
+    return 0;
+}
+
+static bool wants_help(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            return true;
+    return false;
+}
+
+static void print_policy_errors(const char *path, json_t *errors)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach(errors, i, e) fprintf(stderr, "%s: %s\n", path, json_string_value(e));
+}
+
+/* The runtime role's name, from the runtime conninfo, so migrations can grant to it. */
+static char *app_role_of(const char *conninfo)
+{
+    char *role = NULL;
+    PQconninfoOption *opts = PQconninfoParse(conninfo, NULL);
+    for (PQconninfoOption *o = opts; o && o->keyword; o++)
+        if (strcmp(o->keyword, "user") == 0 && o->val)
+            role = strdup(o->val);
+    PQconninfoFree(opts);
+    return role;
+}
+
+static int run_migrations(const struct tc_config *cfg)
+{
+    _cleanup_free_ char *err = NULL;
+    PGconn *c = tc_db_connect(cfg->migrate_database_url, &err);
+    if (!c) {
+        tc_log(TC_LOG_ERROR, "cannot connect for migrations", "{s:s}", "error", err ? err : "");
+        return -1;
+    }
+    _cleanup_free_ char *role = app_role_of(cfg->database_url);
+    int n = tc_migrate(c, role, &err);
+    PQfinish(c);
+    if (n < 0) {
+        tc_log(TC_LOG_ERROR, "migration failed", "{s:s}", "error", err ? err : "");
+        return -1;
+    }
+    tc_log(TC_LOG_INFO, "migrations applied", "{s:i}", "applied", n);
+    return n;
+}
+
+/* ---- serve ---- */
+
+static int cmd_serve(int argc, char **argv)
+{
+    if (wants_help(argc, argv))
+        return usage_of("serve");
+    struct tc_config cfg;
+    if (load_config(&cfg) < 0)
+        return fail_config();
+    int rc = 1, r;
+    struct tc_server srv = {.cfg = &cfg};
+    pthread_mutex_init(&srv.policy_lock, NULL);
+
+    /* Signals are taken synchronously by this thread; every other thread blocks them. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    json_t *errors = NULL;
+    if (tc_policy_load(cfg.policy_path, &srv.policy, &errors) < 0) {
+        fprintf(stderr, "toolcage: TOOLCAGE_POLICY=%s is not a valid policy:\n", cfg.policy_path);
+        print_policy_errors(cfg.policy_path, errors);
+        json_decref(errors);
+        goto out;
+    }
+    _cleanup_free_ char *err = NULL;
+    struct tc_keys *keys = NULL;
+    if (tc_keys_load(cfg.master_key_file, &keys, &err) < 0) {
+        fprintf(stderr, "toolcage: %s\n", err ? err : "cannot load the master key");
+        goto out;
+    }
+    srv.keys = keys;
+    if (run_migrations(&cfg) < 0)
+        goto out;
+    if (tc_db_open(cfg.database_url, (unsigned)cfg.db_pool, &srv.db, &err) < 0) {
+        tc_log(TC_LOG_ERROR, "cannot connect to the database", "{s:s}", "error", err ? err : "");
+        goto out;
+    }
+    PGconn *kc = tc_db_acquire(srv.db, 5000);
+    r = kc ? tc_audit_publish_key(kc, keys) : -EIO;
+    tc_db_release(srv.db, kc);
+    if (r < 0) {
+        tc_log(TC_LOG_ERROR, "cannot register the audit checkpoint key", NULL);
+        goto out;
+    }
+    struct tc_launcher_options lo = {.exe = NULL, .state_dir = cfg.state_dir,
+                                     .max_sandboxes = (unsigned)cfg.max_sandboxes};
+    r = tc_launcher_start(&lo, &srv.launcher);
+    if (r < 0) {
+        tc_log(TC_LOG_ERROR, "cannot start the sandbox launcher", "{s:s}", "error", strerror(-r));
+        goto out;
+    }
+    json_t *host = tc_launcher_host_info(srv.launcher);
+    tc_log(TC_LOG_INFO, "sandbox host support", "{s:O}", "host", host ? host : json_null());
+    json_decref(host);
+    free(err);
+    err = NULL;
+    if (tc_http_start(&srv, &err) < 0) {
+        tc_log(TC_LOG_ERROR, "cannot listen", "{s:s, s:s, s:i}", "error", err ? err : "", "host",
+               cfg.listen_host, "port", (int)cfg.listen_port);
+        goto out;
+    }
+    tc_log(TC_LOG_INFO, "serving", "{s:s, s:i, s:s, s:i}", "host", cfg.listen_host, "port",
+           (int)cfg.listen_port, "policy", cfg.policy_path, "tools",
+           (int)tc_policy_ntools(srv.policy));
+
+    for (;;) {
+        /* Wake at least once a minute to sign an audit checkpoint if the chain moved. */
+        struct timespec minute = {.tv_sec = 60};
+        int sig = sigtimedwait(&set, NULL, &minute);
+        if (sig < 0) {
+            if (errno == EAGAIN) {
+                PGconn *cc = tc_db_acquire(srv.db, 1000);
+                if (!cc || tc_audit_checkpoint(cc, keys) < 0)
+                    tc_log(TC_LOG_WARN, "audit checkpoint failed", NULL);
+                tc_db_release(srv.db, cc);
+            }
+            continue;
+        }
+        if (sig == SIGHUP) {
+            struct tc_policy *np = NULL;
+            json_t *errs = NULL;
+            if (tc_policy_load(cfg.policy_path, &np, &errs) < 0) {
+                tc_log(TC_LOG_ERROR, "policy reload refused; the old policy stays", "{s:s, s:O}",
+                       "policy", cfg.policy_path, "errors", errs ? errs : json_null());
+                json_decref(errs);
+            } else {
+                tc_server_set_policy(&srv, np);
+                tc_log(TC_LOG_INFO, "policy reloaded", "{s:s, s:s}", "policy", cfg.policy_path,
+                       "digest", tc_policy_digest(np));
+            }
+            continue;
+        }
+        tc_log(TC_LOG_INFO, "shutting down", "{s:s}", "signal", strsignal(sig));
+        break;
+    }
+    /* Stop accepting, end the sandboxes (their suspended requests resume with an error),
+     * then stop the HTTP threads. */
+    if (srv.mhd)
+        MHD_quiesce_daemon(srv.mhd);
+    tc_launcher_stop(srv.launcher);
+    srv.launcher = NULL;
+    tc_http_stop(&srv);
+    rc = 0;
+out:
+    tc_http_stop(&srv);
+    tc_launcher_stop(srv.launcher);
+    tc_db_close(srv.db);
+    tc_keys_free((struct tc_keys *)srv.keys);
+    tc_policy_unref(srv.policy);
+    pthread_mutex_destroy(&srv.policy_lock);
+    tc_config_free(&cfg);
+    return rc;
+}
+
+/* ---- migrate ---- */
+
+static int cmd_migrate(int argc, char **argv)
+{
+    if (wants_help(argc, argv))
+        return usage_of("migrate");
+    struct tc_config cfg;
+    if (load_config(&cfg) < 0)
+        return fail_config();
+    int n = run_migrations(&cfg);
+    tc_config_free(&cfg);
+    if (n < 0)
+        return 1;
+    printf("%d migration(s) applied\n", n);
+    return 0;
+}
+
+/* ---- keys ---- */
+
+static int cmd_keys(int argc, char **argv)
+{
+    if (wants_help(argc, argv) || argc < 2 || strcmp(argv[1], "create") != 0)
+        return usage_of("keys");
+    const char *tenant = NULL, *role = NULL;
+    static const struct option lopts[] = {{"tenant", required_argument, NULL, 't'},
+                                          {"role", required_argument, NULL, 'r'},
+                                          {NULL, 0, NULL, 0}};
+    optind = 2;
+    int c;
+    while ((c = getopt_long(argc, argv, "", lopts, NULL)) != -1) {
+        if (c == 't')
+            tenant = optarg;
+        else if (c == 'r')
+            role = optarg;
+        else
+            return usage_of("keys") ? 2 : 2;
+    }
+    if (!tenant || !role || optind != argc) {
+        fprintf(stderr, "toolcage keys create: --tenant and --role are required\n");
+        return 2;
+    }
+    struct tc_config cfg;
+    if (load_config(&cfg) < 0)
+        return fail_config();
+    _cleanup_free_ char *err = NULL;
+    _cleanup_free_ char *key = NULL;
+    PGconn *conn = tc_db_connect(cfg.database_url, &err);
+    int rc = 1;
+    if (!conn) {
+        fprintf(stderr, "toolcage: cannot connect to the database: %s", err ? err : "\n");
+    } else if (tc_auth_create_key(conn, tenant, role, &key, &err) < 0) {
+        fprintf(stderr, "toolcage: cannot create the key: %s\n", err ? err : "");
+    } else {
+        printf("created a %s key for tenant %s; it is shown once:\n%s\n", role, tenant, key);
+        rc = 0;
+    }
+    PQfinish(conn);
+    tc_config_free(&cfg);
+    return rc;
+}
+
+/* ---- policy ---- */
+
+static int cmd_policy(int argc, char **argv)
+{
+    if (wants_help(argc, argv) || argc != 3 || strcmp(argv[1], "check") != 0)
+        return usage_of("policy");
+    struct tc_policy *p = NULL;
+    json_t *errors = NULL;
+    if (tc_policy_load(argv[2], &p, &errors) < 0) {
+        if (json_array_size(errors) == 0)
+            fprintf(stderr, "%s: cannot be read\n", argv[2]);
+        print_policy_errors(argv[2], errors);
+        json_decref(errors);
+        return 1;
+    }
+    printf("ok: %zu tools\n", tc_policy_ntools(p));
+    tc_policy_unref(p);
+    return 0;
+}
+
+/* ---- exec ---- */
+
+static int exit_status_of(json_t *view)
+{
+    const char *status = json_string_value(json_object_get(view, "status"));
+    json_t *code = json_object_get(view, "exit_code");
+    if (status && (strcmp(status, "completed") == 0 || strcmp(status, "failed") == 0) &&
+        json_is_integer(code))
+        return (int)json_integer_value(code);
+    if (status && strcmp(status, "timeout") == 0)
+        return 124;
+    if (status && strcmp(status, "killed") == 0)
+        return 137;
+    return 125;
+}
+
+static int cmd_exec(int argc, char **argv)
+{
+    if (wants_help(argc, argv))
+        return usage_of("exec");
+    const char *tool_name = NULL, *policy_path = NULL;
+    bool as_json = false;
+    static const struct option lopts[] = {{"tool", required_argument, NULL, 't'},
+                                          {"policy", required_argument, NULL, 'p'},
+                                          {"json", no_argument, NULL, 'j'},
+                                          {NULL, 0, NULL, 0}};
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "", lopts, NULL)) != -1) {
+        if (c == 't')
+            tool_name = optarg;
+        else if (c == 'p')
+            policy_path = optarg;
+        else if (c == 'j')
+            as_json = true;
+        else
+            return 2;
+    }
+    if (!tool_name || optind != argc) {
+        fprintf(stderr, "toolcage exec: --tool NAME is required; the code is read from stdin\n");
+        return 2;
+    }
+    struct tc_config cfg;
+    if (load_config(&cfg) < 0)
+        return fail_config();
+    int rc = 125;
+    struct tc_policy *policy = NULL;
+    struct tc_launcher *launcher = NULL;
+    json_t *errors = NULL, *body = NULL, *spec = NULL, *result = NULL, *view = NULL;
+    struct tc_exec_request req = {0};
+    _cleanup_free_ char *code = NULL;
+    size_t code_len = 0;
+    if (!policy_path)
+        policy_path = cfg.policy_path;
+
+    if (tc_policy_load(policy_path, &policy, &errors) < 0) {
+        print_policy_errors(policy_path, errors);
+        goto out;
+    }
+    int r = tc_read_all(STDIN_FILENO, TC_EXEC_MAX_CODE_BYTES, &code, &code_len);
+    if (r < 0) {
+        fprintf(stderr, "toolcage exec: cannot read the code from stdin: %s\n", strerror(-r));
+        goto out;
+    }
+    body = json_pack("{s:s, s:s%}", "tool", tool_name, "code", code, code_len);
+    if (!body || tc_exec_request_parse(body, &req, &errors) < 0) {
+        size_t i;
+        json_t *e;
+        json_array_foreach(errors, i, e)
+            fprintf(stderr, "toolcage exec: %s: %s\n",
+                    json_string_value(json_object_get(e, "path")),
+                    json_string_value(json_object_get(e, "message")));
+        goto out;
+    }
+    const struct tc_tool *tool = tc_policy_tool(policy, tool_name);
+    if (!tool) {
+        fprintf(stderr, "toolcage exec: no tool named '%s' in %s\n", tool_name, policy_path);
+        goto out;
+    }
+    int64_t limits[TC_LIMIT__COUNT];
+    if (tc_exec_limits(tool, &req, limits, &errors) < 0)
+        goto out;
+    char id[37], created[32], finished[32];
+    tc_uuid7(id);
+    tc_iso8601(tc_wall_ms(), created);
+    spec = tc_exec_build_spec(tool, &req, limits, id);
+    struct tc_launcher_options lo = {.state_dir = cfg.state_dir, .max_sandboxes = 1};
+    if (!spec || (r = tc_launcher_start(&lo, &launcher)) < 0) {
+        fprintf(stderr, "toolcage exec: cannot start the launcher: %s\n", strerror(-r));
+        goto out;
+    }
+    if ((r = tc_launcher_run_sync(launcher, spec, &result)) < 0) {
+        fprintf(stderr, "toolcage exec: the sandbox did not run: %s\n", strerror(-r));
+        goto out;
+    }
+    tc_iso8601(tc_wall_ms(), finished);
+    view = tc_exec_view(id, tool->name, result, limits, created, finished);
+    if (as_json) {
+        json_dumpf(view, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        fputc('\n', stdout);
+    } else {
+        fputs(json_string_value(json_object_get(view, "stdout")), stdout);
+        fputs(json_string_value(json_object_get(view, "stderr")), stderr);
+        const char *status = json_string_value(json_object_get(view, "status"));
+        if (strcmp(status, "completed") && strcmp(status, "failed"))
+            fprintf(stderr, "toolcage exec: %s%s%s\n", status,
+                    json_is_string(json_object_get(view, "killed_reason")) ? ": " : "",
+                    json_is_string(json_object_get(view, "killed_reason"))
+                        ? json_string_value(json_object_get(view, "killed_reason"))
+                        : "");
+    }
+    rc = exit_status_of(view);
+out:
+    tc_launcher_stop(launcher);
+    tc_exec_request_done(&req);
+    json_decref(errors);
+    json_decref(body);
+    json_decref(spec);
+    json_decref(result);
+    json_decref(view);
+    tc_policy_unref(policy);
+    tc_config_free(&cfg);
+    return rc;
+}
+
+/* ---- audit ---- */
+
+static int cmd_audit(int argc, char **argv)
+{
+    if (wants_help(argc, argv) || argc < 2 ||
+        (strcmp(argv[1], "verify") != 0 && strcmp(argv[1], "public-key") != 0))
+        return usage_of("audit");
+    struct tc_config cfg;
+    if (load_config(&cfg) < 0)
+        return fail_config();
+    int rc = 1;
+    if (strcmp(argv[1], "public-key") == 0) {
+        struct tc_keys *keys = NULL;
+        _cleanup_free_ char *err = NULL;
+        if (tc_keys_load(cfg.master_key_file, &keys, &err) < 0) {
+            fprintf(stderr, "toolcage: %s\n", err ? err : "cannot load the master key");
+        } else {
+            char hex[65];
+            sodium_bin2hex(hex, sizeof(hex), keys->audit_sign_pk, 32);
+            printf("key_id %s\n%s\n", keys->audit_key_id, hex);
+            rc = 0;
+        }
+        tc_keys_free(keys);
+        tc_config_free(&cfg);
+        return rc;
+    }
+    const char *file = NULL, *pk_hex = NULL;
+    static const struct option lopts[] = {{"file", required_argument, NULL, 'f'},
+                                          {"public-key", required_argument, NULL, 'k'},
+                                          {NULL, 0, NULL, 0}};
+    optind = 2;
+    int c;
+    while ((c = getopt_long(argc, argv, "", lopts, NULL)) != -1) {
+        if (c == 'f')
+            file = optarg;
+        else if (c == 'k')
+            pk_hex = optarg;
+        else
+            goto out;
+    }
+    struct tc_audit_verdict v;
+    if (file) {
+        unsigned char pk[32];
+        size_t pklen = 0;
+        if (pk_hex && (sodium_hex2bin(pk, sizeof(pk), pk_hex, strlen(pk_hex), NULL, &pklen, NULL) != 0 ||
+                       pklen != 32)) {
+            fprintf(stderr, "toolcage audit verify: --public-key must be 64 hex digits\n");
+            goto out;
+        }
+        FILE *f = strcmp(file, "-") == 0 ? stdin : fopen(file, "re");
+        if (!f) {
+            fprintf(stderr, "toolcage audit verify: %s: %s\n", file, strerror(errno));
+            goto out;
+        }
+        int r = tc_audit_verify_file(f, pk_hex ? pk : NULL, &v);
+        if (f != stdin)
+            fclose(f);
+        if (r < 0) {
+            fprintf(stderr, "toolcage audit verify: %s is not an audit export\n", file);
+            goto out;
+        }
+    } else {
+        _cleanup_free_ char *err = NULL;
+        PGconn *conn = tc_db_connect(cfg.database_url, &err);
+        if (!conn) {
+            fprintf(stderr, "toolcage: cannot connect to the database: %s", err ? err : "\n");
+            goto out;
+        }
+        int r = tc_audit_verify_db(conn, &v);
+        PQfinish(conn);
+        if (r < 0) {
+            fprintf(stderr, "toolcage audit verify: the audit trail cannot be read\n");
+            goto out;
+        }
+    }
+    json_t *o = tc_audit_verdict_json(&v);
+    json_dumpf(o, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    fputc('\n', stdout);
+    json_decref(o);
+    rc = v.ok ? 0 : 3;
+out:
+    tc_config_free(&cfg);
+    return rc;
+}
+
+static int cmd_version(int argc, char **argv)
+{
+    if (wants_help(argc, argv))
+        return usage_of("version");
+    printf("toolcage %s\n", TOOLCAGE_VERSION);
+    return 0;
+}
+
+static const struct command commands[] = {
+    {"serve", cmd_serve, "serve", "run the HTTP service (migrates the database first)"},
+    {"migrate", cmd_migrate, "migrate", "apply the database migrations (idempotent)"},
+    {"keys", cmd_keys, "keys create --tenant NAME --role agent|reviewer|auditor|admin",
+     "create an API key; the key is printed alone on the last line"},
+    {"policy", cmd_policy, "policy check FILE", "validate a policy file and print every error"},
+    {"exec", cmd_exec, "exec --tool NAME [--policy FILE] [--json]",
+     "run code from stdin in the tool's sandbox, without server or database"},
+    {"audit", cmd_audit, "audit verify [--file EXPORT [--public-key HEX]] | audit public-key",
+     "verify the audit chain (database or export file); print the checkpoint key"},
+    {"version", cmd_version, "version", "print the version"},
+};
+
+static int usage_of(const char *name)
+{
+    for (size_t i = 0; i < TC_ARRAY_SIZE(commands); i++)
+        if (strcmp(commands[i].name, name) == 0) {
+            printf("usage: toolcage %s\n\n%s\n\n", commands[i].usage, commands[i].help);
+            tc_config_print_help(stdout);
+            return 0;
+        }
+    return 2;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: toolcage COMMAND [ARGS]\n\ncommands:\n");
+    for (size_t i = 0; i < TC_ARRAY_SIZE(commands); i++)
+        fprintf(f, "  %-62s %s\n", commands[i].usage, commands[i].help);
+    fprintf(f, "\n`toolcage COMMAND --help` for one command.\n\n");
+    tc_config_print_help(f);
+}
+
+int main(int argc, char **argv)
+{
+    if (sodium_init() < 0) {
+        fprintf(stderr, "toolcage: libsodium failed to initialise\n");
+        return 1;
+    }
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "launcher") == 0)
+        return tc_launcher_main(argc - 1, argv + 1);
+    for (size_t i = 0; i < TC_ARRAY_SIZE(commands); i++)
+        if (strcmp(argv[1], commands[i].name) == 0)
+            return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "toolcage: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

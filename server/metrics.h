@@ -1,0 +1,19 @@
+/* Prometheus metrics: fixed-size, mutex-protected tables; label values come from bounded
+ * sets (route patterns, status codes, tool names from the policy), and past the table's
+ * capacity new label sets fold into "other". */
+#pragma once
+#include <stdint.h>
+
+#include "common/buf.h"
+
+void tc_metrics_request(const char *route, unsigned status, int64_t duration_ms);
+void tc_metrics_execution(const char *tool, const char *status, int64_t duration_ms);
+void tc_metrics_audit_failure(void);
+
+struct tc_metrics_gauges {
+    unsigned sandboxes_in_flight;
+    unsigned launcher_restarts;
+    int64_t approvals_pending; /* -1 when unknown */
+};
+/* Render the text exposition format (version 0.0.4). */
+int tc_metrics_render(const struct tc_metrics_gauges *g, struct tc_buf *out);

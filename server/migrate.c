@@ -1,0 +1,102 @@
+#include "server/migrate.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/embedded.h"
+#include "common/util.h"
+#include "server/db.h"
+
+/* An arbitrary constant: every toolcage process takes the same lock before migrating. */
+#define MIGRATE_LOCK_KEY "7715923601"
+
+static int fail(PGconn *c, const char *what, char **ret_error)
+{
+    if (ret_error) {
+        const char *m = PQerrorMessage(c);
+        size_t n = strlen(what) + strlen(m) + 8;
+        char *e = malloc(n);
+        if (e)
+            snprintf(e, n, "%s: %s", what, m);
+        *ret_error = e;
+    }
+    return -EIO;
+}
+
+static bool is_migration(const char *name)
+{
+    size_t n = strlen(name);
+    return strncmp(name, "migrations/", 11) == 0 && n > 15 && strcmp(name + n - 4, ".sql") == 0;
+}
+
+int tc_migrate(PGconn *c, const char *app_role, char **ret_error)
+{
+    int applied = 0;
+    PGresult *r = tc_db_exec(c, "SELECT pg_advisory_lock(" MIGRATE_LOCK_KEY ")", 0, NULL);
+    if (!r)
+        return fail(c, "advisory lock", ret_error);
+    PQclear(r);
+
+    const char *p1[] = {app_role ? app_role : ""};
+    r = tc_db_exec(c, "SELECT set_config('toolcage.app_role', $1, false)", 1, p1);
+    if (!r) {
+        applied = fail(c, "set app role", ret_error);
+        goto out;
+    }
+    PQclear(r);
+    r = PQexec(c, "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                  " version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())");
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+        PQclear(r);
+        applied = fail(c, "schema_migrations", ret_error);
+        goto out;
+    }
+    PQclear(r);
+
+    /* The embedded table is in sorted order (CMake sorts the glob). */
+    for (const struct tc_embedded *e = tc_embedded_files; e->name; e++) {
+        if (!is_migration(e->name))
+            continue;
+        const char *version = e->name + 11;
+        const char *pv[] = {version};
+        r = tc_db_exec(c, "SELECT 1 FROM schema_migrations WHERE version = $1", 1, pv);
+        if (!r) {
+            applied = fail(c, version, ret_error);
+            goto out;
+        }
+        bool done = PQntuples(r) > 0;
+        PQclear(r);
+        if (done)
+            continue;
+        r = PQexec(c, "BEGIN");
+        PQclear(r);
+        /* PQexec runs a multi-statement script; the file is trusted (compiled in). */
+        r = PQexec(c, (const char *)e->data);
+        if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK) {
+            PQclear(r);
+            applied = fail(c, version, ret_error);
+            PQclear(PQexec(c, "ROLLBACK"));
+            goto out;
+        }
+        PQclear(r);
+        r = tc_db_exec(c, "INSERT INTO schema_migrations (version) VALUES ($1)", 1, pv);
+        if (!r) {
+            applied = fail(c, version, ret_error);
+            PQclear(PQexec(c, "ROLLBACK"));
+            goto out;
+        }
+        PQclear(r);
+        r = PQexec(c, "COMMIT");
+        if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+            PQclear(r);
+            applied = fail(c, version, ret_error);
+            goto out;
+        }
+        PQclear(r);
+        applied++;
+    }
+out:
+    PQclear(tc_db_exec(c, "SELECT pg_advisory_unlock(" MIGRATE_LOCK_KEY ")", 0, NULL));
+    return applied;
+}

@@ -1,0 +1,448 @@
+// Test harness: starts one toolcage server per test file, creates tenants and keys,
+// and validates every HTTP response against openapi/openapi.yaml.
+//
+// Environment (set by scripts/test):
+//   TOOLCAGE_BIN                    binary to test (default build/toolcage)
+//   TOOLCAGE_DATABASE_URL           runtime role's connection string (required)
+//   TOOLCAGE_MIGRATE_DATABASE_URL   owner role's connection string (required)
+//   TOOLCAGE_IT_LABEL               names the artifacts directory (default "local")
+import { before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import fs from 'node:fs';
+import os from 'node:os';
+import net from 'node:net';
+import path from 'node:path';
+import crypto from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import YAML from 'yaml';
+import Ajv2020 from 'ajv/dist/2020.js';
+import addFormatsModule from 'ajv-formats';
+
+const execFileP = promisify(execFile);
+const addFormats = addFormatsModule.default ?? addFormatsModule;
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+export const BIN = path.resolve(ROOT, process.env.TOOLCAGE_BIN || 'build/toolcage');
+export const LABEL = process.env.TOOLCAGE_IT_LABEL || 'local';
+export const ASAN = /asan/.test(LABEL) || /build-asan/.test(BIN);
+/** Multiplier for timing assertions: sanitizer builds are several times slower. */
+export const SLOW = ASAN ? 3 : 1;
+export const OPENAPI_PATH = path.join(ROOT, 'openapi/openapi.yaml');
+export const ROLES = ['agent', 'reviewer', 'auditor', 'admin'];
+
+// ---------------------------------------------------------------------------
+// OpenAPI validation
+
+const spec = YAML.parse(fs.readFileSync(OPENAPI_PATH, 'utf8'));
+const ajv = new Ajv2020({ strict: false, allErrors: true, validateFormats: true });
+addFormats(ajv);
+ajv.addSchema(spec, 'openapi.json');
+const validators = new Map();
+
+function pointer(...parts) {
+  return parts.map((p) => String(p).replaceAll('~', '~0').replaceAll('/', '~1')).join('/');
+}
+
+function validatorFor(ptr) {
+  let v = validators.get(ptr);
+  if (!v) {
+    v = ajv.compile({ $ref: `openapi.json#/${ptr}` });
+    validators.set(ptr, v);
+  }
+  return v;
+}
+
+function deref(obj) {
+  // Follows one local $ref ("#/components/...") if present.
+  let ptr = null;
+  while (obj && obj.$ref) {
+    ptr = obj.$ref.replace(/^#\//, '');
+    obj = ptr.split('/').reduce((o, k) => o[k.replaceAll('~1', '/').replaceAll('~0', '~')], spec);
+  }
+  return { obj, ptr };
+}
+
+const templates = Object.keys(spec.paths).map((t) => ({
+  template: t,
+  re: new RegExp('^' + t.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{[^}]+\}/g, '[^/]+') + '$'),
+}));
+
+/** The path template of spec.paths matching a concrete path (no query), or null. */
+export function matchPath(p) {
+  const pathOnly = p.split('?')[0];
+  const m = templates.find((t) => t.re.test(pathOnly));
+  return m ? m.template : null;
+}
+
+function fmtErrors(errors) {
+  return (errors || []).map((e) => `${e.instancePath || '/'} ${e.message} ${JSON.stringify(e.params)}`).join('; ');
+}
+
+/**
+ * Asserts that a response conforms to the contract: an operation for method + path,
+ * a declared status for that operation, the declared content type, a body matching the
+ * schema, the required headers. Unknown paths must be 404 not-found problems; known paths
+ * with an undeclared method must be 405 method-not-allowed problems with an Allow header.
+ */
+export function validateResponse(method, reqPath, res) {
+  const where = `${method} ${reqPath} -> ${res.status}`;
+  const requestId = res.headers.get('x-request-id');
+  assert.ok(requestId, `${where}: X-Request-Id header missing`);
+
+  const template = matchPath(reqPath);
+  let responseSpec;
+  let responsePtr;
+  if (!template) {
+    assert.equal(res.status, 404, `${where}: unknown path must give 404, body: ${res.text.slice(0, 300)}`);
+    responsePtr = 'components/responses/NotFound';
+    responseSpec = spec.components.responses.NotFound;
+  } else {
+    const op = spec.paths[template][method.toLowerCase()];
+    if (!op) {
+      assert.equal(res.status, 405, `${where}: method not in contract for ${template} must give 405, body: ${res.text.slice(0, 300)}`);
+      const allow = (res.headers.get('allow') || '').split(',').map((s) => s.trim().toUpperCase()).filter(Boolean);
+      const declared = Object.keys(spec.paths[template])
+        .filter((k) => ['get', 'put', 'post', 'delete', 'patch', 'head', 'options'].includes(k))
+        .map((k) => k.toUpperCase());
+      for (const m of declared) assert.ok(allow.includes(m), `${where}: Allow "${res.headers.get('allow')}" lacks ${m}`);
+      responsePtr = 'components/responses/MethodNotAllowed';
+      responseSpec = spec.components.responses.MethodNotAllowed;
+    } else {
+      const declared = op.responses[String(res.status)];
+      assert.ok(declared, `${where}: status ${res.status} not declared for ${method} ${template}; body: ${res.text.slice(0, 500)}`);
+      const d = deref(declared);
+      responseSpec = d.obj;
+      responsePtr = d.ptr ?? pointer('paths', template, method.toLowerCase(), 'responses', String(res.status));
+    }
+  }
+
+  for (const [name, h] of Object.entries(responseSpec.headers || {})) {
+    const hdr = deref(h).obj;
+    const value = res.headers.get(name);
+    if (hdr.required) assert.ok(value !== null, `${where}: required header ${name} missing`);
+    if (value !== null && hdr.schema) {
+      const v = ajv.compile(hdr.schema);
+      assert.ok(v(value), `${where}: header ${name}: "${value}" ${fmtErrors(v.errors)}`);
+    }
+  }
+
+  const content = responseSpec.content;
+  if (!content) {
+    assert.equal(res.body.length, 0, `${where}: response declares no body but got ${res.body.length} bytes`);
+    return;
+  }
+  const ctype = (res.headers.get('content-type') || '').split(';')[0].trim().toLowerCase();
+  assert.ok(content[ctype], `${where}: content type "${ctype}" not declared (declared: ${Object.keys(content).join(', ')}); body: ${res.text.slice(0, 300)}`);
+  const schemaPtr = pointer(...responsePtr.split('/').map((s) => s.replaceAll('~1', '/').replaceAll('~0', '~')), 'content', ctype, 'schema');
+  let value;
+  if (ctype.endsWith('json')) {
+    assert.ok(res.json !== undefined, `${where}: body is not valid JSON: ${res.text.slice(0, 300)}`);
+    value = res.json;
+    if (ctype === 'application/problem+json') {
+      assert.equal(value.status, res.status, `${where}: problem.status differs from the HTTP status`);
+      assert.equal(value.request_id, requestId, `${where}: problem.request_id differs from X-Request-Id`);
+    }
+  } else {
+    value = res.text;
+  }
+  const v = validatorFor(schemaPtr);
+  assert.ok(v(value), `${where}: body does not match ${schemaPtr}: ${fmtErrors(v.errors)}\nbody: ${res.text.slice(0, 1000)}`);
+}
+
+// ---------------------------------------------------------------------------
+// Process helpers
+
+function dbEnv() {
+  const db = process.env.TOOLCAGE_DATABASE_URL;
+  const mig = process.env.TOOLCAGE_MIGRATE_DATABASE_URL;
+  if (!db || !mig) {
+    throw new Error('TOOLCAGE_DATABASE_URL and TOOLCAGE_MIGRATE_DATABASE_URL must be set (run scripts/test)');
+  }
+  return { TOOLCAGE_DATABASE_URL: db, TOOLCAGE_MIGRATE_DATABASE_URL: mig };
+}
+
+/** Runs the toolcage CLI; resolves {stdout, stderr}, rejects with both on failure. */
+export async function cli(args, extraEnv = {}) {
+  try {
+    return await execFileP(BIN, args, {
+      env: { ...process.env, ...dbEnv(), ...extraEnv },
+      timeout: 60_000 * SLOW,
+      maxBuffer: 16 << 20,
+    });
+  } catch (e) {
+    throw new Error(`toolcage ${args.join(' ')} failed (${e.code ?? e.signal}):\n${e.stdout}\n${e.stderr}`);
+  }
+}
+
+/** Creates an API key; the CLI prints it on its last stdout line. */
+export async function createKey(tenant, role) {
+  const { stdout } = await cli(['keys', 'create', '--tenant', tenant, '--role', role]);
+  const lines = stdout.trim().split('\n');
+  const key = lines[lines.length - 1].trim();
+  assert.ok(key.length >= 16 && !/\s/.test(key), `keys create printed an implausible key: ${JSON.stringify(stdout)}`);
+  return key;
+}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.unref();
+    s.on('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+function caller() {
+  // The test file that called setup(), for naming artifacts.
+  const line = new Error().stack.split('\n').find((l) => /\.test\.mjs/.test(l)) || '';
+  const m = line.match(/([\w.-]+)\.test\.mjs/);
+  return m ? m[1] : 'server';
+}
+
+// ---------------------------------------------------------------------------
+// Server
+
+class Server {
+  constructor(name) {
+    this.name = name;
+    this.proc = null;
+    this.base = null;
+    this.keys = {};
+    this.tenants = {};
+    this.exit = null;
+  }
+
+  async start() {
+    const artifacts = path.join(ROOT, 'tests/artifacts', LABEL);
+    fs.mkdirSync(artifacts, { recursive: true });
+    this.logPath = path.join(artifacts, `${this.name}.server.log`);
+    this.stateDir = fs.mkdtempSync(path.join(os.tmpdir(), `toolcage-it-${this.name}-`));
+    this.masterKey = path.join(this.stateDir, 'master.key');
+    fs.writeFileSync(this.masterKey, crypto.randomBytes(32), { mode: 0o600 });
+
+    await cli(['migrate']);
+
+    // Two tenants per file; names are unique so files can share one database.
+    const suffix = crypto.randomBytes(4).toString('hex');
+    this.tenants = { a: `it-${this.name}-a-${suffix}`, b: `it-${this.name}-b-${suffix}` };
+    for (const role of ROLES) this.keys[role] = await createKey(this.tenants.a, role);
+    this.keys.otherAgent = await createKey(this.tenants.b, 'agent');
+    this.keys.otherAdmin = await createKey(this.tenants.b, 'admin');
+
+    let lastErr;
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const port = await freePort();
+      try {
+        await this.spawnAndWait(port);
+        return;
+      } catch (e) {
+        lastErr = e;
+        await this.kill();
+      }
+    }
+    throw lastErr;
+  }
+
+  async spawnAndWait(port) {
+    this.port = port;
+    this.base = `http://127.0.0.1:${port}`;
+    const log = fs.openSync(this.logPath, 'a');
+    this.proc = spawn(BIN, ['serve'], {
+      env: {
+        ...process.env,
+        ...dbEnv(),
+        TOOLCAGE_LISTEN: `127.0.0.1:${port}`,
+        TOOLCAGE_STATE_DIR: path.join(this.stateDir, 'state'),
+        TOOLCAGE_MASTER_KEY_FILE: this.masterKey,
+        TOOLCAGE_POLICY: path.join(ROOT, 'examples/policy.json'),
+        TOOLCAGE_LOG_LEVEL: process.env.TOOLCAGE_LOG_LEVEL || 'debug',
+      },
+      stdio: ['ignore', log, log],
+    });
+    fs.closeSync(log);
+    this.exit = new Promise((resolve) => this.proc.on('exit', (code, signal) => resolve({ code, signal })));
+    this.exited = null;
+    this.exit.then((e) => { this.exited = e; });
+
+    const deadline = Date.now() + 30_000 * SLOW;
+    let last = '';
+    while (Date.now() < deadline) {
+      if (this.exited) throw new Error(`toolcage serve exited early (${JSON.stringify(this.exited)}):\n${this.logTail()}`);
+      try {
+        const r = await fetch(`${this.base}/readyz`, { signal: AbortSignal.timeout(2000) });
+        last = `${r.status} ${await r.text()}`;
+        if (r.status === 200) return;
+      } catch (e) {
+        last = String(e.cause?.code || e.message);
+      }
+      await sleep(50);
+    }
+    throw new Error(`toolcage did not become ready (last /readyz: ${last}):\n${this.logTail()}`);
+  }
+
+  logTail(n = 40) {
+    try {
+      return fs.readFileSync(this.logPath, 'utf8').split('\n').slice(-n).join('\n');
+    } catch {
+      return '';
+    }
+  }
+
+  async kill() {
+    if (this.proc && !this.exited) {
+      this.proc.kill('SIGKILL');
+      await this.exit;
+    }
+  }
+
+  /** SIGTERM; asserts a clean exit (code 0, no sanitizer report). */
+  async stop() {
+    if (!this.proc) return;
+    try {
+      if (!this.exited) {
+        this.proc.kill('SIGTERM');
+        let timer;
+        const timeout = new Promise((r) => { timer = setTimeout(() => r('timeout'), 20_000 * SLOW); });
+        const first = await Promise.race([this.exit, timeout]);
+        clearTimeout(timer);
+        if (first === 'timeout') {
+          await this.kill();
+          assert.fail(`toolcage did not exit within ${20 * SLOW} s of SIGTERM:\n${this.logTail()}`);
+        }
+      }
+      const log = fs.readFileSync(this.logPath, 'utf8');
+      const report = log.match(/^.*(ERROR: (Address|Leak)Sanitizer|runtime error:|WARNING: .*Sanitizer).*$/m);
+      assert.ok(!report, `sanitizer report in ${this.logPath}: ${report?.[0]}`);
+      assert.deepEqual(this.exited, { code: 0, signal: null },
+        `toolcage serve did not exit cleanly after SIGTERM: ${JSON.stringify(this.exited)}\n${this.logTail()}`);
+    } finally {
+      fs.rmSync(this.stateDir, { recursive: true, force: true });
+    }
+  }
+
+  /**
+   * Sends a request and validates the response against the contract.
+   * opts: key (API key; omit for none), json (object, serialised), body (string|Buffer, sent
+   * as is), headers, timeout (ms), validate (default true).
+   * Returns {status, headers, body (Buffer), text, json (parsed or undefined), ms}.
+   */
+  async request(method, reqPath, opts = {}) {
+    const headers = { ...(opts.headers || {}) };
+    if (opts.key) headers.authorization = `Bearer ${opts.key}`;
+    let body = opts.body;
+    if (opts.json !== undefined) {
+      body = JSON.stringify(opts.json);
+      headers['content-type'] ??= 'application/json';
+    }
+    const t0 = performance.now();
+    let r;
+    let buf;
+    try {
+      r = await fetch(this.base + reqPath, {
+        method,
+        headers,
+        body,
+        signal: AbortSignal.timeout(opts.timeout ?? 60_000 * SLOW),
+      });
+      buf = Buffer.from(await r.arrayBuffer());
+    } catch (e) {
+      await sleep(100); // let an exit be noticed
+      const state = this.exited ? `server exited ${JSON.stringify(this.exited)}` : 'server still running';
+      throw new Error(`${method} ${reqPath}: ${e.message} (${e.cause?.code || e.cause?.message || e.name}); ${state}\n` +
+        `--- server log tail (${this.logPath}) ---\n${this.logTail(30)}`);
+    }
+    const res = toResult(r.status, r.headers, buf, performance.now() - t0);
+    if (opts.validate !== false) validateResponse(method, reqPath, res);
+    return res;
+  }
+
+  /**
+   * Sends a request with curl instead of fetch, for bodies a server may refuse before
+   * reading them all (413): Node destroys a socket on EPIPE and loses the response the
+   * server already sent, while curl (like most clients) still reads it.
+   * opts: headers (object; a value of '' removes a header curl would add), body (Buffer).
+   */
+  async curlRequest(method, reqPath, { headers = {}, body = Buffer.alloc(0), validate = true } = {}) {
+    const res = await curlHttp(this.base + reqPath, method, headers, body, this.stateDir);
+    if (validate) validateResponse(method, reqPath, res);
+    return res;
+  }
+
+  /** POST /v1/execute as this tenant's agent; asserts 200 unless opts.expect is given. */
+  async execute(payload, opts = {}) {
+    const res = await this.request('POST', '/v1/execute', { key: opts.key ?? this.keys.agent, json: payload, ...opts });
+    assert.equal(res.status, opts.expect ?? 200, `execute ${JSON.stringify(payload).slice(0, 200)}: ${res.text.slice(0, 1000)}`);
+    return res;
+  }
+}
+
+function toResult(status, headers, buf, ms) {
+  const text = buf.toString('utf8');
+  let json;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    json = undefined;
+  }
+  return { status, headers, body: buf, text, json, ms };
+}
+
+async function curlHttp(url, method, headers, body, tmpDir) {
+  const id = crypto.randomBytes(6).toString('hex');
+  const bodyFile = path.join(tmpDir, `curl-${id}.body`);
+  const outFile = path.join(tmpDir, `curl-${id}.out`);
+  fs.writeFileSync(bodyFile, body);
+  const args = ['-sS', '-X', method, '--data-binary', `@${bodyFile}`, '-D', '-', '-o', outFile, '--max-time', String(60 * SLOW)];
+  for (const [k, v] of Object.entries(headers)) args.push('-H', v === '' ? `${k}:` : `${k}: ${v}`);
+  args.push(url);
+  const t0 = performance.now();
+  try {
+    const { stdout } = await execFileP('curl', args, { maxBuffer: 1 << 20 });
+    // -D - prints every header block (a "100 Continue" first, possibly): keep the last.
+    const blocks = stdout.split(/\r\n\r\n/).filter((b) => b.startsWith('HTTP/'));
+    const head = blocks[blocks.length - 1].split('\r\n');
+    const h = new Headers();
+    for (const l of head.slice(1)) {
+      const i = l.indexOf(':');
+      if (i > 0) h.append(l.slice(0, i).trim(), l.slice(i + 1).trim());
+    }
+    const buf = fs.existsSync(outFile) ? fs.readFileSync(outFile) : Buffer.alloc(0);
+    return toResult(Number(head[0].split(' ')[1]), h, buf, performance.now() - t0);
+  } catch (e) {
+    throw new Error(`curl ${method} ${url} failed: ${e.stderr || e.message}`);
+  } finally {
+    fs.rmSync(bodyFile, { force: true });
+    fs.rmSync(outFile, { force: true });
+  }
+}
+
+/**
+ * Registers before/after hooks that start a server for this test file and stop it
+ * (asserting a clean exit) after the file's tests. Returns the Server; use it in tests.
+ */
+export function setup(name = caller()) {
+  const server = new Server(name);
+  before(async () => { await server.start(); }, { timeout: 120_000 * SLOW });
+  after(async () => { await server.stop(); }, { timeout: 60_000 * SLOW });
+  return server;
+}
+
+export const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+export const LIMIT_NAMES = ['timeout_ms', 'cpu_ms', 'memory_mb', 'pids', 'output_bytes', 'file_size_mb', 'workspace_mb', 'tmp_mb', 'open_files'];
+export { sleep };
+
+/** Asserts a problem+json response with the given status and type URN suffix. */
+export function assertProblem(res, status, type) {
+  assert.equal(res.status, status, `expected ${status} ${type}, got ${res.status}: ${res.text.slice(0, 500)}`);
+  assert.match(res.headers.get('content-type') || '', /^application\/problem\+json/);
+  assert.equal(res.json.type, `urn:toolcage:problem:${type}`, `problem type: ${res.text.slice(0, 500)}`);
+  assert.equal(res.json.status, status);
+  return res.json;
+}

@@ -1,0 +1,127 @@
+/* common/ and api/exec.c: bounded parsing, UTF-8, buffers with caps, request validation. */
+#include <sodium.h>
+#include <string.h>
+
+#include "api/exec.h"
+#include "common/buf.h"
+#include "common/util.h"
+#include "tap.h"
+
+TEST(parse_i64_rejects_garbage)
+{
+    int64_t v = 7;
+    CHECK(tc_parse_i64("42", 0, 100, &v) == 0 && v == 42);
+    CHECK(tc_parse_i64("42x", 0, 100, &v) == -EINVAL);
+    CHECK(tc_parse_i64("", 0, 100, &v) == -EINVAL);
+    CHECK(tc_parse_i64(" 4", 0, 100, &v) == 0 || v == 42); /* strtoll skips leading space */
+    CHECK(tc_parse_i64("101", 0, 100, &v) == -ERANGE);
+    CHECK(tc_parse_i64("99999999999999999999999", 0, INT64_MAX, &v) == -ERANGE);
+}
+
+TEST(utf8_validation)
+{
+    CHECK(tc_utf8_valid("héllo ✓ 😀", strlen("héllo ✓ 😀"), false));
+    CHECK(!tc_utf8_valid("\xc0\xaf", 2, false));         /* overlong */
+    CHECK(!tc_utf8_valid("\xed\xa0\x80", 3, false));     /* surrogate */
+    CHECK(!tc_utf8_valid("\xf4\x90\x80\x80", 4, false)); /* > U+10FFFF */
+    CHECK(!tc_utf8_valid("ab\xe2\x82", 4, false));       /* truncated */
+    CHECK(!tc_utf8_valid("a\0b", 3, false));
+    CHECK(tc_utf8_valid("a\0b", 3, true));
+}
+
+TEST(buf_cap_holds)
+{
+    struct tc_buf b;
+    tc_buf_init(&b, 8);
+    CHECK(tc_buf_append(&b, "1234", 4) == 0);
+    CHECK(tc_buf_appendf(&b, "%d", 5678) == 0);
+    CHECK(b.len == 8 && strcmp(b.data, "12345678") == 0);
+    CHECK(tc_buf_append(&b, "9", 1) == -E2BIG);
+    CHECK(b.len == 8);
+    tc_buf_free(&b);
+    tc_buf_free(&b);
+}
+
+TEST(uuid7_shape)
+{
+    char a[37], b[37];
+    tc_uuid7(a);
+    tc_uuid7(b);
+    CHECK(tc_uuid_valid(a) && tc_uuid_valid(b));
+    CHECK(strcmp(a, b) != 0);
+    CHECK(a[14] == '7');
+    CHECK(!tc_uuid_valid("not-a-uuid"));
+    CHECK(!tc_uuid_valid("0191f7a0-0000-7000-8000-00000000000G"));
+}
+
+static json_t *parse_errors(const char *text)
+{
+    json_t *body = json_loads(text, JSON_ALLOW_NUL, NULL);
+    struct tc_exec_request req;
+    json_t *errors = NULL;
+    int r = tc_exec_request_parse(body, &req, &errors);
+    json_decref(body);
+    if (r == 0) {
+        tc_exec_request_done(&req);
+        return NULL;
+    }
+    return errors;
+}
+
+static bool has_error(json_t *errors, const char *path)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach(errors, i, e) if (strcmp(json_string_value(json_object_get(e, "path")),
+                                                path) == 0) return true;
+    return false;
+}
+
+TEST(exec_request_validation_names_each_field)
+{
+    CHECK(parse_errors("{\"tool\":\"python\",\"code\":\"print(1)\"}") == NULL);
+    json_t *e = parse_errors("{\"tool\":5,\"extra\":1,\"limits\":{\"memory_mb\":0,\"x\":1},"
+                             "\"files\":[{\"path\":\"../etc/passwd\",\"content\":\"x\"}]}");
+    CHECK(e != NULL);
+    CHECK(has_error(e, "tool"));
+    CHECK(has_error(e, "code"));
+    CHECK(has_error(e, "extra"));
+    CHECK(has_error(e, "limits.memory_mb"));
+    CHECK(has_error(e, "limits.x"));
+    CHECK(has_error(e, "files[0].path"));
+    json_decref(e);
+    e = parse_errors("{\"tool\":\"python\",\"code\":\"a\\u0000b\"}");
+    CHECK(e && has_error(e, "code"));
+    json_decref(e);
+    e = parse_errors("{\"tool\":\"Py\",\"code\":\"\",\"files\":[{\"path\":\"a\",\"content\":\"!!\","
+                     "\"encoding\":\"base64\"}]}");
+    CHECK(e && has_error(e, "tool") && has_error(e, "files[0].content"));
+    json_decref(e);
+}
+
+TEST(exec_view_makes_output_valid_utf8)
+{
+    /* "ok\0\xff" in base64 */
+    json_t *result = json_pack("{s:s, s:i, s:s, s:s}", "status", "completed", "exit_code", 0,
+                               "stdout_b64", "b2sA/w==", "stderr_b64", "");
+    int64_t limits[TC_LIMIT__COUNT] = {0};
+    json_t *v = tc_exec_view("id", "python", result, limits, "t0", "t1");
+    CHECK(strcmp(json_string_value(json_object_get(v, "stdout")), "ok\xef\xbf\xbd\xef\xbf\xbd") == 0);
+    CHECK(json_integer_value(json_object_get(v, "exit_code")) == 0);
+    CHECK(json_is_null(json_object_get(v, "killed_reason")));
+    json_decref(v);
+    json_decref(result);
+}
+
+int main(void)
+{
+    if (sodium_init() < 0)
+        return 1;
+    RUN(parse_i64_rejects_garbage);
+    RUN(utf8_validation);
+    RUN(buf_cap_holds);
+    RUN(uuid7_shape);
+    RUN(exec_request_validation_names_each_field);
+    RUN(exec_view_makes_output_valid_utf8);
+    return TAP_DONE();
+}

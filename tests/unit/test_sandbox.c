@@ -1,0 +1,1011 @@
+/* Sandbox launcher tests. Run as root. The binary is its own launcher: `test_sandbox
+ * launcher --fd 3 ...` dispatches to tc_launcher_main(), like `toolcage launcher`. */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sandbox/sandbox.h"
+#include "sandbox/spec.h"
+#include "sandbox/workspace.h"
+#include "tap.h"
+
+static struct tc_launcher *L;
+static unsigned id_counter;
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static json_t *limits(void)
+{
+    return json_pack("{s:i, s:i, s:I, s:i, s:I, s:i, s:i, s:I, s:I}", "wall_ms", 10000, "cpu_ms",
+                     10000, "memory_bytes", (json_int_t)256 << 20, "pids", 64, "file_size_bytes",
+                     (json_int_t)64 << 20, "nofile", 256, "output_bytes", 1 << 20,
+                     "workspace_bytes", (json_int_t)64 << 20, "tmp_bytes", (json_int_t)64 << 20);
+}
+
+static json_t *spec_argv(json_t *argv)
+{
+    char id[64];
+    snprintf(id, sizeof(id), "t%u-%d", ++id_counter, (int)getpid());
+    return json_pack("{s:s, s:s, s:o, s:[s,s,s], s:o}", "id", id, "backend", "native", "argv", argv,
+                     "env", "PATH=/usr/bin:/bin", "HOME=/workspace", "LANG=C.UTF-8", "limits",
+                     limits());
+}
+
+static json_t *spec_sh(const char *script)
+{
+    return spec_argv(json_pack("[s,s,s]", "/bin/bash", "-c", script));
+}
+
+static json_t *spec_py(const char *code)
+{
+    return spec_argv(json_pack("[s,s,s]", "/usr/bin/python3", "-c", code));
+}
+
+static void set_limit(json_t *spec, const char *name, json_int_t v)
+{
+    json_object_set_new(json_object_get(spec, "limits"), name, json_integer(v));
+}
+
+static json_t *run(json_t *spec)
+{
+    json_t *res = NULL;
+    int r = tc_launcher_run_sync(L, spec, &res);
+    json_decref(spec);
+    if (r < 0) {
+        fprintf(stderr, "    run_sync: %s\n", strerror(-r));
+        return json_object();
+    }
+    return res;
+}
+
+/* Decoded stream as a NUL-terminated string (static buffer per stream). */
+static const char *stream(json_t *res, const char *key)
+{
+    static char bufs[2][1 << 21];
+    char *buf = bufs[strcmp(key, "stdout_b64") == 0 ? 0 : 1];
+    const char *b = json_string_value(json_object_get(res, key));
+    unsigned char *data = NULL;
+    size_t len = 0;
+
+    buf[0] = '\0';
+    if (b && tc_b64_decode(b, strlen(b), &data, &len) == 0) {
+        if (len >= sizeof(bufs[0]))
+            len = sizeof(bufs[0]) - 1;
+        memcpy(buf, data, len);
+        buf[len] = '\0';
+        free(data);
+    }
+    return buf;
+}
+#define OUT(res) stream(res, "stdout_b64")
+#define ERR(res) stream(res, "stderr_b64")
+
+static const char *str(json_t *res, const char *key)
+{
+    const char *s = json_string_value(json_object_get(res, key));
+    return s ? s : "(null)";
+}
+
+static long long num(json_t *res, const char *key)
+{
+    json_t *v = json_object_get(res, key);
+    return json_is_integer(v) ? (long long)json_integer_value(v) : -999;
+}
+
+static long long violations(json_t *res, const char *name)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(res, "policy_violations"), i, v)
+    {
+        if (strcmp(str(v, "syscall"), name) == 0)
+            return num(v, "count");
+    }
+    return 0;
+}
+
+static void dump(json_t *res)
+{
+    char *s = json_dumps(res, JSON_COMPACT);
+    fprintf(stderr, "    result: %.2000s\n    stdout: %.500s\n    stderr: %.500s\n", s ? s : "?",
+            OUT(res), ERR(res));
+    free(s);
+}
+
+/* ---- leak checks ---- */
+
+static int count_dir(const char *path, bool dirs_only)
+{
+    DIR *d = opendir(path);
+    struct dirent *de;
+    int n = 0;
+    if (!d)
+        return -1;
+    while ((de = readdir(d)))
+        if (de->d_name[0] != '.' && (!dirs_only || de->d_type == DT_DIR))
+            n++;
+    closedir(d);
+    return n;
+}
+
+static int launcher_children(void)
+{
+    char path[128], buf[4096];
+    int pid = tc_launcher_pid(L), n = 0;
+    FILE *f;
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/children", pid, pid);
+    f = fopen(path, "re");
+    if (!f)
+        return -1;
+    if (fgets(buf, sizeof(buf), f))
+        for (char *p = buf; *p; p++)
+            if (*p == ' ')
+                n++;
+    fclose(f);
+    return n;
+}
+
+static int launcher_ws_mounts(void)
+{
+    char path[128], line[4096];
+    int n = 0;
+    FILE *f;
+    snprintf(path, sizeof(path), "/proc/%d/mountinfo", tc_launcher_pid(L));
+    f = fopen(path, "re");
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof(line), f))
+        if (strstr(line, "/run/ws/"))
+            n++;
+    fclose(f);
+    return n;
+}
+
+static int launcher_fds(void)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/fd", tc_launcher_pid(L));
+    return count_dir(path, false);
+}
+
+static int leftover_cgroups(void)
+{
+    json_t *hi = tc_launcher_host_info(L), *parents = json_object_get(hi, "cgroup_parents"), *v;
+    const char *k;
+    int n = 0;
+    json_object_foreach(parents, k, v)
+    {
+        int c = count_dir(json_string_value(v), true);
+        if (c > 0)
+            n += c;
+    }
+    json_decref(hi);
+    return n;
+}
+
+static int base_fds;
+
+/* The launcher's fd count at rest (a message memfd may still be closing right after HELLO). */
+static int settled_fds(void)
+{
+    int n = launcher_fds();
+    for (int i = 0; i < 20; i++) {
+        usleep(10000);
+        int m = launcher_fds();
+        if (m < n)
+            n = m;
+    }
+    return n;
+}
+
+static void check_clean(void)
+{
+    int cg = -1, kids = -1, mounts = -1, fds = -1;
+    /* results are sent before the last rmdir; give teardown a moment */
+    for (int i = 0; i < 100; i++) {
+        cg = leftover_cgroups();
+        kids = launcher_children();
+        mounts = launcher_ws_mounts();
+        fds = launcher_fds();
+        if (cg == 0 && kids == 0 && mounts == 0 && fds == base_fds)
+            break;
+        usleep(10000);
+    }
+    if (cg || kids || mounts || fds != base_fds)
+        fprintf(stderr, "    leak: cgroups=%d children=%d ws-mounts=%d fds=%d (base %d)\n", cg,
+                kids, mounts, fds, base_fds);
+    CHECK(cg == 0);
+    CHECK(kids == 0);
+    CHECK(mounts == 0);
+    CHECK(fds == base_fds);
+}
+
+/* ---- cases ---- */
+
+TEST(echo_exit_code)
+{
+    json_t *r = run(spec_sh("echo hello; echo oops >&2; exit 3"));
+    CHECK(strcmp(str(r, "status"), "failed") == 0);
+    CHECK(num(r, "exit_code") == 3);
+    CHECK(strcmp(OUT(r), "hello\n") == 0);
+    CHECK(strcmp(ERR(r), "oops\n") == 0);
+    CHECK(json_is_null(json_object_get(r, "killed_reason")));
+    CHECK(json_is_null(json_object_get(r, "signal")));
+    CHECK(num(r, "duration_ms") >= 0 && num(r, "duration_ms") < 5000);
+    CHECK(json_is_object(json_object_get(r, "enforced")));
+    if (tap_case_failed)
+        dump(r);
+    json_decref(r);
+    check_clean();
+}
+
+TEST(python_completed)
+{
+    json_t *r = run(
+        spec_py("import sys, os; print(sys.version_info[0], os.getcwd(), os.environ.get('HOME'))"));
+    CHECK(strcmp(str(r, "status"), "completed") == 0);
+    CHECK(num(r, "exit_code") == 0);
+    CHECK(strcmp(OUT(r), "3 /workspace /workspace\n") == 0);
+    CHECK(num(r, "memory_peak_bytes") > 1000000);
+    if (tap_case_failed)
+        dump(r);
+    json_decref(r);
+    check_clean();
+}
+
+TEST(stdin_delivered)
+{
+    json_t *s = spec_sh("tr a-z A-Z; echo; wc -c < /dev/stdin");
+    json_object_set_new(s, "stdin_b64", json_string("aGVsbG8gc3RkaW4=")); /* "hello stdin" */
+    json_t *r = run(s);
+    CHECK(strcmp(OUT(r), "HELLO STDIN\n0\n") == 0);
+    CHECK(num(r, "exit_code") == 0);
+    if (tap_case_failed)
+        dump(r);
+    json_decref(r);
+
+    /* a large stdin that does not fit into a pipe buffer */
+    size_t n = 3 << 20;
+    char *raw = malloc(n);
+    memset(raw, 'z', n);
+    char *b64 = tc_b64_encode(raw, n);
+    s = spec_sh("wc -c");
+    json_object_set_new(s, "stdin_b64", json_string(b64));
+    r = run(s);
+    CHECK(strcmp(OUT(r), "3145728\n") == 0);
+    json_decref(r);
+    free(raw);
+    free(b64);
+    check_clean();
+}
+
+TEST(workspace_files_and_collect)
+{
+    json_t *s = spec_sh("cat in/data.txt; ls -ln in/data.txt | awk '{print $1, $3}';"
+                        " echo result > out.txt; mkdir -p sub; echo deep > sub/x.txt;"
+                        " ln -s /etc/passwd link.txt; echo nope > skip.bin");
+    json_object_set_new(s, "files",
+                        json_pack("[{s:s, s:s, s:i}]", "path", "in/data.txt", "content_b64",
+                                  "ZGF0YQo=", "mode", 0600));
+    json_object_set_new(s, "collect", json_pack("[s]", "*.txt"));
+    json_t *r = run(s);
+    CHECK(strcmp(OUT(r), "data\n-rw------- 1000\n") == 0);
+    json_t *files = json_object_get(r, "files");
+    bool out = false, deep = false, link = false, skip = false, input = false;
+    size_t i;
+    json_t *f;
+    json_array_foreach(files, i, f)
+    {
+        const char *p = str(f, "path");
+        if (strcmp(p, "out.txt") == 0)
+            out = strcmp(str(f, "content_b64"), "cmVzdWx0Cg==") == 0 && num(f, "size") == 7;
+        if (strcmp(p, "sub/x.txt") == 0)
+            deep = true;
+        if (strcmp(p, "link.txt") == 0)
+            link = true;
+        if (strcmp(p, "skip.bin") == 0)
+            skip = true;
+        if (strcmp(p, "in/data.txt") == 0)
+            input = true;
+    }
+    CHECK(out);
+    CHECK(deep);
+    CHECK(input);
+    CHECK(!link); /* symlinks are never followed */
+    CHECK(!skip);
+    if (tap_case_failed)
+        dump(r);
+    json_decref(r);
+    check_clean();
+}
+
+TEST(identity_caps_seccomp)
+{
+    json_t *r = run(
+        spec_sh("id -u; id -g; grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp):'"
+                " /proc/self/status | tr -s '\\t ' ' '; hostname; echo $$; cat /proc/self/cgroup"));
+    const char *o = OUT(r);
+    CHECK(strncmp(o, "1000\n1000\n", 10) == 0);
+    CHECK(strstr(o, "CapEff: 0000000000000000\n") != NULL);
+    CHECK(strstr(o, "CapPrm: 0000000000000000\n") != NULL);
+    CHECK(strstr(o, "CapBnd: 0000000000000000\n") != NULL);
+    CHECK(strstr(o, "NoNewPrivs: 1\n") != NULL);
+    CHECK(strstr(o, "Seccomp: 2\n") != NULL);
+    CHECK(strstr(o, "toolcage\n2\n") != NULL); /* hostname; the program is pid 2 after our init */
+    CHECK(strstr(o, "process_api") == NULL && strstr(o, "toolcage/L") == NULL); /* cgroup ns */
+    if (tap_case_failed)
+        dump(r);
+    json_decref(r);
+    check_clean();
+}
+
+TEST(host_files_unreachable)
+{
+    json_t *r =
+        run(spec_sh("for p in /etc/shadow /etc/ssl/private /root/.pyenv /home/root /var "
+                    "/sys/kernel /boot /work /old_root"
+                    " /mnt/sandboxing /run; do if test -e \"$p\"; then echo \"LEAK $p\"; fi; done;"
+                    " ls -A /root /home | grep -v : | grep . && echo LEAK-dir;"
+                    " for f in environ maps mem root/etc/shadow; do cat /proc/1/$f >/dev/null 2>&1 "
+                    "&& echo LEAK-pid1-$f; done;"
+                    " tr '\\0' ' ' < /proc/1/cmdline | grep -q state-dir && echo LEAK-cmdline;"
+                    " ls / | tr '\\n' ' '; echo; ls /proc | grep -E '^[0-9]+$' | wc -l"));
+    const char *o = OUT(r);
+    CHECK(strstr(o, "LEAK") == NULL);
+    CHECK(strstr(o, "bin dev etc home lib") != NULL);
+    CHECK(strstr(o, "pyenv") == NULL);
+    if (tap_case_failed)
+        dump(r);
+    json_decref(r);
+    check_clean();
+}
+
+TEST(readonly_outside_workspace)
+{
+    json_t *r = run(
+        spec_sh("for p in /usr/x /etc/x /x /bin/x /dev/x /proc/sys/kernel/hostname; do"
+                " echo hi 2>&1 > $p | sed 's/.*: //'; done;"
+                " echo a > /workspace/a && echo a > /tmp/a && echo a > /dev/shm/a && echo rw-ok"));
+    const char *o = OUT(r);
+    /* every write outside the writable mounts fails with EROFS */
+    int erofs = 0;
+    for (const char *p = o; (p = strstr(p, "Read-only file system")); p++)
+        erofs++;
+    CHECK(erofs == 6);
+    CHECK(strstr(o, "rw-ok") != NULL);
+    if (tap_case_failed)
+        dump(r);
+    json_decref(r);
+    check_clean();
+}
+
+TEST(network_only_loopback)
+{
+    int srv = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof(a);
+    char script[512];
+
+    CHECK(srv >= 0 && bind(srv, (struct sockaddr *)&a, sizeof(a)) == 0 && listen(srv, 4) == 0);
+    getsockname(srv, (struct sockaddr *)&a, &alen);
+    snprintf(
+        script, sizeof(script),
+        "import socket\n"
+        "s = socket.socket()\n"
+        "try:\n s.connect(('127.0.0.1', %d)); print('CONNECTED')\n"
+        "except OSError as e: print('connect', e.errno)\n"
+        "print(sorted(l.split(':')[0].strip() for l in open('/proc/net/dev').readlines()[2:]))\n"
+        "try:\n socket.create_connection(('1.1.1.1', 53), timeout=2); print('EGRESS')\n"
+        "except OSError as e: print('egress', e.errno)\n"
+        "l = socket.socket(); l.bind(('127.0.0.1', 0)); l.listen(); c = "
+        "socket.create_connection(l.getsockname()); print('lo-ok')\n",
+        ntohs(a.sin_port));
+    json_t *r = run(spec_py(script));
+    const char *o = OUT(r);
+    CHECK(strstr(o, "connect 111\n") != NULL); /* ECONNREFUSED: our own empty loopback */
+    CHECK(strstr(o, "['lo']\n") != NULL);
+    CHECK(strstr(o, "egress 101\n") != NULL); /* ENETUNREACH */
+    CHECK(strstr(o, "lo-ok") != NULL);
+    CHECK(strstr(o, "CONNECTED") == NULL && strstr(o, "EGRESS") == NULL);
+    if (tap_case_failed)
+        dump(r);
+    json_decref(r);
+    close(srv);
+    check_clean();
+}
+
+TEST(denied_syscalls_reported)
+{
+    json_t *r = run(spec_py("import ctypes, os, socket\n"
+                            "libc = ctypes.CDLL(None, use_errno=True)\n"
+                            "def t(name, rc):\n"
+                            "    print(name, rc, os.strerror(ctypes.get_errno()))\n"
+                            "t('mount', libc.mount(b'none', b'/tmp', b'tmpfs', 0, None))\n"
+                            "t('unshare', libc.unshare(0x10000000))\n"
+                            "t('ptrace', libc.ptrace(16, 1, 0, 0))\n"
+                            "t('keyctl', libc.syscall(250, 0, 0, 0, 0, 0))\n"
+                            "t('bpf', libc.syscall(321, 0, 0, 0))\n"
+                            "t('bpf', libc.syscall(321, 0, 0, 0))\n"
+                            "t('clone', libc.syscall(56, 0x40000000 | 17, 0, 0, 0, 0))\n"
+                            "try:\n socket.socket(socket.AF_PACKET, socket.SOCK_RAW)\nexcept "
+                            "OSError as e: print('packet', e.errno)\n"
+                            "try:\n socket.socket(socket.AF_INET, socket.SOCK_RAW, 1)\nexcept "
+                            "OSError as e: print('raw', e.errno)\n"
+                            "import threading; th = threading.Thread(target=lambda: "
+                            "print('thread-ok')); th.start(); th.join()\n"
+                            "import subprocess; print(subprocess.run(['/bin/echo', 'sub-ok'], "
+                            "capture_output=True).stdout.decode().strip())\n"));
+    const char *o = OUT(r);
+    CHECK(strstr(o, "mount -1 Operation not permitted") != NULL);
+    CHECK(strstr(o, "unshare -1 Operation not permitted") != NULL);
+    CHECK(strstr(o, "ptrace -1 Operation not permitted") != NULL);
+    CHECK(strstr(o, "keyctl -1 Operation not permitted") != NULL);
+    CHECK(strstr(o, "bpf -1 Operation not permitted") != NULL);
+    CHECK(strstr(o, "clone -1 Operation not permitted") != NULL);
+    CHECK(strstr(o, "packet 1\n") != NULL && strstr(o, "raw 1\n") != NULL);
+    CHECK(strstr(o, "thread-ok") != NULL && strstr(o, "sub-ok") != NULL);
+    CHECK(violations(r, "mount") == 1);
+    CHECK(violations(r, "unshare") == 1);
+    CHECK(violations(r, "ptrace") == 1);
+    CHECK(violations(r, "keyctl") == 1);
+    CHECK(violations(r, "bpf") == 2);
+    CHECK(violations(r, "clone") == 1);
+    CHECK(violations(r, "socket") == 2);
+    CHECK(violations(r, "clone3") == 0); /* libc's clone3 probe is not a violation */
+    CHECK(json_array_size(json_object_get(r, "policy_violations")) == 7);
+    if (tap_case_failed)
+        dump(r);
+    json_decref(r);
+    check_clean();
+}
+
+TEST(fork_bomb_contained)
+{
+    json_t *s = spec_sh(":(){ :|:& };: ; sleep 30");
+    set_limit(s, "pids", 32);
+    set_limit(s, "wall_ms", 2000);
+    int64_t t0 = mono_ms();
+    json_t *r = run(s);
+    int64_t dt = mono_ms() - t0;
+    CHECK(strcmp(str(r, "status"), "timeout") == 0);
+    CHECK(strcmp(str(r, "killed_reason"), "timeout") == 0);
+    CHECK(dt < 4000);
+    CHECK(json_is_true(json_object_get(r, "pids_limit_hit")));
+    /* the host can still fork */
+    pid_t p = fork();
+    if (p == 0)
+        _exit(7);
+    int st = 0;
+    CHECK(p > 0 && waitpid(p, &st, 0) == p && WEXITSTATUS(st) == 7);
+    if (tap_case_failed)
+        dump(r);
+    json_decref(r);
+    check_clean();
+}
+
+TEST(memory_bomb_killed)
+{
+    json_t *s = spec_py("a = []\nwhile True: a.append(bytearray(8 << 20))\n");
+    set_limit(s, "memory_bytes", 64 << 20);
+    json_t *r = run(s);
+    CHECK(strcmp(str(r, "status"), "killed") == 0);
+    CHECK(strcmp(str(r, "killed_reason"), "memory") == 0);
+    CHECK(num(r, "memory_peak_bytes") > (32 << 20) &&
+          num(r, "memory_peak_bytes") <= (64 << 20) + (1 << 20));
+    if (tap_case_failed)
+        dump(r);
+    json_decref(r);
+    check_clean();
+}
+
+TEST(timeout_kills_everything)
+{
+    json_t *s = spec_sh("sleep 100 & sleep 100 & (setsid sleep 100 &) ; sleep 100");
+    set_limit(s, "wall_ms", 1000);
+    int64_t t0 = mono_ms();
+    json_t *r = run(s);
+    int64_t dt = mono_ms() - t0;
+    CHECK(strcmp(str(r, "status"), "timeout") == 0);
+    CHECK(strcmp(str(r, "killed_reason"), "timeout") == 0);
+    CHECK(strcmp(str(r, "signal"), "SIGKILL") == 0);
+    CHECK(dt >= 1000 && dt < 1500);
+    CHECK(num(r, "duration_ms") >= 1000 && num(r, "duration_ms") < 1500);
+    if (tap_case_failed)
+        dump(r);
+    json_decref(r);
+    check_clean();
+}
+
+TEST(cpu_limit)
+{
+    json_t *s = spec_py("while True: pass\n");
+    set_limit(s, "cpu_ms", 500);
+    json_t *r = run(s);
+    CHECK(strcmp(str(r, "status"), "killed") == 0);
+    CHECK(strcmp(str(r, "killed_reason"), "cpu") == 0);
+    CHECK(num(r, "cpu_ms") >= 450 && num(r, "cpu_ms") < 2000);
+    CHECK(num(r, "duration_ms") < 3000);
+    if (tap_case_failed)
+        dump(r);
+    json_decref(r);
+    check_clean();
+}
+
+TEST(output_truncated)
+{
+    json_t *s = spec_py("import sys; sys.stdout.write('x' * 100000); sys.stderr.write('e' * 10)");
+    set_limit(s, "output_bytes", 1000);
+    json_t *r = run(s);
+    CHECK(strcmp(str(r, "status"), "completed") == 0);
+    CHECK(strlen(OUT(r)) == 1000);
+    CHECK(json_is_true(json_object_get(r, "stdout_truncated")));
+    CHECK(json_is_false(json_object_get(r, "stderr_truncated")));
+    CHECK(strcmp(ERR(r), "eeeeeeeeee") == 0);
+    if (tap_case_failed)
+        dump(r);
+    json_decref(r);
+
+    /* an endless flood is killed once 64 MiB have been thrown away */
+    s = spec_argv(json_pack("[s]", "/usr/bin/yes"));
+    set_limit(s, "output_bytes", 4096);
+    r = run(s);
+    CHECK(strcmp(str(r, "status"), "killed") == 0);
+    CHECK(strcmp(str(r, "killed_reason"), "output") == 0);
+    CHECK(strlen(OUT(r)) == 4096);
+    json_decref(r);
+    check_clean();
+}
+
+TEST(disk_limits)
+{
+    json_t *s = spec_sh("dd if=/dev/zero of=/workspace/big bs=1M count=100 2>&1 | head -1; ls -l "
+                        "/workspace/big | awk '{print $5}'");
+    set_limit(s, "workspace_bytes", 8 << 20);
+    json_t *r = run(s);
+    CHECK(strstr(OUT(r), "No space left on device") != NULL);
+    CHECK(strstr(OUT(r), "\n8388608\n") != NULL);
+    CHECK(json_is_true(json_object_get(r, "workspace_full")));
+    if (tap_case_failed)
+        dump(r);
+    json_decref(r);
+
+    s = spec_argv(json_pack("[s,s,s,s,s]", "/usr/bin/dd", "if=/dev/zero", "of=/tmp/big", "bs=1M",
+                            "count=10"));
+    set_limit(s, "file_size_bytes", 1 << 20);
+    r = run(s);
+    CHECK(strcmp(str(r, "status"), "killed") == 0);
+    CHECK(strcmp(str(r, "killed_reason"), "disk") == 0);
+    CHECK(strcmp(str(r, "signal"), "SIGXFSZ") == 0);
+    if (tap_case_failed)
+        dump(r);
+    json_decref(r);
+    check_clean();
+}
+
+TEST(spec_mounts)
+{
+    char dir[128], file[160];
+    snprintf(dir, sizeof(dir), "/tmp/toolcage-test-%d-data", (int)getpid());
+    snprintf(file, sizeof(file), "%s/in.txt", dir);
+    mkdir(dir, 0755);
+    chmod(dir, 01777); /* host permissions still apply to the sandbox's host uid */
+    FILE *f = fopen(file, "w");
+    if (f) {
+        fputs("from host\n", f);
+        fclose(f);
+    }
+    json_t *s = spec_sh("cat /data/ro/in.txt; echo x 2>&1 > /data/ro/new | sed 's/.*: //';"
+                        " echo written > /data/rw/out.txt && echo rw-ok");
+    json_object_set_new(s, "mounts",
+                        json_pack("[{s:s, s:s}, {s:s, s:s, s:b}]", "source", dir, "target",
+                                  "/data/ro", "source", dir, "target", "/data/rw", "writable", 1));
+    json_t *r = run(s);
+    CHECK(strcmp(OUT(r), "from host\nRead-only file system\nrw-ok\n") == 0);
+    if (tap_case_failed)
+        dump(r);
+    json_decref(r);
+    snprintf(file, sizeof(file), "%s/out.txt", dir);
+    struct stat st;
+    CHECK(stat(file, &st) == 0 && st.st_size == 8);
+    unlink(file);
+    snprintf(file, sizeof(file), "%s/in.txt", dir);
+    unlink(file);
+    rmdir(dir);
+
+    /* a cwd that does not exist is a setup error, not a crash */
+    s = spec_sh("pwd");
+    json_object_set_new(s, "cwd", json_string("/nonexistent"));
+    r = run(s);
+    CHECK(strcmp(str(r, "status"), "error") == 0);
+    CHECK(strstr(str(r, "error"), "chdir to cwd: No such file or directory") != NULL);
+    json_decref(r);
+    check_clean();
+}
+
+TEST(exec_failure)
+{
+    json_t *r = run(spec_argv(json_pack("[s]", "/no/such/binary")));
+    CHECK(strcmp(str(r, "status"), "failed") == 0);
+    CHECK(num(r, "exit_code") == 127);
+    CHECK(strstr(ERR(r), "cannot execute /no/such/binary: No such file or directory") != NULL);
+    json_decref(r);
+    check_clean();
+}
+
+TEST(invalid_specs_rejected)
+{
+    static const char *const bad[] = {
+        "{}",
+        "{\"id\":\"a/b\",\"backend\":\"native\",\"argv\":[\"/bin/true\"],\"limits\":LIM}",
+        "{\"id\":\"a\",\"backend\":\"native\",\"argv\":[\"true\"],\"limits\":LIM}",
+        "{\"id\":\"a\",\"backend\":\"native\",\"argv\":[],\"limits\":LIM}",
+        "{\"id\":\"a\",\"backend\":\"native\",\"argv\":[\"/bin/true\"]}",
+        "{\"id\":\"a\",\"backend\":\"native\",\"argv\":[\"/bin/true\"],\"limits\":{\"wall_ms\":1}}",
+        "{\"id\":\"a\",\"backend\":\"native\",\"argv\":[\"/bin/true\"],\"files\":[{\"path\":\"../"
+        "x\",\"content_b64\":\"\"}],\"limits\":LIM}",
+        "{\"id\":\"a\",\"backend\":\"native\",\"argv\":[\"/bin/true\"],\"files\":[{\"path\":\"/etc/"
+        "x\",\"content_b64\":\"\"}],\"limits\":LIM}",
+        "{\"id\":\"a\",\"backend\":\"native\",\"argv\":[\"/bin/"
+        "true\"],\"env\":[\"NOEQUALS\"],\"limits\":LIM}",
+        "{\"id\":\"a\",\"backend\":\"native\",\"argv\":[\"/bin/"
+        "true\"],\"network\":\"host\",\"limits\":LIM}",
+        "{\"id\":\"a\",\"backend\":\"native\",\"argv\":[\"/bin/true\"],\"bogus\":1,\"limits\":LIM}",
+    };
+    json_t *lj = limits();
+    char *lim = json_dumps(lj, JSON_COMPACT);
+    json_decref(lj);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char buf[2048];
+        const char *at = strstr(bad[i], "LIM");
+        if (at)
+            snprintf(buf, sizeof(buf), "%.*s%s%s", (int)(at - bad[i]), bad[i], lim, at + 3);
+        else
+            snprintf(buf, sizeof(buf), "%s", bad[i]);
+        json_t *spec = json_loads(buf, 0, NULL), *res = NULL;
+        int rc = tc_launcher_run_sync(L, spec, &res);
+        if (rc != -EINVAL)
+            fprintf(stderr, "    case %zu: %d\n", i, rc);
+        CHECK(rc == -EINVAL);
+        json_decref(spec);
+        json_decref(res);
+    }
+    free(lim);
+    /* negative limit */
+    json_t *s = spec_sh("true");
+    set_limit(s, "memory_bytes", -1);
+    json_t *res = NULL;
+    CHECK(tc_launcher_run_sync(L, s, &res) == -EINVAL);
+    json_decref(s);
+    check_clean();
+}
+
+static void *cancel_later(void *arg)
+{
+    usleep(300000);
+    tc_launcher_cancel(L, arg);
+    return NULL;
+}
+
+TEST(cancel)
+{
+    json_t *s = spec_sh("sleep 100");
+    char id[80];
+    pthread_t t;
+    snprintf(id, sizeof(id), "%s", str(s, "id"));
+    pthread_create(&t, NULL, cancel_later, id);
+    int64_t t0 = mono_ms();
+    json_t *r = run(s);
+    pthread_join(t, NULL);
+    CHECK(strcmp(str(r, "status"), "killed") == 0);
+    CHECK(strcmp(str(r, "killed_reason"), "cancelled") == 0);
+    CHECK(mono_ms() - t0 < 2000);
+    json_decref(r);
+    check_clean();
+}
+
+struct conc {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done, ok;
+};
+
+static void conc_cb(void *ud, json_t *res)
+{
+    struct conc *c = ud;
+    const char *o = stream(res, "stdout_b64");
+    pthread_mutex_lock(&c->mu);
+    (void)o;
+    if (strcmp(str(res, "status"), "completed") == 0)
+        c->ok++;
+    else
+        dump(res);
+    c->done++;
+    pthread_cond_signal(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void conc_cb_quiet(void *ud, json_t *res)
+{
+    struct conc *c = ud;
+    pthread_mutex_lock(&c->mu);
+    if (strcmp(str(res, "status"), "completed") == 0)
+        c->ok++;
+    c->done++;
+    pthread_cond_signal(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+TEST(fifty_concurrent)
+{
+    struct conc c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+    int submitted = 0;
+    int64_t t0 = mono_ms();
+    for (int i = 0; i < 50; i++) {
+        json_t *s = spec_py("import time; time.sleep(0.5); print('ok')");
+        if (tc_launcher_submit(L, s, conc_cb, &c) == 0)
+            submitted++;
+        json_decref(s);
+    }
+    CHECK(submitted == 50);
+    CHECK(tc_launcher_in_flight(L) > 0);
+    pthread_mutex_lock(&c.mu);
+    while (c.done < submitted)
+        pthread_cond_wait(&c.cv, &c.mu);
+    pthread_mutex_unlock(&c.mu);
+    fprintf(stderr, "    50 concurrent sandboxes: %lld ms\n", (long long)(mono_ms() - t0));
+    CHECK(c.ok == 50);
+    check_clean();
+}
+
+TEST(launcher_death_fails_pending_and_restarts)
+{
+    json_t *s = spec_sh("sleep 100");
+    struct conc c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+    unsigned restarts = tc_launcher_restarts(L);
+    int pid = tc_launcher_pid(L);
+    json_t *old_hi = tc_launcher_host_info(L);
+    CHECK(tc_launcher_submit(L, s, conc_cb_quiet, &c) == 0);
+    json_decref(s);
+    usleep(200000);
+    kill(pid, SIGKILL);
+    pthread_mutex_lock(&c.mu);
+    while (c.done < 1)
+        pthread_cond_wait(&c.cv, &c.mu);
+    pthread_mutex_unlock(&c.mu);
+    CHECK(c.ok == 0);
+    for (int i = 0; i < 300 && !tc_launcher_alive(L); i++)
+        usleep(10000);
+    CHECK(tc_launcher_alive(L));
+    CHECK(tc_launcher_restarts(L) == restarts + 1);
+    json_t *r = run(spec_sh("echo again"));
+    CHECK(strcmp(OUT(r), "again\n") == 0);
+    json_decref(r);
+    /* the new launcher removed the dead one's cgroups (and the sandbox in them died with it) */
+    const char *k;
+    json_t *v;
+    json_object_foreach(json_object_get(old_hi, "cgroup_parents"), k, v)
+    {
+        struct stat st;
+        CHECK(stat(json_string_value(v), &st) < 0 && errno == ENOENT);
+    }
+    json_decref(old_hi);
+    base_fds = settled_fds();
+    check_clean();
+}
+
+/* Stopping a launcher with sandboxes running: every callback runs, nothing is left. */
+TEST(stop_with_running_sandboxes)
+{
+    struct tc_launcher *l3 = NULL;
+    char state[128];
+    snprintf(state, sizeof(state), "/tmp/toolcage-test-%d-stop", (int)getpid());
+    struct tc_launcher_options o = {
+        .exe = "/proc/self/exe", .state_dir = state, .max_sandboxes = 8};
+    CHECK(tc_launcher_start(&o, &l3) == 0);
+    if (!l3)
+        return;
+    json_t *hi = tc_launcher_host_info(l3);
+    int lpid = tc_launcher_pid(l3);
+    struct conc c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+    for (int i = 0; i < 5; i++) {
+        json_t *s = spec_sh("sleep 100 & sleep 100");
+        CHECK(tc_launcher_submit(l3, s, conc_cb_quiet, &c) == 0);
+        json_decref(s);
+    }
+    usleep(300000);
+    int64_t t0 = mono_ms();
+    tc_launcher_stop(l3);
+    CHECK(mono_ms() - t0 < 3000);
+    CHECK(c.done == 5 && c.ok == 0);
+    CHECK(kill(lpid, 0) < 0 && errno == ESRCH);
+    const char *k;
+    json_t *v;
+    json_object_foreach(json_object_get(hi, "cgroup_parents"), k, v)
+    {
+        struct stat st;
+        CHECK(stat(json_string_value(v), &st) < 0 && errno == ENOENT);
+    }
+    json_decref(hi);
+    char run_dir[160];
+    snprintf(run_dir, sizeof(run_dir), "%s/run", state);
+    rmdir(run_dir);
+    rmdir(state);
+}
+
+/* A second launcher that pretends the host has no cgroups and no seccomp notification:
+ * rlimits and plain EPERM have to hold the line. */
+TEST(fallback_rlimits_and_errno)
+{
+    struct tc_launcher *main_l = L, *l2 = NULL;
+    char state[128];
+    snprintf(state, sizeof(state), "/tmp/toolcage-test-%d-fb", (int)getpid());
+    struct tc_launcher_options o = {
+        .exe = "/proc/self/exe", .state_dir = state, .max_sandboxes = 4};
+    setenv("TOOLCAGE_NO_CGROUP", "1", 1);
+    setenv("TOOLCAGE_NO_SECCOMP_NOTIFY", "1", 1);
+    int rc = tc_launcher_start(&o, &l2);
+    unsetenv("TOOLCAGE_NO_CGROUP");
+    unsetenv("TOOLCAGE_NO_SECCOMP_NOTIFY");
+    CHECK(rc == 0);
+    if (rc < 0)
+        return;
+    L = l2;
+    int saved_base = base_fds;
+    base_fds = settled_fds();
+
+    json_t *hi = tc_launcher_host_info(L);
+    CHECK(strcmp(str(hi, "cgroup"), "none") == 0);
+    CHECK(json_is_false(json_object_get(hi, "seccomp_notify")));
+    json_decref(hi);
+
+    json_t *r = run(spec_py(
+        "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "print(libc.mount(b'none', b'/tmp', b'tmpfs', 0, None), os.strerror(ctypes.get_errno()))\n"
+        "try:\n    a = bytearray(512 << 20)\nexcept MemoryError: print('MemoryError')\n"));
+    CHECK(strstr(OUT(r), "-1 Operation not permitted\nMemoryError\n") != NULL);
+    CHECK(json_array_size(json_object_get(r, "policy_violations")) == 0);
+    CHECK(strcmp(str(json_object_get(r, "enforced"), "memory_bytes"), "rlimit") == 0);
+    CHECK(strcmp(str(json_object_get(r, "enforced"), "pids"), "rlimit") == 0);
+    if (tap_case_failed)
+        dump(r);
+    json_decref(r);
+
+    json_t *s = spec_py("import os, time\nok = err = 0\nfor i in range(40):\n"
+                        "    try:\n        pid = os.fork()\n"
+                        "    except BlockingIOError:\n        err += 1\n        continue\n"
+                        "    if pid == 0:\n        time.sleep(2)\n        os._exit(0)\n"
+                        "    ok += 1\nprint(ok, err)\n");
+    set_limit(s, "pids", 8);
+    r = run(s);
+    CHECK(num(r, "exit_code") == 0);
+    /* init + python + 6 children = 8 processes of this sandbox's host uid; the rest EAGAIN */
+    CHECK(strcmp(OUT(r), "6 34\n") == 0);
+    if (tap_case_failed)
+        dump(r);
+    json_decref(r);
+
+    s = spec_py("while True: pass\n");
+    set_limit(s, "cpu_ms", 1000);
+    r = run(s);
+    CHECK(strcmp(str(r, "killed_reason"), "cpu") == 0);
+    CHECK(strcmp(str(r, "signal"), "SIGXCPU") == 0);
+    if (tap_case_failed)
+        dump(r);
+    json_decref(r);
+    check_clean();
+
+    tc_launcher_stop(l2);
+    L = main_l;
+    base_fds = saved_base;
+    char run_dir[160];
+    snprintf(run_dir, sizeof(run_dir), "%s/run", state);
+    rmdir(run_dir);
+    rmdir(state);
+}
+
+TEST(startup_overhead)
+{
+    enum { N = 100 };
+    int64_t t0 = mono_ms();
+    for (int i = 0; i < N; i++) {
+        pid_t p = fork();
+        if (p == 0) {
+            execl("/usr/bin/python3", "python3", "-c", "pass", (char *)NULL);
+            _exit(127);
+        }
+        waitpid(p, NULL, 0);
+    }
+    int64_t bare = mono_ms() - t0;
+    int ok = 0;
+    t0 = mono_ms();
+    for (int i = 0; i < N; i++) {
+        json_t *r = run(spec_argv(json_pack("[s,s,s]", "/usr/bin/python3", "-c", "pass")));
+        ok += strcmp(str(r, "status"), "completed") == 0;
+        json_decref(r);
+    }
+    int64_t sbx = mono_ms() - t0;
+    fprintf(stderr,
+            "    %d x python3 -c pass: bare %lld ms (%.1f ms each), sandboxed %lld ms (%.1f ms "
+            "each), overhead %.1f ms\n",
+            N, (long long)bare, bare / (double)N, (long long)sbx, sbx / (double)N,
+            (sbx - bare) / (double)N);
+    CHECK(ok == N);
+    CHECK((sbx - bare) / N < 100);
+    check_clean();
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "launcher") == 0)
+        return tc_launcher_main(argc - 1, argv + 1);
+    if (geteuid() != 0) {
+        printf("0 passed, 0 failed (skipped: needs root)\n");
+        return 0;
+    }
+    char state[128];
+    snprintf(state, sizeof(state), "/tmp/toolcage-test-%d", (int)getpid());
+    mkdir(state, 0700); /* root-only, like a real state directory */
+    struct tc_launcher_options o = {
+        .exe = "/proc/self/exe", .state_dir = state, .max_sandboxes = 64};
+    int r = tc_launcher_start(&o, &L);
+    if (r < 0) {
+        printf("not ok - launcher_start (%s)\n0 passed, 1 failed\n", strerror(-r));
+        return 1;
+    }
+    json_t *hi = tc_launcher_host_info(L);
+    char *his = json_dumps(hi, JSON_COMPACT);
+    fprintf(stderr, "# host: %s\n", his);
+    free(his);
+    json_decref(hi);
+    base_fds = settled_fds();
+
+    RUN(echo_exit_code);
+    RUN(python_completed);
+    RUN(stdin_delivered);
+    RUN(workspace_files_and_collect);
+    RUN(identity_caps_seccomp);
+    RUN(host_files_unreachable);
+    RUN(readonly_outside_workspace);
+    RUN(network_only_loopback);
+    RUN(denied_syscalls_reported);
+    RUN(fork_bomb_contained);
+    RUN(memory_bomb_killed);
+    RUN(timeout_kills_everything);
+    RUN(cpu_limit);
+    RUN(output_truncated);
+    RUN(disk_limits);
+    RUN(spec_mounts);
+    RUN(exec_failure);
+    RUN(invalid_specs_rejected);
+    RUN(cancel);
+    RUN(fifty_concurrent);
+    RUN(launcher_death_fails_pending_and_restarts);
+    RUN(stop_with_running_sandboxes);
+    RUN(fallback_rlimits_and_errno);
+    if (!getenv("TOOLCAGE_QUICK"))
+        RUN(startup_overhead);
+
+    tc_launcher_stop(L);
+    char run_dir[160];
+    snprintf(run_dir, sizeof(run_dir), "%s/run", state);
+    rmdir(run_dir);
+    rmdir(state);
+    return TAP_DONE();
+}
