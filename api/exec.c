@@ -73,6 +73,25 @@ static bool file_path_ok(const char *p)
     return p[n - 1] != '/';
 }
 
+bool tc_exec_callback_url_ok(const char *url)
+{
+    const char *host = NULL;
+    if (strlen(url) > 2048)
+        return false;
+    if (strncmp(url, "http://", 7) == 0)
+        host = url + 7;
+    else if (strncmp(url, "https://", 8) == 0)
+        host = url + 8;
+    if (!host || !*host || *host == '/' || *host == ':')
+        return false;
+    for (const char *p = url; *p; p++)
+        if ((unsigned char)*p <= 0x20 || *p == 0x7f || *p == '\\')
+            return false;
+    /* credentials in the URL would end up in logs and the audit trail */
+    const char *end = strpbrk(host, "/?#");
+    return memchr(host, '@', end ? (size_t)(end - host) : strlen(host)) == NULL;
+}
+
 int tc_exec_request_parse(json_t *body, struct tc_exec_request *ret_req, json_t **ret_errors)
 {
     json_t *errors = json_array();
@@ -82,7 +101,7 @@ int tc_exec_request_parse(json_t *body, struct tc_exec_request *ret_req, json_t 
 
     json_object_foreach(body, key, v) {
         if (strcmp(key, "tool") && strcmp(key, "code") && strcmp(key, "stdin") &&
-            strcmp(key, "files") && strcmp(key, "limits")) {
+            strcmp(key, "files") && strcmp(key, "limits") && strcmp(key, "callback_url")) {
             snprintf(path, sizeof(path), "%.100s", key);
             add_error(errors, path, "unknown field");
         }
@@ -92,6 +111,11 @@ int tc_exec_request_parse(json_t *body, struct tc_exec_request *ret_req, json_t 
         add_error(errors, "tool", "must match ^[a-z][a-z0-9_-]{0,63}$");
     check_string(json_object_get(body, "code"), "code", TC_EXEC_MAX_CODE_BYTES, true, errors);
     check_string(json_object_get(body, "stdin"), "stdin", TC_EXEC_MAX_STDIN_BYTES, false, errors);
+
+    json_t *cb = json_object_get(body, "callback_url");
+    if (check_string(cb, "callback_url", 2048, false, errors) && cb &&
+        !tc_exec_callback_url_ok(json_string_value(cb)))
+        add_error(errors, "callback_url", "must be an http or https URL without credentials");
 
     json_t *files = json_object_get(body, "files");
     if (files && !json_is_array(files)) {

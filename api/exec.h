@@ -18,6 +18,9 @@ struct tc_exec_request {
     json_t *body;       /* the validated request (a reference) */
 };
 
+/* http(s)://host... without credentials, control characters or backslashes; <= 2048 bytes. */
+bool tc_exec_callback_url_ok(const char *url);
+
 /* Validate a request body. 0, or -EINVAL with *ret_errors an array of {path, message}. */
 int tc_exec_request_parse(json_t *body, struct tc_exec_request *ret_req, json_t **ret_errors);
 void tc_exec_request_done(struct tc_exec_request *req);

@@ -1,16 +1,19 @@
-/* POST /v1/execute: validate, apply the tool's policy, store, run in the launcher
- * without holding a worker thread, store the result, answer. */
+/* POST /v1/execute: validate, apply the tool's policy, then either hold the call for a
+ * human (202 + approval) or record it and run it in the launcher without holding a worker
+ * thread, record the result with its audit record, and answer. */
 #include <sodium.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "api/api.h"
 #include "api/exec.h"
+#include "approval/approval.h"
 #include "audit/audit.h"
 #include "common/util.h"
 #include "policy/policy.h"
 #include "sandbox/sandbox.h"
 #include "server/db.h"
+#include "server/finish.h"
 #include "server/log.h"
 #include "server/metrics.h"
 
@@ -21,7 +24,8 @@ struct exec_state {
     char created_at[32];
     int64_t limits[TC_LIMIT__COUNT];
     int submit_rc;
-    json_t *result; /* written by the launcher's reader thread before it resumes us */
+    json_t *result;      /* written by the launcher's reader thread before it resumes us */
+    char idem_key[256];  /* non-empty while this request owns an Idempotency-Key */
 };
 
 static void exec_state_free(void *p)
@@ -33,99 +37,10 @@ static void exec_state_free(void *p)
     free(st);
 }
 
-static void on_result(void *userdata, json_t *result)
-{
-    struct exec_state *st = userdata;
-    st->result = json_incref(result);
-    tc_request_resume(st->r);
-}
-
 static json_t *actor_of(struct tc_request *r)
 {
     return json_pack("{s:s, s:s, s:s}", "type", "api_key", "id", r->principal.key_id, "role",
                      tc_role_name(r->principal.role));
-}
-
-/* One statement and one audit record in a single transaction: both or neither. */
-static bool db_tx_with_audit(struct tc_request *r, const char *sql, int nparams,
-                             const char *const *params, json_t *event)
-{
-    PGconn *c = tc_db_acquire(r->srv->db, 5000);
-    if (!c)
-        return false;
-    bool ok = false;
-    PGresult *res = tc_db_exec(c, "BEGIN", 0, NULL);
-    if (res) {
-        PQclear(res);
-        res = tc_db_exec(c, sql, nparams, params);
-        ok = res && strcmp(PQcmdTuples(res), "1") == 0 &&
-             tc_audit_append_tx(c, r->srv->keys, event, NULL) == 0;
-        PQclear(res);
-        res = tc_db_exec(c, ok ? "COMMIT" : "ROLLBACK", 0, NULL);
-        ok = ok && res;
-        PQclear(res);
-    }
-    if (!ok)
-        tc_log(TC_LOG_ERROR, "database write failed", "{s:s, s:s}", "request_id", r->request_id,
-               "error", PQerrorMessage(c));
-    tc_db_release(r->srv->db, c);
-    return ok;
-}
-
-static bool store_result(struct tc_request *r, struct exec_state *st, json_t *view)
-{
-    char *text = json_dumps(view, JSON_COMPACT);
-    if (!text)
-        return false;
-    const char *p[] = {st->id, r->principal.tenant_id, json_string_value(json_object_get(view, "status")),
-                       text, json_string_value(json_object_get(view, "finished_at"))};
-    json_t *event = json_pack(
-        "{s:s, s:s, s:o, s:s, s:s, s:s, s:O, s:O, s:O, s:O, s:O, s:O, s:I, s:O, s:O}",
-        "action", "execution.complete", "tenant_id", r->principal.tenant_id, "actor", actor_of(r),
-        "tool", st->tool, "execution_id", st->id, "request_id", r->request_id,
-        "status", json_object_get(view, "status"), "exit_code", json_object_get(view, "exit_code"),
-        "killed_reason", json_object_get(view, "killed_reason"),
-        "duration_ms", json_object_get(view, "duration_ms"), "cpu_ms", json_object_get(view, "cpu_ms"),
-        "memory_peak_bytes", json_object_get(view, "memory_peak_bytes"),
-        "output_bytes", (json_int_t)(strlen(json_string_value(json_object_get(view, "stdout"))) +
-                                     strlen(json_string_value(json_object_get(view, "stderr")))),
-        "policy_violations", json_object_get(view, "policy_violations"),
-        "enforced", json_object_get(view, "enforced"));
-    bool ok = event && db_tx_with_audit(r, "UPDATE executions SET status = $3, result = $4::jsonb,"
-                                           " finished_at = $5 WHERE id = $1 AND tenant_id = $2",
-                                        5, p, event);
-    json_decref(event);
-    free(text);
-    return ok;
-}
-
-static enum MHD_Result on_resumed(struct tc_request *r)
-{
-    struct exec_state *st = r->state;
-    if (st->submit_rc == -EAGAIN)
-        return tc_respond_problem(r, 503, "overloaded", "Too many sandboxes", NULL,
-                                  "every sandbox slot is busy; retry later");
-    if (st->submit_rc < 0)
-        return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
-                                  "the sandbox launcher is not available");
-    char finished[32];
-    tc_iso8601(tc_wall_ms(), finished);
-    json_t *view = tc_exec_view(st->id, st->tool, st->result, st->limits, st->created_at, finished);
-    if (!view)
-        return MHD_NO;
-    tc_metrics_execution(st->tool, json_string_value(json_object_get(view, "status")),
-                         json_integer_value(json_object_get(view, "duration_ms")));
-    /* Fail closed: a result that could not be recorded is not handed out. */
-    if (!store_result(r, st, view)) {
-        tc_metrics_audit_failure();
-        json_decref(view);
-        return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
-                                  "the execution ran but its result could not be recorded");
-    }
-    tc_log(TC_LOG_INFO, "execution finished", "{s:s, s:s, s:s, s:O, s:O}", "request_id",
-           r->request_id, "execution_id", st->id, "tool", st->tool, "status",
-           json_object_get(view, "status"), "duration_ms", json_object_get(view, "duration_ms"));
-    return tc_respond_json(r, 200, view);
 }
 
 static void hash_hex(const char *data, size_t len, char out[65])
@@ -135,15 +50,129 @@ static void hash_hex(const char *data, size_t len, char out[65])
     sodium_bin2hex(out, 65, h, sizeof(h));
 }
 
-/* The execution row and its "execute" audit record commit together, before anything runs:
- * no record, no run (fail closed). */
-static enum MHD_Result insert_execution(struct tc_request *r, struct exec_state *st, json_t *body,
-                                        bool *ret_ok)
+static void on_result_cb(void *userdata, json_t *result)
 {
-    json_t *lj = tc_exec_limits_json(st->limits);
-    char *req_text = json_dumps(body, JSON_COMPACT);
-    char *limits_text = json_dumps(lj, JSON_COMPACT);
-    *ret_ok = false;
+    struct exec_state *st = userdata;
+    st->result = json_incref(result);
+    tc_request_resume(st->r);
+}
+
+/* ---- Idempotency-Key ---- */
+
+enum idem { IDEM_NONE, IDEM_NEW, IDEM_DONE };
+
+static bool idem_key_ok(const char *k)
+{
+    size_t n = strlen(k);
+    if (n == 0 || n > 255)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (k[i] < 0x21 || k[i] > 0x7e)
+            return false;
+    return true;
+}
+
+/* Claim the key for this request, or answer from the first one. IDEM_DONE: a response
+ * was queued (*ret holds it). */
+static enum idem idem_begin(struct tc_request *r, struct exec_state *st, enum MHD_Result *ret)
+{
+    const char *key = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Idempotency-Key");
+    if (!key)
+        return IDEM_NONE;
+    if (!idem_key_ok(key)) {
+        *ret = tc_respond_problem(r, 400, "validation", "Invalid request", NULL,
+                                  "Idempotency-Key must be 1 to 255 printable ASCII characters");
+        return IDEM_DONE;
+    }
+    char hash[67];
+    unsigned char h[32];
+    crypto_generichash(h, sizeof(h), (const unsigned char *)r->body.data, r->body.len, NULL, 0);
+    hash[0] = '\\';
+    hash[1] = 'x';
+    sodium_bin2hex(hash + 2, 65, h, sizeof(h));
+    const char *p[] = {r->principal.tenant_id, key, hash};
+    PGconn *c = tc_db_acquire(r->srv->db, 5000);
+    PGresult *res = NULL;
+    bool claimed = false;
+    if (c) {
+        PQclear(tc_db_exec(c, "DELETE FROM idempotency_keys WHERE tenant_id = $1 AND key = $2"
+                              " AND created_at < now() - interval '24 hours'", 2, p));
+        res = tc_db_exec(c, "INSERT INTO idempotency_keys (tenant_id, key, request_hash)"
+                            " VALUES ($1, $2, $3::bytea) ON CONFLICT DO NOTHING", 3, p);
+        claimed = res && strcmp(PQcmdTuples(res), "1") == 0;
+        PQclear(res);
+        res = (!claimed && res) ? tc_db_exec(c, "SELECT request_hash = $3::bytea, status,"
+                                                " response::text, location FROM idempotency_keys"
+                                                " WHERE tenant_id = $1 AND key = $2", 3, p)
+                                : NULL;
+        tc_db_release(r->srv->db, c);
+    }
+    if (claimed) {
+        snprintf(st->idem_key, sizeof(st->idem_key), "%s", key);
+        return IDEM_NEW;
+    }
+    if (!res || PQntuples(res) != 1) {
+        PQclear(res);
+        *ret = tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
+                                  "the database is not reachable");
+        return IDEM_DONE;
+    }
+    if (strcmp(PQgetvalue(res, 0, 0), "t") != 0) {
+        *ret = tc_respond_problem(r, 422, "idempotency-key-reused", "Idempotency key reused", NULL,
+                                  "this Idempotency-Key was used with a different request body");
+    } else if (PQgetisnull(res, 0, 1)) {
+        *ret = tc_respond_problem(r, 409, "idempotency-in-progress", "Request in progress", NULL,
+                                  "the first request with this Idempotency-Key is still running");
+    } else {
+        unsigned status = (unsigned)strtoul(PQgetvalue(res, 0, 1), NULL, 10);
+        json_t *body = json_loads(PQgetvalue(res, 0, 2), 0, NULL);
+        *ret = PQgetisnull(res, 0, 3)
+                   ? tc_respond_json(r, status, body)
+                   : tc_respond_json_ex(r, status, body, "application/json", "Location",
+                                        PQgetvalue(res, 0, 3));
+    }
+    PQclear(res);
+    return IDEM_DONE;
+}
+
+/* Remember the response (status 200/202), or release the key so that a retry is evaluated
+ * afresh (anything else). */
+static void idem_end(struct tc_request *r, struct exec_state *st, unsigned status, json_t *body,
+                     const char *location)
+{
+    if (!st || !st->idem_key[0])
+        return;
+    char code[8];
+    snprintf(code, sizeof(code), "%u", status);
+    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    const char *p[] = {r->principal.tenant_id, st->idem_key, code, text, location};
+    PGconn *c = tc_db_acquire(r->srv->db, 5000);
+    if (c) {
+        PQclear(text && (status == 200 || status == 202)
+                    ? tc_db_exec(c, "UPDATE idempotency_keys SET status = $3::int,"
+                                    " response = $4::jsonb, location = $5"
+                                    " WHERE tenant_id = $1 AND key = $2", 5, p)
+                    : tc_db_exec(c, "DELETE FROM idempotency_keys WHERE tenant_id = $1"
+                                    " AND key = $2", 2, p));
+        tc_db_release(r->srv->db, c);
+    }
+    free(text);
+    st->idem_key[0] = '\0';
+}
+
+/* ---- recording ---- */
+
+static bool simple(PGconn *c, const char *sql)
+{
+    PGresult *res = PQexec(c, sql);
+    bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+    PQclear(res);
+    return ok;
+}
+
+static json_t *execute_event(struct tc_request *r, struct exec_state *st, json_t *body,
+                             const char *decision)
+{
     json_t *code = json_object_get(body, "code"), *in = json_object_get(body, "stdin");
     char code_hash[65], stdin_hash[65] = "";
     hash_hex(json_string_value(code), json_string_length(code), code_hash);
@@ -154,31 +183,170 @@ static enum MHD_Result insert_execution(struct tc_request *r, struct exec_state 
     json_t *f;
     json_array_foreach(json_object_get(body, "files"), i, f)
         json_array_append(files, json_object_get(f, "path"));
-    json_t *event = json_pack(
-        "{s:s, s:s, s:o, s:s, s:s, s:s, s:s, s:{s:O, s:s, s:O, s:s*, s:o, s:o}}",
-        "action", "execute", "tenant_id", r->principal.tenant_id, "actor", actor_of(r),
-        "tool", st->tool, "execution_id", st->id, "request_id", r->request_id, "decision",
-        "allowed", "params", "code", code, "code_hash", code_hash, "stdin", in ? in : json_null(),
-        "stdin_hash", in ? stdin_hash : NULL, "files", files, "limits", lj);
-    if (req_text && limits_text && event) {
-        const char *p[] = {st->id, r->principal.tenant_id, r->principal.key_id, st->tool, req_text,
-                           r->request_id, st->created_at, limits_text};
-        *ret_ok = db_tx_with_audit(
-            r,
-            "INSERT INTO executions (id, tenant_id, api_key_id, tool, status, request,"
-            " request_id, created_at, started_at, limits)"
-            " VALUES ($1, $2, $3, $4, 'running', $5::jsonb, $6, $7, now(), $8::jsonb)",
-            8, p, event);
+    return json_pack("{s:s, s:s, s:o, s:s, s:s, s:s, s:s, s:{s:O, s:s, s:O, s:s*, s:o, s:o}}",
+                     "action", "execute", "tenant_id", r->principal.tenant_id, "actor",
+                     actor_of(r), "tool", st->tool, "execution_id", st->id, "request_id",
+                     r->request_id, "decision", decision, "params", "code", code, "code_hash",
+                     code_hash, "stdin", in ? in : json_null(), "stdin_hash",
+                     in ? stdin_hash : NULL, "files", files, "limits",
+                     tc_exec_limits_json(st->limits));
+}
+
+/* The execution row (and, when held, its approval) commit together with the "execute" audit
+ * record, before anything runs: no record, no run (fail closed). */
+static bool insert_execution(struct tc_request *r, struct exec_state *st, json_t *body,
+                             json_t *approval /* NULL unless held */, char ret_expires[32])
+{
+    json_t *lj = tc_exec_limits_json(st->limits);
+    char *req_text = json_dumps(body, JSON_COMPACT);
+    char *limits_text = json_dumps(lj, JSON_COMPACT);
+    json_decref(lj);
+    json_t *event = execute_event(r, st, body, approval ? "held" : "allowed");
+    char instance[16];
+    snprintf(instance, sizeof(instance), "%d", r->srv->instance_id);
+    const char *cb = json_string_value(json_object_get(body, "callback_url"));
+    bool ok = false;
+    PGconn *c = (req_text && limits_text && event) ? tc_db_acquire(r->srv->db, 5000) : NULL;
+    if (!c)
+        goto out;
+    if (!simple(c, "BEGIN"))
+        goto release;
+    const char *p[] = {st->id,      r->principal.tenant_id, r->principal.key_id,
+                       st->tool,    req_text,               r->request_id,
+                       limits_text, approval ? "pending_approval" : "running",
+                       approval ? NULL : instance, cb};
+    PGresult *res = tc_db_exec(c,
+        "INSERT INTO executions (id, tenant_id, api_key_id, tool, status, request, request_id,"
+        " created_at, started_at, limits, claimed_by, callback_url)"
+        " VALUES ($1, $2, $3, $4, $8, $5::jsonb, $6, now(),"
+        " CASE WHEN $9::int IS NULL THEN NULL ELSE now() END, $7::jsonb, $9::int, $10)", 10, p);
+    ok = res != NULL;
+    PQclear(res);
+    if (ok && approval) {
+        char *payload = json_dumps(json_object_get(approval, "payload"), JSON_COMPACT);
+        char *reasons = json_dumps(json_object_get(approval, "reasons"), JSON_COMPACT);
+        char ttl[16], required[16];
+        snprintf(ttl, sizeof(ttl), "%d", (int)json_integer_value(json_object_get(approval, "ttl")));
+        snprintf(required, sizeof(required), "%d",
+                 (int)json_integer_value(json_object_get(approval, "required")));
+        const char *pa[] = {json_string_value(json_object_get(approval, "id")),
+                            r->principal.tenant_id, st->id, st->tool,
+                            json_string_value(json_object_get(approval, "tier")), reasons, payload,
+                            json_string_value(json_object_get(approval, "payload_hash")),
+                            r->principal.key_id, required, ttl};
+        res = (payload && reasons)
+                  ? tc_db_exec(c,
+                               "INSERT INTO approvals (id, tenant_id, execution_id, tool, tier,"
+                               " reasons, payload, payload_hash, requester_key_id,"
+                               " required_approvals, status, expires_at)"
+                               " VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7::jsonb, $8::bytea, $9,"
+                               " $10::int, 'pending', now() + make_interval(secs => $11::int))"
+                               " RETURNING to_char(expires_at,"
+                               " 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')",
+                               11, pa)
+                  : NULL;
+        ok = res && PQntuples(res) == 1;
+        if (ok)
+            snprintf(ret_expires, 32, "%s", PQgetvalue(res, 0, 0));
+        PQclear(res);
+        free(payload);
+        free(reasons);
+        json_object_set(event, "approval_id", json_object_get(approval, "id"));
+        json_object_set(event, "reasons", json_object_get(approval, "reasons"));
     }
+    ok = ok && tc_audit_append_tx(c, r->srv->keys, event, NULL) == 0;
+    ok = simple(c, ok ? "COMMIT" : "ROLLBACK") && ok;
+    if (!ok)
+        tc_log(TC_LOG_ERROR, "recording the execution failed", "{s:s, s:s}", "request_id",
+               r->request_id, "error", PQerrorMessage(c));
+release:
+    tc_db_release(r->srv->db, c);
+out:
     json_decref(event);
     free(req_text);
     free(limits_text);
-    if (!*ret_ok) {
-        tc_metrics_audit_failure();
-        return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
-                                  "the execution could not be recorded, so it was not run");
+    return ok;
+}
+
+static enum MHD_Result unavailable(struct tc_request *r, struct exec_state *st, const char *why)
+{
+    idem_end(r, st, 503, NULL, NULL);
+    return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL, "%s", why);
+}
+
+static enum MHD_Result on_resumed(struct tc_request *r)
+{
+    struct exec_state *st = r->state;
+    if (st->submit_rc == -EAGAIN) {
+        idem_end(r, st, 503, NULL, NULL);
+        return tc_respond_problem(r, 503, "overloaded", "Too many sandboxes", NULL,
+                                  "every sandbox slot is busy; retry later");
     }
-    return MHD_YES;
+    char finished[32];
+    tc_iso8601(tc_wall_ms(), finished);
+    json_t *result = st->submit_rc < 0
+                         ? json_pack("{s:s, s:s}", "status", "error", "error",
+                                     "the sandbox launcher is not available")
+                         : json_incref(st->result);
+    json_t *view = tc_exec_view(st->id, st->tool, result, st->limits, st->created_at, finished);
+    json_decref(result);
+    if (!view)
+        return MHD_NO;
+    tc_metrics_execution(st->tool, json_string_value(json_object_get(view, "status")),
+                         json_integer_value(json_object_get(view, "duration_ms")));
+    /* Fail closed: a result that could not be recorded is not handed out. */
+    PGconn *c = tc_db_acquire(r->srv->db, 5000);
+    json_t *actor = actor_of(r);
+    int rc = c ? tc_execution_finish(c, r->srv->keys, r->principal.tenant_id, actor, st->tool,
+                                     st->id, r->request_id, view, "execution.complete")
+               : -EIO;
+    tc_db_release(r->srv->db, c);
+    json_decref(actor);
+    if (rc < 0) {
+        tc_metrics_audit_failure();
+        json_decref(view);
+        return unavailable(r, st, "the execution ran but its result could not be recorded");
+    }
+    tc_log(TC_LOG_INFO, "execution finished", "{s:s, s:s, s:s, s:O, s:O}", "request_id",
+           r->request_id, "execution_id", st->id, "tool", st->tool, "status",
+           json_object_get(view, "status"), "duration_ms", json_object_get(view, "duration_ms"));
+    idem_end(r, st, 200, view, NULL);
+    return tc_respond_json(r, 200, view);
+}
+
+/* Hold the call: 202 with where to watch it. */
+static enum MHD_Result hold(struct tc_request *r, struct exec_state *st,
+                            const struct tc_tool *tool, const struct tc_exec_request *req,
+                            json_t *reasons)
+{
+    char approval_id[37], expires[32] = "", hash_hex_s[67], location[64];
+    unsigned char h[32];
+    tc_uuid7(approval_id);
+    json_t *payload = tc_approval_payload(tool, req, st->limits);
+    tc_approval_payload_hash(payload, h);
+    hash_hex_s[0] = '\\';
+    hash_hex_s[1] = 'x';
+    sodium_bin2hex(hash_hex_s + 2, 65, h, sizeof(h));
+    static const char *const tiers[] = {"auto", "assisted", "human_approve", "manual_only"};
+    json_t *approval = json_pack("{s:s, s:o, s:O, s:s, s:s, s:i, s:i}", "id", approval_id,
+                                 "payload", payload, "reasons", reasons, "payload_hash", hash_hex_s,
+                                 "tier", tiers[tool->tier], "ttl", tc_approval_ttl_seconds(tool),
+                                 "required", tc_approval_required_approvers(tool));
+    bool ok = approval && insert_execution(r, st, req->body, approval, expires);
+    json_decref(approval);
+    if (!ok) {
+        tc_metrics_audit_failure();
+        return unavailable(r, st, "the execution could not be recorded, so it was not held");
+    }
+    snprintf(location, sizeof(location), "/v1/executions/%s", st->id);
+    json_t *body = json_pack("{s:s, s:s, s:s, s:s, s:s, s:O, s:s}", "id", st->id, "tool", st->tool,
+                             "status", "pending_approval", "approval_id", approval_id,
+                             "expires_at", expires, "reasons", reasons, "created_at",
+                             st->created_at);
+    tc_log(TC_LOG_INFO, "execution held for approval", "{s:s, s:s, s:s}", "request_id",
+           r->request_id, "execution_id", st->id, "approval_id", approval_id);
+    idem_end(r, st, 202, body, location);
+    return tc_respond_json_ex(r, 202, body, "application/json", "Location", location);
 }
 
 enum MHD_Result tc_api_execute(struct tc_request *r)
@@ -188,8 +356,8 @@ enum MHD_Result tc_api_execute(struct tc_request *r)
     if (!body)
         return ret;
 
-    struct tc_exec_request req;
-    json_t *errors = NULL;
+    struct tc_exec_request req = {0};
+    json_t *errors = NULL, *spec = NULL, *reasons = NULL;
     if (tc_exec_request_parse(body, &req, &errors) < 0) {
         json_decref(body);
         return tc_respond_problem(r, 400, "validation", "Invalid request", errors,
@@ -199,20 +367,22 @@ enum MHD_Result tc_api_execute(struct tc_request *r)
 
     struct tc_policy *policy = tc_server_policy(r->srv);
     const struct tc_tool *tool = tc_policy_tool(policy, req.tool);
-    json_t *spec = NULL;
-    struct exec_state *st = NULL;
-    if (!tool) {
-        ret = tc_respond_problem(r, 404, "unknown-tool", "Unknown tool", NULL,
-                                 "no tool named '%s' is declared in the policy", req.tool);
-        goto out;
-    }
-    st = calloc(1, sizeof(*st));
+    struct exec_state *st = calloc(1, sizeof(*st));
     if (!st) {
         ret = MHD_NO;
         goto out;
     }
     st->r = r;
+    if (idem_begin(r, st, &ret) == IDEM_DONE)
+        goto out;
+    if (!tool) {
+        idem_end(r, st, 404, NULL, NULL);
+        ret = tc_respond_problem(r, 404, "unknown-tool", "Unknown tool", NULL,
+                                 "no tool named '%s' is declared in the policy", req.tool);
+        goto out;
+    }
     if (tc_exec_limits(tool, &req, st->limits, &errors) < 0) {
+        idem_end(r, st, 422, NULL, NULL);
         ret = tc_respond_problem(r, 422, "limit-exceeds-policy", "Limit exceeds policy", errors,
                                  "a requested limit is above what the policy allows");
         goto out;
@@ -220,27 +390,33 @@ enum MHD_Result tc_api_execute(struct tc_request *r)
     tc_uuid7(st->id);
     snprintf(st->tool, sizeof(st->tool), "%s", tool->name);
     tc_iso8601(tc_wall_ms(), st->created_at);
+
+    if (tc_approval_needed(tool, false, &reasons)) {
+        ret = hold(r, st, tool, &req, reasons);
+        goto out;
+    }
     spec = tc_exec_build_spec(tool, &req, st->limits, st->id);
     if (!spec) {
         ret = MHD_NO;
         goto out;
     }
-    bool stored;
-    ret = insert_execution(r, st, req.body, &stored);
-    if (!stored)
+    if (!insert_execution(r, st, req.body, NULL, NULL)) {
+        tc_metrics_audit_failure();
+        ret = unavailable(r, st, "the execution could not be recorded, so it was not run");
         goto out;
-
+    }
     r->state = TC_STEAL(st);
     r->state_free = exec_state_free;
     struct exec_state *s = r->state;
     /* Suspend before submitting: the result may arrive before this function returns. */
     tc_request_suspend(r, on_resumed);
-    s->submit_rc = tc_launcher_submit(r->srv->launcher, spec, on_result, s);
+    s->submit_rc = tc_launcher_submit(r->srv->launcher, spec, on_result_cb, s);
     if (s->submit_rc < 0)
         tc_request_resume(r);
     ret = MHD_YES;
 out:
     json_decref(spec);
+    json_decref(reasons);
     exec_state_free(st);
     tc_policy_unref(policy);
     tc_exec_request_done(&req);

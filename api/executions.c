@@ -1,38 +1,50 @@
+/* GET /v1/executions/{id}[?wait=SECONDS]: the stored execution of the caller's tenant; with
+ * wait, a long-poll that holds no thread until the execution finishes or the time is up. */
 #include <string.h>
 
 #include "api/api.h"
 #include "common/util.h"
 #include "server/db.h"
+#include "server/waiters.h"
 
-enum MHD_Result tc_api_execution_get(struct tc_request *r)
+#define MAX_WAIT_SECONDS 60
+
+static bool terminal(const char *status)
 {
-    const char *id = r->params[0];
-    if (!tc_uuid_valid(id))
-        return tc_respond_problem(r, 404, "not-found", "Not found", NULL, "no such execution");
+    static const char *const open[] = {"pending_approval", "queued", "running"};
+    for (size_t i = 0; i < TC_ARRAY_SIZE(open); i++)
+        if (strcmp(status, open[i]) == 0)
+            return false;
+    return true;
+}
+
+/* 0 and *ret_view, -ENOENT, or -EIO. */
+static int load(struct tc_request *r, const char *id, json_t **ret_view)
+{
     PGconn *c = tc_db_acquire(r->srv->db, 5000);
     if (!c)
-        return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
-                                  "the database is not reachable");
+        return -EIO;
     const char *p[] = {id, r->principal.tenant_id};
     /* The tenant filter is part of the lookup: another tenant's id is simply not found. */
     PGresult *res = tc_db_exec(c,
-        "SELECT result, tool, status,"
-        " to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"
-        " limits"
-        " FROM executions WHERE id = $1 AND tenant_id = $2", 2, p);
+        "SELECT e.result::text, e.tool, e.status,"
+        " to_char(e.created_at, 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), e.limits::text,"
+        " to_char(e.finished_at, 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), a.id, a.status,"
+        " to_char(a.expires_at, 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+        " FROM executions e LEFT JOIN approvals a ON a.execution_id = e.id"
+        " WHERE e.id = $1 AND e.tenant_id = $2", 2, p);
     tc_db_release(r->srv->db, c);
     if (!res)
-        return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
-                                  "the database is not reachable");
+        return -EIO;
     if (PQntuples(res) != 1) {
         PQclear(res);
-        return tc_respond_problem(r, 404, "not-found", "Not found", NULL, "no such execution");
+        return -ENOENT;
     }
     json_t *view;
     if (!PQgetisnull(res, 0, 0)) {
         view = json_loads(PQgetvalue(res, 0, 0), 0, NULL);
     } else {
-        /* Not finished yet. */
+        /* Not run (yet): held, queued, running, or closed without running (denied, ...). */
         view = json_pack("{s:s, s:s, s:s, s:n, s:n, s:s, s:s, s:b, s:b, s:i, s:i, s:i, s:n,"
                          " s:o, s:{}, s:[], s:n, s:s, s:n}",
                          "id", id, "tool", PQgetvalue(res, 0, 1), "status", PQgetvalue(res, 0, 2),
@@ -42,10 +54,65 @@ enum MHD_Result tc_api_execution_get(struct tc_request *r)
                          json_loads(PQgetvalue(res, 0, 4), 0, NULL), "enforced",
                          "policy_violations", "error", "created_at", PQgetvalue(res, 0, 3),
                          "finished_at");
+        if (view && !PQgetisnull(res, 0, 5))
+            json_object_set_new(view, "finished_at", json_string(PQgetvalue(res, 0, 5)));
+    }
+    if (view && !PQgetisnull(res, 0, 6)) {
+        json_object_set_new(view, "approval_id", json_string(PQgetvalue(res, 0, 6)));
+        json_object_set_new(view, "approval_status", json_string(PQgetvalue(res, 0, 7)));
+        json_object_set_new(view, "expires_at", json_string(PQgetvalue(res, 0, 8)));
     }
     PQclear(res);
     if (!view)
-        return tc_respond_problem(r, 500, "internal", "Internal error", NULL,
-                                  "the stored execution could not be read");
+        return -EIO;
+    *ret_view = view;
+    return 0;
+}
+
+static enum MHD_Result respond(struct tc_request *r)
+{
+    json_t *view = NULL;
+    int rc = load(r, r->params[0], &view);
+    if (rc == -ENOENT)
+        return tc_respond_problem(r, 404, "not-found", "Not found", NULL, "no such execution");
+    if (rc < 0)
+        return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
+                                  "the database is not reachable");
     return tc_respond_json(r, 200, view);
+}
+
+enum MHD_Result tc_api_execution_get(struct tc_request *r)
+{
+    const char *id = r->params[0];
+    if (!tc_uuid_valid(id))
+        return tc_respond_problem(r, 404, "not-found", "Not found", NULL, "no such execution");
+    const char *ws = tc_request_query(r, "wait");
+    int64_t wait = 0;
+    if (ws && tc_parse_i64(ws, 0, MAX_WAIT_SECONDS, &wait) < 0)
+        return tc_respond_problem(r, 400, "validation", "Invalid request", NULL,
+                                  "wait must be an integer number of seconds from 0 to %d",
+                                  MAX_WAIT_SECONDS);
+    if (wait == 0)
+        return respond(r);
+
+    json_t *view = NULL;
+    int rc = load(r, id, &view);
+    if (rc < 0 || terminal(json_string_value(json_object_get(view, "status")))) {
+        json_decref(view);
+        return respond(r);
+    }
+    json_decref(view);
+    /* Suspend first (a waker may resume us as soon as we are registered), register, then
+     * look again: a finish between the first look and the registration would be missed. */
+    tc_request_suspend(r, respond);
+    if (tc_waiter_add(id, r, tc_now_ms() + wait * 1000) < 0) {
+        tc_request_resume(r);
+        return MHD_YES;
+    }
+    rc = load(r, id, &view);
+    bool done = rc < 0 || terminal(json_string_value(json_object_get(view, "status")));
+    json_decref(view);
+    if (done && tc_waiter_remove(r))
+        tc_request_resume(r);
+    return MHD_YES;
 }

@@ -10,7 +10,7 @@
 #include "common/util.h"
 
 #define KDF_CONTEXT "toolcage" /* exactly crypto_kdf_CONTEXTBYTES (8) */
-enum { KDF_AUDIT_SIGN = 1, KDF_AUDIT_VALUE = 2 };
+enum { KDF_AUDIT_SIGN = 1, KDF_AUDIT_VALUE = 2, KDF_WEBHOOK = 3 };
 
 static void key_id(const unsigned char *key, size_t len, char out[17])
 {
@@ -63,6 +63,8 @@ int tc_keys_load(const char *path, struct tc_keys **ret_keys, char **ret_error)
     key_id(k->audit_sign_pk, sizeof(k->audit_sign_pk), k->audit_key_id);
     crypto_kdf_derive_from_key(k->audit_value_key, sizeof(k->audit_value_key), KDF_AUDIT_VALUE,
                                KDF_CONTEXT, k->master);
+    crypto_kdf_derive_from_key(k->webhook_key, sizeof(k->webhook_key), KDF_WEBHOOK, KDF_CONTEXT,
+                               k->master);
     sodium_mprotect_readonly(k);
     *ret_keys = k;
     return 0;

@@ -15,6 +15,7 @@ struct tc_keys {
     unsigned char audit_sign_sk[64];
     char audit_key_id[17];         /* hex of the first 8 bytes of BLAKE2b(audit_sign_pk) */
     unsigned char audit_value_key[32]; /* keyed hash of secret values in audit records */
+    unsigned char webhook_key[32];     /* per-tenant webhook signing secrets derive from it */
 };
 
 /* Load the key file. Refuses a file that group or others can read (-EPERM), or that is not

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#define TC_STRINGIFY_(x) #x
+#define TC_STRINGIFY(x) TC_STRINGIFY_(x)
 #define TC_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define TC_UNUSED __attribute__((unused))
 #define TC_PRINTF(a, b) __attribute__((format(printf, a, b)))

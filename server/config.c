@@ -8,7 +8,7 @@
 #include "common/util.h"
 #include "server/log.h"
 
-enum opt_kind { OPT_STRING, OPT_INT, OPT_LISTEN, OPT_LOGLEVEL };
+enum opt_kind { OPT_STRING, OPT_INT, OPT_BOOL, OPT_LISTEN, OPT_LOGLEVEL };
 
 struct opt {
     const char *env;
@@ -39,6 +39,8 @@ static const struct opt options[] = {
      "sandboxes running at once (503 beyond)"},
     {"TOOLCAGE_MASTER_KEY_FILE", OPT_STRING, "/var/lib/toolcage/master.key", 0, 0,
      OFF(master_key_file), "32-byte key that seals secrets (mode 0600)"},
+    {"TOOLCAGE_WEBHOOK_ALLOW_PRIVATE", OPT_BOOL, "0", 0, 1, OFF(webhook_allow_private),
+     "1: webhooks may target loopback and private addresses"},
 };
 
 static int parse_listen(const char *v, struct tc_config *cfg)
@@ -97,6 +99,14 @@ int tc_config_load(struct tc_config *cfg, char **ret_error)
                 *(int64_t *)((char *)&c + o->offset) = n;
             break;
         }
+        case OPT_BOOL:
+            if (strcmp(v, "0") == 0 || strcmp(v, "1") == 0)
+                *(bool *)((char *)&c + o->offset) = v[0] == '1';
+            else {
+                r = -EINVAL;
+                snprintf(why, sizeof(why), "must be 0 or 1");
+            }
+            break;
         case OPT_LISTEN:
             r = parse_listen(v, &c);
             if (r < 0)

@@ -1,6 +1,7 @@
 /* Configuration: one struct, filled from the environment through a table of defaults
  * (after redis' static_configs[]). */
 #pragma once
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -17,6 +18,7 @@ struct tc_config {
     int64_t max_body_bytes;
     int64_t max_sandboxes;
     char *master_key_file;
+    bool webhook_allow_private;
 };
 
 /* Fill cfg from the environment. On a bad value returns -EINVAL and sets *ret_error

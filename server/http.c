@@ -62,7 +62,7 @@ enum MHD_Result tc_respond_text(struct tc_request *r, unsigned status, const cha
     return tc_http_queue(r, status, resp);
 }
 
-static enum MHD_Result respond_json_typed(struct tc_request *r, unsigned status, json_t *body,
+enum MHD_Result tc_respond_json_ex(struct tc_request *r, unsigned status, json_t *body,
                                           const char *content_type, const char *extra_name,
                                           const char *extra_value)
 {
@@ -84,7 +84,7 @@ static enum MHD_Result respond_json_typed(struct tc_request *r, unsigned status,
 
 enum MHD_Result tc_respond_json(struct tc_request *r, unsigned status, json_t *body)
 {
-    return respond_json_typed(r, status, body, "application/json", NULL, NULL);
+    return tc_respond_json_ex(r, status, body, "application/json", NULL, NULL);
 }
 
 static enum MHD_Result vproblem(struct tc_request *r, unsigned status, const char *slug,
@@ -103,7 +103,7 @@ static enum MHD_Result vproblem(struct tc_request *r, unsigned status, const cha
     }
     if (errors)
         json_object_set_new(o, "errors", errors);
-    return respond_json_typed(r, status, o, "application/problem+json", extra_name, extra_value);
+    return tc_respond_json_ex(r, status, o, "application/problem+json", extra_name, extra_value);
 }
 
 enum MHD_Result tc_respond_problem(struct tc_request *r, unsigned status, const char *type_slug,

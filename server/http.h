@@ -22,6 +22,7 @@ struct tc_server {
     struct tc_launcher *launcher;
     struct MHD_Daemon *mhd;
     const struct tc_keys *keys;
+    int instance_id; /* this process in the instances table (see server/worker.h) */
     pthread_mutex_t policy_lock;
     struct tc_policy *policy; /* swap under policy_lock; readers take a reference */
 };
@@ -64,6 +65,10 @@ enum MHD_Result tc_http_queue(struct tc_request *r, unsigned status, struct MHD_
 
 /* Response helpers; each returns the MHD result to hand back from the handler. */
 enum MHD_Result tc_respond_json(struct tc_request *r, unsigned status, json_t *body /* stolen */);
+/* With a content type and one extra header (extra_name NULL for none). */
+enum MHD_Result tc_respond_json_ex(struct tc_request *r, unsigned status, json_t *body /* stolen */,
+                                   const char *content_type, const char *extra_name,
+                                   const char *extra_value);
 enum MHD_Result tc_respond_text(struct tc_request *r, unsigned status, const char *content_type,
                                 const void *data, size_t len);
 /* type_slug becomes "urn:toolcage:problem:<slug>"; errors (stolen, may be NULL) is an

@@ -20,6 +20,10 @@
 #include "server/http.h"
 #include "server/log.h"
 #include "server/migrate.h"
+#include "server/waiters.h"
+#include "server/webhook.h"
+#include "server/worker.h"
+#include <curl/curl.h>
 
 struct command {
     const char *name;
@@ -103,6 +107,7 @@ static int cmd_serve(int argc, char **argv)
         return fail_config();
     int rc = 1, r;
     struct tc_server srv = {.cfg = &cfg};
+    struct tc_worker *worker = NULL;
     pthread_mutex_init(&srv.policy_lock, NULL);
 
     /* Signals are taken synchronously by this thread; every other thread blocks them. */
@@ -148,6 +153,13 @@ static int cmd_serve(int argc, char **argv)
         tc_log(TC_LOG_ERROR, "cannot start the sandbox launcher", "{s:s}", "error", strerror(-r));
         goto out;
     }
+    free(err);
+    err = NULL;
+    if (tc_worker_start(&srv, &worker, &err) < 0) {
+        tc_log(TC_LOG_ERROR, "cannot start the worker", "{s:s}", "error", err ? err : "");
+        goto out;
+    }
+    srv.instance_id = tc_worker_instance_id(worker);
     json_t *host = tc_launcher_host_info(srv.launcher);
     tc_log(TC_LOG_INFO, "sandbox host support", "{s:O}", "host", host ? host : json_null());
     json_decref(host);
@@ -196,13 +208,19 @@ static int cmd_serve(int argc, char **argv)
      * then stop the HTTP threads. */
     if (srv.mhd)
         MHD_quiesce_daemon(srv.mhd);
+    tc_worker_quiesce(worker);
     tc_launcher_stop(srv.launcher);
     srv.launcher = NULL;
+    tc_worker_stop(worker);
+    worker = NULL;
+    tc_waiters_wake_all();
     tc_http_stop(&srv);
     rc = 0;
 out:
+    tc_worker_quiesce(worker);
     tc_http_stop(&srv);
     tc_launcher_stop(srv.launcher);
+    tc_worker_stop(worker);
     tc_db_close(srv.db);
     tc_keys_free((struct tc_keys *)srv.keys);
     tc_policy_unref(srv.policy);
@@ -230,8 +248,45 @@ static int cmd_migrate(int argc, char **argv)
 
 /* ---- keys ---- */
 
+static int cmd_webhook_secret(int argc, char **argv)
+{
+    if (argc != 4 || strcmp(argv[2], "--tenant") != 0)
+        return usage_of("keys");
+    struct tc_config cfg;
+    if (load_config(&cfg) < 0)
+        return fail_config();
+    int rc = 1;
+    struct tc_keys *keys = NULL;
+    _cleanup_free_ char *err = NULL;
+    PGconn *conn = NULL;
+    if (tc_keys_load(cfg.master_key_file, &keys, &err) < 0) {
+        fprintf(stderr, "toolcage: %s\n", err ? err : "cannot load the master key");
+    } else if (!(conn = tc_db_connect(cfg.database_url, &err))) {
+        fprintf(stderr, "toolcage: cannot connect to the database: %s", err ? err : "\n");
+    } else {
+        const char *p[] = {argv[3]};
+        PGresult *r = tc_db_exec(conn, "SELECT id FROM tenants WHERE name = $1", 1, p);
+        if (r && PQntuples(r) == 1) {
+            char secret[65];
+            tc_webhook_secret(keys, PQgetvalue(r, 0, 0), secret);
+            printf("%s\n", secret);
+            sodium_memzero(secret, sizeof(secret));
+            rc = 0;
+        } else {
+            fprintf(stderr, "toolcage: no tenant named '%s'\n", argv[3]);
+        }
+        PQclear(r);
+    }
+    PQfinish(conn);
+    tc_keys_free(keys);
+    tc_config_free(&cfg);
+    return rc;
+}
+
 static int cmd_keys(int argc, char **argv)
 {
+    if (argc >= 2 && strcmp(argv[1], "webhook-secret") == 0 && !wants_help(argc, argv))
+        return cmd_webhook_secret(argc, argv);
     if (wants_help(argc, argv) || argc < 2 || strcmp(argv[1], "create") != 0)
         return usage_of("keys");
     const char *tenant = NULL, *role = NULL;
@@ -513,8 +568,9 @@ static int cmd_version(int argc, char **argv)
 static const struct command commands[] = {
     {"serve", cmd_serve, "serve", "run the HTTP service (migrates the database first)"},
     {"migrate", cmd_migrate, "migrate", "apply the database migrations (idempotent)"},
-    {"keys", cmd_keys, "keys create --tenant NAME --role agent|reviewer|auditor|admin",
-     "create an API key; the key is printed alone on the last line"},
+    {"keys", cmd_keys,
+     "keys create --tenant NAME --role agent|reviewer|auditor|admin | keys webhook-secret --tenant NAME",
+     "create an API key (printed alone on the last line); print a tenant's webhook secret"},
     {"policy", cmd_policy, "policy check FILE", "validate a policy file and print every error"},
     {"exec", cmd_exec, "exec --tool NAME [--policy FILE] [--json]",
      "run code from stdin in the tool's sandbox, without server or database"},
@@ -545,6 +601,10 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) {
+        fprintf(stderr, "toolcage: libcurl failed to initialise\n");
+        return 1;
+    }
     if (sodium_init() < 0) {
         fprintf(stderr, "toolcage: libsodium failed to initialise\n");
         return 1;

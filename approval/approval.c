@@ -1,0 +1,328 @@
+#include "approval/approval.h"
+
+#include <errno.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "audit/audit.h"
+#include "common/util.h"
+#include "server/db.h"
+
+/* RFC 3339 UTC text of a timestamptz column (sessions run with TIME ZONE 'UTC'). */
+#define TS(col) "to_char(" col ", 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+
+bool tc_approval_needed(const struct tc_tool *tool, bool prescreen_wants_approval,
+                        json_t **ret_reasons)
+{
+    json_t *reasons = json_array();
+    if (tool->irreversible)
+        json_array_append_new(reasons, json_string("irreversible"));
+    if (tool->tier == TC_TIER_HUMAN_APPROVE)
+        json_array_append_new(reasons, json_string("tier:human_approve"));
+    if (tool->tier == TC_TIER_MANUAL_ONLY)
+        json_array_append_new(reasons, json_string("tier:manual_only"));
+    if (prescreen_wants_approval)
+        json_array_append_new(reasons, json_string("prescreen"));
+    if (json_array_size(reasons) == 0) {
+        json_decref(reasons);
+        *ret_reasons = NULL;
+        return false;
+    }
+    *ret_reasons = reasons;
+    return true;
+}
+
+static json_t *approval_section(const struct tc_tool *tool)
+{
+    return json_object_get(tool->raw, "approval");
+}
+
+int tc_approval_required_approvers(const struct tc_tool *tool)
+{
+    json_t *n = json_object_get(approval_section(tool), "approvers");
+    if (json_is_integer(n))
+        return (int)json_integer_value(n);
+    return tool->tier == TC_TIER_MANUAL_ONLY ? TC_APPROVAL_MANUAL_DEFAULT : 1;
+}
+
+int tc_approval_ttl_seconds(const struct tc_tool *tool)
+{
+    json_t *n = json_object_get(approval_section(tool), "ttl_seconds");
+    return json_is_integer(n) ? (int)json_integer_value(n) : TC_APPROVAL_TTL_DEFAULT;
+}
+
+json_t *tc_approval_payload(const struct tc_tool *tool, const struct tc_exec_request *req,
+                            const int64_t limits[TC_LIMIT__COUNT])
+{
+    json_t *body = req->body;
+    json_t *files = json_array();
+    size_t i;
+    json_t *f;
+    json_array_foreach(json_object_get(body, "files"), i, f) {
+        json_t *enc = json_object_get(f, "encoding");
+        json_array_append_new(files, json_pack("{s:O, s:O, s:s}", "path", json_object_get(f, "path"),
+                                               "content", json_object_get(f, "content"), "encoding",
+                                               enc ? json_string_value(enc) : "utf8"));
+    }
+    json_t *in = json_object_get(body, "stdin");
+    json_t *creds = json_object_get(tool->raw, "credentials");
+    return json_pack("{s:s, s:O, s:O, s:o, s:o, s:O}", "tool", tool->name, "code",
+                     json_object_get(body, "code"), "stdin", in ? in : json_null(), "files", files,
+                     "limits", tc_exec_limits_json(limits), "credentials",
+                     creds ? creds : json_array());
+}
+
+void tc_approval_payload_hash(const json_t *payload, unsigned char out[32])
+{
+    size_t len = 0;
+    char *canon = tc_audit_canonical(payload, &len);
+    crypto_generichash(out, 32, (const unsigned char *)(canon ? canon : ""), canon ? len : 0, NULL,
+                       0);
+    free(canon);
+}
+
+static bool simple(PGconn *c, const char *sql)
+{
+    PGresult *r = PQexec(c, sql);
+    bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    PQclear(r);
+    return ok;
+}
+
+static int finish_tx(PGconn *c, int rc)
+{
+    if (rc == 0 && simple(c, "COMMIT"))
+        return 0;
+    simple(c, "ROLLBACK");
+    return rc < 0 ? rc : -EIO;
+}
+
+static bool exec_ok(PGconn *c, const char *sql, int n, const char *const *p)
+{
+    PGresult *r = tc_db_exec(c, sql, n, p);
+    PQclear(r);
+    return r != NULL;
+}
+
+/* Close an approval and its execution with a final status, and audit it. */
+static int close_approval(PGconn *c, const struct tc_keys *keys, const char *approval_id,
+                          const char *execution_id, const char *tenant_id, const char *tool,
+                          const char *approval_status, const char *exec_status, json_t *actor,
+                          const char *action, const char *reason)
+{
+    const char *p[] = {approval_id, approval_status};
+    if (!exec_ok(c, "UPDATE approvals SET status = $2, decided_at = now() WHERE id = $1", 2, p))
+        return -EIO;
+    const char *p2[] = {execution_id, exec_status};
+    if (!exec_ok(c, "UPDATE executions SET status = $2, finished_at = now() WHERE id = $1", 2, p2))
+        return -EIO;
+    json_t *ev = json_pack("{s:s, s:s, s:O, s:s, s:s, s:s, s:s, s:s*}", "action", action,
+                           "tenant_id", tenant_id, "actor", actor, "tool", tool, "approval_id",
+                           approval_id, "execution_id", execution_id, "status", approval_status,
+                           "reason", reason);
+    int r = ev ? tc_audit_append_tx(c, keys, ev, NULL) : -ENOMEM;
+    json_decref(ev);
+    return r;
+}
+
+int tc_approval_decide(PGconn *c, const struct tc_keys *keys, const char *tenant_id,
+                       const char *approval_id, const char *decider, const char *requester_guard,
+                       json_t *actor, enum tc_decision d, const char *reason,
+                       struct tc_decide_result *ret)
+{
+    if (!simple(c, "BEGIN"))
+        return -EIO;
+    const char *p[] = {approval_id, tenant_id};
+    /* The row lock serialises every decision on this approval: of concurrent decisions,
+     * each sees the state the previous one left. */
+    PGresult *r = tc_db_exec(c,
+                             "SELECT status, expires_at <= now(), coalesce(requester_key_id::text, ''),"
+                             " required_approvals, execution_id, tool"
+                             " FROM approvals WHERE id = $1 AND tenant_id = $2 FOR UPDATE",
+                             2, p);
+    if (!r)
+        return finish_tx(c, -EIO);
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        return finish_tx(c, -ENOENT);
+    }
+    struct tc_decide_result res = {0};
+    char status[16], tool[65];
+    snprintf(status, sizeof(status), "%s", PQgetvalue(r, 0, 0));
+    bool expired = strcmp(PQgetvalue(r, 0, 1), "t") == 0;
+    bool own = requester_guard && strcmp(PQgetvalue(r, 0, 2), requester_guard) == 0;
+    res.required = (int)strtol(PQgetvalue(r, 0, 3), NULL, 10);
+    snprintf(res.execution_id, sizeof(res.execution_id), "%s", PQgetvalue(r, 0, 4));
+    snprintf(tool, sizeof(tool), "%s", PQgetvalue(r, 0, 5));
+    PQclear(r);
+
+    int rc = 0;
+    if (strcmp(status, "pending") != 0) {
+        rc = -ESTALE;
+    } else if (expired) {
+        /* Expiry is enforced in the deciding transaction itself, not only by the sweeper. */
+        json_t *sys = json_pack("{s:s, s:s}", "type", "system", "id", "expiry");
+        rc = close_approval(c, keys, approval_id, res.execution_id, tenant_id, tool, "expired",
+                            "expired", sys, "approval.expired", NULL);
+        json_decref(sys);
+        rc = finish_tx(c, rc);
+        return rc < 0 ? rc : -ESTALE;
+    } else if (own) {
+        rc = -EPERM;
+    }
+    if (rc < 0)
+        return finish_tx(c, rc);
+
+    char did[37];
+    tc_uuid7(did);
+    const char *pd[] = {did, approval_id, decider, d == TC_DECIDE_APPROVE ? "approve" : "deny",
+                        reason};
+    r = tc_db_exec(c,
+                   "INSERT INTO approval_decisions (id, approval_id, decider, decision, reason)"
+                   " VALUES ($1, $2, $3, $4, $5) ON CONFLICT (approval_id, decider) DO NOTHING",
+                   5, pd);
+    if (!r)
+        return finish_tx(c, -EIO);
+    bool inserted = strcmp(PQcmdTuples(r), "1") == 0;
+    PQclear(r);
+    if (!inserted)
+        return finish_tx(c, -EALREADY);
+
+    const char *pc[] = {approval_id};
+    r = tc_db_exec(c, "SELECT count(*) FROM approval_decisions WHERE approval_id = $1"
+                      " AND decision = 'approve'", 1, pc);
+    if (!r)
+        return finish_tx(c, -EIO);
+    res.approvals = (int)strtol(PQgetvalue(r, 0, 0), NULL, 10);
+    PQclear(r);
+
+    const char *new_status = "pending";
+    if (d == TC_DECIDE_DENY)
+        new_status = "denied";
+    else if (res.approvals >= res.required)
+        new_status = "approved";
+    snprintf(res.status, sizeof(res.status), "%s", new_status);
+
+    if (strcmp(new_status, "denied") == 0) {
+        rc = close_approval(c, keys, approval_id, res.execution_id, tenant_id, tool, "denied",
+                            "denied", actor, "approval.denied", reason);
+    } else {
+        json_t *ev = json_pack("{s:s, s:s, s:O, s:s, s:s, s:s, s:s, s:s*, s:i, s:i}", "action",
+                               "approval.approved", "tenant_id", tenant_id, "actor", actor, "tool",
+                               tool, "approval_id", approval_id, "execution_id", res.execution_id,
+                               "status", new_status, "reason", reason, "approvals", res.approvals,
+                               "required", res.required);
+        rc = ev ? tc_audit_append_tx(c, keys, ev, NULL) : -ENOMEM;
+        json_decref(ev);
+        if (rc == 0 && strcmp(new_status, "approved") == 0) {
+            const char *pa[] = {approval_id, res.execution_id};
+            if (!exec_ok(c, "UPDATE approvals SET status = 'approved', decided_at = now()"
+                            " WHERE id = $1", 1, pa) ||
+                !exec_ok(c, "UPDATE executions SET status = 'queued' WHERE id = $1"
+                            " AND status = 'pending_approval'", 1, pa + 1) ||
+                !simple(c, "NOTIFY toolcage_queue"))
+                rc = -EIO;
+        }
+    }
+    rc = finish_tx(c, rc);
+    if (rc == 0 && ret)
+        *ret = res;
+    return rc;
+}
+
+int tc_approval_cancel(PGconn *c, const struct tc_keys *keys, const char *tenant_id,
+                       const char *execution_id, json_t *actor)
+{
+    if (!simple(c, "BEGIN"))
+        return -EIO;
+    const char *p[] = {execution_id, tenant_id};
+    PGresult *r = tc_db_exec(c,
+                             "SELECT id, status, tool FROM approvals"
+                             " WHERE execution_id = $1 AND tenant_id = $2 FOR UPDATE",
+                             2, p);
+    if (!r)
+        return finish_tx(c, -EIO);
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        return finish_tx(c, -ENOENT);
+    }
+    char id[37], tool[65];
+    bool pending = strcmp(PQgetvalue(r, 0, 1), "pending") == 0;
+    snprintf(id, sizeof(id), "%s", PQgetvalue(r, 0, 0));
+    snprintf(tool, sizeof(tool), "%s", PQgetvalue(r, 0, 2));
+    PQclear(r);
+    if (!pending)
+        return finish_tx(c, -ESTALE);
+    int rc = close_approval(c, keys, id, execution_id, tenant_id, tool, "cancelled", "cancelled",
+                            actor, "approval.cancelled", NULL);
+    return finish_tx(c, rc);
+}
+
+int tc_approval_expire_due(PGconn *c, const struct tc_keys *keys)
+{
+    if (!simple(c, "BEGIN"))
+        return -EIO;
+    PGresult *r = tc_db_exec(c,
+                             "SELECT id, execution_id, tenant_id, tool FROM approvals"
+                             " WHERE status = 'pending' AND expires_at <= now()"
+                             " ORDER BY expires_at LIMIT 100 FOR UPDATE SKIP LOCKED",
+                             0, NULL);
+    if (!r)
+        return finish_tx(c, -EIO);
+    int n = PQntuples(r), rc = 0;
+    json_t *sys = json_pack("{s:s, s:s}", "type", "system", "id", "expiry");
+    for (int i = 0; i < n && rc == 0; i++)
+        rc = close_approval(c, keys, PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), PQgetvalue(r, i, 2),
+                            PQgetvalue(r, i, 3), "expired", "expired", sys, "approval.expired", NULL);
+    json_decref(sys);
+    PQclear(r);
+    rc = finish_tx(c, rc);
+    return rc < 0 ? rc : n;
+}
+
+json_t *tc_approval_get(PGconn *c, const char *tenant_id, const char *approval_id, int *ret_err)
+{
+    const char *p[] = {approval_id, tenant_id};
+    PGresult *r = tc_db_exec(c,
+        "SELECT a.id, a.execution_id, a.tool, a.tier, a.reasons::text, a.payload::text,"
+        " encode(a.payload_hash, 'hex'), a.requester_key_id, a.findings::text,"
+        " a.required_approvals, a.status, " TS("a.created_at") ", " TS("a.expires_at") ","
+        " " TS("a.decided_at") ","
+        " coalesce((SELECT json_agg(json_build_object('decider', d.decider, 'decision', d.decision,"
+        "   'reason', d.reason, 'created_at', " TS("d.created_at") ") ORDER BY d.created_at)"
+        "   FROM approval_decisions d WHERE d.approval_id = a.id), '[]')::text"
+        " FROM approvals a WHERE a.id = $1 AND a.tenant_id = $2", 2, p);
+    if (!r) {
+        *ret_err = -EIO;
+        return NULL;
+    }
+    if (PQntuples(r) != 1) {
+        PQclear(r);
+        *ret_err = -ENOENT;
+        return NULL;
+    }
+    json_t *decisions = json_loads(PQgetvalue(r, 0, 14), 0, NULL);
+    bool undecided = PQgetisnull(r, 0, 13);
+    size_t i, approvals = 0;
+    json_t *d;
+    json_array_foreach(decisions, i, d) if (strcmp(json_string_value(json_object_get(d, "decision")),
+                                                   "approve") == 0) approvals++;
+    json_t *o = json_pack(
+        "{s:s, s:s, s:s, s:s, s:o, s:o, s:s, s:s, s:o, s:i, s:i, s:s, s:s, s:s, s:s*, s:o}",
+        "id", PQgetvalue(r, 0, 0), "execution_id", PQgetvalue(r, 0, 1), "tool", PQgetvalue(r, 0, 2),
+        "tier", PQgetvalue(r, 0, 3), "reasons", json_loads(PQgetvalue(r, 0, 4), 0, NULL),
+        "payload", json_loads(PQgetvalue(r, 0, 5), 0, NULL), "payload_hash", PQgetvalue(r, 0, 6),
+        "requester_key_id", PQgetvalue(r, 0, 7), "findings",
+        json_loads(PQgetvalue(r, 0, 8), 0, NULL), "required_approvals",
+        (int)strtol(PQgetvalue(r, 0, 9), NULL, 10), "approvals", (int)approvals, "status",
+        PQgetvalue(r, 0, 10), "created_at", PQgetvalue(r, 0, 11), "expires_at",
+        PQgetvalue(r, 0, 12), "decided_at",
+        undecided ? NULL : PQgetvalue(r, 0, 13), "decisions", decisions);
+    PQclear(r);
+    if (o && undecided)
+        json_object_set_new(o, "decided_at", json_null());
+    if (!o)
+        *ret_err = -ENOMEM;
+    return o;
+}

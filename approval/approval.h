@@ -1,0 +1,58 @@
+/* The approval gate: which calls are held, what exactly was approved, and the race-free
+ * state machine (pending -> approved | denied | expired | cancelled) kept in PostgreSQL.
+ * Functions here take a connection and return 0 or a negative errno; server/ and api/ map
+ * those to HTTP statuses and log. */
+#pragma once
+#include <jansson.h>
+#include <libpq-fe.h>
+#include <stdbool.h>
+
+#include "api/exec.h"
+#include "policy/policy.h"
+
+struct tc_keys;
+
+#define TC_APPROVAL_TTL_DEFAULT 3600
+#define TC_APPROVAL_MANUAL_DEFAULT 2
+
+/* Does this call need a human? *ret_reasons (new array, or NULL when not held) lists why:
+ * "irreversible", "tier:human_approve", "tier:manual_only", "prescreen:<severity>".
+ * prescreen_wants_approval: the pre-screen decided `approve`. */
+bool tc_approval_needed(const struct tc_tool *tool, bool prescreen_wants_approval,
+                        json_t **ret_reasons);
+int tc_approval_required_approvers(const struct tc_tool *tool);
+int tc_approval_ttl_seconds(const struct tc_tool *tool);
+
+/* Everything that will run, as one object: {tool, code, stdin, files, limits, credentials}.
+ * The hash is BLAKE2b-256 of its canonical JSON (see docs/audit.md for the canonical form). */
+json_t *tc_approval_payload(const struct tc_tool *tool, const struct tc_exec_request *req,
+                            const int64_t limits[TC_LIMIT__COUNT]);
+void tc_approval_payload_hash(const json_t *payload, unsigned char out[32]);
+
+enum tc_decision { TC_DECIDE_APPROVE, TC_DECIDE_DENY };
+
+struct tc_decide_result {
+    char status[16];       /* the approval's status after the decision */
+    char execution_id[37];
+    int approvals;         /* approvals counted so far */
+    int required;
+};
+
+/* Apply one decision in one transaction, with its audit record:
+ * -ENOENT no such approval for this tenant; -EPERM the decider asked for it (maker is not
+ * checker); -EALREADY this decider already decided; -ESTALE not pending (decided, expired or
+ * cancelled; expiry is enforced here too); -EIO database. actor: the audit actor object. */
+int tc_approval_decide(PGconn *c, const struct tc_keys *keys, const char *tenant_id,
+                       const char *approval_id, const char *decider, const char *requester_guard,
+                       json_t *actor, enum tc_decision d, const char *reason,
+                       struct tc_decide_result *ret);
+
+/* Cancel a pending approval and its execution (the requesting tenant). -ENOENT, -ESTALE, -EIO. */
+int tc_approval_cancel(PGconn *c, const struct tc_keys *keys, const char *tenant_id,
+                       const char *execution_id, json_t *actor);
+
+/* Mark every pending approval past its expiry as expired (audited). Returns how many. */
+int tc_approval_expire_due(PGconn *c, const struct tc_keys *keys);
+
+/* Detail view of one approval (payload, findings, decisions) or NULL (-ENOENT via *ret_err). */
+json_t *tc_approval_get(PGconn *c, const char *tenant_id, const char *approval_id, int *ret_err);
