@@ -3,6 +3,7 @@
 #include "server/http.h"
 
 enum MHD_Result tc_api_execute(struct tc_request *r);
+enum MHD_Result tc_api_prescreen(struct tc_request *r);
 enum MHD_Result tc_api_execution_get(struct tc_request *r);
 enum MHD_Result tc_api_tools(struct tc_request *r);
 enum MHD_Result tc_api_healthz(struct tc_request *r);

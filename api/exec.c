@@ -7,6 +7,7 @@
 
 #include "common/buf.h"
 #include "common/util.h"
+#include "policy/redact.h"
 
 static void add_error(json_t *errors, const char *path, const char *message)
 {
@@ -313,19 +314,24 @@ json_t *tc_exec_build_spec(const struct tc_tool *tool, const struct tc_exec_requ
     return spec;
 }
 
-/* Decode base64 output into a JSON string that is valid UTF-8 and holds no NUL:
- * invalid bytes and NUL become U+FFFD, so the result can be stored in jsonb. */
-static json_t *output_string(json_t *b64)
+int tc_exec_redactor(const struct tc_tool *tool, const char *state_dir,
+                     struct tc_redactor **ret_redactor)
 {
-    const char *s = json_string_value(b64);
-    size_t slen = s ? strlen(s) : 0;
-    unsigned char *bin = malloc(slen + 1);
-    size_t len = 0;
-    if (!bin)
-        return NULL;
-    if (slen && sodium_base642bin(bin, slen + 1, s, slen, NULL, &len, NULL,
-                                  sodium_base64_VARIANT_ORIGINAL) != 0)
-        len = 0;
+    json_t *dis = json_object_get(json_object_get(json_object_get(tool->raw, "output"), "redact"),
+                                  "disable");
+    const char *names[64];
+    size_t n = 0, i;
+    json_t *v;
+    json_array_foreach(dis, i, v) if (n < TC_ARRAY_SIZE(names) && json_is_string(v))
+        names[n++] = json_string_value(v);
+    const char *paths[] = {state_dir};
+    return tc_redactor_new(names, n, paths, state_dir && state_dir[0] == '/' ? 1 : 0, ret_redactor);
+}
+
+/* Bytes -> a JSON string that is valid UTF-8 and holds no NUL: invalid bytes and NUL become
+ * U+FFFD, so the result can be stored in jsonb. */
+static json_t *utf8_string(const unsigned char *bin, size_t len)
+{
     struct tc_buf out;
     tc_buf_init(&out, SIZE_MAX / 2);
     size_t i = 0;
@@ -343,9 +349,46 @@ static json_t *output_string(json_t *b64)
             break;
         i += n ? n : 1;
     }
-    free(bin);
     json_t *j = json_stringn(out.data ? out.data : "", out.len);
     tc_buf_free(&out);
+    return j;
+}
+
+/* Redact raw bytes first (a secret may sit next to invalid UTF-8), then sanitise. */
+static json_t *filtered_string(const struct tc_exec_filter *f, const unsigned char *bin,
+                               size_t len, json_t *counts)
+{
+    if (!f || !f->redactor)
+        return utf8_string(bin, len);
+    char *red = NULL;
+    size_t rlen = 0;
+    if (tc_redact_buffer(f->redactor, f->secrets, f->nsecrets, (const char *)bin, len, &red, &rlen,
+                         counts) < 0)
+        return json_string("[REDACTED:error]"); /* fail closed: nothing unscrubbed leaves */
+    json_t *j = utf8_string((const unsigned char *)red, rlen);
+    free(red);
+    return j;
+}
+
+json_t *tc_exec_redact_string(const struct tc_exec_filter *f, const char *s, size_t len,
+                              json_t *counts)
+{
+    return filtered_string(f, (const unsigned char *)s, len, counts);
+}
+
+static json_t *output_string(const struct tc_exec_filter *f, json_t *b64, json_t *counts)
+{
+    const char *s = json_string_value(b64);
+    size_t slen = s ? strlen(s) : 0;
+    unsigned char *bin = malloc(slen + 1);
+    size_t len = 0;
+    if (!bin)
+        return NULL;
+    if (slen && sodium_base642bin(bin, slen + 1, s, slen, NULL, &len, NULL,
+                                  sodium_base64_VARIANT_ORIGINAL) != 0)
+        len = 0;
+    json_t *j = filtered_string(f, bin, len, counts);
+    free(bin);
     return j;
 }
 
@@ -357,9 +400,11 @@ static json_t *get_or_null(json_t *o, const char *key)
 
 json_t *tc_exec_view(const char *id, const char *tool, json_t *result,
                      const int64_t limits[TC_LIMIT__COUNT], const char *created_at,
-                     const char *finished_at)
+                     const char *finished_at, const struct tc_exec_filter *filter,
+                     json_t *findings)
 {
     json_t *v = json_object();
+    json_t *counts = json_object();
     json_object_set_new(v, "id", json_string(id));
     json_object_set_new(v, "tool", json_string(tool));
     json_t *status = json_object_get(result, "status");
@@ -367,8 +412,10 @@ json_t *tc_exec_view(const char *id, const char *tool, json_t *result,
                                                                         : "error"));
     json_object_set_new(v, "exit_code", get_or_null(result, "exit_code"));
     json_object_set_new(v, "signal", get_or_null(result, "signal"));
-    json_object_set_new(v, "stdout", output_string(json_object_get(result, "stdout_b64")));
-    json_object_set_new(v, "stderr", output_string(json_object_get(result, "stderr_b64")));
+    json_object_set_new(v, "stdout",
+                        output_string(filter, json_object_get(result, "stdout_b64"), counts));
+    json_object_set_new(v, "stderr",
+                        output_string(filter, json_object_get(result, "stderr_b64"), counts));
     json_object_set_new(v, "stdout_truncated",
                         json_boolean(json_is_true(json_object_get(result, "stdout_truncated"))));
     json_object_set_new(v, "stderr_truncated",
@@ -395,7 +442,14 @@ json_t *tc_exec_view(const char *id, const char *tool, json_t *result,
     json_object_set_new(v, "enforced", en);
     json_t *pv = json_object_get(result, "policy_violations");
     json_object_set_new(v, "policy_violations", json_is_array(pv) ? json_incref(pv) : json_array());
-    json_object_set_new(v, "error", get_or_null(result, "error"));
+    json_t *err = json_object_get(result, "error");
+    json_object_set_new(v, "error", json_is_string(err)
+                                        ? filtered_string(filter,
+                                                          (const unsigned char *)json_string_value(err),
+                                                          json_string_length(err), counts)
+                                        : json_null());
+    json_object_set_new(v, "findings", json_is_array(findings) ? json_incref(findings) : json_array());
+    json_object_set_new(v, "redactions", counts);
     json_object_set_new(v, "created_at", json_string(created_at));
     json_object_set_new(v, "finished_at", finished_at ? json_string(finished_at) : json_null());
     return v;

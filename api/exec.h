@@ -8,6 +8,8 @@
 
 #include "policy/policy.h"
 
+struct tc_redactor;
+
 #define TC_EXEC_MAX_CODE_BYTES (1024 * 1024)
 #define TC_EXEC_MAX_STDIN_BYTES (1024 * 1024)
 #define TC_EXEC_MAX_FILES 64
@@ -35,8 +37,25 @@ json_t *tc_exec_limits_json(const int64_t limits[TC_LIMIT__COUNT]);
 json_t *tc_exec_build_spec(const struct tc_tool *tool, const struct tc_exec_request *req,
                            const int64_t limits[TC_LIMIT__COUNT], const char *id);
 
-/* The API's Execution object from a launcher result (stdout/stderr decoded, made valid
- * UTF-8 with U+FFFD for invalid bytes and NUL). */
+/* What is scrubbed from everything an execution returns. */
+struct tc_exec_filter {
+    const struct tc_redactor *redactor; /* the tool's rules (see tc_exec_redactor) */
+    const char *const *secrets;         /* exact values leased to this execution */
+    size_t nsecrets;
+};
+
+/* The tool's redactor: every built-in rule but those its policy disables, plus the state
+ * directory as a host path. 0 or -errno. */
+int tc_exec_redactor(const struct tc_tool *tool, const char *state_dir,
+                     struct tc_redactor **ret_redactor);
+/* A redacted copy of a string (for audit records); counts (may be NULL) is added to. */
+json_t *tc_exec_redact_string(const struct tc_exec_filter *f, const char *s, size_t len,
+                              json_t *counts);
+
+/* The API's Execution object from a launcher result: stdout, stderr and error redacted
+ * (counts per rule in "redactions"), then made valid UTF-8 with U+FFFD for invalid bytes
+ * and NUL. findings (borrowed, may be NULL) are the pre-screen's. */
 json_t *tc_exec_view(const char *id, const char *tool, json_t *result,
                      const int64_t limits[TC_LIMIT__COUNT], const char *created_at,
-                     const char *finished_at);
+                     const char *finished_at, const struct tc_exec_filter *filter,
+                     json_t *findings);

@@ -11,6 +11,8 @@
 #include "audit/audit.h"
 #include "common/util.h"
 #include "policy/policy.h"
+#include "policy/prescreen.h"
+#include "policy/redact.h"
 #include "sandbox/sandbox.h"
 #include "server/db.h"
 #include "server/finish.h"
@@ -26,6 +28,8 @@ struct exec_state {
     int submit_rc;
     json_t *result;      /* written by the launcher's reader thread before it resumes us */
     char idem_key[256];  /* non-empty while this request owns an Idempotency-Key */
+    struct tc_redactor *redactor; /* the tool's redaction rules */
+    json_t *findings;    /* the pre-screen's */
 };
 
 static void exec_state_free(void *p)
@@ -34,6 +38,8 @@ static void exec_state_free(void *p)
     if (!st)
         return;
     json_decref(st->result);
+    json_decref(st->findings);
+    tc_redactor_free(st->redactor);
     free(st);
 }
 
@@ -174,6 +180,14 @@ static json_t *execute_event(struct tc_request *r, struct exec_state *st, json_t
                              const char *decision)
 {
     json_t *code = json_object_get(body, "code"), *in = json_object_get(body, "stdin");
+    /* The trail keeps code and stdin as redacted text plus a hash of the original. */
+    struct tc_exec_filter filter = {.redactor = st->redactor};
+    json_t *counts = json_object();
+    json_t *code_r = tc_exec_redact_string(&filter, json_string_value(code),
+                                           json_string_length(code), counts);
+    json_t *in_r = in ? tc_exec_redact_string(&filter, json_string_value(in),
+                                              json_string_length(in), counts)
+                      : json_null();
     char code_hash[65], stdin_hash[65] = "";
     hash_hex(json_string_value(code), json_string_length(code), code_hash);
     if (in)
@@ -183,13 +197,14 @@ static json_t *execute_event(struct tc_request *r, struct exec_state *st, json_t
     json_t *f;
     json_array_foreach(json_object_get(body, "files"), i, f)
         json_array_append(files, json_object_get(f, "path"));
-    return json_pack("{s:s, s:s, s:o, s:s, s:s, s:s, s:s, s:{s:O, s:s, s:O, s:s*, s:o, s:o}}",
+    return json_pack("{s:s, s:s, s:o, s:s, s:s, s:s, s:s, s:{s:o, s:s, s:o, s:s*, s:o, s:o, s:o},"
+                     " s:O}",
                      "action", "execute", "tenant_id", r->principal.tenant_id, "actor",
                      actor_of(r), "tool", st->tool, "execution_id", st->id, "request_id",
-                     r->request_id, "decision", decision, "params", "code", code, "code_hash",
-                     code_hash, "stdin", in ? in : json_null(), "stdin_hash",
-                     in ? stdin_hash : NULL, "files", files, "limits",
-                     tc_exec_limits_json(st->limits));
+                     r->request_id, "decision", decision, "params", "code", code_r, "code_hash",
+                     code_hash, "stdin", in_r, "stdin_hash", in ? stdin_hash : NULL, "files",
+                     files, "limits", tc_exec_limits_json(st->limits), "redactions", counts,
+                     "findings", st->findings ? st->findings : json_null());
 }
 
 /* The execution row (and, when held, its approval) commit together with the "execute" audit
@@ -225,6 +240,7 @@ static bool insert_execution(struct tc_request *r, struct exec_state *st, json_t
     if (ok && approval) {
         char *payload = json_dumps(json_object_get(approval, "payload"), JSON_COMPACT);
         char *reasons = json_dumps(json_object_get(approval, "reasons"), JSON_COMPACT);
+        char *findings = json_dumps(st->findings ? st->findings : json_array(), JSON_COMPACT);
         char ttl[16], required[16];
         snprintf(ttl, sizeof(ttl), "%d", (int)json_integer_value(json_object_get(approval, "ttl")));
         snprintf(required, sizeof(required), "%d",
@@ -233,17 +249,18 @@ static bool insert_execution(struct tc_request *r, struct exec_state *st, json_t
                             r->principal.tenant_id, st->id, st->tool,
                             json_string_value(json_object_get(approval, "tier")), reasons, payload,
                             json_string_value(json_object_get(approval, "payload_hash")),
-                            r->principal.key_id, required, ttl};
-        res = (payload && reasons)
+                            r->principal.key_id, required, ttl, findings};
+        res = (payload && reasons && findings)
                   ? tc_db_exec(c,
                                "INSERT INTO approvals (id, tenant_id, execution_id, tool, tier,"
                                " reasons, payload, payload_hash, requester_key_id,"
-                               " required_approvals, status, expires_at)"
+                               " required_approvals, status, expires_at, findings)"
                                " VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7::jsonb, $8::bytea, $9,"
-                               " $10::int, 'pending', now() + make_interval(secs => $11::int))"
+                               " $10::int, 'pending', now() + make_interval(secs => $11::int),"
+                               " $12::jsonb)"
                                " RETURNING to_char(expires_at,"
                                " 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')",
-                               11, pa)
+                               12, pa)
                   : NULL;
         ok = res && PQntuples(res) == 1;
         if (ok)
@@ -251,6 +268,7 @@ static bool insert_execution(struct tc_request *r, struct exec_state *st, json_t
         PQclear(res);
         free(payload);
         free(reasons);
+        free(findings);
         json_object_set(event, "approval_id", json_object_get(approval, "id"));
         json_object_set(event, "reasons", json_object_get(approval, "reasons"));
     }
@@ -288,7 +306,9 @@ static enum MHD_Result on_resumed(struct tc_request *r)
                          ? json_pack("{s:s, s:s}", "status", "error", "error",
                                      "the sandbox launcher is not available")
                          : json_incref(st->result);
-    json_t *view = tc_exec_view(st->id, st->tool, result, st->limits, st->created_at, finished);
+    struct tc_exec_filter filter = {.redactor = st->redactor};
+    json_t *view = tc_exec_view(st->id, st->tool, result, st->limits, st->created_at, finished,
+                                &filter, st->findings);
     json_decref(result);
     if (!view)
         return MHD_NO;
@@ -339,14 +359,46 @@ static enum MHD_Result hold(struct tc_request *r, struct exec_state *st,
         return unavailable(r, st, "the execution could not be recorded, so it was not held");
     }
     snprintf(location, sizeof(location), "/v1/executions/%s", st->id);
-    json_t *body = json_pack("{s:s, s:s, s:s, s:s, s:s, s:O, s:s}", "id", st->id, "tool", st->tool,
-                             "status", "pending_approval", "approval_id", approval_id,
-                             "expires_at", expires, "reasons", reasons, "created_at",
-                             st->created_at);
+    json_t *body = json_pack("{s:s, s:s, s:s, s:s, s:s, s:O, s:O, s:s}", "id", st->id, "tool",
+                             st->tool, "status", "pending_approval", "approval_id", approval_id,
+                             "expires_at", expires, "reasons", reasons, "findings", st->findings,
+                             "created_at", st->created_at);
     tc_log(TC_LOG_INFO, "execution held for approval", "{s:s, s:s, s:s}", "request_id",
            r->request_id, "execution_id", st->id, "approval_id", approval_id);
     idem_end(r, st, 202, body, location);
     return tc_respond_json_ex(r, 202, body, "application/json", "Location", location);
+}
+
+/* Refused by the pre-screen: audited (fail closed), nothing stored or run, 403 with the findings. */
+static enum MHD_Result block(struct tc_request *r, struct exec_state *st, json_t *body)
+{
+    json_t *event = execute_event(r, st, body, "blocked");
+    PGconn *c = event ? tc_db_acquire(r->srv->db, 5000) : NULL;
+    int rc = c ? tc_audit_append(c, r->srv->keys, event, NULL) : -EIO;
+    tc_db_release(r->srv->db, c);
+    json_decref(event);
+    if (rc < 0) {
+        tc_metrics_audit_failure();
+        return unavailable(r, st, "the refusal could not be recorded");
+    }
+    tc_metrics_execution(st->tool, "blocked", 0);
+    idem_end(r, st, 403, NULL, NULL);
+    json_t *errors = json_array();
+    size_t i;
+    json_t *f;
+    json_array_foreach(st->findings, i, f) {
+        char path[48];
+        snprintf(path, sizeof(path), "code:%lld:%lld",
+                 (long long)json_integer_value(json_object_get(f, "line")),
+                 (long long)json_integer_value(json_object_get(f, "column")));
+        json_array_append_new(errors, json_pack("{s:s, s:O, s:O, s:O}", "path", path, "message",
+                                                json_object_get(f, "message"), "rule",
+                                                json_object_get(f, "rule"), "severity",
+                                                json_object_get(f, "severity")));
+    }
+    enum MHD_Result ret = tc_respond_problem(r, 403, "blocked-by-prescreen", "Blocked by pre-screen",
+                                             errors, "the code matched rules this tool blocks");
+    return ret;
 }
 
 enum MHD_Result tc_api_execute(struct tc_request *r)
@@ -390,8 +442,23 @@ enum MHD_Result tc_api_execute(struct tc_request *r)
     tc_uuid7(st->id);
     snprintf(st->tool, sizeof(st->tool), "%s", tool->name);
     tc_iso8601(tc_wall_ms(), st->created_at);
+    if (tc_exec_redactor(tool, r->srv->cfg->state_dir, &st->redactor) < 0) {
+        ret = MHD_NO;
+        goto out;
+    }
 
-    if (tc_approval_needed(tool, false, &reasons)) {
+    /* Pre-screen: advisory (the sandbox is the enforcement), but it can block or hold. */
+    json_t *code = json_object_get(req.body, "code");
+    if (tc_prescreen(tc_prescreen_language(tool), json_string_value(code),
+                     json_string_length(code), &st->findings) < 0)
+        st->findings = json_array();
+    enum tc_prescreen_action action = tc_prescreen_decide(tool, st->findings);
+    if (action == TC_ACTION_BLOCK) {
+        ret = block(r, st, req.body);
+        goto out;
+    }
+
+    if (tc_approval_needed(tool, action == TC_ACTION_APPROVE, &reasons)) {
         ret = hold(r, st, tool, &req, reasons);
         goto out;
     }
@@ -420,5 +487,51 @@ out:
     exec_state_free(st);
     tc_policy_unref(policy);
     tc_exec_request_done(&req);
+    return ret;
+}
+
+/* POST /v1/prescreen {tool, code}: the findings and the action, without running anything. */
+enum MHD_Result tc_api_prescreen(struct tc_request *r)
+{
+    enum MHD_Result ret;
+    json_t *body = tc_request_json(r, &ret);
+    if (!body)
+        return ret;
+    json_t *errors = json_array();
+    const char *key;
+    json_t *v;
+    json_object_foreach(body, key, v) if (strcmp(key, "tool") && strcmp(key, "code"))
+        json_array_append_new(errors, json_pack("{s:s, s:s}", "path", key, "message",
+                                                "unknown field"));
+    json_t *tool_j = json_object_get(body, "tool"), *code = json_object_get(body, "code");
+    if (!json_is_string(tool_j))
+        json_array_append_new(errors, json_pack("{s:s, s:s}", "path", "tool", "message",
+                                                "is required and must be a string"));
+    if (!json_is_string(code) || json_string_length(code) > TC_EXEC_MAX_CODE_BYTES)
+        json_array_append_new(errors, json_pack("{s:s, s:s}", "path", "code", "message",
+                                                "is required and must be a string of at most 1 MiB"));
+    if (json_array_size(errors) > 0) {
+        json_decref(body);
+        return tc_respond_problem(r, 400, "validation", "Invalid request", errors,
+                                  "the request does not match the schema (see errors)");
+    }
+    json_decref(errors);
+    struct tc_policy *policy = tc_server_policy(r->srv);
+    const struct tc_tool *tool = tc_policy_tool(policy, json_string_value(tool_j));
+    if (!tool) {
+        ret = tc_respond_problem(r, 404, "unknown-tool", "Unknown tool", NULL,
+                                 "no tool named '%.64s' is declared in the policy",
+                                 json_string_value(tool_j));
+    } else {
+        json_t *findings = NULL;
+        if (tc_prescreen(tc_prescreen_language(tool), json_string_value(code),
+                         json_string_length(code), &findings) < 0)
+            findings = json_array();
+        const char *action = tc_prescreen_action_name(tc_prescreen_decide(tool, findings));
+        ret = tc_respond_json(r, 200, json_pack("{s:s, s:o, s:s}", "tool", tool->name, "findings",
+                                                findings, "action", action));
+    }
+    tc_policy_unref(policy);
+    json_decref(body);
     return ret;
 }

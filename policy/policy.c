@@ -1,6 +1,7 @@
 /* Tool policy loader: parse the operator's policy file, validate every key strictly, and keep an
  * immutable, reference-counted, name-sorted table of tools. Format: docs/policy.md. */
 #include "policy/policy.h"
+#include "policy/redact.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -974,8 +975,13 @@ static void check_output(struct ctx *c, const char *path, json_t *obj)
         path_index(p, sizeof(p), dp, i);
         if (!(s = want_string(c, p, v, MAX_NAME)))
             continue;
-        if (!valid_ref_name(s))
-            add_err(c, p, "rule names may only contain letters, digits, '_', '.' and '-'");
+        size_t nrules;
+        const char *const *rules = tc_redact_rule_names(&nrules);
+        bool known = false;
+        for (size_t k = 0; k < nrules; k++)
+            known |= strcmp(rules[k], s) == 0;
+        if (!known)
+            add_err(c, p, "unknown redaction rule \"%s\" (see docs/redaction.md)", s);
         for (size_t k = 0; k < i; k++)
             if (json_equal(json_array_get(dis, k), v)) {
                 add_err(c, p, "duplicate entry \"%s\"", s);

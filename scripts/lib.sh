@@ -17,7 +17,7 @@ RUNTIME_PACKAGES=(build-essential cmake pkg-config libmicrohttpd-dev libjansson-
   libseccomp-dev libsodium-dev libpcre2-dev libpq-dev libcurl4-openssl-dev postgresql-15 curl ca-certificates)
 # nodejs/npm are checked as commands, not packages: a machine may have Node from
 # another source (whose nodejs package conflicts with Debian's npm package).
-TEST_PACKAGES=(chromium clang python3)
+TEST_PACKAGES=(chromium clang libclang-rt-14-dev python3)
 
 pkg_installed() {
   [[ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null || true)" == "install ok installed" ]]

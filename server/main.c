@@ -13,6 +13,8 @@
 #include "broker/keys.h"
 #include "common/util.h"
 #include "policy/policy.h"
+#include "policy/prescreen.h"
+#include "policy/redact.h"
 #include "sandbox/sandbox.h"
 #include "server/auth.h"
 #include "server/config.h"
@@ -443,7 +445,21 @@ static int cmd_exec(int argc, char **argv)
         goto out;
     }
     tc_iso8601(tc_wall_ms(), finished);
-    view = tc_exec_view(id, tool->name, result, limits, created, finished);
+    struct tc_redactor *red = NULL;
+    json_t *findings = NULL;
+    json_t *code_j = json_object_get(req.body, "code");
+    if (tc_prescreen(tc_prescreen_language(tool), json_string_value(code_j),
+                     json_string_length(code_j), &findings) < 0)
+        findings = json_array();
+    if ((r = tc_exec_redactor(tool, cfg.state_dir, &red)) < 0) {
+        fprintf(stderr, "toolcage exec: cannot build the redactor: %s\n", strerror(-r));
+        json_decref(findings);
+        goto out;
+    }
+    struct tc_exec_filter filter = {.redactor = red};
+    view = tc_exec_view(id, tool->name, result, limits, created, finished, &filter, findings);
+    tc_redactor_free(red);
+    json_decref(findings);
     if (as_json) {
         json_dumpf(view, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         fputc('\n', stdout);

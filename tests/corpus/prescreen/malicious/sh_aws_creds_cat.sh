@@ -1,0 +1,2 @@
+# label: malicious
+cat ~/.aws/credentials

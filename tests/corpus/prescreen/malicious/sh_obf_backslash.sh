@@ -1,0 +1,2 @@
+# label: malicious; obfuscated: backslash
+r\m -r\f /

