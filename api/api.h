@@ -6,6 +6,7 @@ enum MHD_Result tc_api_execute(struct tc_request *r);
 enum MHD_Result tc_api_prescreen(struct tc_request *r);
 enum MHD_Result tc_api_execution_get(struct tc_request *r);
 enum MHD_Result tc_api_tools(struct tc_request *r);
+enum MHD_Result tc_api_policy_reload(struct tc_request *r);
 enum MHD_Result tc_api_healthz(struct tc_request *r);
 enum MHD_Result tc_api_readyz(struct tc_request *r);
 enum MHD_Result tc_api_openapi(struct tc_request *r);

@@ -22,6 +22,7 @@
 #include "server/http.h"
 #include "server/log.h"
 #include "server/migrate.h"
+#include "server/reload.h"
 #include "server/waiters.h"
 #include "server/webhook.h"
 #include "server/worker.h"
@@ -190,17 +191,18 @@ static int cmd_serve(int argc, char **argv)
             continue;
         }
         if (sig == SIGHUP) {
-            struct tc_policy *np = NULL;
-            json_t *errs = NULL;
-            if (tc_policy_load(cfg.policy_path, &np, &errs) < 0) {
+            json_t *actor = json_pack("{s:s, s:s}", "type", "system", "id", "SIGHUP");
+            json_t *errs = NULL, *info = NULL;
+            int rr = tc_server_reload_policy(&srv, actor, &errs, &info);
+            if (rr == 0)
+                tc_log(TC_LOG_INFO, "policy reloaded", "{s:s, s:O}", "policy", cfg.policy_path,
+                       "result", info);
+            else
                 tc_log(TC_LOG_ERROR, "policy reload refused; the old policy stays", "{s:s, s:O}",
                        "policy", cfg.policy_path, "errors", errs ? errs : json_null());
-                json_decref(errs);
-            } else {
-                tc_server_set_policy(&srv, np);
-                tc_log(TC_LOG_INFO, "policy reloaded", "{s:s, s:s}", "policy", cfg.policy_path,
-                       "digest", tc_policy_digest(np));
-            }
+            json_decref(actor);
+            json_decref(errs);
+            json_decref(info);
             continue;
         }
         tc_log(TC_LOG_INFO, "shutting down", "{s:s}", "signal", strsignal(sig));

@@ -8,6 +8,7 @@ const struct tc_route tc_routes[] = {
     {"GET", "/v1/executions/{}", TC_ROLE_ANY, tc_api_execution_get},
     {"POST", "/v1/executions/{}/cancel", TC_ROLE_AGENT | TC_ROLE_ADMIN, tc_api_execution_cancel},
     {"GET", "/v1/tools", TC_ROLE_ANY, tc_api_tools},
+    {"POST", "/v1/admin/policy/reload", TC_ROLE_ADMIN, tc_api_policy_reload},
     {"GET", "/v1/approvals", TC_ROLE_REVIEWER | TC_ROLE_ADMIN, tc_api_approvals_list},
     {"GET", "/v1/approvals/{}", TC_ROLE_REVIEWER | TC_ROLE_ADMIN, tc_api_approval_get},
     {"POST", "/v1/approvals/{}/approve", TC_ROLE_REVIEWER | TC_ROLE_ADMIN, tc_api_approval_approve},
