@@ -1,3 +1,4 @@
+#include <stdlib.h>
 #include <string.h>
 
 #include "api/api.h"
@@ -37,6 +38,14 @@ enum MHD_Result tc_api_metrics(struct tc_request *r)
         .launcher_restarts = tc_launcher_restarts(r->srv->launcher),
         .approvals_pending = -1,
     };
+    PGconn *c = tc_db_acquire(r->srv->db, 1000);
+    PGresult *res = c ? tc_db_exec(c, "SELECT count(*) FROM approvals WHERE status = 'pending'", 0,
+                                   NULL)
+                      : NULL;
+    if (res && PQntuples(res) == 1)
+        g.approvals_pending = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+    PQclear(res);
+    tc_db_release(r->srv->db, c);
     struct tc_buf out;
     tc_buf_init(&out, 8 << 20);
     int rc = tc_metrics_render(&g, &out);
