@@ -18,7 +18,7 @@
 struct filter {
     struct tc_buf where;
     const char *params[16];
-    char owned[16][80];
+    char owned[16][192]; /* the longest value is q's LIKE pattern: 2 + 2 * 64 bytes */
     int n;
 };
 
@@ -49,6 +49,15 @@ static bool iso_ts_ok(const char *s)
             return false;
     }
     return true;
+}
+
+/* s passed iso_ts_ok: "YYYY-MM-DDTHH:MM:SSZ" becomes "YYYY-MM-DDTHH:MM:SS.000Z" in buf. */
+static const char *ts_with_ms(const char *s, char buf[25])
+{
+    if (strlen(s) != 20)
+        return s;
+    snprintf(buf, 25, "%.19s.000Z", s);
+    return buf;
 }
 
 /* Fill f from the request. On a bad parameter a problem was queued: returns false. */
@@ -96,10 +105,13 @@ static bool build_filter(struct tc_request *r, struct filter *f, enum MHD_Result
                                   "2026-01-31T12:00:00Z, or dates like 2026-01-31");
         return false;
     }
+    /* Records' ts always carry milliseconds; compared as text, "…:05Z" would sort after
+     * "…:05.250Z", so a whole-second bound is widened to "…:05.000Z" first. */
+    char since_ms[25], until_ms[25];
     if (since)
-        filter_add(f, "ts >= ?", since);
+        filter_add(f, "ts >= ?", ts_with_ms(since, since_ms));
     if (until)
-        filter_add(f, "ts < ?", until);
+        filter_add(f, "ts < ?", ts_with_ms(until, until_ms));
     const char *q = tc_request_query(r, "q");
     if (q) {
         if (strlen(q) > 64 || strlen(q) < 1) {

@@ -6,6 +6,12 @@
 //   TOOLCAGE_DATABASE_URL           runtime role's connection string (required)
 //   TOOLCAGE_MIGRATE_DATABASE_URL   owner role's connection string (required)
 //   TOOLCAGE_IT_LABEL               names the artifacts directory (default "local")
+//   PG_BIN                          PostgreSQL binaries (default /usr/lib/postgresql/15/bin)
+// setup(name, {freshDatabase: true}) gives the file a database of its own (created as the
+// superuser over the same socket, dropped afterwards), for tests that tamper with it.
+// setup(name, {policy: 'tests/integration/fixtures/x.json', serveEnv: {VAR: '1'}}) starts the
+// server with another policy file (relative to the repository root) and extra environment;
+// server.peer() starts a second `toolcage serve` on the same database, keys and master key.
 import { before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFile } from 'node:child_process';
@@ -137,7 +143,7 @@ export function validateResponse(method, reqPath, res) {
   assert.ok(content[ctype], `${where}: content type "${ctype}" not declared (declared: ${Object.keys(content).join(', ')}); body: ${res.text.slice(0, 300)}`);
   const schemaPtr = pointer(...responsePtr.split('/').map((s) => s.replaceAll('~1', '/').replaceAll('~0', '~')), 'content', ctype, 'schema');
   let value;
-  if (ctype.endsWith('json')) {
+  if (ctype.endsWith('json') && ctype !== 'application/x-ndjson') {
     assert.ok(res.json !== undefined, `${where}: body is not valid JSON: ${res.text.slice(0, 300)}`);
     value = res.json;
     if (ctype === 'application/problem+json') {
@@ -163,6 +169,43 @@ function dbEnv() {
   return { TOOLCAGE_DATABASE_URL: db, TOOLCAGE_MIGRATE_DATABASE_URL: mig };
 }
 
+function conninfoGet(url, key) {
+  const m = url.match(new RegExp(`(?:^|\\s)${key}=(\\S+)`));
+  return m ? m[1] : null;
+}
+
+function conninfoWithDb(url, db) {
+  return url.replace(/(^|\s)dbname=\S+/, `$1dbname=${db}`);
+}
+
+export const PSQL = path.join(process.env.PG_BIN || '/usr/lib/postgresql/15/bin', 'psql');
+
+/**
+ * Runs SQL with psql as the PostgreSQL superuser (postgres) over the socket directory of
+ * TOOLCAGE_MIGRATE_DATABASE_URL, in database db. Resolves the unaligned, tuples-only output.
+ * With opts.conninfo, connects with that connection string instead (e.g. as toolcage_app).
+ * Rejects with psql's stderr on error (ON_ERROR_STOP).
+ */
+export async function psql(sql, { db, conninfo } = {}) {
+  const env = dbEnv();
+  const args = ['-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1'];
+  if (conninfo) {
+    args.push('-d', conninfo);
+  } else {
+    const host = conninfoGet(env.TOOLCAGE_MIGRATE_DATABASE_URL, 'host');
+    args.push('-h', host, '-U', 'postgres', '-d', db ?? conninfoGet(env.TOOLCAGE_MIGRATE_DATABASE_URL, 'dbname'));
+  }
+  args.push('-c', sql);
+  try {
+    const { stdout } = await execFileP(PSQL, args, { timeout: 60_000 * SLOW, maxBuffer: 64 << 20 });
+    return stdout;
+  } catch (e) {
+    const err = new Error(`psql failed: ${(e.stderr || e.message).trim()}\nSQL: ${sql.slice(0, 300)}`);
+    err.stderr = e.stderr || '';
+    throw err;
+  }
+}
+
 /** Runs the toolcage CLI; resolves {stdout, stderr}, rejects with both on failure. */
 export async function cli(args, extraEnv = {}) {
   try {
@@ -177,8 +220,8 @@ export async function cli(args, extraEnv = {}) {
 }
 
 /** Creates an API key; the CLI prints it on its last stdout line. */
-export async function createKey(tenant, role) {
-  const { stdout } = await cli(['keys', 'create', '--tenant', tenant, '--role', role]);
+export async function createKey(tenant, role, extraEnv = {}) {
+  const { stdout } = await cli(['keys', 'create', '--tenant', tenant, '--role', role], extraEnv);
   const lines = stdout.trim().split('\n');
   const key = lines[lines.length - 1].trim();
   assert.ok(key.length >= 16 && !/\s/.test(key), `keys create printed an implausible key: ${JSON.stringify(stdout)}`);
@@ -210,8 +253,13 @@ function caller() {
 // Server
 
 class Server {
-  constructor(name) {
+  constructor(name, opts = {}) {
     this.name = name;
+    this.freshDatabase = Boolean(opts.freshDatabase);
+    this.policy = path.resolve(ROOT, opts.policy || 'examples/policy.json');
+    this.serveEnv = opts.serveEnv || {};
+    this.database = null; // the fresh database's name, if any
+    this.env = {}; // overrides of dbEnv() for this server and its CLI calls
     this.proc = null;
     this.base = null;
     this.keys = {};
@@ -227,14 +275,25 @@ class Server {
     this.masterKey = path.join(this.stateDir, 'master.key');
     fs.writeFileSync(this.masterKey, crypto.randomBytes(32), { mode: 0o600 });
 
-    await cli(['migrate']);
+    if (this.freshDatabase) {
+      const env = dbEnv();
+      this.database = `toolcage_it_${this.name.replace(/[^a-z0-9]/gi, '_')}_${crypto.randomBytes(4).toString('hex')}`.toLowerCase();
+      await psql(`CREATE DATABASE "${this.database}" OWNER toolcage_owner`, { db: 'postgres' });
+      this.env = {
+        TOOLCAGE_DATABASE_URL: conninfoWithDb(env.TOOLCAGE_DATABASE_URL, this.database),
+        TOOLCAGE_MIGRATE_DATABASE_URL: conninfoWithDb(env.TOOLCAGE_MIGRATE_DATABASE_URL, this.database),
+      };
+    }
+    this.env.TOOLCAGE_MASTER_KEY_FILE = this.masterKey;
+
+    await cli(['migrate'], this.env);
 
     // Two tenants per file; names are unique so files can share one database.
     const suffix = crypto.randomBytes(4).toString('hex');
     this.tenants = { a: `it-${this.name}-a-${suffix}`, b: `it-${this.name}-b-${suffix}` };
-    for (const role of ROLES) this.keys[role] = await createKey(this.tenants.a, role);
-    this.keys.otherAgent = await createKey(this.tenants.b, 'agent');
-    this.keys.otherAdmin = await createKey(this.tenants.b, 'admin');
+    for (const role of ROLES) this.keys[role] = await createKey(this.tenants.a, role, this.env);
+    this.keys.otherAgent = await createKey(this.tenants.b, 'agent', this.env);
+    this.keys.otherAdmin = await createKey(this.tenants.b, 'admin', this.env);
 
     let lastErr;
     for (let attempt = 0; attempt < 3; attempt++) {
@@ -258,11 +317,13 @@ class Server {
       env: {
         ...process.env,
         ...dbEnv(),
+        ...this.env,
         TOOLCAGE_LISTEN: `127.0.0.1:${port}`,
         TOOLCAGE_STATE_DIR: path.join(this.stateDir, 'state'),
         TOOLCAGE_MASTER_KEY_FILE: this.masterKey,
-        TOOLCAGE_POLICY: path.join(ROOT, 'examples/policy.json'),
+        TOOLCAGE_POLICY: this.policy,
         TOOLCAGE_LOG_LEVEL: process.env.TOOLCAGE_LOG_LEVEL || 'debug',
+        ...this.serveEnv,
       },
       stdio: ['ignore', log, log],
     });
@@ -324,7 +385,44 @@ class Server {
         `toolcage serve did not exit cleanly after SIGTERM: ${JSON.stringify(this.exited)}\n${this.logTail()}`);
     } finally {
       fs.rmSync(this.stateDir, { recursive: true, force: true });
+      if (this.database) await psql(`DROP DATABASE IF EXISTS "${this.database}" WITH (FORCE)`, { db: 'postgres' }).catch(() => {});
     }
+  }
+
+  /**
+   * Starts another `toolcage serve` process on this server's database, with the same master
+   * key, tenants and keys (and policy and serveEnv, unless overridden), on its own port and
+   * state directory. Stop it with peer.stop() (or peer.kill()).
+   */
+  async peer(name = `${this.name}-peer`, opts = {}) {
+    const p = new Server(name, { policy: opts.policy ?? this.policy, serveEnv: { ...this.serveEnv, ...(opts.serveEnv || {}) } });
+    p.env = { ...this.env };
+    p.keys = this.keys;
+    p.tenants = this.tenants;
+    p.stateDir = fs.mkdtempSync(path.join(os.tmpdir(), `toolcage-it-${name}-`));
+    p.masterKey = path.join(p.stateDir, 'master.key');
+    fs.copyFileSync(this.masterKey, p.masterKey);
+    fs.chmodSync(p.masterKey, 0o600);
+    p.env.TOOLCAGE_MASTER_KEY_FILE = p.masterKey;
+    p.logPath = path.join(ROOT, 'tests/artifacts', LABEL, `${name}.server.log`);
+    await p.spawnAndWait(await freePort());
+    return p;
+  }
+
+  /** The toolcage CLI with this server's database and master key. */
+  cli(args, extraEnv = {}) {
+    return cli(args, { ...this.env, ...extraEnv });
+  }
+
+  /** SQL as the PostgreSQL superuser in this server's database (see psql()). */
+  sql(text) {
+    return psql(text, this.database ? { db: this.database } : {});
+  }
+
+  /** Connection strings this server uses (runtime and owner roles). */
+  get urls() {
+    const env = { ...dbEnv(), ...this.env };
+    return { app: env.TOOLCAGE_DATABASE_URL, owner: env.TOOLCAGE_MIGRATE_DATABASE_URL };
   }
 
   /**
@@ -427,8 +525,10 @@ async function curlHttp(url, method, headers, body, tmpDir) {
  * Registers before/after hooks that start a server for this test file and stop it
  * (asserting a clean exit) after the file's tests. Returns the Server; use it in tests.
  */
-export function setup(name = caller()) {
-  const server = new Server(name);
+export { Server };
+
+export function setup(name = caller(), opts = {}) {
+  const server = new Server(name, opts);
   before(async () => { await server.start(); }, { timeout: 120_000 * SLOW });
   after(async () => { await server.stop(); }, { timeout: 60_000 * SLOW });
   return server;

