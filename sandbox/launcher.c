@@ -33,6 +33,7 @@
 #include "common/util.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/child.h"
+#include "sandbox/egress_link.h"
 #include "sandbox/launcher.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/seccomp.h"
@@ -45,7 +46,7 @@
 #define TICK_MS             50
 #define MAX_SLOTS           1024
 
-enum wkind { W_CLIENT = 1, W_SIGNAL, W_PIDFD, W_STDIN, W_STDOUT, W_STDERR, W_CTL, W_NOTIFY };
+enum wkind { W_CLIENT = 1, W_SIGNAL, W_PIDFD, W_STDIN, W_STDOUT, W_STDERR, W_CTL, W_NOTIFY, W_EGRESS };
 
 struct stream {
     int fd;
@@ -95,6 +96,7 @@ struct sbx {
     int exec_err;
     struct violation viol[MAX_VIOLATIONS];
     unsigned n_viol;
+    uint64_t egress_handle; /* registered with the egress proxy (network allowlist), 0 = none */
 };
 
 struct launcher {
@@ -104,12 +106,16 @@ struct launcher {
     struct tc_cg_host cg;
     struct tc_seccomp_prog sc;
     struct tc_rootfs_info rootfs;
+    int init_fd; /* toolcage-init (O_PATH), exec'ed as every sandbox's PID 1 */
+    char init_path[PATH_MAX];
+    char setup_error[PATH_MAX + 64]; /* why setup failed, when errno alone does not say */
     struct sbx *slots;
     unsigned max, running;
     uid_t uid_base;
     bool stopping;
     struct tc_cgroup *dead_cgs; /* groups whose rmdir got EBUSY: retried on tick */
     size_t n_dead_cgs;
+    struct tc_egress_link *egress; /* the egress proxy, NULL if it could not be started */
 };
 
 static int64_t now_ms(void)
@@ -176,6 +182,11 @@ static void send_error(struct launcher *L, const char *id, const char *fmt, ...)
     send_result(L, id, tc_result_error(id, msg));
 }
 
+static void deliver_result(void *userdata, const char *id, json_t *result)
+{
+    send_result(userdata, id, result);
+}
+
 /* ---------------- kill / teardown ---------------- */
 
 static void kill_sbx(struct launcher *L, struct sbx *s, const char *reason)
@@ -215,6 +226,7 @@ static void destroy_cg(struct launcher *L, struct tc_cgroup *cg)
 
 static void teardown(struct launcher *L, struct sbx *s)
 {
+    tc_egress_link_close(L->egress, s->egress_handle); /* no-op for handle 0 */
     unwatch_close(L, &s->pidfd);
     unwatch_close(L, &s->stdin_fd);
     unwatch_close(L, &s->out.fd);
@@ -378,8 +390,16 @@ static void finish(struct launcher *L, struct sbx *s)
      * sandbox is left (processes, cgroups, mounts, fds). */
     char id[sizeof(s->id)];
     memcpy(id, s->id, sizeof(id));
+    uint64_t egress = s->egress_handle;
     teardown(L, s);
-    send_result(L, id, res);
+    if (egress && res) /* the proxy reports this sandbox's connections first (FINAL) */
+        tc_egress_link_park(L->egress, egress, id, res, now_ms() + TC_EGRESS_FINAL_TIMEOUT_MS,
+                            deliver_result, L);
+    else {
+        if (res)
+            json_object_set_new(res, "network", json_array());
+        send_result(L, id, res);
+    }
 }
 
 static void maybe_finish(struct launcher *L, struct sbx *s)
@@ -576,7 +596,7 @@ static int spawn(struct launcher *L, struct sbx *s)
         sync[2] = {-1, -1};
     struct tc_child_cfg cfg;
     struct clone_args_ ca;
-    int pidfd = -1, r = 0;
+    int pidfd = -1, r = 0, cfg_fd = -1;
     char map[64];
     pid_t pid;
 
@@ -602,19 +622,23 @@ static int spawn(struct launcher *L, struct sbx *s)
     bool into_cg = s->has_cg && L->cg.mode == TC_CG_V2 && s->cg.fd[0] >= 0;
     if (s->has_cg && !into_cg && (r = tc_cg_open_procs(&s->cg, cfg.cg_procs)) < 0)
         goto out;
-    cfg.spec = &s->spec;
-    cfg.seccomp = &L->sc;
-    cfg.rootfs = &L->rootfs;
+    /* PID 1 exec's toolcage-init and reads everything it needs from this memfd. */
+    cfg_fd = tc_child_config(&s->spec, &L->sc, &L->rootfs, "newroot",
+                             s->ws_path + strlen(L->scratch) + 1 /* "ws/<id>" */,
+                             !L->cg.has[TC_CG_MEMORY], !L->cg.has[TC_CG_PIDS]);
+    if (cfg_fd < 0) {
+        r = cfg_fd;
+        goto out;
+    }
     cfg.scratch = L->scratch;
-    cfg.newroot = "newroot";
-    cfg.ws_path = s->ws_path + strlen(L->scratch) + 1; /* "ws/<id>" */
     cfg.sync_fd = sync[0];
     cfg.ctl_fd = ctl[1];
+    cfg.cfg_fd = cfg_fd;
+    cfg.init_fd = L->init_fd;
+    cfg.cap_last_cap = L->rootfs.cap_last_cap;
     cfg.stdin_fd = in[0];
     cfg.stdout_fd = out[1];
     cfg.stderr_fd = err[1];
-    cfg.rlimit_as = !L->cg.has[TC_CG_MEMORY];
-    cfg.rlimit_nproc = !L->cg.has[TC_CG_PIDS];
 
     memset(&ca, 0, sizeof(ca));
     ca.flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
@@ -647,6 +671,11 @@ static int spawn(struct launcher *L, struct sbx *s)
     if ((r = write_proc(pid, "uid_map", map)) < 0 ||
         (r = write_proc(pid, "setgroups", "deny")) < 0 || (r = write_proc(pid, "gid_map", map)) < 0)
         goto out;
+    /* Network allowlist: the proxy's listener goes into the sandbox's network namespace
+     * before PID 1 is released (and brings lo up). */
+    if (s->spec.network_allow &&
+        (r = tc_egress_link_attach(L->egress, pid, s->spec.network_allow, &s->egress_handle)) < 0)
+        goto out;
     if (write(sync[1], "x", 1) != 1) {
         r = -errno;
         goto out;
@@ -673,6 +702,8 @@ static int spawn(struct launcher *L, struct sbx *s)
         s->stdin_fd = -1;
     }
 out:
+    if (cfg_fd >= 0)
+        close(cfg_fd);
     for (int i = 0; i < 3; i++)
         if (cfg.cg_procs[i] >= 0)
             close(cfg.cg_procs[i]);
@@ -736,6 +767,10 @@ static void start_sandbox(struct launcher *L, const char *hdr_id, char *payload)
     s->uid = L->uid_base + s->slot;
     s->start_ms = now_ms();
     s->deadline_ms = s->start_ms + s->spec.limits.wall_ms;
+    if (s->spec.network_allow && tc_egress_spec_env(&s->spec) < 0) {
+        start_fail(L, s, "out of memory");
+        return;
+    }
 
     if (s->spec.stdin_b64 && tc_b64_decode(s->spec.stdin_b64, strlen(s->spec.stdin_b64),
                                            &s->stdin_data, &s->stdin_len) < 0) {
@@ -839,6 +874,7 @@ static void tick(struct launcher *L)
     }
     if (L->n_dead_cgs)
         retry_dead_cgs(L);
+    tc_egress_link_tick(L->egress, now, deliver_result, L);
 }
 
 static int next_timeout(struct launcher *L)
@@ -858,6 +894,8 @@ static int next_timeout(struct launcher *L)
     }
     if (t < 0 && L->n_dead_cgs)
         t = 100;
+    if (tc_egress_link_parked(L->egress) && (t < 0 || t > TICK_MS))
+        t = TICK_MS;
     return (int)t;
 }
 
@@ -869,6 +907,10 @@ static void dispatch(struct launcher *L, struct epoll_event *ev)
 
     if (k == W_CLIENT) {
         on_client(L);
+        return;
+    }
+    if (k == W_EGRESS) {
+        tc_egress_link_on_readable(L->egress, deliver_result, L);
         return;
     }
     if (k == W_SIGNAL) {
@@ -924,14 +966,15 @@ static json_t *host_info(struct launcher *L)
             ctl, json_string(L->cg.mode == TC_CG_V1 && c == TC_CG_CPU ? "cpuacct" : names[c]));
         json_object_set_new(parents, names[c], json_string(L->cg.parent_path[c]));
     }
-    return json_pack("{s:s, s:o, s:o, s:b, s:b, s:s, s:i, s:i, s:s, s:b, s:s?}", "cgroup",
+    return json_pack("{s:s, s:o, s:o, s:b, s:b, s:s, s:i, s:i, s:s, s:b, s:s?, s:i}", "cgroup",
                      L->cg.mode == TC_CG_V2   ? "v2"
                      : L->cg.mode == TC_CG_V1 ? "v1"
                                               : "none",
                      "controllers", ctl, "cgroup_parents", parents, "seccomp_notify", L->sc.notify,
                      "memsw", L->cg.memsw, "kernel", u.release, "launcher_pid", (int)getpid(),
                      "max_sandboxes", (int)L->max, "backends", "native", "userns", 1, "note",
-                     L->cg.note[0] ? L->cg.note : NULL);
+                     L->cg.note[0] ? L->cg.note : NULL, "egress_pid",
+                     (int)tc_egress_link_pid(L->egress));
 }
 
 static int mkdir_p(const char *path, mode_t mode)
@@ -980,6 +1023,12 @@ static int setup(struct launcher *L, const char *state_dir)
     if (mkdir(L->newroot, 0755) < 0 || mkdir(L->wsdir, 0711) < 0)
         return -errno;
 
+    L->init_fd = tc_child_open_init(L->init_path, sizeof(L->init_path));
+    if (L->init_fd < 0) {
+        snprintf(L->setup_error, sizeof(L->setup_error), "cannot open %s: %s", L->init_path,
+                 strerror(-L->init_fd));
+        return L->init_fd;
+    }
     tc_cg_host_init(&L->cg);
     tc_rootfs_detect(&L->rootfs);
     r = tc_seccomp_build(getenv("TOOLCAGE_NO_SECCOMP_NOTIFY") == NULL, &L->sc);
@@ -1016,6 +1065,9 @@ static void cleanup(struct launcher *L)
     if (L->scratch_mounted)
         umount2(L->scratch, MNT_DETACH);
     tc_seccomp_free(&L->sc);
+    if (L->init_fd >= 0)
+        close(L->init_fd);
+    tc_egress_link_free(L->egress);
     free(L->slots);
     free(L->dead_cgs);
 }
@@ -1042,7 +1094,7 @@ int tc_launcher_main(int argc, char **argv)
     int r;
 
     memset(&L, 0, sizeof(L));
-    L.sock = L.epfd = L.sigfd = -1;
+    L.sock = L.epfd = L.sigfd = L.init_fd = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "launcher") == 0)
@@ -1099,8 +1151,9 @@ int tc_launcher_main(int argc, char **argv)
     }
     r = setup(&L, state_dir);
     if (r < 0) {
-        char msg[256];
-        snprintf(msg, sizeof(msg), "launcher setup failed: %s", strerror(-r));
+        char msg[PATH_MAX + 128];
+        snprintf(msg, sizeof(msg), "launcher setup failed: %s",
+                 L.setup_error[0] ? L.setup_error : strerror(-r));
         fprintf(stderr, "toolcage launcher: %s\n", msg); /* the server's stderr */
         json_t *hi = json_pack("{s:s}", "error", msg);
         char *s = hi ? json_dumps(hi, JSON_COMPACT) : NULL;
@@ -1111,6 +1164,9 @@ int tc_launcher_main(int argc, char **argv)
         cleanup(&L);
         return 1;
     }
+    /* The egress proxy (network allowlists). Without it, specs that allow network fail. */
+    if (tc_egress_link_new(L.epfd, wdata(0, W_EGRESS), &L.egress) < 0)
+        L.egress = NULL;
     {
         json_t *hi = host_info(&L);
         char *s = hi ? json_dumps(hi, JSON_COMPACT) : NULL;
@@ -1128,7 +1184,7 @@ int tc_launcher_main(int argc, char **argv)
         int n;
         if (L.stopping) {
             tick(&L); /* kills everything still running */
-            if (L.running == 0)
+            if (L.running == 0 && tc_egress_link_parked(L.egress) == 0)
                 break;
         }
         n = epoll_wait(L.epfd, evs, 64, next_timeout(&L));

@@ -16,8 +16,11 @@
  *   files        array of {path (relative, no ".."), content_b64, mode (int, optional)}, optional
  *   collect      array of glob patterns relative to /workspace, optional
  *   mounts       array of {source, target, writable}, optional
+ *   secret_files array of {name (plain file name), content_b64}, optional: leased secrets,
+ *                written to /run/secrets/<name> (own tmpfs, read-only, file mode 0400)
  *   hostname     string, optional (default "toolcage")
- *   network      "none"
+ *   network      "none" (loopback only) | {"allow": ["host[:port]" | "*.domain[:port]", ...]}
+ *                (1..256 entries): the egress proxy at 127.0.0.1:3128, HTTP(S)_PROXY set
  *   limits       {wall_ms, cpu_ms, memory_bytes, pids, file_size_bytes, nofile,
  *                 output_bytes, workspace_bytes, tmp_bytes}  (all integers, all required)
  *
@@ -32,7 +35,11 @@
  *   policy_violations [{"syscall": name, "count": n}],
  *   files [{path, content_b64, size, truncated}] (collected),
  *   pids_limit_hit (bool: a fork was refused by pids.max), workspace_full (bool),
- *   error (string, when status == "error")
+ *   error (string, when status == "error"),
+ *   network [{host (string|null), port, allowed (bool), reason, bytes_sent, bytes_received,
+ *             resolved (string|null)}] (egress proxy attempts; [] for "none"),
+ *   network_dropped (int, attempts beyond the 256 recorded; with "allow" only),
+ *   network_error (string, only if the proxy could not report)
  */
 #pragma once
 

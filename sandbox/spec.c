@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sandbox/egress_rules.h"
+
 #define GiB (1024LL * 1024 * 1024)
 
 static int fail(char *err, size_t errlen, const char *fmt, ...)
@@ -168,6 +170,60 @@ static int check_files(json_t *files, char *err, size_t errlen)
     return 0;
 }
 
+/* Leased secret files: plain names (no '/', not "." or ".."), base64 content, bounded. */
+static int check_secret_files(json_t *a, char *err, size_t errlen)
+{
+    size_t i;
+    json_t *f;
+
+    if (!json_is_array(a) || json_array_size(a) > TC_SPEC_MAX_SECRET_FILES)
+        return fail(err, errlen, "secret_files: array of at most %d entries",
+                    TC_SPEC_MAX_SECRET_FILES);
+    json_array_foreach(a, i, f)
+    {
+        json_t *n = json_object_get(f, "name"), *c = json_object_get(f, "content_b64");
+        const char *name = json_string_value(n);
+        if (!json_is_object(f) || !name || strlen(name) != json_string_length(n) ||
+            !tc_spec_relpath_valid(name) || strchr(name, '/'))
+            return fail(err, errlen, "secret_files[%zu].name: plain file name required", i);
+        if (!json_is_string(c) || json_string_length(c) > TC_SPEC_MAX_SECRET_BYTES / 3 * 4 + 4)
+            return fail(err, errlen, "secret_files[%zu].content_b64: base64 string of at most"
+                        " %d bytes required", i, TC_SPEC_MAX_SECRET_BYTES);
+        if (json_object_size(f) != 2)
+            return fail(err, errlen, "secret_files[%zu]: unknown key", i);
+        for (size_t k = 0; k < i; k++)
+            if (strcmp(name, json_string_value(json_object_get(json_array_get(a, k), "name"))) == 0)
+                return fail(err, errlen, "secret_files[%zu].name: duplicate", i);
+    }
+    return 0;
+}
+
+/* "none", or {"allow": [rule, ...]} with 1..256 rules in the policy grammar (egress_rules.h). */
+static int parse_network(json_t *v, json_t **ret_allow, char *err, size_t errlen)
+{
+    json_t *allow = json_object_get(v, "allow"), *e;
+    size_t i;
+
+    if (json_is_string(v) && strcmp(json_string_value(v), "none") == 0) {
+        *ret_allow = NULL;
+        return 0;
+    }
+    if (!json_is_object(v) || json_object_size(v) != 1 || !json_is_array(allow) ||
+        json_array_size(allow) == 0 || json_array_size(allow) > TC_EGRESS_MAX_RULES)
+        return fail(err, errlen, "network: \"none\" or {\"allow\": [1..%d entries]} required",
+                    TC_EGRESS_MAX_RULES);
+    json_array_foreach(allow, i, e)
+    {
+        struct tc_egress_rule rule;
+        if (!json_is_string(e) || strlen(json_string_value(e)) != json_string_length(e) ||
+            tc_egress_rule_parse(json_string_value(e), &rule) < 0)
+            return fail(err, errlen, "network.allow[%zu]: host, host:port, *.domain or *.domain:port",
+                        i);
+    }
+    *ret_allow = allow;
+    return 0;
+}
+
 static int check_collect(json_t *c, char *err, size_t errlen)
 {
     size_t i;
@@ -216,7 +272,8 @@ int tc_spec_parse(json_t *spec, struct tc_spec *ret, char *err, size_t errlen)
 {
     static const char *const known[] = {"id",     "backend",   "argv",    "env",
                                         "cwd",    "stdin_b64", "files",   "collect",
-                                        "mounts", "hostname",  "network", "limits"};
+                                        "mounts", "hostname",  "network", "limits",
+                                        "secret_files"};
     struct tc_spec s = {0};
     const char *key;
     json_t *val, *v;
@@ -246,8 +303,8 @@ int tc_spec_parse(json_t *spec, struct tc_spec *ret, char *err, size_t errlen)
     s.backend = json_string_value(v);
 
     v = json_object_get(spec, "network");
-    if (v && (!json_is_string(v) || strcmp(json_string_value(v), "none") != 0))
-        return fail(err, errlen, "network: only \"none\" is supported");
+    if (v && (r = parse_network(v, &s.network_allow, err, errlen)) < 0)
+        return r;
 
     v = json_object_get(spec, "cwd");
     if (v && (!json_is_string(v) || !abspath_valid(json_string_value(v))))
@@ -282,6 +339,10 @@ int tc_spec_parse(json_t *spec, struct tc_spec *ret, char *err, size_t errlen)
     if (v && (r = check_collect(v, err, errlen)) < 0)
         return r;
     s.collect = v;
+    v = json_object_get(spec, "secret_files");
+    if (v && (r = check_secret_files(v, err, errlen)) < 0)
+        return r;
+    s.secret_files = v;
 
     if ((r = parse_limits(json_object_get(spec, "limits"), &s.limits, err, errlen)) < 0)
         return r;

@@ -12,6 +12,8 @@
 #define TC_SPEC_MAX_FILES  1024
 #define TC_SPEC_MAX_MOUNTS 64
 #define TC_SPEC_MAX_PATH   4096
+#define TC_SPEC_MAX_SECRET_FILES 32
+#define TC_SPEC_MAX_SECRET_BYTES (64 * 1024) /* decoded, per file */
 
 struct tc_limits {
     int64_t wall_ms, cpu_ms, memory_bytes, pids, file_size_bytes, nofile, output_bytes,
@@ -34,8 +36,10 @@ struct tc_spec {
     const char *stdin_b64;
     json_t *files;   /* array or NULL */
     json_t *collect; /* array or NULL */
+    json_t *secret_files; /* array of {name, content_b64} or NULL: /run/secrets/<name>, 0400 */
     struct tc_spec_mount *mounts;
     size_t n_mounts;
+    json_t *network_allow; /* {"allow": [...]}: the rule strings; NULL for "none" */
     struct tc_limits limits;
 };
 

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sandbox/egress.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/spec.h"
 #include "sandbox/workspace.h"
@@ -145,19 +146,27 @@ static int count_dir(const char *path, bool dirs_only)
     return n;
 }
 
+/* Children of the launcher other than its egress proxy (a permanent child). */
 static int launcher_children(void)
 {
     char path[128], buf[4096];
     int pid = tc_launcher_pid(L), n = 0;
+    json_t *hi = tc_launcher_host_info(L);
+    long egress = (long)json_integer_value(json_object_get(hi, "egress_pid"));
     FILE *f;
+    json_decref(hi);
     snprintf(path, sizeof(path), "/proc/%d/task/%d/children", pid, pid);
     f = fopen(path, "re");
     if (!f)
         return -1;
     if (fgets(buf, sizeof(buf), f))
-        for (char *p = buf; *p; p++)
-            if (*p == ' ')
+        for (char *p = buf, *end; *p; p = end) {
+            long child = strtol(p, &end, 10);
+            if (end == p)
+                break;
+            if (child != egress)
                 n++;
+        }
     fclose(f);
     return n;
 }
@@ -955,6 +964,8 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "launcher") == 0)
         return tc_launcher_main(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "egress") == 0) /* the launcher's egress proxy */
+        return tc_egress_main(argc - 1, argv + 1);
     if (geteuid() != 0) {
         printf("0 passed, 0 failed (skipped: needs root)\n");
         return 0;

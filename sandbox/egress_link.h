@@ -1,0 +1,52 @@
+/* Launcher side of the egress proxy (sandbox/egress.h): spawn it, give it each sandbox's
+ * listener and allowlist, and hold a finished sandbox's result until the proxy has
+ * reported that sandbox's connection attempts (or a deadline passes). Single-threaded,
+ * like the launcher that owns it. */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "sandbox/spec.h"
+
+#define TC_EGRESS_FINAL_TIMEOUT_MS 2000
+
+struct tc_egress_link;
+
+/* Fork the proxy (no exec; call this once, at launcher start, before any sandbox exists:
+ * the proxy keeps a copy of the launcher's memory as it is now). The link keeps its
+ * socket registered in epfd (EPOLLIN, data.u64 = epdata). */
+int tc_egress_link_new(int epfd, uint64_t epdata, struct tc_egress_link **ret_link);
+/* Kill the proxy, reap it, drop parked results. NULL is a no-op. */
+void tc_egress_link_free(struct tc_egress_link *l);
+
+pid_t tc_egress_link_pid(const struct tc_egress_link *l); /* 0 while there is none */
+
+/* Create the sandbox's proxy endpoint: a TCP listener on 127.0.0.1:3128 in the network
+ * namespace of pid (entered with setns and left again), registered with the proxy
+ * together with allow (the spec's network.allow). -ENETUNREACH when the proxy is gone
+ * (it is never forked again: sandboxes that need it fail until the launcher restarts). */
+int tc_egress_link_attach(struct tc_egress_link *l, pid_t pid, json_t *allow,
+                          uint64_t *ret_handle);
+/* The sandbox is gone: the proxy cuts its connections and reports (FINAL). */
+void tc_egress_link_close(struct tc_egress_link *l, uint64_t handle);
+
+typedef void (*tc_egress_deliver_fn)(void *userdata, const char *id, json_t *result);
+/* Hold result (owned) until FINAL for handle arrives or deadline_ms passes, then hand it
+ * to deliver with "network" (and "network_dropped") filled in. */
+void tc_egress_link_park(struct tc_egress_link *l, uint64_t handle, const char *id,
+                         json_t *result, int64_t deadline_ms, tc_egress_deliver_fn deliver,
+                         void *userdata);
+void tc_egress_link_on_readable(struct tc_egress_link *l, tc_egress_deliver_fn deliver,
+                                void *userdata);
+void tc_egress_link_tick(struct tc_egress_link *l, int64_t now_ms, tc_egress_deliver_fn deliver,
+                         void *userdata);
+size_t tc_egress_link_parked(const struct tc_egress_link *l);
+
+/* Give a spec with network.allow the proxy environment: HTTP_PROXY, HTTPS_PROXY (and
+ * lowercase) = http://127.0.0.1:3128, NO_PROXY=localhost,127.0.0.1,::1 unless the allowlist
+ * names a loopback address literally (then no NO_PROXY, so requests to it use the proxy).
+ * Replaces spec->envp (the spec's own *_PROXY entries are dropped). 0 or -ENOMEM. */
+int tc_egress_spec_env(struct tc_spec *spec);

@@ -1,0 +1,68 @@
+/* What the launcher hands to toolcage-init (the sandbox's PID 1), and what PID 1 and the
+ * program child report back. Shared by the launcher (sandbox/child.c) and the static init
+ * program (sandbox/init/init.c); plain C and libc only, no project headers.
+ *
+ * The configuration is one blob in a sealed memfd at fd TC_INIT_FD_CFG:
+ *   struct tc_init_hdr, then the strings (each NUL-terminated, in this order):
+ *     newroot, ws_path, cwd, hostname, localtime_target,
+ *     argv[n_argv], env[n_env],
+ *     mounts: source, target, "r"|"w"           (n_mounts times)
+ *     /etc binds: source, target, "d"|"f"        (n_binds times)
+ *     merged-usr links: name, target             (n_links times)
+ *     secret files: name, then a uint32 length and the raw bytes (n_secrets times)
+ *   then, at hdr.bpf_off (8-byte aligned), hdr.bpf_len struct sock_filter instructions.
+ * Everything is bounds-checked by the reader; the blob comes from the launcher, but a
+ * malformed one must fail setup, not crash into undefined behaviour. */
+#pragma once
+
+#include <stdint.h>
+#include <sys/resource.h>
+
+#define TC_INIT_MAGIC   0x74636931U /* "tci1" */
+#define TC_INIT_MAX_CFG (64u << 20)
+
+/* fds of PID 1 across the exec (everything else is closed) */
+enum {
+    TC_INIT_FD_SYNC = 3, /* read end: EOF = the launcher died before releasing us */
+    TC_INIT_FD_CTL = 4,  /* SOCK_SEQPACKET: struct tc_ctl_msg to the launcher */
+    TC_INIT_FD_CFG = 5,  /* the configuration memfd */
+    TC_INIT_FD_EXE = 6,  /* only before the exec: toolcage-init itself */
+    TC_INIT_FD_FIRST_FREE = 7,
+};
+
+enum {
+    TC_INIT_F_NOTIFY = 1u << 0,       /* seccomp filter uses user notification */
+    TC_INIT_F_RLIMIT_AS = 1u << 1,    /* no memory cgroup: bound the address space */
+    TC_INIT_F_RLIMIT_NPROC = 1u << 2, /* no pids cgroup: bound processes per host uid */
+};
+
+struct tc_init_hdr {
+    uint32_t magic;
+    uint32_t size; /* whole blob */
+    uint32_t flags;
+    uint32_t cap_last_cap;
+    int64_t cpu_ms, memory_bytes, pids, file_size_bytes, nofile, tmp_bytes;
+    uint32_t n_argv, n_env, n_mounts, n_binds, n_links, n_secrets;
+    uint32_t secrets_bytes; /* sum of the secret files' sizes */
+    uint32_t bpf_off, bpf_len;
+};
+
+/* Messages on the control socket from the sandbox to the launcher. */
+enum tc_ctl_kind {
+    TC_CTL_SETUP_ERROR = 1, /* err + what: sandbox setup failed, nothing ran */
+    TC_CTL_NOTIFY_FD,       /* seccomp listener attached */
+    TC_CTL_EXEC_ERROR,      /* err: execve failed */
+    TC_CTL_EXIT,            /* wstatus + rusage of the program tree */
+};
+
+struct tc_ctl_msg {
+    uint32_t kind;
+    int32_t err;
+    int32_t wstatus;
+    int32_t pad;
+    struct rusage ru;
+    char what[96];
+};
+
+#define TC_SANDBOX_UID 1000
+#define TC_SANDBOX_GID 1000

@@ -1,0 +1,6 @@
+# attack: drop a file into the host's /tmp (the sandbox's /tmp must be a private tmpfs)
+# expect: status=completed
+# expect: stdout~=^written$
+# host: absent={PWNED}
+open("{PWNED}", "w").write("pwned\n")
+print("written")

@@ -1,0 +1,13 @@
+# attack: open a packet socket (sniff or inject link-layer frames)
+# expect: status=completed
+# expect: stdout~=^packet EPERM$
+# expect: stdout~=^inet-packet EPERM$
+# expect: violation=socket
+import errno, socket
+for name, args in (("packet", (socket.AF_PACKET, socket.SOCK_RAW, 0x0300)),
+                   ("inet-packet", (socket.AF_INET, 10, 0))):  # SOCK_PACKET
+    try:
+        socket.socket(*args)
+        print(name, "OPEN")
+    except OSError as e:
+        print(name, errno.errorcode[e.errno])

@@ -1,0 +1,9 @@
+# attack: unshare new user+mount namespaces (regain capabilities inside a nested namespace)
+# expect: status=completed
+# expect: stdout~=^unshare EPERM$
+# expect: violation=unshare
+import ctypes, errno
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+r = libc.syscall(ctypes.c_long(272), ctypes.c_long(0x10000000 | 0x00020000))
+print("unshare", "OK" if r >= 0 else errno.errorcode[ctypes.get_errno()])

@@ -1,0 +1,15 @@
+# attack: bypass the seccomp filter with the i386 system call ABI (int 0x80)
+# expect: status=failed
+# expect: killed_reason=null
+# expect: signal=SIGSYS
+# expect: stdout~=^before$
+# expect: stdout!~=after
+import ctypes, mmap, sys
+print("before", flush=True)
+# mov eax, 20 (getpid, i386); int 0x80; ret
+code = bytes([0xb8, 20, 0, 0, 0, 0xcd, 0x80, 0xc3])
+m = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+m.write(code)
+addr = ctypes.addressof(ctypes.c_char.from_buffer(m))
+ctypes.CFUNCTYPE(ctypes.c_int)(addr)()
+print("after", flush=True)

@@ -1,0 +1,308 @@
+// The attack corpus (tests/attacks/NNN-name.{py,sh}) through the real service: each file is
+// posted to POST /v1/execute (tool "python" or "shell" by extension, tests/attacks/policy.json:
+// no pre-screening, so the sandbox alone has to hold), and the evidence of its failure is
+// asserted, both in the result and on the host.
+//
+// Header lines of an attack file (a leading comment block):
+//   # attack: what it tries                     (required, one line)
+//   # expect: FIELD=VALUE                       result field equals (null/true/false/ints parsed)
+//   # expect: FIELD~=REGEX / FIELD!~=REGEX      result field matches / does not match (multiline)
+//   # expect: FIELD<N / FIELD>N                 numeric bound
+//   # expect: violation=SYSCALL                 policy_violations names SYSCALL
+//   # limits: {...}                             request limits (may only tighten the policy's)
+//   # host: absent={PWNED}                      that host path does not exist after the run
+//   # host: listener                            a host TCP listener ({PORT}, all addresses) got no connection
+//   # host: healthz                             (always checked anyway)
+//   # runner: marker                            run A ("write") while C ("check") runs, then B ("check")
+// Placeholders in the code and the headers: {PWNED} (a unique /tmp path on the host), {PORT}
+// (the listener's port), {HOSTIP} (a non-loopback address of this host, or 127.0.0.1).
+//
+// After every run, on the host: the launcher has no child left, no process runs under the
+// sandbox's host uid range, the sandbox's cgroup directories are gone, the launcher holds no
+// workspace mount for it, and /healthz answers quickly.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import net from 'node:net';
+import path from 'node:path';
+import crypto from 'node:crypto';
+import { setup, ROOT, SLOW, sleep } from './harness.mjs';
+
+const DIR = path.join(ROOT, 'tests/attacks');
+const server = setup('attacks', { policy: 'tests/attacks/policy.json' });
+
+function hostIp() {
+  for (const list of Object.values(os.networkInterfaces())) {
+    for (const a of list || []) if (a.family === 'IPv4' && !a.internal) return a.address;
+  }
+  return '127.0.0.1';
+}
+const HOSTIP = hostIp();
+
+function parse(file) {
+  const text = fs.readFileSync(path.join(DIR, file), 'utf8');
+  const meta = { file, attack: null, expect: [], limits: undefined, host: [], runner: null, code: text };
+  for (const line of text.split('\n')) {
+    if (!line.startsWith('#')) break;
+    const m = line.match(/^#\s*(attack|expect|limits|host|runner):\s*(.*)$/);
+    if (!m) continue;
+    const [, key, value] = m;
+    if (key === 'attack') meta.attack = value;
+    else if (key === 'expect') meta.expect.push(value);
+    else if (key === 'limits') meta.limits = JSON.parse(value);
+    else if (key === 'host') meta.host.push(value);
+    else meta.runner = value;
+  }
+  return meta;
+}
+
+const files = fs.readdirSync(DIR).filter((f) => /^\d{3}-[a-z0-9-]+\.(py|sh)$/.test(f)).sort();
+
+function parseValue(v) {
+  if (v === 'null') return null;
+  if (v === 'true') return true;
+  if (v === 'false') return false;
+  if (/^-?\d+$/.test(v)) return Number(v);
+  return v;
+}
+
+function checkExpect(r, e, where) {
+  let m;
+  if ((m = e.match(/^violation=(\S+)$/))) {
+    const names = (r.policy_violations || []).map((v) => v.syscall);
+    assert.ok(names.includes(m[1]), `${where}: expected a policy violation for ${m[1]}, got ${JSON.stringify(r.policy_violations)}`);
+  } else if ((m = e.match(/^(\w+)!~=(.*)$/))) {
+    assert.doesNotMatch(String(r[m[1]]), new RegExp(m[2], 'm'), `${where}: ${m[1]} must not match /${m[2]}/`);
+  } else if ((m = e.match(/^(\w+)~=(.*)$/))) {
+    assert.match(String(r[m[1]]), new RegExp(m[2], 'm'), `${where}: ${m[1]} must match /${m[2]}/`);
+  } else if ((m = e.match(/^(\w+)([<>])(\d+)$/))) {
+    const v = r[m[1]];
+    assert.equal(typeof v, 'number', `${where}: ${m[1]} is not a number`);
+    const bound = Number(m[3]) * (m[1].endsWith('_ms') ? SLOW : 1);
+    assert.ok(m[2] === '<' ? v < bound : v > bound, `${where}: ${m[1]}=${v} not ${m[2]} ${bound}`);
+  } else if ((m = e.match(/^(\w+)=(.*)$/))) {
+    assert.deepEqual(r[m[1]], parseValue(m[2]), `${where}: ${m[1]}`);
+  } else {
+    assert.fail(`${where}: unparsable expectation "${e}"`);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Host-side evidence
+
+function childrenOf(pid) {
+  const out = [];
+  let tasks = [];
+  try {
+    tasks = fs.readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return out;
+  }
+  for (const t of tasks) {
+    try {
+      const s = fs.readFileSync(`/proc/${pid}/task/${t}/children`, 'utf8').trim();
+      if (s) out.push(...s.split(/\s+/).map(Number));
+    } catch { /* task gone */ }
+  }
+  return out;
+}
+
+/** The launcher's own helpers (the egress proxy) share its pid namespace; sandboxes do not. */
+function isHelper(pid, lpid) {
+  try {
+    return fs.readlinkSync(`/proc/${pid}/ns/pid`) === fs.readlinkSync(`/proc/${lpid}/ns/pid`);
+  } catch {
+    return false;
+  }
+}
+
+function launcherPid() {
+  const kids = childrenOf(server.proc.pid).filter((p) => {
+    try {
+      return fs.readlinkSync(`/proc/${p}/exe`) === fs.realpathSync(server.proc.spawnfile);
+    } catch {
+      return false;
+    }
+  });
+  assert.equal(kids.length, 1, `expected exactly one launcher child of the server, got ${JSON.stringify(kids)}`);
+  return kids[0];
+}
+
+function procUid(pid) {
+  try {
+    const m = fs.readFileSync(`/proc/${pid}/status`, 'utf8').match(/^Uid:\s+(\d+)/m);
+    return m ? Number(m[1]) : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Processes whose real uid lies in the launcher's sandbox uid range (see docs/sandbox.md). */
+function sandboxUidProcs(lpid) {
+  const base = 1000000 + (lpid % 2000) * 1024;
+  const found = [];
+  for (const d of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    const uid = procUid(d);
+    if (uid !== null && uid >= base && uid < base + 1024) {
+      let cmd = '';
+      try { cmd = fs.readFileSync(`/proc/${d}/cmdline`, 'utf8').replaceAll('\0', ' '); } catch { /* gone */ }
+      found.push(`${d} uid=${uid} ${cmd}`);
+    }
+  }
+  return found;
+}
+
+/** cgroup directories <mount>/<launcher's group>/toolcage/L<lpid>/* on every hierarchy. */
+function sandboxCgroups(lpid) {
+  const found = [];
+  let lines = [];
+  try {
+    lines = fs.readFileSync(`/proc/${lpid}/cgroup`, 'utf8').trim().split('\n');
+  } catch {
+    return found;
+  }
+  for (const line of lines) {
+    const [, ctrls, p] = line.split(':');
+    const mounts = ctrls ? ctrls.split(',').map((c) => c.replace(/^name=/, '')) : ['unified'];
+    for (const c of mounts) {
+      for (const base of [`/sys/fs/cgroup/${c}`, c === 'cpuacct' ? '/sys/fs/cgroup/cpu,cpuacct' : null, c === 'unified' ? '/sys/fs/cgroup' : null]) {
+        if (!base) continue;
+        const dir = path.join(base, p, 'toolcage', `L${lpid}`);
+        let ents = [];
+        try { ents = fs.readdirSync(dir, { withFileTypes: true }); } catch { continue; }
+        for (const e of ents) if (e.isDirectory()) found.push(path.join(dir, e.name));
+      }
+    }
+  }
+  return [...new Set(found)];
+}
+
+function launcherMounts(lpid, id) {
+  try {
+    return fs.readFileSync(`/proc/${lpid}/mountinfo`, 'utf8').split('\n').filter((l) => l.includes(id));
+  } catch {
+    return [];
+  }
+}
+
+async function assertHostClean(lpid, id, where) {
+  // Teardown happens before the result is sent; allow a short grace for the kernel to
+  // finish reaping (a process can linger a moment as a zombie of nobody).
+  let left, cgs, mounts, kids;
+  for (let i = 0; i < 40; i++) {
+    kids = childrenOf(lpid).filter((p) => !isHelper(p, lpid));
+    left = sandboxUidProcs(lpid);
+    cgs = sandboxCgroups(lpid);
+    mounts = id ? launcherMounts(lpid, id) : [];
+    if (!kids.length && !left.length && !cgs.length && !mounts.length) break;
+    await sleep(50);
+  }
+  assert.deepEqual(kids, [], `${where}: the launcher still has children`);
+  assert.deepEqual(left, [], `${where}: processes left under the sandbox uid range`);
+  assert.deepEqual(cgs, [], `${where}: cgroup directories left`);
+  assert.deepEqual(mounts, [], `${where}: workspace mounts left in the launcher`);
+}
+
+async function assertHealthy(where) {
+  const t0 = performance.now();
+  const res = await server.request('GET', '/healthz', { validate: false, timeout: 5000 });
+  const ms = performance.now() - t0;
+  assert.equal(res.status, 200, `${where}: /healthz ${res.status}`);
+  assert.ok(ms < 1000 * SLOW, `${where}: /healthz took ${ms.toFixed(0)} ms`);
+}
+
+// A TCP listener on all addresses of the host: an attack that reaches it shows up here.
+let listener;
+let connections = [];
+before(async () => {
+  listener = net.createServer((sock) => {
+    connections.push(`${sock.remoteAddress}:${sock.remotePort}`);
+    sock.destroy();
+  });
+  await new Promise((resolve) => listener.listen(0, '::', resolve));
+});
+after(() => new Promise((resolve) => listener.close(resolve)));
+
+function instantiate(meta) {
+  const pwned = `/tmp/toolcage-pwned-${crypto.randomBytes(8).toString('hex')}`;
+  const subst = (s) => s.replaceAll('{PWNED}', pwned).replaceAll('{PORT}', String(listener.address().port))
+    .replaceAll('{HOSTIP}', HOSTIP);
+  return {
+    code: subst(meta.code),
+    expect: meta.expect.map(subst),
+    host: meta.host.map(subst),
+  };
+}
+
+function payload(meta, code, stdin) {
+  const p = { tool: meta.file.endsWith('.py') ? 'python' : 'shell', code };
+  if (meta.limits) p.limits = meta.limits;
+  if (stdin !== undefined) p.stdin = stdin;
+  return p;
+}
+
+async function runOne(meta, inst, stdin, where) {
+  const res = await server.execute(payload(meta, inst.code, stdin), { timeout: 120_000 * SLOW });
+  const r = res.json;
+  const dump = `\n--- result ---\n${JSON.stringify({ ...r, stdout: r.stdout.slice(0, 2000), stderr: r.stderr.slice(0, 2000) }, null, 1)}`;
+  for (const e of inst.expect) {
+    try {
+      checkExpect(r, e, where);
+    } catch (err) {
+      throw new Error(err.message + dump, { cause: err });
+    }
+  }
+  return r;
+}
+
+async function hostChecks(meta, inst, r, where) {
+  const lpid = launcherPid();
+  await assertHostClean(lpid, r.id, where);
+  for (const h of inst.host) {
+    let m;
+    if ((m = h.match(/^absent=(\S+)$/))) {
+      // an attack that planted a delayed writer gets time to (fail to) fire
+      await sleep(3500);
+      assert.ok(!fs.existsSync(m[1]), `${where}: ${m[1]} exists on the host`);
+    } else if (h === 'listener') {
+      assert.deepEqual(connections, [], `${where}: the host listener received connections`);
+    } else if (h !== 'healthz') {
+      assert.fail(`${where}: unknown host check "${h}"`);
+    }
+  }
+  await assertHealthy(where);
+}
+
+test('the attack corpus has at least 40 attacks, each with a description and evidence', () => {
+  assert.ok(files.length >= 40, `only ${files.length} attack files`);
+  for (const f of files) {
+    const meta = parse(f);
+    assert.ok(meta.attack, `${f}: no "# attack:" line`);
+    assert.ok(meta.expect.length > 0, `${f}: no "# expect:" line`);
+  }
+});
+
+for (const file of files) {
+  const meta = parse(file);
+  test(`attack ${file}: ${meta.attack}`, { timeout: 180_000 * SLOW }, async () => {
+    connections = [];
+    const inst = instantiate(meta);
+    if (meta.runner === 'marker') {
+      // A writes its markers and stays alive; C runs meanwhile; B runs after A is gone.
+      const a = runOne(meta, inst, 'write', `${file} (run A)`);
+      await sleep(1000);
+      const c = await runOne(meta, inst, 'check', `${file} (concurrent run C)`);
+      const ra = await a;
+      assert.match(ra.stdout, /^written$/m);
+      assert.match(c.stdout, /^tmp=\[\] shm=\[\] ws=\['main\.py'\]$/m, 'run C sees run A\'s markers');
+      const b = await runOne(meta, inst, 'check', `${file} (run B)`);
+      assert.match(b.stdout, /^tmp=\[\] shm=\[\] ws=\['main\.py'\]$/m, 'run B sees run A\'s markers');
+      await hostChecks(meta, inst, b, file);
+      return;
+    }
+    const r = await runOne(meta, inst, undefined, file);
+    await hostChecks(meta, inst, r, file);
+  });
+}
