@@ -10,7 +10,7 @@
 #include "common/util.h"
 
 #define KDF_CONTEXT "toolcage" /* exactly crypto_kdf_CONTEXTBYTES (8) */
-enum { KDF_AUDIT_SIGN = 1, KDF_AUDIT_VALUE = 2, KDF_WEBHOOK = 3 };
+enum { KDF_AUDIT_SIGN = 1, KDF_AUDIT_VALUE = 2, KDF_WEBHOOK = 3, KDF_TOKEN_SIGN = 4, KDF_SECRETS = 5 };
 
 static void key_id(const unsigned char *key, size_t len, char out[17])
 {
@@ -65,6 +65,13 @@ int tc_keys_load(const char *path, struct tc_keys **ret_keys, char **ret_error)
                                KDF_CONTEXT, k->master);
     crypto_kdf_derive_from_key(k->webhook_key, sizeof(k->webhook_key), KDF_WEBHOOK, KDF_CONTEXT,
                                k->master);
+    crypto_kdf_derive_from_key(seed, sizeof(seed), KDF_TOKEN_SIGN, KDF_CONTEXT, k->master);
+    crypto_sign_seed_keypair(k->token_sign_pk, k->token_sign_sk, seed);
+    sodium_memzero(seed, sizeof(seed));
+    key_id(k->token_sign_pk, sizeof(k->token_sign_pk), k->token_key_id);
+    crypto_kdf_derive_from_key(k->secret_key, sizeof(k->secret_key), KDF_SECRETS, KDF_CONTEXT,
+                               k->master);
+    k->nprevious = 0;
     sodium_mprotect_readonly(k);
     *ret_keys = k;
     return 0;
@@ -88,4 +95,51 @@ void tc_keys_free(struct tc_keys *k)
 {
     if (k)
         sodium_free(k); /* sodium_free wipes the memory */
+}
+
+int tc_keys_add_previous(struct tc_keys *k, const char *paths, char **ret_error)
+{
+    if (!paths || !*paths)
+        return 0;
+    _cleanup_free_ char *list = strdup(paths);
+    if (!list)
+        return -ENOMEM;
+    int rc = 0;
+    sodium_mprotect_readwrite(k);
+    for (char *path = list, *next; path && rc == 0; path = next) {
+        next = strchr(path, ',');
+        if (next)
+            *next++ = '\0';
+        if (!*path)
+            continue;
+        struct tc_keys *old = NULL;
+        rc = tc_keys_load(path, &old, ret_error);
+        if (rc < 0)
+            break;
+        bool known = strcmp(old->master_id, k->master_id) == 0;
+        for (size_t i = 0; i < k->nprevious; i++)
+            known |= strcmp(old->master_id, k->previous[i].master_id) == 0;
+        if (!known && k->nprevious >= TC_KEYS_MAX_PREVIOUS) {
+            *ret_error = key_error(path, "too many previous master keys (at most 4)");
+            rc = -E2BIG;
+        } else if (!known) {
+            struct tc_previous_key *p = &k->previous[k->nprevious++];
+            memcpy(p->master_id, old->master_id, sizeof(p->master_id));
+            memcpy(p->secret_key, old->secret_key, sizeof(p->secret_key));
+            memcpy(p->audit_value_key, old->audit_value_key, sizeof(p->audit_value_key));
+        }
+        tc_keys_free(old);
+    }
+    sodium_mprotect_readonly(k);
+    return rc;
+}
+
+const unsigned char *tc_keys_secret_key(const struct tc_keys *k, const char *key_id)
+{
+    if (strcmp(key_id, k->master_id) == 0)
+        return k->secret_key;
+    for (size_t i = 0; i < k->nprevious; i++)
+        if (strcmp(key_id, k->previous[i].master_id) == 0)
+            return k->previous[i].secret_key;
+    return NULL;
 }

@@ -8,6 +8,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#define TC_KEYS_MAX_PREVIOUS 4
+
 struct tc_keys {
     unsigned char master[32];
     char master_id[17];            /* hex of the first 8 bytes of BLAKE2b(master): names the key */
@@ -16,6 +18,18 @@ struct tc_keys {
     char audit_key_id[17];         /* hex of the first 8 bytes of BLAKE2b(audit_sign_pk) */
     unsigned char audit_value_key[32]; /* keyed hash of secret values in audit records */
     unsigned char webhook_key[32];     /* per-tenant webhook signing secrets derive from it */
+    unsigned char token_sign_pk[32];   /* scoped tokens (PASETO v4.public), see broker/token.h */
+    unsigned char token_sign_sk[64];
+    char token_key_id[17];             /* hex of the first 8 bytes of BLAKE2b(token_sign_pk) */
+    unsigned char secret_key[32];      /* seals secrets at rest (broker/secrets.h) */
+    /* Earlier master keys (TOOLCAGE_PREVIOUS_MASTER_KEY_FILES), kept only to open what they
+     * sealed and to recognise what they hashed until `toolcage secrets rotate-master` ran. */
+    size_t nprevious;
+    struct tc_previous_key {
+        char master_id[17];
+        unsigned char secret_key[32];
+        unsigned char audit_value_key[32];
+    } previous[TC_KEYS_MAX_PREVIOUS];
 };
 
 /* Load the key file. Refuses a file that group or others can read (-EPERM), or that is not
@@ -24,3 +38,10 @@ int tc_keys_load(const char *path, struct tc_keys **ret_keys, char **ret_error);
 /* Create a new key file (O_EXCL, mode 0600) with 32 random bytes. */
 int tc_keys_create_file(const char *path);
 void tc_keys_free(struct tc_keys *k); /* NULL is a no-op */
+/* Add earlier master keys from a comma-separated list of key files (same checks as
+ * tc_keys_load; empty or NULL is a no-op; the current key and duplicates are skipped).
+ * -E2BIG past TC_KEYS_MAX_PREVIOUS; *ret_error then says which file and why. */
+int tc_keys_add_previous(struct tc_keys *k, const char *paths, char **ret_error);
+/* The secret-sealing key of the master key named key_id (current or previous); NULL if
+ * this process does not hold it. */
+const unsigned char *tc_keys_secret_key(const struct tc_keys *k, const char *key_id);
