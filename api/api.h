@@ -20,3 +20,18 @@ enum MHD_Result tc_api_audit_list(struct tc_request *r);
 enum MHD_Result tc_api_audit_get(struct tc_request *r);
 enum MHD_Result tc_api_audit_export(struct tc_request *r);
 enum MHD_Result tc_api_audit_verify(struct tc_request *r);
+/* credentials (api/secrets.c, api/credentials.c; POST /v1/audit/hash in api/audit.c) */
+enum MHD_Result tc_api_secrets_list(struct tc_request *r);
+enum MHD_Result tc_api_secret_get(struct tc_request *r);
+enum MHD_Result tc_api_secret_put(struct tc_request *r);
+enum MHD_Result tc_api_secret_delete(struct tc_request *r);
+enum MHD_Result tc_api_credentials_issue(struct tc_request *r);
+enum MHD_Result tc_api_credentials_keys(struct tc_request *r);
+enum MHD_Result tc_api_credentials_introspect(struct tc_request *r);
+enum MHD_Result tc_api_credentials_revoke(struct tc_request *r);
+enum MHD_Result tc_api_audit_hash(struct tc_request *r);
+/* Bodies that carry secret values or tokens: parsed without echoing parser messages (they may
+ * quote the text), then wiped from the request buffer and the parsed string. */
+json_t *tc_api_sensitive_json(struct tc_request *r, enum MHD_Result *ret);
+void tc_api_wipe_body(struct tc_request *r);
+void tc_api_wipe_json_string(json_t *v);

@@ -108,10 +108,10 @@ static enum MHD_Result decide(struct tc_request *r, enum tc_decision d)
         json_t *v;
         json_object_foreach(body, key, v) {
             if (strcmp(key, "reason") != 0) {
+                /* key belongs to body: build the error before letting body go. */
+                json_t *errors = json_pack("[{s:s, s:s}]", "path", key, "message", "unknown field");
                 json_decref(body);
-                return tc_respond_problem(r, 400, "validation", "Invalid request",
-                                          json_pack("[{s:s, s:s}]", "path", key, "message",
-                                                    "unknown field"),
+                return tc_respond_problem(r, 400, "validation", "Invalid request", errors,
                                           "only \"reason\" may be given");
             }
         }
@@ -189,10 +189,10 @@ enum MHD_Result tc_api_execution_cancel(struct tc_request *r)
     json_decref(actor);
     if (rc == -ENOENT)
         return tc_respond_problem(r, 404, "not-found", "Not found", NULL,
-                                  "no execution of this tenant waits for approval under this id");
+                                  "no execution of this tenant has this id");
     if (rc == -ESTALE)
         return tc_respond_problem(r, 409, "not-pending", "Conflict", NULL,
-                                  "the execution is no longer waiting for approval");
+                                  "the execution is not waiting for approval");
     if (rc < 0)
         return db_down(r);
     return tc_respond_json(r, 200, json_pack("{s:s, s:s}", "id", r->params[0], "status",

@@ -6,6 +6,7 @@
 
 #include "api/api.h"
 #include "audit/audit.h"
+#include "broker/keys.h"
 #include "common/util.h"
 #include "server/db.h"
 #include "server/log.h"
@@ -398,4 +399,57 @@ enum MHD_Result tc_api_audit_export(struct tc_request *r)
                             st->csv ? "attachment; filename=\"audit.csv\""
                                     : "attachment; filename=\"audit.jsonl\"");
     return tc_http_queue(r, 200, resp);
+}
+
+/* POST /v1/audit/hash {value} -> {hash, key_id, previous}: the keyed hash under which a secret
+ * value appears in the trail (value_hash), so an investigator holding a value can search for
+ * it; "previous" gives its hash under each earlier master key still configured. Audited
+ * (who asked, and the hash; never the value). */
+enum MHD_Result tc_api_audit_hash(struct tc_request *r)
+{
+    enum MHD_Result ret;
+    json_t *body = tc_api_sensitive_json(r, &ret);
+    tc_api_wipe_body(r);
+    if (!body)
+        return ret;
+    json_t *value = json_object_get(body, "value");
+    if (json_object_size(body) != 1 || !json_is_string(value) || json_string_length(value) > 65536) {
+        tc_api_wipe_json_string(value);
+        json_decref(body);
+        return tc_respond_problem(r, 400, "validation", "Invalid request",
+                                  json_pack("[{s:s, s:s}]", "path", "value", "message",
+                                            "is required (the only field): a string of at most"
+                                            " 65536 bytes"),
+                                  "the request does not match the schema (see errors)");
+    }
+    const struct tc_keys *k = r->srv->keys;
+    char hash[65];
+    tc_audit_value_hash(k, json_string_value(value), json_string_length(value), hash);
+    json_t *previous = json_array();
+    for (size_t i = 0; i < k->nprevious; i++) {
+        unsigned char h[32];
+        char hex[65];
+        crypto_generichash(h, sizeof(h), (const unsigned char *)json_string_value(value),
+                           json_string_length(value), k->previous[i].audit_value_key, 32);
+        sodium_bin2hex(hex, sizeof(hex), h, sizeof(h));
+        json_array_append_new(previous, json_pack("{s:s, s:s}", "key_id",
+                                                  k->previous[i].master_id, "hash", hex));
+    }
+    tc_api_wipe_json_string(value);
+    json_decref(body);
+    json_t *ev = json_pack("{s:s, s:s, s:{s:s, s:s, s:s}, s:s}", "action", "audit.hash",
+                           "tenant_id", r->principal.tenant_id, "actor", "type", "api_key", "id",
+                           r->principal.key_id, "role", tc_role_name(r->principal.role),
+                           "value_hash", hash);
+    PGconn *c = ev ? tc_db_acquire(r->srv->db, 5000) : NULL;
+    int rc = c ? tc_audit_append(c, k, ev, NULL) : -EIO;
+    tc_db_release(r->srv->db, c);
+    json_decref(ev);
+    if (rc < 0) {
+        json_decref(previous);
+        return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
+                                  "the request could not be recorded in the audit trail");
+    }
+    return tc_respond_json(r, 200, json_pack("{s:s, s:s, s:o}", "hash", hash, "key_id",
+                                             k->master_id, "previous", previous));
 }

@@ -298,10 +298,21 @@ json_t *tc_exec_build_spec(const struct tc_tool *tool, const struct tc_exec_requ
         "workspace_bytes", (json_int_t)(L[TC_LIMIT_WORKSPACE_MB] << 20),
         "tmp_bytes", (json_int_t)(L[TC_LIMIT_TMP_MB] << 20));
 
-    json_t *spec = json_pack("{s:s, s:s, s:o, s:o, s:s, s:o, s:o, s:s, s:s, s:o}", "id", id,
+    /* "none", or the allowlist the launcher's egress proxy enforces (docs/sandbox.md) */
+    json_t *network = NULL;
+    if (tool->network_none) {
+        network = json_string("none");
+    } else {
+        json_t *allow = json_array();
+        for (size_t a = 0; a < tool->nnetwork_allow; a++)
+            json_array_append_new(allow, json_string(tool->network_allow[a]));
+        network = json_pack("{s:o}", "allow", allow);
+    }
+
+    json_t *spec = json_pack("{s:s, s:s, s:o, s:o, s:s, s:o, s:o, s:s, s:o, s:o}", "id", id,
                              "backend", tool->backend == TC_BACKEND_GVISOR ? "gvisor" : "native",
                              "argv", argv, "env", env, "cwd", "/workspace", "files", files,
-                             "mounts", mounts, "hostname", "toolcage", "network", "none",
+                             "mounts", mounts, "hostname", "toolcage", "network", network,
                              "limits", limits);
     if (!spec)
         return NULL;
@@ -442,6 +453,18 @@ json_t *tc_exec_view(const char *id, const char *tool, json_t *result,
     json_object_set_new(v, "enforced", en);
     json_t *pv = json_object_get(result, "policy_violations");
     json_object_set_new(v, "policy_violations", json_is_array(pv) ? json_incref(pv) : json_array());
+    /* Egress proxy attempts (sandbox.h). Hosts come from the sandboxed code: redacted too. */
+    json_t *net = json_object_get(result, "network"), *netv = json_array(), *att;
+    size_t ai;
+    json_array_foreach(net, ai, att) {
+        json_t *copy = json_deep_copy(att), *host = json_object_get(att, "host");
+        if (copy && json_is_string(host))
+            json_object_set_new(copy, "host",
+                                filtered_string(filter, (const unsigned char *)json_string_value(host),
+                                                json_string_length(host), counts));
+        json_array_append_new(netv, copy);
+    }
+    json_object_set_new(v, "network", netv);
     json_t *err = json_object_get(result, "error");
     json_object_set_new(v, "error", json_is_string(err)
                                         ? filtered_string(filter,

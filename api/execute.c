@@ -9,6 +9,7 @@
 #include "api/exec.h"
 #include "approval/approval.h"
 #include "audit/audit.h"
+#include "broker/leases.h"
 #include "common/util.h"
 #include "policy/policy.h"
 #include "policy/prescreen.h"
@@ -30,6 +31,7 @@ struct exec_state {
     char idem_key[256];  /* non-empty while this request owns an Idempotency-Key */
     struct tc_redactor *redactor; /* the tool's redaction rules */
     json_t *findings;    /* the pre-screen's */
+    struct tc_grant *grant; /* credentials leased to this execution (broker/leases.h) */
 };
 
 static void exec_state_free(void *p)
@@ -40,6 +42,7 @@ static void exec_state_free(void *p)
     json_decref(st->result);
     json_decref(st->findings);
     tc_redactor_free(st->redactor);
+    tc_grant_free(st->grant);
     free(st);
 }
 
@@ -307,16 +310,23 @@ static enum MHD_Result on_resumed(struct tc_request *r)
                                      "the sandbox launcher is not available")
                          : json_incref(st->result);
     struct tc_exec_filter filter = {.redactor = st->redactor};
+    filter.secrets = tc_grant_values(st->grant, &filter.nsecrets);
     json_t *view = tc_exec_view(st->id, st->tool, result, st->limits, st->created_at, finished,
                                 &filter, st->findings);
     json_decref(result);
     if (!view)
         return MHD_NO;
+    if (!tc_grant_empty(st->grant))
+        json_object_set_new(view, "credentials", tc_grant_summary(st->grant));
     tc_metrics_execution(st->tool, json_string_value(json_object_get(view, "status")),
                          json_integer_value(json_object_get(view, "duration_ms")));
     /* Fail closed: a result that could not be recorded is not handed out. */
     PGconn *c = tc_db_acquire(r->srv->db, 5000);
     json_t *actor = actor_of(r);
+    /* The execution has ended: its leases and tokens end with it. */
+    if (c && !tc_grant_empty(st->grant) && tc_broker_release(c, r->srv->keys, st->id) < 0)
+        tc_log(TC_LOG_ERROR, "revoking an execution's credentials failed", "{s:s, s:s}",
+               "request_id", r->request_id, "execution_id", st->id);
     int rc = c ? tc_execution_finish(c, r->srv->keys, r->principal.tenant_id, actor, st->tool,
                                      st->id, r->request_id, view, "execution.complete")
                : -EIO;
@@ -332,6 +342,56 @@ static enum MHD_Result on_resumed(struct tc_request *r)
            json_object_get(view, "status"), "duration_ms", json_object_get(view, "duration_ms"));
     idem_end(r, st, 200, view, NULL);
     return tc_respond_json(r, 200, view);
+}
+
+/* Lease what the tool's policy grants (after the execution is recorded, before it runs).
+ * False: refused; the execution was recorded as refused and *ret answers. */
+static bool lease_credentials(struct tc_request *r, struct exec_state *st,
+                              const struct tc_tool *tool, json_t *spec, enum MHD_Result *ret)
+{
+    char *why = NULL;
+    PGconn *c = tc_db_acquire(r->srv->db, 5000);
+    int rc = c ? tc_broker_lease(c, r->srv->keys, r->principal.tenant_id, tool, st->id,
+                                 st->limits[TC_LIMIT_TIMEOUT_MS], &st->grant, &why)
+               : -EIO;
+    if (rc == 0 && tc_grant_apply_spec(st->grant, spec) < 0) {
+        (void)tc_broker_release(c, r->srv->keys, st->id);
+        rc = -ENOMEM;
+    }
+    if (rc == 0) {
+        tc_db_release(r->srv->db, c);
+        return true;
+    }
+    /* Record the refusal (the execution row exists already), then answer. */
+    char finished[32];
+    tc_iso8601(tc_wall_ms(), finished);
+    json_t *res = json_pack("{s:s, s:s}", "status", "error", "error",
+                            why ? why : "the credentials could not be leased");
+    struct tc_exec_filter filter = {.redactor = st->redactor};
+    json_t *view = tc_exec_view(st->id, st->tool, res, st->limits, st->created_at, finished,
+                                &filter, st->findings);
+    json_t *actor = actor_of(r);
+    int frc = c && view ? tc_execution_finish(c, r->srv->keys, r->principal.tenant_id, actor,
+                                              st->tool, st->id, r->request_id, view,
+                                              "execution.refused")
+                        : -EIO;
+    tc_db_release(r->srv->db, c);
+    json_decref(actor);
+    json_decref(view);
+    json_decref(res);
+    tc_log(TC_LOG_WARN, "execution refused: credentials unavailable", "{s:s, s:s, s:s}",
+           "request_id", r->request_id, "execution_id", st->id, "reason",
+           why ? why : "database error");
+    if (rc == -EIO || rc == -ENOMEM || frc < 0) {
+        free(why);
+        *ret = unavailable(r, st, "the credentials of this tool could not be leased");
+        return false;
+    }
+    idem_end(r, st, 422, NULL, NULL);
+    *ret = tc_respond_problem(r, 422, "credential-unavailable", "Credential unavailable", NULL,
+                              "%s", why ? why : "a credential is unavailable");
+    free(why);
+    return false;
 }
 
 /* Hold the call: 202 with where to watch it. */
@@ -472,12 +532,19 @@ enum MHD_Result tc_api_execute(struct tc_request *r)
         ret = unavailable(r, st, "the execution could not be recorded, so it was not run");
         goto out;
     }
+    if (!lease_credentials(r, st, tool, spec, &ret))
+        goto out;
     r->state = TC_STEAL(st);
     r->state_free = exec_state_free;
     struct exec_state *s = r->state;
     /* Suspend before submitting: the result may arrive before this function returns. */
     tc_request_suspend(r, on_resumed);
-    s->submit_rc = tc_launcher_submit(r->srv->launcher, spec, on_result_cb, s);
+    if (tc_server_begin(r->srv)) {
+        s->submit_rc = tc_launcher_submit(r->srv->launcher, spec, on_result_cb, s);
+        tc_server_end(r->srv);
+    } else {
+        s->submit_rc = -ESHUTDOWN; /* recorded as an error result: nothing ran */
+    }
     if (s->submit_rc < 0)
         tc_request_resume(r);
     ret = MHD_YES;

@@ -104,8 +104,12 @@ enum MHD_Result tc_api_execution_get(struct tc_request *r)
     json_decref(view);
     /* Suspend first (a waker may resume us as soon as we are registered), register, then
      * look again: a finish between the first look and the registration would be missed. */
+    if (!tc_server_begin(r->srv)) /* shutting down: answer now rather than park */
+        return respond(r);
     tc_request_suspend(r, respond);
-    if (tc_waiter_add(id, r, tc_now_ms() + wait * 1000) < 0) {
+    int added = tc_waiter_add(id, r, tc_now_ms() + wait * 1000);
+    tc_server_end(r->srv);
+    if (added < 0) {
         tc_request_resume(r);
         return MHD_YES;
     }

@@ -15,7 +15,11 @@ enum MHD_Result tc_api_healthz(struct tc_request *r)
 enum MHD_Result tc_api_readyz(struct tc_request *r)
 {
     bool db = tc_db_ping(r->srv->db);
-    bool launcher = tc_launcher_alive(r->srv->launcher);
+    bool launcher = false;
+    if (tc_server_begin(r->srv)) {
+        launcher = tc_launcher_alive(r->srv->launcher);
+        tc_server_end(r->srv);
+    }
     bool ok = db && launcher;
     return tc_respond_json(r, ok ? 200 : 503,
                            json_pack("{s:s, s:{s:s, s:s}}", "status", ok ? "ready" : "unavailable",
@@ -33,11 +37,12 @@ enum MHD_Result tc_api_openapi(struct tc_request *r)
 
 enum MHD_Result tc_api_metrics(struct tc_request *r)
 {
-    struct tc_metrics_gauges g = {
-        .sandboxes_in_flight = tc_launcher_in_flight(r->srv->launcher),
-        .launcher_restarts = tc_launcher_restarts(r->srv->launcher),
-        .approvals_pending = -1,
-    };
+    struct tc_metrics_gauges g = {.approvals_pending = -1};
+    if (tc_server_begin(r->srv)) {
+        g.sandboxes_in_flight = tc_launcher_in_flight(r->srv->launcher);
+        g.launcher_restarts = tc_launcher_restarts(r->srv->launcher);
+        tc_server_end(r->srv);
+    }
     PGconn *c = tc_db_acquire(r->srv->db, 1000);
     PGresult *res = c ? tc_db_exec(c, "SELECT count(*) FROM approvals WHERE status = 'pending'", 0,
                                    NULL)

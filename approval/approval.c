@@ -67,10 +67,11 @@ json_t *tc_approval_payload(const struct tc_tool *tool, const struct tc_exec_req
     }
     json_t *in = json_object_get(body, "stdin");
     json_t *creds = json_object_get(tool->raw, "credentials");
-    return json_pack("{s:s, s:O, s:O, s:o, s:o, s:O}", "tool", tool->name, "code",
+    /* "o" for credentials: a new empty array must not be referenced twice (leak). */
+    return json_pack("{s:s, s:O, s:O, s:o, s:o, s:o}", "tool", tool->name, "code",
                      json_object_get(body, "code"), "stdin", in ? in : json_null(), "files", files,
                      "limits", tc_exec_limits_json(limits), "credentials",
-                     creds ? creds : json_array());
+                     creds ? json_incref(creds) : json_array());
 }
 
 void tc_approval_payload_hash(const json_t *payload, unsigned char out[32])
@@ -116,6 +117,9 @@ static int close_approval(PGconn *c, const struct tc_keys *keys, const char *app
         return -EIO;
     const char *p2[] = {execution_id, exec_status};
     if (!exec_ok(c, "UPDATE executions SET status = $2, finished_at = now() WHERE id = $1", 2, p2))
+        return -EIO;
+    /* Finished without running: wake its long-polls on every instance (at commit). */
+    if (!exec_ok(c, "SELECT pg_notify('toolcage_done', $1)", 1, p2))
         return -EIO;
     json_t *ev = json_pack("{s:s, s:s, s:O, s:s, s:s, s:s, s:s, s:s*}", "action", action,
                            "tenant_id", tenant_id, "actor", actor, "tool", tool, "approval_id",
@@ -245,7 +249,11 @@ int tc_approval_cancel(PGconn *c, const struct tc_keys *keys, const char *tenant
         return finish_tx(c, -EIO);
     if (PQntuples(r) != 1) {
         PQclear(r);
-        return finish_tx(c, -ENOENT);
+        /* An execution of this tenant that was never held exists, but is not cancellable. */
+        r = tc_db_exec(c, "SELECT 1 FROM executions WHERE id = $1 AND tenant_id = $2", 2, p);
+        int rc = !r ? -EIO : PQntuples(r) == 1 ? -ESTALE : -ENOENT;
+        PQclear(r);
+        return finish_tx(c, rc);
     }
     char id[37], tool[65];
     bool pending = strcmp(PQgetvalue(r, 0, 1), "pending") == 0;

@@ -47,7 +47,8 @@ int tc_approval_decide(PGconn *c, const struct tc_keys *keys, const char *tenant
                        json_t *actor, enum tc_decision d, const char *reason,
                        struct tc_decide_result *ret);
 
-/* Cancel a pending approval and its execution (the requesting tenant). -ENOENT, -ESTALE, -EIO. */
+/* Cancel a pending approval and its execution (the requesting tenant). -ENOENT no such
+ * execution of this tenant; -ESTALE not pending, or never held; -EIO. */
 int tc_approval_cancel(PGconn *c, const struct tc_keys *keys, const char *tenant_id,
                        const char *execution_id, json_t *actor);
 

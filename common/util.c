@@ -9,7 +9,8 @@
 
 int tc_parse_i64(const char *s, int64_t min, int64_t max, int64_t *ret)
 {
-    if (!s || !*s)
+    /* strtoll would skip leading white space and accept a '+': a strict parser does not */
+    if (!s || !(*s == '-' || (*s >= '0' && *s <= '9')))
         return -EINVAL;
     errno = 0;
     char *end = NULL;

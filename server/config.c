@@ -39,6 +39,8 @@ static const struct opt options[] = {
      "sandboxes running at once (503 beyond)"},
     {"TOOLCAGE_MASTER_KEY_FILE", OPT_STRING, "/var/lib/toolcage/master.key", 0, 0,
      OFF(master_key_file), "32-byte key that seals secrets (mode 0600)"},
+    {"TOOLCAGE_PREVIOUS_MASTER_KEY_FILES", OPT_STRING, NULL, 0, 0, OFF(previous_master_key_files),
+     "comma-separated earlier master keys, to open secrets not yet re-sealed (see docs/credentials.md)"},
     {"TOOLCAGE_WEBHOOK_ALLOW_PRIVATE", OPT_BOOL, "0", 0, 1, OFF(webhook_allow_private),
      "1: webhooks may target loopback and private addresses"},
 };
@@ -153,6 +155,7 @@ void tc_config_free(struct tc_config *cfg)
     free(cfg->policy_path);
     free(cfg->state_dir);
     free(cfg->master_key_file);
+    free(cfg->previous_master_key_files);
     *cfg = (struct tc_config){0};
 }
 

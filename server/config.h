@@ -18,6 +18,7 @@ struct tc_config {
     int64_t max_body_bytes;
     int64_t max_sandboxes;
     char *master_key_file;
+    char *previous_master_key_files; /* comma-separated; NULL when unset */
     bool webhook_allow_private;
 };
 

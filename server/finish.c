@@ -33,6 +33,13 @@ int tc_execution_finish(PGconn *c, const struct tc_keys *keys, const char *tenan
         (json_int_t)((out ? strlen(out) : 0) + (err ? strlen(err) : 0)), "policy_violations",
         json_object_get(view, "policy_violations"), "enforced", json_object_get(view, "enforced"),
         "error", json_object_get(view, "error"));
+    /* what the sandbox reached for, what the pre-screen saw, and what was scrubbed */
+    static const char *const extra[] = {"network", "findings", "redactions", "credentials"};
+    for (size_t i = 0; ev && i < TC_ARRAY_SIZE(extra); i++) {
+        json_t *v = json_object_get(view, extra[i]);
+        if (v)
+            json_object_set(ev, extra[i], v);
+    }
     int rc = -EIO;
     if (!text || !ev)
         goto out;

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 
 #include "common/util.h"
+#include "console/console.h"
 #include "policy/policy.h"
 #include "server/db.h"
 #include "server/log.h"
@@ -36,7 +37,8 @@ void tc_server_set_policy(struct tc_server *srv, struct tc_policy *p)
 static void add_common_headers(struct tc_request *r, struct MHD_Response *resp)
 {
     MHD_add_response_header(resp, "X-Request-Id", r->request_id);
-    MHD_add_response_header(resp, "Cache-Control", "no-store");
+    if (!MHD_get_response_header(resp, "Cache-Control")) /* a handler may set its own */
+        MHD_add_response_header(resp, "Cache-Control", "no-store");
     MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
 }
 
@@ -160,8 +162,27 @@ json_t *tc_request_json(struct tc_request *r, enum MHD_Result *ret_result)
     return j;
 }
 
+bool tc_server_begin(struct tc_server *srv)
+{
+    pthread_rwlock_rdlock(&srv->run_lock);
+    if (!srv->stopping)
+        return true;
+    pthread_rwlock_unlock(&srv->run_lock);
+    return false;
+}
+
+void tc_server_end(struct tc_server *srv) { pthread_rwlock_unlock(&srv->run_lock); }
+
+void tc_server_set_stopping(struct tc_server *srv)
+{
+    pthread_rwlock_wrlock(&srv->run_lock);
+    srv->stopping = true;
+    pthread_rwlock_unlock(&srv->run_lock);
+}
+
 void tc_request_suspend(struct tc_request *r, tc_handler resume)
 {
+    r->srv->suspended++;
     r->resume = resume;
     MHD_suspend_connection(r->conn);
 }
@@ -230,6 +251,8 @@ static enum MHD_Result dispatch(struct tc_request *r)
             return problem_with_header(r, 405, "method-not-allowed", "Method not allowed", "Allow",
                                        allow, "%s is not allowed here; allowed: %s", r->method,
                                        allow);
+        if (strncmp(r->path, "/console/", 9) == 0)
+            return tc_console_not_found(r);
         return tc_respond_problem(r, 404, "not-found", "Not found", NULL, "no such resource");
     }
     match(found->pattern, r->path, r);
@@ -238,6 +261,8 @@ static enum MHD_Result dispatch(struct tc_request *r)
         return tc_respond_problem(r, 413, "body-too-large", "Request body too large", NULL,
                                   "the body exceeds %lld bytes",
                                   (long long)r->srv->cfg->max_body_bytes);
+    if (found->roles & TC_ROUTE_CONSOLE)
+        return tc_console_dispatch(r, found); /* session cookie, CSRF; see console/console.h */
     if (found->roles) {
         const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Authorization");
         if (!h || strncasecmp(h, "Bearer ", 7) != 0)
@@ -331,6 +356,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (r->resume) {
         tc_handler h = r->resume;
         r->resume = NULL;
+        srv->suspended--;
         return h(r);
     }
     if (*upload_data_size > 0) {

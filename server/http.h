@@ -24,6 +24,11 @@ struct tc_server {
     const struct tc_keys *keys;
     int instance_id; /* this process in the instances table (see server/worker.h) */
     pthread_mutex_t policy_lock;
+    /* Shutdown: readers hold run_lock while they use the launcher or suspend a request;
+     * the main thread takes it for writing to set stopping, after which neither happens. */
+    pthread_rwlock_t run_lock;
+    bool stopping;
+    _Atomic int suspended; /* connections suspended now (drained before the daemon stops) */
     struct tc_policy *policy; /* swap under policy_lock; readers take a reference */
 };
 
@@ -80,6 +85,13 @@ enum MHD_Result tc_respond_problem(struct tc_request *r, unsigned status, const 
 /* Parse the body as a JSON object. On failure a problem response has been queued:
  * return *ret_result from the handler. */
 json_t *tc_request_json(struct tc_request *r, enum MHD_Result *ret_result);
+
+/* Enter/leave a section that may use srv->launcher or suspend a request; begin fails
+ * (returns false, nothing held) once the server is stopping. */
+bool tc_server_begin(struct tc_server *srv);
+void tc_server_end(struct tc_server *srv);
+/* Refuse new suspensions and launcher use; waits for sections in progress. */
+void tc_server_set_stopping(struct tc_server *srv);
 
 /* Suspend the connection; `resume` runs on a worker thread after tc_request_resume(). */
 void tc_request_suspend(struct tc_request *r, tc_handler resume);

@@ -11,11 +11,14 @@
 #include "api/exec.h"
 #include "audit/audit.h"
 #include "broker/keys.h"
+#include "broker/secrets.h"
+#include "broker/token.h"
 #include "common/util.h"
 #include "policy/policy.h"
 #include "policy/prescreen.h"
 #include "policy/redact.h"
 #include "sandbox/sandbox.h"
+#include "console/session.h"
 #include "server/auth.h"
 #include "server/config.h"
 #include "server/db.h"
@@ -112,6 +115,7 @@ static int cmd_serve(int argc, char **argv)
     struct tc_server srv = {.cfg = &cfg};
     struct tc_worker *worker = NULL;
     pthread_mutex_init(&srv.policy_lock, NULL);
+    pthread_rwlock_init(&srv.run_lock, NULL);
 
     /* Signals are taken synchronously by this thread; every other thread blocks them. */
     sigset_t set;
@@ -136,6 +140,10 @@ static int cmd_serve(int argc, char **argv)
         goto out;
     }
     srv.keys = keys;
+    if (tc_keys_add_previous(keys, cfg.previous_master_key_files, &err) < 0) {
+        fprintf(stderr, "toolcage: %s\n", err ? err : "cannot load a previous master key");
+        goto out;
+    }
     if (run_migrations(&cfg) < 0)
         goto out;
     if (tc_db_open(cfg.database_url, (unsigned)cfg.db_pool, &srv.db, &err) < 0) {
@@ -212,12 +220,22 @@ static int cmd_serve(int argc, char **argv)
      * then stop the HTTP threads. */
     if (srv.mhd)
         MHD_quiesce_daemon(srv.mhd);
+    /* From here no request suspends and nothing touches the launcher; sections already in
+     * progress finish first (they hold the run lock). */
+    tc_server_set_stopping(&srv);
     tc_worker_quiesce(worker);
-    tc_launcher_stop(srv.launcher);
+    tc_launcher_stop(srv.launcher); /* pending executions resume with an error result */
     srv.launcher = NULL;
     tc_worker_stop(worker);
     worker = NULL;
     tc_waiters_wake_all();
+    /* MHD must not be stopped while a connection is suspended: wait until every resumed
+     * request has been answered (bounded), then a little for the answers to be written. */
+    for (int i = 0; i < 200 && srv.suspended > 0; i++)
+        usleep(25 * 1000);
+    for (int i = 0; i < 20 && MHD_get_daemon_info(srv.mhd, MHD_DAEMON_INFO_CURRENT_CONNECTIONS)
+                                   ->num_connections > 0; i++)
+        usleep(50 * 1000);
     tc_http_stop(&srv);
     rc = 0;
 out:
@@ -229,6 +247,7 @@ out:
     tc_keys_free((struct tc_keys *)srv.keys);
     tc_policy_unref(srv.policy);
     pthread_mutex_destroy(&srv.policy_lock);
+    pthread_rwlock_destroy(&srv.run_lock);
     tc_config_free(&cfg);
     return rc;
 }
@@ -575,6 +594,131 @@ out:
     return rc;
 }
 
+/* ---- users (web console) ---- */
+
+static int cmd_users(int argc, char **argv)
+{
+    if (wants_help(argc, argv) || argc < 2 || strcmp(argv[1], "add") != 0)
+        return usage_of("users");
+    const char *name = NULL, *role = NULL, *tenant = "demo";
+    static const struct option lopts[] = {{"name", required_argument, NULL, 'n'},
+                                          {"role", required_argument, NULL, 'r'},
+                                          {"tenant", required_argument, NULL, 't'},
+                                          {NULL, 0, NULL, 0}};
+    optind = 2;
+    int c;
+    while ((c = getopt_long(argc, argv, "", lopts, NULL)) != -1) {
+        if (c == 'n')
+            name = optarg;
+        else if (c == 'r')
+            role = optarg;
+        else if (c == 't')
+            tenant = optarg;
+        else
+            return 2;
+    }
+    if (!name || !role || optind != argc) {
+        fprintf(stderr, "toolcage users add: --name and --role are required; the password is"
+                        " read from stdin\n");
+        return 2;
+    }
+    _cleanup_free_ char *pw = NULL;
+    size_t len = 0;
+    int r = tc_read_all(STDIN_FILENO, TC_CONSOLE_PASSWORD_MAX + 2, &pw, &len);
+    if (r < 0) {
+        fprintf(stderr, "toolcage users add: cannot read the password from stdin: %s\n",
+                strerror(-r));
+        return 2;
+    }
+    if (len > 0 && pw[len - 1] == '\n') /* one trailing newline, as `echo` or a terminal adds */
+        pw[--len] = '\0';
+    if (len > 0 && pw[len - 1] == '\r')
+        pw[--len] = '\0';
+    if (strlen(pw) != len) {
+        sodium_memzero(pw, len);
+        fprintf(stderr, "toolcage users add: the password contains a NUL byte\n");
+        return 2;
+    }
+    struct tc_config cfg;
+    if (load_config(&cfg) < 0) {
+        sodium_memzero(pw, len);
+        return fail_config();
+    }
+    _cleanup_free_ char *err = NULL;
+    PGconn *conn = tc_db_connect(cfg.database_url, &err);
+    int rc = 1;
+    if (!conn) {
+        fprintf(stderr, "toolcage: cannot connect to the database: %s", err ? err : "\n");
+    } else if ((r = tc_console_user_add(conn, tenant, name, role, pw, &err)) < 0) {
+        fprintf(stderr, "toolcage users add: %s\n", err ? err : "failed");
+        rc = r == -EEXIST || r == -EINVAL ? 2 : 1;
+    } else {
+        printf("created console user %s (%s) in tenant %s\n", name, role, tenant);
+        rc = 0;
+    }
+    sodium_memzero(pw, len);
+    PQfinish(conn);
+    tc_config_free(&cfg);
+    return rc;
+}
+
+/* ---- secrets ---- */
+
+/* rotate-master: re-seal every secret under the new master key (or, without --new-key-file,
+ * under the current one), row by row, so servers holding both keys keep serving throughout.
+ * See docs/credentials.md for the procedure. */
+static int cmd_secrets(int argc, char **argv)
+{
+    if (wants_help(argc, argv) || argc < 2 || strcmp(argv[1], "rotate-master") != 0)
+        return usage_of("secrets");
+    const char *new_file = NULL;
+    static const struct option lopts[] = {{"new-key-file", required_argument, NULL, 'n'},
+                                          {NULL, 0, NULL, 0}};
+    optind = 2;
+    int c;
+    while ((c = getopt_long(argc, argv, "", lopts, NULL)) != -1) {
+        if (c != 'n')
+            return 2;
+        new_file = optarg;
+    }
+    if (optind != argc)
+        return usage_of("secrets") ? 2 : 2;
+    struct tc_config cfg;
+    if (load_config(&cfg) < 0)
+        return fail_config();
+    int rc = 1;
+    struct tc_keys *cur = NULL, *to = NULL;
+    _cleanup_free_ char *err = NULL;
+    PGconn *conn = NULL;
+    size_t done = 0, left = 0;
+    if (tc_keys_load(cfg.master_key_file, &cur, &err) < 0 ||
+        tc_keys_add_previous(cur, cfg.previous_master_key_files, &err) < 0) {
+        fprintf(stderr, "toolcage: %s\n", err ? err : "cannot load the master keys");
+    } else if (new_file && tc_keys_load(new_file, &to, &err) < 0) {
+        fprintf(stderr, "toolcage secrets rotate-master: %s\n", err ? err : "cannot load the key");
+    } else if (!(conn = tc_db_connect(cfg.database_url, &err))) {
+        fprintf(stderr, "toolcage: cannot connect to the database: %s", err ? err : "\n");
+    } else {
+        const struct tc_keys *target = to ? to : cur;
+        /* Publish both token keys, so tokens signed under either keep verifying. */
+        if (tc_audit_publish_key(conn, target) < 0 || tc_token_publish_key(conn, cur) < 0 ||
+            tc_token_publish_key(conn, target) < 0 ||
+            tc_secrets_reseal_all(conn, cur, target, &done, &left) < 0) {
+            fprintf(stderr, "toolcage secrets rotate-master: database error: %s",
+                    PQerrorMessage(conn));
+        } else {
+            printf("re-sealed %zu secret(s) under master key %s; %zu could not be opened\n", done,
+                   target->master_id, left);
+            rc = left ? 3 : 0;
+        }
+    }
+    PQfinish(conn);
+    tc_keys_free(cur);
+    tc_keys_free(to);
+    tc_config_free(&cfg);
+    return rc;
+}
+
 static int cmd_version(int argc, char **argv)
 {
     if (wants_help(argc, argv))
@@ -594,6 +738,10 @@ static const struct command commands[] = {
      "run code from stdin in the tool's sandbox, without server or database"},
     {"audit", cmd_audit, "audit verify [--file EXPORT [--public-key HEX]] | audit public-key",
      "verify the audit chain (database or export file); print the checkpoint key"},
+    {"users", cmd_users, "users add --name NAME --role reviewer|auditor|admin [--tenant NAME]",
+     "create a web console user (tenant default: demo); the password is read from stdin"},
+    {"secrets", cmd_secrets, "secrets rotate-master [--new-key-file FILE]",
+     "re-seal every secret under FILE's master key (default: the current one)"},
     {"version", cmd_version, "version", "print the version"},
 };
 

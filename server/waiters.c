@@ -19,13 +19,17 @@ struct waiter {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct waiter waiters[MAX_WAITERS];
 static size_t nwaiters;
+/* Set by tc_waiters_wake_all() (shutdown): no new waiter may park after it, or
+ * MHD_stop_daemon() would find a suspended connection and abort the process. */
+static bool closed;
 
 int tc_waiter_add(const char *exec_id, struct tc_request *r, int64_t deadline_ms)
 {
     pthread_mutex_lock(&lock);
-    if (nwaiters == MAX_WAITERS) {
+    if (closed || nwaiters == MAX_WAITERS) {
+        int rc = closed ? -ESHUTDOWN : -EAGAIN;
         pthread_mutex_unlock(&lock);
-        return -EAGAIN;
+        return rc;
     }
     struct waiter *w = &waiters[nwaiters++];
     snprintf(w->exec_id, sizeof(w->exec_id), "%s", exec_id);
@@ -82,4 +86,10 @@ static void wake_matching(const char *exec_id, int64_t now_ms, bool all)
 
 void tc_waiters_wake(const char *exec_id) { wake_matching(exec_id, 0, false); }
 void tc_waiters_expire(int64_t now_ms) { wake_matching(NULL, now_ms, false); }
-void tc_waiters_wake_all(void) { wake_matching(NULL, 0, true); }
+void tc_waiters_wake_all(void)
+{
+    pthread_mutex_lock(&lock);
+    closed = true;
+    pthread_mutex_unlock(&lock);
+    wake_matching(NULL, 0, true);
+}

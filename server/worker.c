@@ -11,6 +11,7 @@
 
 #include "api/exec.h"
 #include "approval/approval.h"
+#include "broker/leases.h"
 #include "common/util.h"
 #include "policy/policy.h"
 #include "policy/redact.h"
@@ -31,6 +32,7 @@ struct job {
     int64_t limits[TC_LIMIT__COUNT];
     json_t *result;   /* set by the launcher callback */
     json_t *findings; /* the pre-screen's, from the approval */
+    struct tc_grant *grant; /* credentials leased to this run (broker/leases.h) */
     struct job *next;
 };
 
@@ -63,6 +65,7 @@ static void job_free(struct job *j)
         return;
     json_decref(j->result);
     json_decref(j->findings);
+    tc_grant_free(j->grant);
     free(j);
 }
 
@@ -94,10 +97,17 @@ static void record(struct tc_worker *w, struct job *j, json_t *result, const cha
                    : tc_redactor_new(NULL, 0, (const char *const[]){w->srv->cfg->state_dir}, 1, &red);
     tc_policy_unref(policy);
     struct tc_exec_filter filter = {.redactor = red};
+    filter.secrets = tc_grant_values(j->grant, &filter.nsecrets);
     json_t *view = rrc < 0 ? NULL
                            : tc_exec_view(j->id, j->tool, result, j->limits, j->created_at,
                                           finished, &filter, j->findings);
     tc_redactor_free(red);
+    if (view && !tc_grant_empty(j->grant))
+        json_object_set_new(view, "credentials", tc_grant_summary(j->grant));
+    /* Ended (or interrupted, or refused): its leases and tokens end with it. */
+    if (tc_broker_release(w->conn, w->srv->keys, j->id) < 0)
+        tc_log(TC_LOG_ERROR, "revoking an execution's credentials failed", "{s:s}",
+               "execution_id", j->id);
     json_t *actor = actor_key(j->key_id);
     if (!view || tc_execution_finish(w->conn, w->srv->keys, j->tenant_id, actor, j->tool, j->id,
                                      j->request_id, view, action) < 0) {
@@ -179,11 +189,24 @@ static void start_job(struct tc_worker *w, struct job *j)
         else if (!(spec = tc_exec_build_spec(tool, &req, j->limits, j->id)))
             why = "out of memory";
     }
+    char *lease_why = NULL;
+    if (!why) {
+        int lrc = tc_broker_lease(w->conn, w->srv->keys, j->tenant_id, tool, j->id,
+                                  j->limits[TC_LIMIT_TIMEOUT_MS], &j->grant, &lease_why);
+        if (lrc == 0 && tc_grant_apply_spec(j->grant, spec) < 0)
+            lrc = -ENOMEM;
+        if (lrc < 0)
+            why = lease_why ? lease_why : "the credentials of this tool could not be leased";
+    }
     if (why) {
         refuse(w, j, why);
         job_free(j);
     } else {
-        int rc = tc_launcher_submit(w->srv->launcher, spec, on_job_result, j);
+        int rc = -ESHUTDOWN;
+        if (tc_server_begin(w->srv)) {
+            rc = tc_launcher_submit(w->srv->launcher, spec, on_job_result, j);
+            tc_server_end(w->srv);
+        }
         if (rc < 0) {
             refuse(w, j, rc == -EAGAIN ? "no sandbox slot was free" : "the launcher is unavailable");
             job_free(j);
@@ -191,6 +214,7 @@ static void start_job(struct tc_worker *w, struct job *j)
             w->running++;
         }
     }
+    free(lease_why);
     json_decref(spec);
     json_decref(body);
     json_decref(errors);
@@ -210,7 +234,8 @@ static void claim(struct tc_worker *w)
             " WHERE id = (SELECT id FROM executions WHERE status = 'queued'"
             "             ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED)"
             " RETURNING id, tenant_id, coalesce(api_key_id::text, ''), tool,"
-            " coalesce(request_id, ''), to_char(created_at, 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')",
+            " coalesce(request_id, ''), to_char(created_at, 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"
+            " limits::text",
             1, p);
         if (!r || PQntuples(r) != 1) {
             PQclear(r);
@@ -228,6 +253,12 @@ static void claim(struct tc_worker *w)
         snprintf(j->tool, sizeof(j->tool), "%s", PQgetvalue(r, 0, 3));
         snprintf(j->request_id, sizeof(j->request_id), "%s", PQgetvalue(r, 0, 4));
         snprintf(j->created_at, sizeof(j->created_at), "%s", PQgetvalue(r, 0, 5));
+        /* The limits recorded at request time, so that a refusal (before the payload is
+         * trusted) still reports them; a run takes them from the approved payload. */
+        json_t *lim = json_loads(PQgetvalue(r, 0, 6), 0, NULL);
+        for (int k = 0; k < TC_LIMIT__COUNT; k++)
+            j->limits[k] = json_integer_value(json_object_get(lim, tc_limit_names[k]));
+        json_decref(lim);
         PQclear(r);
         tc_log(TC_LOG_INFO, "claimed approved execution", "{s:s, s:i}", "execution_id", j->id,
                "instance", w->instance_id);

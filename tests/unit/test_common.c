@@ -13,7 +13,9 @@ TEST(parse_i64_rejects_garbage)
     CHECK(tc_parse_i64("42", 0, 100, &v) == 0 && v == 42);
     CHECK(tc_parse_i64("42x", 0, 100, &v) == -EINVAL);
     CHECK(tc_parse_i64("", 0, 100, &v) == -EINVAL);
-    CHECK(tc_parse_i64(" 4", 0, 100, &v) == 0 || v == 42); /* strtoll skips leading space */
+    CHECK(tc_parse_i64(" 4", 0, 100, &v) == -EINVAL);
+    CHECK(tc_parse_i64("+4", 0, 100, &v) == -EINVAL);
+    CHECK(tc_parse_i64("-4", -10, 100, &v) == 0 && v == -4);
     CHECK(tc_parse_i64("101", 0, 100, &v) == -ERANGE);
     CHECK(tc_parse_i64("99999999999999999999999", 0, INT64_MAX, &v) == -ERANGE);
 }
