@@ -350,10 +350,17 @@ static ssize_t export_read(void *cls, uint64_t pos, char *buf, size_t max)
     while (st->off >= st->out.len) {
         if (st->phase == 3)
             return MHD_CONTENT_READER_END_OF_STREAM;
-        if (export_fill(st) < 0) {
-            tc_log(TC_LOG_ERROR, "audit export failed", "{s:s}", "error", PQerrorMessage(st->conn));
+        /* One pooled connection per batch, not per stream: a client that stops reading
+         * must not pin a connection (eight such clients would starve the pool). */
+        st->conn = st->phase == 0 ? NULL : tc_db_acquire(st->srv->db, 5000);
+        int rc = (st->phase == 0 || st->conn) ? export_fill(st) : -EIO;
+        if (rc < 0)
+            tc_log(TC_LOG_ERROR, "audit export failed", "{s:s}", "error",
+                   st->conn ? PQerrorMessage(st->conn) : "no database connection");
+        tc_db_release(st->srv->db, st->conn);
+        st->conn = NULL;
+        if (rc < 0)
             return MHD_CONTENT_READER_END_WITH_ERROR;
-        }
     }
     size_t n = st->out.len - st->off;
     if (n > max)
@@ -381,8 +388,9 @@ enum MHD_Result tc_api_audit_export(struct tc_request *r)
         export_free(st);
         return ret;
     }
-    st->conn = tc_db_acquire(r->srv->db, 5000);
-    if (!st->conn) {
+    PGconn *probe = tc_db_acquire(r->srv->db, 5000); /* answer 503 now rather than a cut stream */
+    tc_db_release(r->srv->db, probe);
+    if (!probe) {
         export_free(st);
         return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
                                   "the database is not reachable");

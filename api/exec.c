@@ -9,9 +9,16 @@
 #include "common/util.h"
 #include "policy/redact.h"
 
+#define MAX_ERRORS 100 /* a body of 300,000 unknown fields must not make a 15 MB answer */
+
 static void add_error(json_t *errors, const char *path, const char *message)
 {
-    json_array_append_new(errors, json_pack("{s:s, s:s}", "path", path, "message", message));
+    size_t n = json_array_size(errors);
+    if (n < MAX_ERRORS)
+        json_array_append_new(errors, json_pack("{s:s, s:s}", "path", path, "message", message));
+    else if (n == MAX_ERRORS)
+        json_array_append_new(errors, json_pack("{s:s, s:s}", "path", "", "message",
+                                                "further errors are not listed"));
 }
 
 static bool tool_name_ok(const char *s)

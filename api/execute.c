@@ -567,7 +567,8 @@ enum MHD_Result tc_api_prescreen(struct tc_request *r)
     json_t *errors = json_array();
     const char *key;
     json_t *v;
-    json_object_foreach(body, key, v) if (strcmp(key, "tool") && strcmp(key, "code"))
+    json_object_foreach(body, key, v) if (strcmp(key, "tool") && strcmp(key, "code") &&
+                                          json_array_size(errors) < 100)
         json_array_append_new(errors, json_pack("{s:s, s:s}", "path", key, "message",
                                                 "unknown field"));
     json_t *tool_j = json_object_get(body, "tool"), *code = json_object_get(body, "code");

@@ -196,6 +196,44 @@ const char *tc_request_query(struct tc_request *r, const char *name)
 
 /* ---- routing ---- */
 
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+static enum MHD_Result count_authorization(void *cls, enum MHD_ValueKind kind, const char *key,
+                                           const char *value)
+{
+    if (strcasecmp(key, "Authorization") == 0)
+        (*(int *)cls)++;
+    return MHD_YES;
+}
+
+/* libmicrohttpd's unescaping, except that %00 stays as it is: a decoded NUL would cut the
+ * path or a query value short where C strings end ("/healthz%00junk" would be "/healthz"). */
+static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
+{
+    char *out = s;
+    for (const char *in = s; *in;) {
+        int hi, lo;
+        if (in[0] == '%' && (hi = hexval(in[1])) >= 0 && (lo = hexval(in[2])) >= 0 &&
+            (hi | lo) != 0) {
+            *out++ = (char)(hi << 4 | lo);
+            in += 3;
+        } else {
+            *out++ = *in++;
+        }
+    }
+    *out = '\0';
+    return (size_t)(out - s);
+}
+
 static void free_params(struct tc_request *r)
 {
     for (size_t i = 0; i < TC_ARRAY_SIZE(r->params); i++) {
@@ -265,6 +303,11 @@ static enum MHD_Result dispatch(struct tc_request *r)
         return tc_console_dispatch(r, found); /* session cookie, CSRF; see console/console.h */
     if (found->roles) {
         const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Authorization");
+        int nauth = 0;
+        MHD_get_connection_values(r->conn, MHD_HEADER_KIND, count_authorization, &nauth);
+        if (nauth > 1) /* a proxy in front may have checked the other one: trust neither */
+            return problem_with_header(r, 401, "unauthorized", "Unauthorized", "WWW-Authenticate",
+                                       "Bearer", "send exactly one Authorization header");
         if (!h || strncasecmp(h, "Bearer ", 7) != 0)
             return problem_with_header(r, 401, "unauthorized", "Unauthorized", "WWW-Authenticate",
                                        "Bearer", "an API key is required: Authorization: Bearer <key>");
@@ -418,7 +461,8 @@ int tc_http_start(struct tc_server *srv, char **ret_error)
     srv->mhd = MHD_start_daemon(
         flags, srv->cfg->listen_port, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR,
         ai->ai_addr, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)srv->cfg->threads,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_CONNECTION_TIMEOUT,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_UNESCAPE_CALLBACK, unescape,
+        NULL, MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned)30, MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000, MHD_OPTION_EXTERNAL_LOGGER,
         on_mhd_error, NULL, MHD_OPTION_END);
     freeaddrinfo(ai);
