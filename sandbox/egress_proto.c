@@ -10,22 +10,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
-
-#define REQUIRED_SEALS (F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE)
-
-static int make_memfd(const char *payload, size_t len)
-{
-    _cleanup_close_ int fd = memfd_create("tc-egress", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    int r;
-
-    if (fd < 0)
-        return -errno;
-    if ((r = tc_write_all(fd, payload, len)) < 0)
-        return r;
-    if (fcntl(fd, F_ADD_SEALS, REQUIRED_SEALS) < 0)
-        return -errno;
-    return tc_steal_fd(&fd);
-}
+#include "sandbox/wire.h"
 
 int tc_eg_send(int sock, enum tc_eg_type type, uint64_t handle, const char *payload, size_t len,
                int fd)
@@ -45,7 +30,7 @@ int tc_eg_send(int sock, enum tc_eg_type type, uint64_t handle, const char *payl
     if (len > TC_EG_MAX_PAYLOAD)
         return -E2BIG;
     if (len > 0) {
-        mfd = make_memfd(payload, len);
+        mfd = tc_wire_memfd_new(payload, len);
         if (mfd < 0)
             return mfd;
         fds[nfds++] = mfd;
@@ -70,39 +55,6 @@ int tc_eg_send(int sock, enum tc_eg_type type, uint64_t handle, const char *payl
     return n == (ssize_t)sizeof(h) ? 0 : -EIO;
 }
 
-static int read_memfd(int fd, uint32_t len, char **ret)
-{
-    struct stat st;
-    int seals;
-    _cleanup_free_ char *buf = NULL;
-    size_t off = 0;
-
-    if (fstat(fd, &st) < 0)
-        return -errno;
-    if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != len)
-        return -EBADMSG;
-    seals = fcntl(fd, F_GET_SEALS);
-    if (seals < 0 || (seals & REQUIRED_SEALS) != REQUIRED_SEALS)
-        return -EBADMSG;
-    buf = malloc((size_t)len + 1);
-    if (!buf)
-        return -ENOMEM;
-    while (off < len) {
-        ssize_t n = pread(fd, buf + off, len - off, (off_t)off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -errno;
-        if (n == 0)
-            return -EBADMSG;
-        off += (size_t)n;
-    }
-    buf[len] = '\0';
-    if (strlen(buf) != len)
-        return -EBADMSG; /* JSON text never holds NUL */
-    *ret = TC_STEAL(buf);
-    return 0;
-}
 
 int tc_eg_recv(int sock, struct tc_eg_hdr *ret_hdr, char **ret_payload, int *ret_fd)
 {
@@ -147,7 +99,7 @@ int tc_eg_recv(int sock, struct tc_eg_hdr *ret_hdr, char **ret_payload, int *ret
         nfds != (h.len > 0 ? 1 : 0) + (int)h.has_fd || h.handle == 0)
         r = -EBADMSG;
     if (r == 0 && h.len > 0)
-        r = read_memfd(fds[0], h.len, &payload);
+        r = tc_wire_memfd_read(fds[0], h.len, &payload);
     if (r == 0) {
         *ret_hdr = h;
         *ret_payload = payload;

@@ -13,29 +13,14 @@
 
 #define REQUIRED_SEALS (F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE)
 
-static int write_full(int fd, const char *p, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-static int make_memfd(const void *payload, size_t len)
+int tc_wire_memfd_new(const void *payload, size_t len)
 {
     _cleanup_close_ int fd = memfd_create("tc-msg", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     int r;
 
     if (fd < 0)
         return -errno;
-    if ((r = write_full(fd, payload, len)) < 0)
+    if ((r = tc_write_all(fd, payload, len)) < 0)
         return r;
     if (fcntl(fd, F_ADD_SEALS, REQUIRED_SEALS) < 0)
         return -errno;
@@ -62,7 +47,7 @@ int tc_wire_send(int sock, enum tc_wire_type type, const char *id, const void *p
         memcpy(h.id, id, n);
     }
     if (len > 0) {
-        fd = make_memfd(payload, len);
+        fd = tc_wire_memfd_new(payload, len);
         if (fd < 0)
             return fd;
         memset(&cm, 0, sizeof(cm));
@@ -98,8 +83,7 @@ static void close_cmsg_fds(struct msghdr *msg)
     }
 }
 
-/* Read exactly len bytes from a sealed memfd into a fresh NUL-terminated buffer. */
-static int read_memfd(int fd, uint64_t len, char **ret)
+int tc_wire_memfd_read(int fd, uint64_t len, char **ret)
 {
     struct stat st;
     int seals;
@@ -173,7 +157,7 @@ int tc_wire_recv(int sock, struct tc_wire_hdr *ret_hdr, char **ret_payload)
         h.type >= TC_WIRE_TYPE_MAX_ || h.len > TC_WIRE_MAX_PAYLOAD ||
         memchr(h.id, '\0', sizeof(h.id)) == NULL || (h.len > 0) != (fd >= 0))
         return -EBADMSG;
-    if (h.len > 0 && (r = read_memfd(fd, h.len, &payload)) < 0)
+    if (h.len > 0 && (r = tc_wire_memfd_read(fd, h.len, &payload)) < 0)
         return r;
     *ret_hdr = h;
     *ret_payload = payload;

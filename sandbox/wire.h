@@ -26,6 +26,13 @@ struct tc_wire_hdr {
 };
 
 /* Send one message. 0 or -errno. */
+/* A sealed (seal, shrink, grow, write) memfd holding payload: the receiver can trust its
+ * size and that nobody changes it after the check. The fd, or -errno. */
+int tc_wire_memfd_new(const void *payload, size_t len);
+/* Read exactly len bytes from a memfd made by tc_wire_memfd_new (its seals and size are
+ * checked: -EBADMSG otherwise) into a fresh NUL-terminated buffer. */
+int tc_wire_memfd_read(int fd, uint64_t len, char **ret);
+
 int tc_wire_send(int sock, enum tc_wire_type type, const char *id, const void *payload, size_t len);
 /* Receive one message. *ret_payload is malloc'ed and NUL-terminated (NULL when len == 0).
  * 0, -EPIPE on orderly EOF, -EAGAIN if non-blocking and nothing is there, -EBADMSG on a
