@@ -96,9 +96,7 @@ static enum idem idem_begin(struct tc_request *r, struct exec_state *st, enum MH
     char hash[67];
     unsigned char h[32];
     crypto_generichash(h, sizeof(h), (const unsigned char *)r->body.data, r->body.len, NULL, 0);
-    hash[0] = '\\';
-    hash[1] = 'x';
-    sodium_bin2hex(hash + 2, 65, h, sizeof(h));
+    tc_db_bytea_hex(h, sizeof(h), hash);
     const char *p[] = {r->principal.tenant_id, key, hash};
     PGconn *c = tc_db_acquire(r->srv->db, 5000);
     PGresult *res = NULL;
@@ -404,9 +402,7 @@ static enum MHD_Result hold(struct tc_request *r, struct exec_state *st,
     tc_uuid7(approval_id);
     json_t *payload = tc_approval_payload(tool, req, st->limits);
     tc_approval_payload_hash(payload, h);
-    hash_hex_s[0] = '\\';
-    hash_hex_s[1] = 'x';
-    sodium_bin2hex(hash_hex_s + 2, 65, h, sizeof(h));
+    tc_db_bytea_hex(h, sizeof(h), hash_hex_s);
     static const char *const tiers[] = {"auto", "assisted", "human_approve", "manual_only"};
     json_t *approval = json_pack("{s:s, s:o, s:O, s:s, s:s, s:i, s:i}", "id", approval_id,
                                  "payload", payload, "reasons", reasons, "payload_hash", hash_hex_s,

@@ -35,22 +35,6 @@ void tc_audit_value_hash(const struct tc_keys *keys, const void *value, size_t l
     sodium_bin2hex(out, 65, h, sizeof(h));
 }
 
-static void bytea_hex(const unsigned char *b, size_t n, char *out /* 2n + 3 */)
-{
-    out[0] = '\\';
-    out[1] = 'x';
-    sodium_bin2hex(out + 2, 2 * n + 1, b, n);
-}
-
-/* libpq returns bytea in hex form "\x..."; decode exactly n bytes. */
-static bool bytea_parse(const char *s, unsigned char *out, size_t n)
-{
-    size_t len = 0;
-    if (strncmp(s, "\\x", 2) != 0)
-        return false;
-    return sodium_hex2bin(out, n, s + 2, strlen(s + 2), NULL, &len, NULL) == 0 && len == n;
-}
-
 static void checkpoint_message(int64_t seq, const char *hash_hex, const char *ts, char *out,
                                size_t outlen)
 {
@@ -67,8 +51,8 @@ static int sign_checkpoint(PGconn *c, const struct tc_keys *keys, int64_t seq,
     checkpoint_message(seq, hash_hex, ts, msg, sizeof(msg));
     crypto_sign_detached(sig, NULL, (const unsigned char *)msg, strlen(msg), keys->audit_sign_sk);
     snprintf(seqs, sizeof(seqs), "%" PRId64, seq);
-    bytea_hex(hash, 32, hash_bytea);
-    bytea_hex(sig, 64, sig_bytea);
+    tc_db_bytea_hex(hash, 32, hash_bytea);
+    tc_db_bytea_hex(sig, 64, sig_bytea);
     const char *p[] = {seqs, hash_bytea, ts, keys->audit_key_id, sig_bytea};
     PGresult *r = tc_db_exec(c,
                              "INSERT INTO audit_checkpoints (seq, hash, ts, key_id, signature)"
@@ -91,7 +75,7 @@ int tc_audit_append_tx(PGconn *c, const struct tc_keys *keys, const json_t *even
     int64_t seq = 0;
     unsigned char prev[32], hash[32];
     bool ok = tc_parse_i64(PQgetvalue(r, 0, 0), 0, INT64_MAX - 1, &seq) == 0 &&
-              bytea_parse(PQgetvalue(r, 0, 1), prev, 32);
+              tc_db_bytea_parse(PQgetvalue(r, 0, 1), prev, 32);
     PQclear(r);
     if (!ok)
         return -EIO;
@@ -115,7 +99,7 @@ int tc_audit_append_tx(PGconn *c, const struct tc_keys *keys, const json_t *even
 
     char seqs[24], hash_bytea[67];
     snprintf(seqs, sizeof(seqs), "%" PRId64, seq);
-    bytea_hex(hash, 32, hash_bytea);
+    tc_db_bytea_hex(hash, 32, hash_bytea);
     const char *p[] = {seqs, canon, hash_bytea};
     r = tc_db_exec(c, "INSERT INTO audit_log (seq, record, hash) VALUES ($1, $2::jsonb, $3::bytea)",
                    3, p);
@@ -158,7 +142,7 @@ int tc_audit_append(PGconn *c, const struct tc_keys *keys, const json_t *event, 
 int tc_audit_publish_key(PGconn *c, const struct tc_keys *keys)
 {
     char pk[67];
-    bytea_hex(keys->audit_sign_pk, 32, pk);
+    tc_db_bytea_hex(keys->audit_sign_pk, 32, pk);
     const char *p[] = {keys->audit_key_id, pk};
     PGresult *r = tc_db_exec(c,
                              "INSERT INTO audit_keys (key_id, public_key) VALUES ($1, $2::bytea)"
@@ -184,7 +168,7 @@ int tc_audit_checkpoint(PGconn *c, const struct tc_keys *keys)
         unsigned char hash[32];
         if (tc_parse_i64(PQgetvalue(r, 0, 0), 0, INT64_MAX, &seq) == 0 &&
             tc_parse_i64(PQgetvalue(r, 0, 2), 0, INT64_MAX, &last) == 0 &&
-            bytea_parse(PQgetvalue(r, 0, 1), hash, 32))
+            tc_db_bytea_parse(PQgetvalue(r, 0, 1), hash, 32))
             rc = (seq > last) ? sign_checkpoint(c, keys, seq, hash) : 0;
     }
     PQclear(r);
@@ -322,12 +306,12 @@ int tc_audit_verify_db(PGconn *c, struct tc_audit_verdict *ret)
         struct checkpoint *cp = &ch.cps[i];
         unsigned char sig[64], pk[32];
         int row = (int)i;
-        bool have_pk = !PQgetisnull(r, row, 5) && bytea_parse(PQgetvalue(r, row, 5), pk, 32);
+        bool have_pk = !PQgetisnull(r, row, 5) && tc_db_bytea_parse(PQgetvalue(r, row, 5), pk, 32);
         tc_parse_i64(PQgetvalue(r, row, 0), 0, INT64_MAX, &cp->seq);
         snprintf(cp->ts, sizeof(cp->ts), "%s", PQgetvalue(r, row, 2));
         snprintf(cp->key_id, sizeof(cp->key_id), "%s", PQgetvalue(r, row, 3));
-        cp->valid_signature = bytea_parse(PQgetvalue(r, row, 1), cp->hash, 32) &&
-                              bytea_parse(PQgetvalue(r, row, 4), sig, 64) &&
+        cp->valid_signature = tc_db_bytea_parse(PQgetvalue(r, row, 1), cp->hash, 32) &&
+                              tc_db_bytea_parse(PQgetvalue(r, row, 4), sig, 64) &&
                               checkpoint_verify(cp, sig, have_pk ? pk : NULL);
     }
     PQclear(r);
@@ -346,7 +330,7 @@ int tc_audit_verify_db(PGconn *c, struct tc_audit_verdict *ret)
             unsigned char h[32];
             tc_parse_i64(PQgetvalue(r, i, 0), 0, INT64_MAX, &seq);
             json_t *rec = json_loads(PQgetvalue(r, i, 1), 0, NULL);
-            if (!rec || !bytea_parse(PQgetvalue(r, i, 2), h, 32))
+            if (!rec || !tc_db_bytea_parse(PQgetvalue(r, i, 2), h, 32))
                 verdict_bad(&v, seq, "the record cannot be parsed");
             else
                 chain_step(&ch, seq, rec, h);
@@ -365,7 +349,7 @@ int tc_audit_verify_db(PGconn *c, struct tc_audit_verdict *ret)
         int64_t head = 0;
         unsigned char hh[32];
         if (PQntuples(r) == 1 && tc_parse_i64(PQgetvalue(r, 0, 0), 0, INT64_MAX, &head) == 0 &&
-            bytea_parse(PQgetvalue(r, 0, 1), hh, 32)) {
+            tc_db_bytea_parse(PQgetvalue(r, 0, 1), hh, 32)) {
             if (head != ch.next_seq - 1 || sodium_memcmp(hh, ch.prev, 32) != 0)
                 verdict_bad(&v, ch.next_seq, "records were cut from the tail (the chain head "
                                              "names a later record)");

@@ -98,9 +98,7 @@ static char *bytea_encode(const unsigned char *b, size_t n)
     char *s = malloc(2 * n + 3);
     if (!s)
         return NULL;
-    s[0] = '\\';
-    s[1] = 'x';
-    sodium_bin2hex(s + 2, 2 * n + 1, b, n);
+    tc_db_bytea_hex(b, n, s);
     return s;
 }
 

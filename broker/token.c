@@ -183,17 +183,10 @@ static bool simple(PGconn *c, const char *sql)
     return ok;
 }
 
-static void bytea_hex(const unsigned char *b, size_t n, char *out /* 2n + 3 */)
-{
-    out[0] = '\\';
-    out[1] = 'x';
-    sodium_bin2hex(out + 2, 2 * n + 1, b, n);
-}
-
 int tc_token_publish_key(PGconn *c, const struct tc_keys *keys)
 {
     char pk[67];
-    bytea_hex(keys->token_sign_pk, 32, pk);
+    tc_db_bytea_hex(keys->token_sign_pk, 32, pk);
     const char *p[] = {keys->token_key_id, pk};
     PGresult *r = tc_db_exec(c,
                              "INSERT INTO token_keys (key_id, public_key) VALUES ($1, $2::bytea)"

@@ -143,9 +143,7 @@ static void token_hash_hex(const char *token, char out[2 * 32 + 3])
 {
     unsigned char h[32];
     crypto_generichash(h, sizeof(h), (const unsigned char *)token, strlen(token), NULL, 0);
-    out[0] = '\\';
-    out[1] = 'x';
-    sodium_bin2hex(out + 2, 2 * 32 + 1, h, sizeof(h));
+    tc_db_bytea_hex(h, sizeof(h), out);
 }
 
 static void random_token(char out[TC_CONSOLE_TOKEN_LEN + 1])

@@ -35,9 +35,7 @@ static void key_hash_hex(const char *key, char out[2 * 32 + 3])
 {
     unsigned char h[32];
     crypto_generichash(h, sizeof(h), (const unsigned char *)key, strlen(key), NULL, 0);
-    out[0] = '\\';
-    out[1] = 'x';
-    sodium_bin2hex(out + 2, 2 * 32 + 1, h, sizeof(h));
+    tc_db_bytea_hex(h, sizeof(h), out);
 }
 
 static bool key_well_formed(const char *key)

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -140,4 +141,19 @@ bool tc_db_ping(struct tc_db *db)
     PQclear(r);
     tc_db_release(db, c);
     return ok;
+}
+
+void tc_db_bytea_hex(const unsigned char *b, size_t n, char *out)
+{
+    out[0] = '\\';
+    out[1] = 'x';
+    sodium_bin2hex(out + 2, 2 * n + 1, b, n);
+}
+
+bool tc_db_bytea_parse(const char *s, unsigned char *out, size_t n)
+{
+    size_t len = 0;
+    if (strncmp(s, "\\x", 2) != 0)
+        return false;
+    return sodium_hex2bin(out, n, s + 2, strlen(s + 2), NULL, &len, NULL) == 0 && len == n;
 }

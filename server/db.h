@@ -2,6 +2,7 @@
 #pragma once
 #include <libpq-fe.h>
 #include <stdbool.h>
+#include <stddef.h>
 
 struct tc_db;
 
@@ -17,6 +18,12 @@ void tc_db_release(struct tc_db *db, PGconn *conn);
 /* PQexecParams with text parameters. Returns the result when its status is
  * PGRES_COMMAND_OK or PGRES_TUPLES_OK, else clears it and returns NULL. */
 PGresult *tc_db_exec(PGconn *conn, const char *sql, int nparams, const char *const *params);
+/* bytea parameters and results travel in libpq's hex text form "\x<hex>".
+ * tc_db_bytea_hex writes 2n + 3 bytes (NUL included) into out; tc_db_bytea_parse decodes
+ * exactly n bytes and is false for anything else. */
+void tc_db_bytea_hex(const unsigned char *b, size_t n, char *out);
+bool tc_db_bytea_parse(const char *s, unsigned char *out, size_t n);
+
 /* True when the server answers SELECT 1. */
 bool tc_db_ping(struct tc_db *db);
 /* Single connection without a pool (CLI commands). */

@@ -148,11 +148,7 @@ static void start_job(struct tc_worker *w, struct job *j)
     json_t *payload = json_loads(PQgetvalue(r, 0, 0), 0, NULL);
     j->findings = json_loads(PQgetvalue(r, 0, 2), 0, NULL);
     unsigned char want[32], got[32];
-    size_t len = 0;
-    const char *hh = PQgetvalue(r, 0, 1);
-    bool hash_ok = payload && strncmp(hh, "\\x", 2) == 0 &&
-                   sodium_hex2bin(want, 32, hh + 2, strlen(hh + 2), NULL, &len, NULL) == 0 &&
-                   len == 32;
+    bool hash_ok = payload && tc_db_bytea_parse(PQgetvalue(r, 0, 1), want, sizeof(want));
     PQclear(r);
     if (hash_ok) {
         tc_approval_payload_hash(payload, got);
