@@ -2,6 +2,9 @@
 # Build the libFuzzer targets with clang (ASan + UBSan) straight from the sources, and run each
 # for N seconds (default 20) on its seed corpus. A crash input is kept in tests/fuzz/crashes/;
 # turn it into a regression test (tests/fuzz/regressions/<target>/) before fixing.
+# The run is reproducible: a fixed seed (FUZZ_SEED, default 1) on the fresh seed corpus, so CI
+# replays a prefix of the same mutation sequence a developer ran locally for longer; a slower
+# machine just stops earlier. For exploratory fuzzing set FUZZ_SEED=0 (libFuzzer picks one).
 # Usage: tests/fuzz/build.sh [seconds]   (0: build only)
 set -eu
 secs=${1:-20}
@@ -22,6 +25,7 @@ $cc $flags -o "$out/fuzz_redact" "$root/tests/fuzz/fuzz_redact.c" "$root/policy/
 # seed corpora (copied so libFuzzer can add to them without touching the tree)
 seed() {
     d="$out/corpus_$1"
+    rm -rf "$d"
     mkdir -p "$d"
     shift
     for f in "$@"; do [ -f "$f" ] && cp "$f" "$d/" 2>/dev/null || true; done
@@ -52,7 +56,7 @@ for t in policy prescreen redact; do
     case $t in policy) corp=$pol ;; prescreen) corp=$psd ;; redact) corp=$red ;; esac
     echo "fuzz_$t: ${secs}s"
     if ! "$out/fuzz_$t" -max_total_time="$secs" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
-        -artifact_prefix="$root/tests/fuzz/crashes/fuzz_$t-" -print_final_stats=0 "$corp" 2>"$out/fuzz_$t.log"; then
+        -seed="${FUZZ_SEED:-1}" -artifact_prefix="$root/tests/fuzz/crashes/fuzz_$t-" -print_final_stats=0 "$corp" 2>"$out/fuzz_$t.log"; then
         echo "not ok - fuzz_$t (see $out/fuzz_$t.log and tests/fuzz/crashes/)"
         tail -30 "$out/fuzz_$t.log"
         rc=1
