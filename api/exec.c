@@ -323,8 +323,6 @@ json_t *tc_exec_build_spec(const struct tc_tool *tool, const struct tc_exec_requ
                              "limits", limits);
     if (!spec)
         return NULL;
-    if (tool->backend == TC_BACKEND_GVISOR && tool->runtime)
-        json_object_set_new(spec, "runtime", json_string(tool->runtime));
     json_t *in = json_object_get(body, "stdin");
     if (in)
         json_object_set_new(spec, "stdin_b64",

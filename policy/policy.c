@@ -1079,6 +1079,11 @@ static void parse_tool(struct ctx *c, const char *name, json_t *obj, struct tc_t
     parse_env(c, path, obj, t);
     parse_filesystem(c, path, obj, t);
     parse_network(c, path, obj, t);
+    if (t->backend == TC_BACKEND_GVISOR && !t->network_none) {
+        /* runsc runs with --network=none; the egress proxy serves native sandboxes only */
+        path_key(p, sizeof(p), path, "network");
+        add_err(c, p, "the gvisor backend supports \"none\" only (allowlists need \"native\")");
+    }
     check_prescreen(c, path, obj);
     check_approval(c, path, obj);
     check_credentials(c, path, obj, t);

@@ -34,6 +34,7 @@
 #include "sandbox/cgroup.h"
 #include "sandbox/child.h"
 #include "sandbox/egress_link.h"
+#include "sandbox/gvisor.h"
 #include "sandbox/launcher.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/seccomp.h"
@@ -97,11 +98,18 @@ struct sbx {
     struct violation viol[MAX_VIOLATIONS];
     unsigned n_viol;
     uint64_t egress_handle; /* registered with the egress proxy (network allowlist), 0 = none */
+
+    /* gvisor backend: pid/pidfd are runsc's; the bundle is a tmpfs of its own */
+    bool gvisor;
+    char gv_path[PATH_MAX];
+    int gv_fd;
+    bool gv_mounted, gv_dir;
+    char gv_error[384]; /* runsc failed before the program ran */
 };
 
 struct launcher {
     int sock, epfd, sigfd;
-    char scratch[PATH_MAX - 64], newroot[PATH_MAX], wsdir[PATH_MAX];
+    char scratch[PATH_MAX - 64], newroot[PATH_MAX], wsdir[PATH_MAX], gvdir[PATH_MAX];
     bool scratch_mounted;
     struct tc_cg_host cg;
     struct tc_seccomp_prog sc;
@@ -116,6 +124,7 @@ struct launcher {
     struct tc_cgroup *dead_cgs; /* groups whose rmdir got EBUSY: retried on tick */
     size_t n_dead_cgs;
     struct tc_egress_link *egress; /* the egress proxy, NULL if it could not be started */
+    struct tc_gv_host gv;
 };
 
 static int64_t now_ms(void)
@@ -252,6 +261,12 @@ static void teardown(struct launcher *L, struct sbx *s)
         tc_ws_unmount(s->ws_path);
     if (s->ws_dir)
         rmdir(s->ws_path);
+    if (s->gv_fd >= 0)
+        close(s->gv_fd);
+    if (s->gv_mounted)
+        umount2(s->gv_path, MNT_DETACH); /* config, secrets, runsc's state and log */
+    if (s->gv_dir)
+        rmdir(s->gv_path);
     free(s->out.data);
     free(s->err.data);
     free(s->stdin_data);
@@ -261,6 +276,7 @@ static void teardown(struct launcher *L, struct sbx *s)
     memset(s, 0, sizeof(*s));
     s->slot = slot;
     s->pidfd = s->stdin_fd = s->out.fd = s->err.fd = s->ctl_fd = s->notify_fd = s->ws_fd = -1;
+    s->gv_fd = -1;
     L->running--;
 }
 
@@ -323,7 +339,17 @@ static void finish(struct launcher *L, struct sbx *s)
         peak = (uint64_t)s->ru.ru_maxrss * 1024;
     if (s->has_cg && tc_cg_oom_killed(&s->cg) && !s->killed_reason)
         s->killed_reason = "memory";
+    /* gvisor: the host pids cgroup is only a backstop for runsc's own threads; when it
+     * bites, gVisor could not run the program faithfully (the Go runtime dies). */
+    if (s->gvisor && s->has_cg && tc_cg_pids_hit(&s->cg) && !s->killed_reason)
+        s->killed_reason = "pids";
 
+    if (s->gv_error[0]) {
+        char msg[sizeof(s->gv_error) + 32];
+        snprintf(msg, sizeof(msg), "sandbox setup failed: %s", s->gv_error);
+        fail_teardown(L, s, msg);
+        return;
+    }
     if (s->setup_err) { /* from PID 1, or from the program child before its execve */
         char msg[256];
         snprintf(msg, sizeof(msg), "sandbox setup failed: %s: %s", s->setup_what,
@@ -381,7 +407,7 @@ static void finish(struct launcher *L, struct sbx *s)
                     "stdout_truncated", s->out.dropped > 0, "stderr_truncated", s->err.dropped > 0,
                     "duration_ms", (json_int_t)(s->end_ms - s->start_ms), "cpu_ms",
                     (json_int_t)cpu_ms, "memory_peak_bytes", (json_int_t)peak, "killed_reason",
-                    s->killed_reason, "enforced", enforced_json(L), "policy_violations", viol,
+                    s->killed_reason, "enforced", s->gvisor ? tc_gv_enforced(&L->cg) : enforced_json(L), "policy_violations", viol,
                     "files", files ? files : json_array(), "pids_limit_hit",
                     s->has_cg && tc_cg_pids_hit(&s->cg), "workspace_full", ws_full);
     if (res && !s->killed_reason)
@@ -548,6 +574,14 @@ static void handle_pidfd(struct launcher *L, struct sbx *s)
     s->wstatus = r > 0 ? st : 0;
     s->end_ms = now_ms();
     unwatch_close(L, &s->pidfd);
+    if (s->gvisor && r > 0) {
+        /* runsc run is the sandbox's "PID 1": its status is the program's */
+        if (s->ctl_fd >= 0)
+            read_ctl(L, s);
+        if (!s->setup_err &&
+            tc_gv_status(s->gv_fd, st, &s->exit_status, s->gv_error, sizeof(s->gv_error)) == 0)
+            s->have_exit = true;
+    }
     /* PID 1 is gone, so is the whole namespace; make sure the cgroup is empty too. */
     if (s->has_cg)
         tc_cg_kill(&s->cg);
@@ -722,6 +756,121 @@ out:
     return r;
 }
 
+/* gvisor: runsc in the sandbox's cgroup, with the stdio pipes; its pidfd stands for PID 1. */
+static int spawn_gvisor(struct launcher *L, struct sbx *s)
+{
+    int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1}, ctl[2] = {-1, -1};
+    struct tc_gv_child c = {.cg_procs = {-1, -1, -1}};
+    char bufs[6][PATH_MAX + 32];
+    const char *argv[16];
+    struct clone_args_ ca;
+    int pidfd = -1, r = 0;
+    pid_t pid;
+
+    if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 ||
+        socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) < 0) {
+        r = -errno;
+        goto out;
+    }
+    bool into_cg = s->has_cg && L->cg.mode == TC_CG_V2 && s->cg.fd[0] >= 0;
+    if (s->has_cg && !into_cg && (r = tc_cg_open_procs(&s->cg, c.cg_procs)) < 0)
+        goto out;
+    tc_gv_argv(&L->gv, s->gv_path, s->id, bufs, argv);
+    c.stdin_fd = in[0];
+    c.stdout_fd = out[1];
+    c.stderr_fd = err[1];
+    c.ctl_fd = ctl[1];
+    c.argv = argv;
+
+    memset(&ca, 0, sizeof(ca));
+    ca.flags = CLONE_PIDFD;
+    ca.pidfd = (uint64_t)(uintptr_t)&pidfd;
+    ca.exit_signal = SIGCHLD;
+    if (into_cg) {
+        ca.flags |= CLONE_INTO_CGROUP_;
+        ca.cgroup = (uint64_t)s->cg.fd[0];
+    }
+    pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
+    if (pid < 0 && into_cg) {
+        ca.flags &= ~CLONE_INTO_CGROUP_;
+        ca.cgroup = 0;
+        if ((r = tc_cg_open_procs(&s->cg, c.cg_procs)) < 0)
+            goto out;
+        pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
+    }
+    if (pid < 0) {
+        r = -errno;
+        goto out;
+    }
+    if (pid == 0)
+        tc_gv_child_main(&c);
+    s->pid = pid;
+    s->pidfd = pidfd;
+    s->stdin_fd = in[1];
+    s->out.fd = out[0];
+    s->err.fd = err[0];
+    s->ctl_fd = ctl[0];
+    in[1] = out[0] = err[0] = ctl[0] = -1;
+    fcntl(s->stdin_fd, F_SETFL, O_NONBLOCK);
+    fcntl(s->out.fd, F_SETFL, O_NONBLOCK);
+    fcntl(s->err.fd, F_SETFL, O_NONBLOCK);
+    fcntl(s->ctl_fd, F_SETFL, O_NONBLOCK);
+    if ((r = watch(L, s->pidfd, EPOLLIN, s->slot, W_PIDFD)) < 0 ||
+        (r = watch(L, s->out.fd, EPOLLIN, s->slot, W_STDOUT)) < 0 ||
+        (r = watch(L, s->err.fd, EPOLLIN, s->slot, W_STDERR)) < 0 ||
+        (r = watch(L, s->ctl_fd, EPOLLIN, s->slot, W_CTL)) < 0)
+        goto out;
+    if (s->stdin_len > 0) {
+        if ((r = watch(L, s->stdin_fd, EPOLLOUT, s->slot, W_STDIN)) < 0)
+            goto out;
+    } else {
+        close(s->stdin_fd);
+        s->stdin_fd = -1;
+    }
+out:
+    for (int i = 0; i < 3; i++)
+        if (c.cg_procs[i] >= 0)
+            close(c.cg_procs[i]);
+    for (int i = 0; i < 2; i++) {
+        if (in[i] >= 0)
+            close(in[i]);
+        if (out[i] >= 0)
+            close(out[i]);
+        if (err[i] >= 0)
+            close(err[i]);
+        if (ctl[i] >= 0)
+            close(ctl[i]);
+    }
+    return r;
+}
+
+/* gvisor: the bundle on a tmpfs of its own (so a teardown is one unmount). */
+static int prepare_gvisor(struct launcher *L, struct sbx *s, char *err, size_t errlen)
+{
+    int r = snprintf(s->gv_path, sizeof(s->gv_path), "%s/%s", L->gvdir, s->id);
+    if (r < 0 || (size_t)r >= sizeof(s->gv_path) || mkdir(s->gv_path, 0700) < 0) {
+        snprintf(err, errlen, "bundle: %s", strerror(errno));
+        return -1;
+    }
+    s->gv_dir = true;
+    /* config + rootfs skeleton + runsc state and log (~100 KiB) + the secret files */
+    if (mount("tcgvisor", s->gv_path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+              "mode=0700,size=4m,nr_inodes=4096") < 0) {
+        snprintf(err, errlen, "bundle: %s", strerror(errno));
+        return -1;
+    }
+    s->gv_mounted = true;
+    s->gv_fd = open(s->gv_path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (s->gv_fd < 0) {
+        snprintf(err, errlen, "bundle: %s", strerror(errno));
+        return -1;
+    }
+    return tc_gv_write_bundle(s->gv_fd, s->gv_path, &s->spec, &L->rootfs, s->ws_path, s->uid,
+                              !L->cg.has[TC_CG_MEMORY], err, errlen) < 0
+               ? -1
+               : 0;
+}
+
 static void start_sandbox(struct launcher *L, const char *hdr_id, char *payload)
 {
     json_error_t jerr;
@@ -741,10 +890,18 @@ static void start_sandbox(struct launcher *L, const char *hdr_id, char *payload)
         json_decref(spec);
         return;
     }
-    if (strcmp(parsed.id, hdr_id) != 0 || strcmp(parsed.backend, "native") != 0) {
-        send_error(L, hdr_id,
-                   strcmp(parsed.id, hdr_id) ? "spec id does not match the message"
-                                             : "backend not available on this host");
+    bool gvisor = strcmp(parsed.backend, "gvisor") == 0;
+    if (strcmp(parsed.id, hdr_id) != 0) {
+        send_error(L, hdr_id, "spec id does not match the message");
+        goto fail_parsed;
+    }
+    if (gvisor && !L->gv.available) {
+        send_error(L, hdr_id, "backend gvisor: runsc not found on this host");
+        goto fail_parsed;
+    }
+    if (gvisor && parsed.network_allow) {
+        /* runsc runs with --network=none; the egress proxy lives in a host netns */
+        send_error(L, hdr_id, "backend gvisor: network allowlists are not supported");
         goto fail_parsed;
     }
     for (unsigned i = 0; i < L->max; i++) {
@@ -764,6 +921,7 @@ static void start_sandbox(struct launcher *L, const char *hdr_id, char *payload)
     s->spec_json = spec;
     s->spec = parsed;
     snprintf(s->id, sizeof(s->id), "%s", parsed.id);
+    s->gvisor = gvisor;
     s->uid = L->uid_base + s->slot;
     s->start_ms = now_ms();
     s->deadline_ms = s->start_ms + s->spec.limits.wall_ms;
@@ -795,15 +953,22 @@ static void start_sandbox(struct launcher *L, const char *hdr_id, char *payload)
         start_fail(L, s, "workspace %s", err);
         return;
     }
+    if (s->gvisor && prepare_gvisor(L, s, err, sizeof(err)) < 0) {
+        start_fail(L, s, "gvisor %s", err);
+        return;
+    }
     if (L->cg.mode != TC_CG_NONE) {
-        r = tc_cg_create(&L->cg, s->id, &s->spec.limits, &s->cg);
+        struct tc_limits lim = s->spec.limits;
+        if (s->gvisor)
+            lim.pids = lim.pids * 3 + TC_GV_PIDS_HEADROOM;
+        r = tc_cg_create(&L->cg, s->id, &lim, &s->cg);
         if (r < 0) {
             start_fail(L, s, "cgroup: %s", strerror(-r));
             return;
         }
         s->has_cg = true;
     }
-    r = spawn(L, s);
+    r = s->gvisor ? spawn_gvisor(L, s) : spawn(L, s);
     if (r < 0) {
         start_fail(L, s, "spawn: %s", strerror(-r));
         return;
@@ -871,6 +1036,8 @@ static void tick(struct launcher *L)
             kill_sbx(L, s, "cpu");
         else if (s->has_cg && tc_cg_oom_killed(&s->cg))
             kill_sbx(L, s, "memory"); /* v1 kills one task; the contract kills the tree */
+        else if (s->gvisor && s->has_cg && tc_cg_pids_hit(&s->cg))
+            kill_sbx(L, s, "pids"); /* runsc's backstop, see TC_GV_PIDS_HEADROOM */
     }
     if (L->n_dead_cgs)
         retry_dead_cgs(L);
@@ -972,7 +1139,8 @@ static json_t *host_info(struct launcher *L)
                                               : "none",
                      "controllers", ctl, "cgroup_parents", parents, "seccomp_notify", L->sc.notify,
                      "memsw", L->cg.memsw, "kernel", u.release, "launcher_pid", (int)getpid(),
-                     "max_sandboxes", (int)L->max, "backends", "native", "userns", 1, "note",
+                     "max_sandboxes", (int)L->max, "backends",
+                     L->gv.available ? "native,gvisor" : "native", "userns", 1, "note",
                      L->cg.note[0] ? L->cg.note : NULL, "egress_pid",
                      (int)tc_egress_link_pid(L->egress));
 }
@@ -1020,8 +1188,10 @@ static int setup(struct launcher *L, const char *state_dir)
     L->scratch_mounted = true;
     snprintf(L->newroot, sizeof(L->newroot), "%s/newroot", L->scratch);
     snprintf(L->wsdir, sizeof(L->wsdir), "%s/ws", L->scratch);
-    if (mkdir(L->newroot, 0755) < 0 || mkdir(L->wsdir, 0711) < 0)
+    snprintf(L->gvdir, sizeof(L->gvdir), "%s/gv", L->scratch);
+    if (mkdir(L->newroot, 0755) < 0 || mkdir(L->wsdir, 0711) < 0 || mkdir(L->gvdir, 0700) < 0)
         return -errno;
+    tc_gv_detect(&L->gv);
 
     L->init_fd = tc_child_open_init(L->init_path, sizeof(L->init_path));
     if (L->init_fd < 0) {
@@ -1148,6 +1318,7 @@ int tc_launcher_main(int argc, char **argv)
         struct sbx *s = &L.slots[i];
         s->slot = i;
         s->pidfd = s->stdin_fd = s->out.fd = s->err.fd = s->ctl_fd = s->notify_fd = s->ws_fd = -1;
+        s->gv_fd = -1;
     }
     r = setup(&L, state_dir);
     if (r < 0) {

@@ -2,6 +2,9 @@
 # expect: status=completed
 # expect: stdout~=^visible<=3$
 # expect: stdout~=^pid1_environ=(EACCES|EPERM)$
+# gvisor-expect: status=completed
+# gvisor-expect: stdout~=^visible<=3$
+#   PID 1 under gVisor is the program itself: its environ is its own
 import errno, os
 pids = [int(d) for d in os.listdir("/proc") if d.isdigit()]
 print("pids", sorted(pids))

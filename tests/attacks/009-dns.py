@@ -4,6 +4,11 @@
 # expect: stdout~=^udp 8\.8\.8\.8 ENETUNREACH$
 # expect: stdout~=^udp 127\.0\.0\.53 (ECONNREFUSED|NOANSWER)$
 # expect: stdout~=^resolv\.conf=''$
+# gvisor-expect: status=completed
+# gvisor-expect: stdout~=^resolve=gaierror$
+# gvisor-expect: stdout~=^udp 8\.8\.8\.8 (ENETUNREACH|EHOSTUNREACH)$
+# gvisor-expect: stdout~=^udp 127\.0\.0\.53 (ECONNREFUSED|NOANSWER)$
+# gvisor-expect: stdout~=^resolv\.conf=''$
 import errno, socket
 try:
     socket.getaddrinfo("example.com", 80)

@@ -2,6 +2,8 @@
 # expect: status=completed
 # expect: stdout~=^chroot EPERM$
 # expect: violation=chroot
+# gvisor-expect: status=completed
+# gvisor-expect: stdout~=^chroot EPERM$
 import errno, os
 os.makedirs("/workspace/jail", exist_ok=True)
 try:

@@ -2,6 +2,8 @@
 # expect: status=completed
 # expect: stdout~=^bpf EPERM$
 # expect: violation=bpf
+# gvisor-expect: status=completed
+# gvisor-expect: stdout~=^bpf (EPERM|ENOSYS)$
 import ctypes, errno
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long

@@ -4,6 +4,11 @@
 # expect: stdout~=^pid1-root=(Permission denied|No such file or directory)$
 # expect: stdout~=^hardlink-passwd=(Invalid cross-device link|Operation not permitted)$
 # expect: stdout~=^proc-self-root=/+workspace$
+# gvisor-expect: status=completed
+# gvisor-expect: stdout~=^shadow-link=No such file or directory$
+# gvisor-expect: stdout~=^pid1-root=(Permission denied|No such file or directory|Invalid argument)$
+# gvisor-expect: stdout~=^hardlink-passwd=(Invalid cross-device link|Operation not permitted)$
+# gvisor-expect: stdout~=^proc-self-root=/+workspace$
 cd /workspace
 ln -s /etc/shadow shadow; ln -s / rootlink; ln -s /proc/1/root pid1root
 echo "shadow-link=$(cat shadow 2>&1 | sed 's/.*: //')"

@@ -2,6 +2,8 @@
 # expect: status=completed
 # expect: stdout~=^clock_settime EPERM$
 # expect: violation=clock_settime
+# gvisor-expect: status=completed
+# gvisor-expect: stdout~=^clock_settime EPERM$
 import ctypes, errno
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long

@@ -14,6 +14,14 @@
 //   # host: listener                            a host TCP listener ({PORT}, all addresses) got no connection
 //   # host: healthz                             (always checked anyway)
 //   # runner: marker                            run A ("write") while C ("check") runs, then B ("check")
+//   # gvisor-expect: ...                        for the gvisor backend, replaces every expect line
+//   # gvisor: skip REASON                       not run under the gvisor backend
+//
+// Every attack runs twice when runsc is installed: against the native backend (tools
+// "python", "shell") and against the gvisor backend ("python-gvisor", "shell-gvisor"; the
+// same limits). Under gVisor the program talks to gVisor's kernel, not the host's: some calls
+// the native seccomp filter refuses (ptrace of a child, unshare, io_uring) are emulated there
+// and contained, and no policy_violations are reported; those files say so with gvisor-expect.
 // Placeholders in the code and the headers: {PWNED} (a unique /tmp path on the host), {PORT}
 // (the listener's port), {HOSTIP} (a non-loopback address of this host, or 127.0.0.1).
 //
@@ -42,14 +50,16 @@ const HOSTIP = hostIp();
 
 function parse(file) {
   const text = fs.readFileSync(path.join(DIR, file), 'utf8');
-  const meta = { file, attack: null, expect: [], limits: undefined, host: [], runner: null, code: text };
+  const meta = { file, attack: null, expect: [], gvExpect: [], gvSkip: null, limits: undefined, host: [], runner: null, code: text };
   for (const line of text.split('\n')) {
     if (!line.startsWith('#')) break;
-    const m = line.match(/^#\s*(attack|expect|limits|host|runner):\s*(.*)$/);
+    const m = line.match(/^#\s*(attack|expect|limits|host|runner|gvisor-expect|gvisor):\s*(.*)$/);
     if (!m) continue;
     const [, key, value] = m;
     if (key === 'attack') meta.attack = value;
     else if (key === 'expect') meta.expect.push(value);
+    else if (key === 'gvisor-expect') meta.gvExpect.push(value);
+    else if (key === 'gvisor') meta.gvSkip = value.replace(/^skip\s*/, '') || 'skipped';
     else if (key === 'limits') meta.limits = JSON.parse(value);
     else if (key === 'host') meta.host.push(value);
     else meta.runner = value;
@@ -225,26 +235,30 @@ before(async () => {
 });
 after(() => new Promise((resolve) => listener.close(resolve)));
 
-function instantiate(meta) {
+function instantiate(meta, backend) {
   const pwned = `/tmp/toolcage-pwned-${crypto.randomBytes(8).toString('hex')}`;
   const subst = (s) => s.replaceAll('{PWNED}', pwned).replaceAll('{PORT}', String(listener.address().port))
     .replaceAll('{HOSTIP}', HOSTIP);
+  const expect = backend === 'gvisor' && meta.gvExpect.length ? meta.gvExpect : meta.expect;
   return {
+    backend,
     code: subst(meta.code),
-    expect: meta.expect.map(subst),
+    expect: expect.map(subst),
     host: meta.host.map(subst),
   };
 }
 
-function payload(meta, code, stdin) {
-  const p = { tool: meta.file.endsWith('.py') ? 'python' : 'shell', code };
+function payload(meta, inst, stdin) {
+  const code = inst.code;
+  const base = meta.file.endsWith('.py') ? 'python' : 'shell';
+  const p = { tool: inst.backend === 'gvisor' ? `${base}-gvisor` : base, code };
   if (meta.limits) p.limits = meta.limits;
   if (stdin !== undefined) p.stdin = stdin;
   return p;
 }
 
 async function runOne(meta, inst, stdin, where) {
-  const res = await server.execute(payload(meta, inst.code, stdin), { timeout: 120_000 * SLOW });
+  const res = await server.execute(payload(meta, inst, stdin), { timeout: 120_000 * SLOW });
   const r = res.json;
   const dump = `\n--- result ---\n${JSON.stringify({ ...r, stdout: r.stdout.slice(0, 2000), stderr: r.stderr.slice(0, 2000) }, null, 1)}`;
   for (const e of inst.expect) {
@@ -284,11 +298,18 @@ test('the attack corpus has at least 40 attacks, each with a description and evi
   }
 });
 
-for (const file of files) {
+const RUNSC = ['/usr/bin/runsc', '/usr/sbin/runsc', '/usr/local/bin/runsc'].some((p) => fs.existsSync(p));
+
+test('gvisor: runsc is installed here (scripts/lib.sh installs it), so both backends are attacked', () => {
+  assert.ok(RUNSC, 'runsc not found: the gvisor half of the corpus would be skipped');
+});
+
+for (const [backend, file] of [...files.map((f) => ['native', f]), ...files.map((f) => ['gvisor', f])]) {
   const meta = parse(file);
-  test(`attack ${file}: ${meta.attack}`, { timeout: 180_000 * SLOW }, async () => {
+  const skip = (backend === 'gvisor' && (!RUNSC ? 'runsc not installed' : meta.gvSkip)) || false;
+  test(`attack ${file} [${backend}]: ${meta.attack}`, { timeout: 180_000 * SLOW, skip }, async () => {
     connections = [];
-    const inst = instantiate(meta);
+    const inst = instantiate(meta, backend);
     if (meta.runner === 'marker') {
       // A writes its markers and stays alive; C runs meanwhile; B runs after A is gone.
       const a = runOne(meta, inst, 'write', `${file} (run A)`);

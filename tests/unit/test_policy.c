@@ -741,6 +741,11 @@ static bool test_gvisor_needs_runsc(void)
          (runsc_installed() || strcmp(t->runtime, runsc) == 0);
     tc_policy_unref(p);
     json_decref(errors);
+    /* runsc runs with --network=none: an allowlist is refused at load, not at request time */
+    ok = ok && tool_fails_with("\"backend\": \"gvisor\", \"network\": {\"allow\": [\"example.com:443\"]}",
+                               "tools.t.network: the gvisor backend supports \"none\" only "
+                               "(allowlists need \"native\")");
+    ok = ok && tool_loads("\"backend\": \"gvisor\", \"network\": \"none\"");
     if (saved)
         setenv("PATH", saved, 1);
     else
