@@ -70,6 +70,8 @@ static double bare(char *const argv[])
     return now_ms() - t0;
 }
 
+static const char *g_backend = "native";
+
 static json_t *spec(const char *const *argv)
 {
     char id[64];
@@ -78,7 +80,7 @@ static json_t *spec(const char *const *argv)
         json_array_append_new(a, json_string(*p));
     snprintf(id, sizeof(id), "b%u-%d", ++id_counter, (int)getpid());
     return json_pack("{s:s, s:s, s:o, s:[s,s], s:{s:i, s:i, s:I, s:i, s:I, s:i, s:i, s:I, s:I}}",
-                     "id", id, "backend", "native", "argv", a, "env", "PATH=/usr/bin:/bin",
+                     "id", id, "backend", g_backend, "argv", a, "env", "PATH=/usr/bin:/bin",
                      "LANG=C.UTF-8", "limits", "wall_ms", 30000, "cpu_ms", 30000, "memory_bytes",
                      (json_int_t)256 << 20, "pids", 64, "file_size_bytes", (json_int_t)16 << 20,
                      "nofile", 256, "output_bytes", 1 << 20, "workspace_bytes",
@@ -254,7 +256,29 @@ int main(int argc, char **argv)
            msp / mbp, msp - mbp, msp / mbp <= 1.3 ? "met" : "missed");
     printf("  50 concurrent python3 -c pass: %d/%d completed in %.0f ms\n", c.ok, submitted,
            conc_ms);
-    printf("  gvisor: not measured (the gvisor backend is not implemented yet)\n");
+    /* gvisor, when runsc is installed: fewer runs, it is two orders of magnitude slower */
+    if (his && strstr(his, "gvisor")) {
+        int ng = n < 10 ? n : 10;
+        double *gb = calloc((size_t)ng, sizeof(double)), *gt = calloc((size_t)ng, sizeof(double)),
+               *gp = calloc((size_t)ng, sizeof(double));
+        g_backend = "gvisor";
+        sandboxed(s_py); /* warm-up */
+        for (int i = 0; i < ng; i++) {
+            gb[i] = bare(py_argv);
+            gt[i] = sandboxed(s_true);
+            gp[i] = sandboxed(s_py);
+        }
+        row("bare python3 -c pass (gvisor rounds)", gb, ng);
+        row("gvisor /bin/true (runsc run)", gt, ng);
+        row("gvisor python3 -c pass (runsc run)", gp, ng);
+        printf("  ratio gvisor/bare python3 -c pass   %.2fx (+%.1f ms; informational)\n",
+               pct(gp, ng, 0.5) / pct(gb, ng, 0.5), pct(gp, ng, 0.5) - pct(gb, ng, 0.5));
+        free(gb);
+        free(gt);
+        free(gp);
+    } else {
+        printf("  gvisor: not measured (runsc not found)\n");
+    }
     free(his);
     tc_launcher_stop(L);
     char run[160];

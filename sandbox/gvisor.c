@@ -29,18 +29,12 @@ static bool executable(const char *p)
 void tc_gv_detect(struct tc_gv_host *h)
 {
     static const char *const dirs[] = {"/usr/bin", "/usr/sbin", "/usr/local/bin"};
-    const char *env = getenv("TOOLCAGE_RUNSC"), *path = getenv("PATH"),
-               *plat = getenv("TOOLCAGE_GVISOR_PLATFORM");
+    const char *path = getenv("PATH"), *plat = getenv("TOOLCAGE_GVISOR_PLATFORM");
     char cand[PATH_MAX];
 
     memset(h, 0, sizeof(*h));
     snprintf(h->platform, sizeof(h->platform), "%s",
              plat && (strcmp(plat, "kvm") == 0 || strcmp(plat, "ptrace") == 0) ? plat : "ptrace");
-    if (env && env[0] == '/' && strlen(env) < sizeof(h->runsc) && executable(env)) {
-        snprintf(h->runsc, sizeof(h->runsc), "%s", env);
-        h->available = true;
-        return;
-    }
     while (path && *path) {
         size_t n = strcspn(path, ":");
         if (n > 0 && path[0] == '/' && n + sizeof("/runsc") <= sizeof(cand)) {

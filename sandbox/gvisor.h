@@ -27,8 +27,8 @@ struct tc_gv_host {
     char platform[16];    /* "ptrace" (default) or "kvm": $TOOLCAGE_GVISOR_PLATFORM */
 };
 
-/* Find runsc: $TOOLCAGE_RUNSC if absolute, else PATH, then /usr/bin, /usr/sbin,
- * /usr/local/bin (the search the policy loader does). */
+/* Find runsc: the absolute entries of PATH, then /usr/bin, /usr/sbin, /usr/local/bin (the
+ * search the policy loader does, in the same environment). */
 void tc_gv_detect(struct tc_gv_host *h);
 
 /* Write the bundle into dirfd, the empty directory bundle (a tmpfs the launcher mounted):

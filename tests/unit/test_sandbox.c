@@ -2,6 +2,7 @@
  * launcher --fd 3 ...` dispatches to tc_launcher_main(), like `toolcage launcher`. */
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -971,6 +972,38 @@ static bool gvisor_available(void)
     return ok;
 }
 
+/* Processes whose command line mentions this sandbox id (runsc run/gofer/sandbox carry the
+ * bundle path, which ends in the id). */
+static int procs_with(const char *id)
+{
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    int n = 0;
+    if (!d)
+        return -1;
+    while ((e = readdir(d))) {
+        char path[300], buf[4096];
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        ssize_t k = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        if (k <= 0)
+            continue;
+        for (ssize_t i = 0; i < k; i++)
+            if (buf[i] == '\0')
+                buf[i] = ' ';
+        buf[k] = '\0';
+        if (strstr(buf, id))
+            n++;
+    }
+    closedir(d);
+    return n;
+}
+
 static json_t *gv(json_t *spec)
 {
     json_object_set_new(spec, "backend", json_string("gvisor"));
@@ -1069,6 +1102,43 @@ TEST(gvisor_backend)
         dump(r);
     json_decref(r);
     check_clean();
+
+    /* the launcher killed mid-run: runsc dies with it (PDEATHSIG), its sandbox and gofer with
+     * runsc (--attached) or with the dead launcher's cgroups, which the next launcher removes */
+    {
+        s = gv(spec_sh("sleep 100"));
+        char id[64];
+        snprintf(id, sizeof(id), "%s", str(s, "id"));
+        struct conc c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+        unsigned restarts = tc_launcher_restarts(L);
+        CHECK(tc_launcher_submit(L, s, conc_cb_quiet, &c) == 0);
+        json_decref(s);
+        int running = 0;
+        for (int k = 0; k < 100 && running == 0; k++) {
+            usleep(20000);
+            running = procs_with(id);
+        }
+        CHECK(running > 0); /* runsc, its gofer and sandbox */
+        kill(tc_launcher_pid(L), SIGKILL);
+        pthread_mutex_lock(&c.mu);
+        while (c.done < 1)
+            pthread_cond_wait(&c.cv, &c.mu);
+        pthread_mutex_unlock(&c.mu);
+        CHECK(c.ok == 0);
+        for (int k = 0; k < 300 && (!tc_launcher_alive(L) || tc_launcher_restarts(L) == restarts);
+             k++)
+            usleep(10000);
+        CHECK(tc_launcher_alive(L));
+        int left = -1;
+        for (int k = 0; k < 200 && (left = procs_with(id)) != 0; k++)
+            usleep(20000);
+        CHECK(left == 0);
+        r = run(gv(spec_sh("echo again")));
+        CHECK(strcmp(OUT(r), "again\n") == 0);
+        json_decref(r);
+        base_fds = settled_fds();
+        check_clean();
+    }
 
     /* network allowlists need the native backend's egress proxy */
     s = gv(spec_sh("true"));
