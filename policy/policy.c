@@ -368,6 +368,13 @@ static bool valid_tool_name(const char *s)
     return n <= 64;
 }
 
+/* TOOLCAGE_TOKEN, TOOLCAGE_TOKEN_1, ... carry token grants (broker/leases.h): a policy may
+ * not set or shadow them, nor anything else in that namespace. */
+static bool reserved_env_name(const char *s)
+{
+    return strncmp(s, "TOOLCAGE_", 9) == 0;
+}
+
 static bool valid_env_name(const char *s)
 {
     size_t n;
@@ -666,6 +673,10 @@ static void parse_env(struct ctx *c, const char *path, json_t *obj, struct tc_to
                         MAX_ENV_NAME);
                 continue;
             }
+            if (reserved_env_name(key)) {
+                add_err(c, p, "TOOLCAGE_* names are reserved (token grants)");
+                continue;
+            }
             if (!json_is_string(v)) {
                 add_err(c, p, "must be a string");
                 continue;
@@ -921,6 +932,8 @@ static void check_credentials(struct ctx *c, const char *path, json_t *obj, cons
             if (how == 0) {
                 if (!valid_env_name(name))
                     add_err(c, kp, "must be an environment variable name [A-Za-z_][A-Za-z0-9_]*");
+                else if (reserved_env_name(name))
+                    add_err(c, kp, "TOOLCAGE_* names are reserved (token grants)");
                 else
                     for (size_t k = 0; k < t->nenv; k++)
                         if (t->env[k] && strncmp(t->env[k], name, strlen(name)) == 0 &&

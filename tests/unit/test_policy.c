@@ -616,6 +616,12 @@ static bool test_reserved_sections(void)
         "\"credentials\": [{\"secret\": \"s\", \"as\": \"env\", \"name\": \"HOME\"}]",
         "tools.t.credentials[0].name: HOME is also set by env; a credential must not be "
         "overridden"));
+    /* TOOLCAGE_TOKEN* carry token grants: neither env nor a credential may take or shadow them */
+    CHECK(tool_fails_with(
+        "\"credentials\": [{\"secret\": \"s\", \"as\": \"env\", \"name\": \"TOOLCAGE_TOKEN\"}]",
+        "tools.t.credentials[0].name: TOOLCAGE_* names are reserved (token grants)"));
+    CHECK(tool_fails_with("\"env\": {\"TOOLCAGE_TOKEN_1\": \"x\"}",
+                          "tools.t.env.TOOLCAGE_TOKEN_1: TOOLCAGE_* names are reserved (token grants)"));
     CHECK(tool_fails_with(
         "\"credentials\": [{\"secret\": \"s\", \"as\": \"file\", \"name\": \"../x\"}]",
         "tools.t.credentials[0].name: must be a file name, not a path (no '/')"));
