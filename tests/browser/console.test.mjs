@@ -205,6 +205,15 @@ test('an auditor reads but cannot decide; a forged approve is refused; audit and
 
   await page.goto(`${server.base}/console/audit`);
   assert.match(await page.locator('#verdict').textContent(), /Verified/);
+  // one walk of the chain serves page loads for a minute, and says how old it is
+  const checked = Number((await page.locator('#verdict').textContent()).match(/the hash chain of (\d+) records/)[1]);
+  assert.match(await page.locator('#verdict-age').textContent(), /^Checked \d+ s ago/);
+  const newest = async () => Number(await page.locator('#audit tbody tr td').first().textContent());
+  await server.execute({ tool: 'python', code: 'print(1)' }); // appends audit records
+  await page.reload();
+  assert.equal(Number((await page.locator('#verdict').textContent()).match(/the hash chain of (\d+) records/)[1]), checked,
+    'a reload within the minute reuses the verdict');
+  assert.ok(await newest() > checked, 'the table shows records newer than the verdict');
   assert.ok(await page.locator('#audit tbody tr').count() > 3);
   // the denial reason with markup, and sign-ins, are in the trail as text
   assert.ok(await page.locator('#audit td.reason', { hasText: '<img src=x' }).count() >= 1);
