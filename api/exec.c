@@ -81,6 +81,50 @@ static bool file_path_ok(const char *p)
     return p[n - 1] != '/';
 }
 
+/* A collect pattern: relative, no '..' component (the walk never yields one, and a pattern
+ * that looks like it escapes /workspace is a mistake worth reporting). */
+static bool collect_pattern_ok(const char *p)
+{
+    if (p[0] == '/')
+        return false;
+    for (const char *s = p; *s;) {
+        size_t len = strcspn(s, "/");
+        if (len == 2 && s[0] == '.' && s[1] == '.')
+            return false;
+        s += len;
+        if (*s == '/')
+            s++;
+    }
+    return true;
+}
+
+static void check_collect(json_t *collect, json_t *errors)
+{
+    char path[48];
+    size_t i;
+    json_t *p;
+
+    if (!collect)
+        return;
+    if (!json_is_array(collect)) {
+        add_error(errors, "collect", "must be an array");
+        return;
+    }
+    if (json_array_size(collect) < 1 || json_array_size(collect) > TC_EXEC_MAX_COLLECT) {
+        add_error(errors, "collect", "must have 1 to 32 entries");
+        return;
+    }
+    json_array_foreach(collect, i, p) {
+        snprintf(path, sizeof(path), "collect[%zu]", i);
+        if (!check_string(p, path, TC_EXEC_MAX_COLLECT_PATTERN, true, errors))
+            continue;
+        if (json_string_length(p) == 0)
+            add_error(errors, path, "must not be empty");
+        else if (!collect_pattern_ok(json_string_value(p)))
+            add_error(errors, path, "must be a pattern relative to /workspace without '..' parts");
+    }
+}
+
 bool tc_exec_callback_url_ok(const char *url)
 {
     const char *host = NULL;
@@ -109,7 +153,8 @@ int tc_exec_request_parse(json_t *body, struct tc_exec_request *ret_req, json_t 
 
     json_object_foreach(body, key, v) {
         if (strcmp(key, "tool") && strcmp(key, "code") && strcmp(key, "stdin") &&
-            strcmp(key, "files") && strcmp(key, "limits") && strcmp(key, "callback_url")) {
+            strcmp(key, "files") && strcmp(key, "limits") && strcmp(key, "callback_url") &&
+            strcmp(key, "collect")) {
             snprintf(path, sizeof(path), "%.100s", key);
             add_error(errors, path, "unknown field");
         }
@@ -170,6 +215,8 @@ int tc_exec_request_parse(json_t *body, struct tc_exec_request *ret_req, json_t 
             }
         }
     }
+
+    check_collect(json_object_get(body, "collect"), errors);
 
     json_t *limits = json_object_get(body, "limits");
     if (limits && !json_is_object(limits)) {
@@ -323,6 +370,9 @@ json_t *tc_exec_build_spec(const struct tc_tool *tool, const struct tc_exec_requ
                              "limits", limits);
     if (!spec)
         return NULL;
+    json_t *collect = json_object_get(body, "collect");
+    if (collect)
+        json_object_set(spec, "collect", collect);
     json_t *in = json_object_get(body, "stdin");
     if (in)
         json_object_set_new(spec, "stdin_b64",
@@ -408,6 +458,125 @@ static json_t *output_string(const struct tc_exec_filter *f, json_t *b64, json_t
     return j;
 }
 
+/* Collected bytes are text when they are valid UTF-8 without NUL; a file cut at a cap may
+ * end inside a character, which is then dropped (*ret_len is the text's length). */
+static bool text_len(const unsigned char *bin, size_t len, bool truncated, size_t *ret_len)
+{
+    if (tc_utf8_valid((const char *)bin, len, false)) {
+        *ret_len = len;
+        return true;
+    }
+    for (size_t k = 1; truncated && k <= 3 && k <= len; k++) {
+        unsigned char c = bin[len - k];
+        if (c < 0x80)
+            break;
+        if (c >= 0xc0) { /* the lead byte of the last, incomplete character */
+            size_t need = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
+            if (need > k && tc_utf8_valid((const char *)bin, len - k, false)) {
+                *ret_len = len - k;
+                return true;
+            }
+            break;
+        }
+    }
+    return false;
+}
+
+static void add_counts(json_t *counts, json_t *more)
+{
+    const char *rule;
+    json_t *n;
+    json_object_foreach(more, rule, n)
+        json_object_set_new(counts, rule,
+                            json_integer(json_integer_value(json_object_get(counts, rule)) +
+                                         json_integer_value(n)));
+}
+
+/* Binary content is returned byte for byte or not at all: splicing "[REDACTED:...]" into a
+ * binary would corrupt it and may leave the rest of an encoded secret readable. So the raw
+ * bytes go through the same redactor (leased secrets in every form it knows, and the
+ * tool's rules); if anything matches, the content is withheld ("" and *ret_withheld) and
+ * the matches are counted like any other redaction. A redactor failure withholds too. */
+static json_t *binary_content(const struct tc_exec_filter *f, const unsigned char *bin,
+                              size_t len, json_t *counts, bool *ret_withheld)
+{
+    *ret_withheld = false;
+    if (f && f->redactor) {
+        json_t *found = json_object();
+        char *red = NULL;
+        size_t rlen = 0;
+        int rc = found ? tc_redact_buffer(f->redactor, f->secrets, f->nsecrets,
+                                          (const char *)bin, len, &red, &rlen, found)
+                       : -ENOMEM;
+        free(red);
+        if (rc < 0 || json_object_size(found) > 0) {
+            add_counts(counts, found);
+            json_decref(found);
+            *ret_withheld = true;
+            return json_string("");
+        }
+        json_decref(found);
+    }
+    return b64_string(bin, len);
+}
+
+static int cmp_file_path(const void *a, const void *b)
+{
+    return strcmp(json_string_value(json_object_get(*(json_t *const *)a, "path")),
+                  json_string_value(json_object_get(*(json_t *const *)b, "path")));
+}
+
+/* The launcher's collected files [{path, content_b64, size, truncated}] as the API's
+ * [{path, size, truncated, encoding, content, withheld}], sorted by path. Text goes through
+ * its own redaction stream (tc_redact_buffer is one stream), like stdout; so does the path,
+ * which the sandboxed code chose. NULL on ENOMEM. */
+static json_t *collected_files(const struct tc_exec_filter *f, json_t *files, json_t *counts)
+{
+    size_t n = json_array_size(files), k = 0, i;
+    json_t **items = calloc(n ? n : 1, sizeof(*items)), *e, *out = NULL;
+    if (!items)
+        return NULL;
+    json_array_foreach(files, i, e) {
+        json_t *path = json_object_get(e, "path"), *b64 = json_object_get(e, "content_b64");
+        if (!json_is_string(path))
+            continue;
+        const char *s = json_is_string(b64) ? json_string_value(b64) : "";
+        size_t slen = strlen(s), len = 0, tlen = 0;
+        unsigned char *bin = malloc(slen + 1);
+        if (!bin)
+            goto out;
+        if (slen && sodium_base642bin(bin, slen + 1, s, slen, NULL, &len, NULL,
+                                      sodium_base64_VARIANT_ORIGINAL) != 0)
+            len = 0;
+        bool truncated = json_is_true(json_object_get(e, "truncated")), withheld = false;
+        json_int_t size = json_integer_value(json_object_get(e, "size"));
+        bool text = text_len(bin, len, truncated, &tlen);
+        json_t *content = text ? filtered_string(f, bin, tlen, counts)
+                               : binary_content(f, bin, len, counts, &withheld);
+        free(bin);
+        items[k] = json_pack("{s:o, s:I, s:b, s:s, s:o, s:b}", "path",
+                             filtered_string(f, (const unsigned char *)json_string_value(path),
+                                             json_string_length(path), counts),
+                             "size", size < 0 ? (json_int_t)0 : size, "truncated", truncated,
+                             "encoding", text ? "utf8" : "base64", "content", content,
+                             "withheld", withheld);
+        if (!items[k])
+            goto out;
+        k++;
+    }
+    qsort(items, k, sizeof(*items), cmp_file_path);
+    out = json_array();
+    for (i = 0; out && i < k; i++) {
+        json_array_append_new(out, items[i]);
+        items[i] = NULL;
+    }
+out:
+    for (i = 0; i < k; i++)
+        json_decref(items[i]);
+    free(items);
+    return out;
+}
+
 static json_t *get_or_null(json_t *o, const char *key)
 {
     json_t *v = json_object_get(o, key);
@@ -436,6 +605,14 @@ json_t *tc_exec_view(const char *id, const char *tool, json_t *result,
                         json_boolean(json_is_true(json_object_get(result, "stdout_truncated"))));
     json_object_set_new(v, "stderr_truncated",
                         json_boolean(json_is_true(json_object_get(result, "stderr_truncated"))));
+    json_t *files = collected_files(filter, json_object_get(result, "files"), counts);
+    json_object_set_new(v, "files", files ? files : json_array());
+    json_object_set_new(v, "files_truncated",
+                        json_boolean(json_is_true(json_object_get(result, "files_incomplete"))));
+    json_object_set_new(v, "pids_limit_hit",
+                        json_boolean(json_is_true(json_object_get(result, "pids_limit_hit"))));
+    json_object_set_new(v, "workspace_full",
+                        json_boolean(json_is_true(json_object_get(result, "workspace_full"))));
     static const char *const ints[] = {"duration_ms", "cpu_ms", "memory_peak_bytes"};
     for (size_t i = 0; i < TC_ARRAY_SIZE(ints); i++)
         json_object_set_new(v, ints[i],

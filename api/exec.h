@@ -14,6 +14,8 @@ struct tc_redactor;
 #define TC_EXEC_MAX_STDIN_BYTES (1024 * 1024)
 #define TC_EXEC_MAX_FILES 64
 #define TC_EXEC_MAX_FILE_BYTES (1024 * 1024)
+#define TC_EXEC_MAX_COLLECT 32          /* patterns in "collect" */
+#define TC_EXEC_MAX_COLLECT_PATTERN 256 /* bytes per pattern */
 
 struct tc_exec_request {
     const char *tool;   /* borrowed from body */

@@ -198,14 +198,20 @@ static json_t *execute_event(struct tc_request *r, struct exec_state *st, json_t
     json_t *f;
     json_array_foreach(json_object_get(body, "files"), i, f)
         json_array_append(files, json_object_get(f, "path"));
-    return json_pack("{s:s, s:s, s:o, s:s, s:s, s:s, s:s, s:{s:o, s:s, s:o, s:s*, s:o, s:o, s:o},"
-                     " s:O}",
-                     "action", "execute", "tenant_id", r->principal.tenant_id, "actor",
-                     actor_of(r), "tool", st->tool, "execution_id", st->id, "request_id",
-                     r->request_id, "decision", decision, "params", "code", code_r, "code_hash",
-                     code_hash, "stdin", in_r, "stdin_hash", in ? stdin_hash : NULL, "files",
-                     files, "limits", tc_exec_limits_json(st->limits), "redactions", counts,
-                     "findings", st->findings ? st->findings : json_null());
+    json_t *ev = json_pack("{s:s, s:s, s:o, s:s, s:s, s:s, s:s, s:{s:o, s:s, s:o, s:s*, s:o, s:o,"
+                           " s:o}, s:O}",
+                           "action", "execute", "tenant_id", r->principal.tenant_id, "actor",
+                           actor_of(r), "tool", st->tool, "execution_id", st->id, "request_id",
+                           r->request_id, "decision", decision, "params", "code", code_r,
+                           "code_hash", code_hash, "stdin", in_r, "stdin_hash",
+                           in ? stdin_hash : NULL, "files", files, "limits",
+                           tc_exec_limits_json(st->limits), "redactions", counts, "findings",
+                           st->findings ? st->findings : json_null());
+    /* only when asked for, so that records of calls without it keep their shape */
+    json_t *collect = json_object_get(body, "collect");
+    if (ev && collect)
+        json_object_set(json_object_get(ev, "params"), "collect", collect);
+    return ev;
 }
 
 /* The execution row (and, when held, its approval) commit together with the "execute" audit

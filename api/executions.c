@@ -54,6 +54,12 @@ static int load(struct tc_request *r, const char *id, json_t **ret_view)
                          json_loads(PQgetvalue(res, 0, 4), 0, NULL), "enforced",
                          "policy_violations", "error", "created_at", PQgetvalue(res, 0, 3),
                          "finished_at");
+        if (view) {
+            json_object_set_new(view, "files", json_array());
+            json_object_set_new(view, "files_truncated", json_false());
+            json_object_set_new(view, "pids_limit_hit", json_false());
+            json_object_set_new(view, "workspace_full", json_false());
+        }
         if (view && !PQgetisnull(res, 0, 5))
             json_object_set_new(view, "finished_at", json_string(PQgetvalue(res, 0, 5)));
     }

@@ -68,10 +68,16 @@ json_t *tc_approval_payload(const struct tc_tool *tool, const struct tc_exec_req
     json_t *in = json_object_get(body, "stdin");
     json_t *creds = json_object_get(tool->raw, "credentials");
     /* "o" for credentials: a new empty array must not be referenced twice (leak). */
-    return json_pack("{s:s, s:O, s:O, s:o, s:o, s:o}", "tool", tool->name, "code",
-                     json_object_get(body, "code"), "stdin", in ? in : json_null(), "files", files,
-                     "limits", tc_exec_limits_json(limits), "credentials",
-                     creds ? json_incref(creds) : json_array());
+    json_t *payload = json_pack("{s:s, s:O, s:O, s:o, s:o, s:o}", "tool", tool->name, "code",
+                                json_object_get(body, "code"), "stdin", in ? in : json_null(),
+                                "files", files, "limits", tc_exec_limits_json(limits),
+                                "credentials", creds ? json_incref(creds) : json_array());
+    /* What comes back is part of what is approved; absent when not asked for, so payloads
+     * (and hashes) of calls without it are unchanged. */
+    json_t *collect = json_object_get(body, "collect");
+    if (payload && collect)
+        json_object_set(payload, "collect", collect);
+    return payload;
 }
 
 void tc_approval_payload_hash(const json_t *payload, unsigned char out[32])

@@ -23,7 +23,8 @@ bool tc_approval_needed(const struct tc_tool *tool, bool prescreen_wants_approva
 int tc_approval_required_approvers(const struct tc_tool *tool);
 int tc_approval_ttl_seconds(const struct tc_tool *tool);
 
-/* Everything that will run, as one object: {tool, code, stdin, files, limits, credentials}.
+/* Everything that will run, as one object: {tool, code, stdin, files, limits, credentials,
+ * and collect when the request has it}.
  * The hash is BLAKE2b-256 of its canonical JSON (see docs/audit.md for the canonical form). */
 json_t *tc_approval_payload(const struct tc_tool *tool, const struct tc_exec_request *req,
                             const int64_t limits[TC_LIMIT__COUNT]);

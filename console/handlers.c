@@ -293,11 +293,14 @@ static enum MHD_Result approval_page(struct tc_request *r, unsigned status, cons
     else if (done && strcmp(done, "denied") == 0)
         flash = "Denied. The agent has been told.";
     json_t *data = json_pack(
-        "{s:O, s:o, s:O, s:o, s:O, s:o, s:o, s:O, s:O, s:b, s:s, s:s, s:s, s:s, s:s, s:s, s:s*,"
-        " s:s*, s:s}",
+        "{s:O, s:o, s:O, s:o, s:o, s:O, s:o, s:o, s:O, s:O, s:b, s:s, s:s, s:s, s:s, s:s, s:s,"
+        " s:s*, s:s*, s:s}",
         "approval", a, "lines",
         code_lines(json_string_value(code) ?: "", json_string_length(code), findings),
-        "findings", findings, "files", files_view(json_object_get(payload, "files")), "stdin",
+        "findings", findings, "files", files_view(json_object_get(payload, "files")), "collect",
+        json_object_get(payload, "collect") ? json_incref(json_object_get(payload, "collect"))
+                                            : json_array(),
+        "stdin",
         json_object_get(payload, "stdin"), "policy",
         policy_words(r, json_string_value(json_object_get(a, "tool")) ?: "", payload),
         "reasons_text", json_object_get(a, "reasons") ? json_incref(json_object_get(a, "reasons")) : json_array(),

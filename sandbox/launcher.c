@@ -175,7 +175,16 @@ static void send_result(struct launcher *L, const char *id, json_t *result)
     json_decref(result);
     if (!s)
         return;
-    (void)tc_wire_send(L->sock, TC_WIRE_RESULT, id, s, strlen(s));
+    size_t len = strlen(s);
+    if (len > TC_WIRE_MAX_PAYLOAD) {
+        /* stdout, stderr and collected files near their caps: an answer the wire cannot
+         * carry would leave the caller waiting forever. */
+        free(s);
+        send_result(L, id, tc_result_error(id, "the result is too large to return "
+                                               "(lower output_bytes or collect less)"));
+        return;
+    }
+    (void)tc_wire_send(L->sock, TC_WIRE_RESULT, id, s, len);
     free(s);
 }
 
@@ -391,7 +400,9 @@ static void finish(struct launcher *L, struct sbx *s)
     for (unsigned i = 0; i < s->n_viol; i++)
         json_array_append_new(viol, json_pack("{s:s, s:i}", "syscall", s->viol[i].name, "count",
                                               (int)s->viol[i].count));
-    files = s->spec.collect ? tc_ws_collect(s->ws_fd, s->spec.collect, s->spec.limits.output_bytes)
+    bool files_incomplete = false;
+    files = s->spec.collect ? tc_ws_collect(s->ws_fd, s->spec.collect, s->spec.limits.output_bytes,
+                                            &files_incomplete)
                             : json_array();
     out_b64 = tc_b64_encode(s->out.data ? s->out.data : "", s->out.len);
     err_b64 = tc_b64_encode(s->err.data ? s->err.data : "", s->err.len);
@@ -412,6 +423,8 @@ static void finish(struct launcher *L, struct sbx *s)
                     s->has_cg && tc_cg_pids_hit(&s->cg), "workspace_full", ws_full);
     if (res && !s->killed_reason)
         json_object_set_new(res, "killed_reason", json_null());
+    if (res && files_incomplete)
+        json_object_set_new(res, "files_incomplete", json_true());
     /* Tear down before answering: once the caller has the result, nothing of the
      * sandbox is left (processes, cgroups, mounts, fds). */
     char id[sizeof(s->id)];

@@ -34,6 +34,7 @@
  *            ("+" joins two mechanisms, e.g. "cgroup_v1+rlimit"),
  *   policy_violations [{"syscall": name, "count": n}],
  *   files [{path, content_b64, size, truncated}] (collected),
+ *   files_incomplete (true, only when a collect cap left a matching file out),
  *   pids_limit_hit (bool: a fork was refused by pids.max), workspace_full (bool),
  *   error (string, when status == "error"),
  *   network [{host (string|null), port, allowed (bool), reason, bytes_sent, bytes_received,

@@ -167,7 +167,8 @@ int tc_ws_write_files(int dirfd, json_t *files, uid_t uid, gid_t gid, char *err,
 struct collect_ctx {
     json_t *patterns, *out;
     int64_t budget;
-    size_t nfiles;
+    size_t nfiles, nentries;
+    bool incomplete; /* a match (or a directory that may hold one) was left out */
 };
 
 static bool matches(json_t *patterns, const char *rel)
@@ -211,11 +212,16 @@ static void collect_file(struct collect_ctx *c, int dfd, const char *name, const
     b64 = tc_b64_encode(buf, got);
     if (!b64)
         return;
+    /* NULL for a name that is not valid UTF-8: left out, and said so */
+    json_t *entry =
+        json_pack("{s:s, s:s, s:I, s:b}", "path", rel, "content_b64", b64, "size",
+                  (json_int_t)st.st_size, "truncated", (int64_t)got < (int64_t)st.st_size);
+    if (!entry || json_array_append_new(c->out, entry) < 0) {
+        c->incomplete = true;
+        return;
+    }
     c->budget -= (int64_t)got;
     c->nfiles++;
-    json_array_append_new(c->out, json_pack("{s:s, s:s, s:I, s:b}", "path", rel, "content_b64", b64,
-                                            "size", (json_int_t)st.st_size, "truncated",
-                                            (int64_t)got < (int64_t)st.st_size));
 }
 
 static void walk(struct collect_ctx *c, int dfd, const char *prefix, int depth)
@@ -224,8 +230,10 @@ static void walk(struct collect_ctx *c, int dfd, const char *prefix, int depth)
     DIR *d;
     struct dirent *de;
 
-    if (depth > 32)
+    if (depth > 32) {
+        c->incomplete = true;
         return;
+    }
     dup_fd = dup(dfd);
     if (dup_fd < 0)
         return;
@@ -234,15 +242,22 @@ static void walk(struct collect_ctx *c, int dfd, const char *prefix, int depth)
         close(dup_fd);
         return;
     }
-    while ((de = readdir(d)) && c->nfiles < TC_WS_COLLECT_MAX_FILES) {
+    while (!(c->incomplete && c->nfiles >= TC_WS_COLLECT_MAX_FILES) && (de = readdir(d))) {
         char rel[4096];
         struct stat st;
 
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
             continue;
+        /* The launcher's loop waits for this walk: bound it, whatever the sandbox created. */
+        if (++c->nentries > TC_WS_COLLECT_MAX_ENTRIES) {
+            c->incomplete = true;
+            break;
+        }
         if ((size_t)snprintf(rel, sizeof(rel), "%s%s%s", prefix, *prefix ? "/" : "", de->d_name) >=
-            sizeof(rel))
+            sizeof(rel)) {
+            c->incomplete = true;
             continue;
+        }
         if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
             continue;
         if (S_ISDIR(st.st_mode)) {
@@ -251,13 +266,16 @@ static void walk(struct collect_ctx *c, int dfd, const char *prefix, int depth)
             if (sub >= 0)
                 walk(c, sub, rel, depth + 1);
         } else if (S_ISREG(st.st_mode) && matches(c->patterns, rel)) {
-            collect_file(c, dfd, de->d_name, rel);
+            if (c->nfiles >= TC_WS_COLLECT_MAX_FILES)
+                c->incomplete = true; /* one more match than we return: say so, stop */
+            else
+                collect_file(c, dfd, de->d_name, rel);
         }
     }
     closedir(d);
 }
 
-json_t *tc_ws_collect(int dirfd, json_t *patterns, int64_t total_max)
+json_t *tc_ws_collect(int dirfd, json_t *patterns, int64_t total_max, bool *ret_incomplete)
 {
     struct collect_ctx c = {.patterns = patterns, .out = json_array(), .budget = total_max};
 
@@ -265,5 +283,6 @@ json_t *tc_ws_collect(int dirfd, json_t *patterns, int64_t total_max)
         return NULL;
     if (json_array_size(patterns) > 0 && dirfd >= 0)
         walk(&c, dirfd, "", 0);
+    *ret_incomplete = c.incomplete;
     return c.out;
 }

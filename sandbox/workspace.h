@@ -4,6 +4,7 @@
 #pragma once
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -17,10 +18,14 @@ int tc_ws_write_files(int dirfd, json_t *files, uid_t uid, gid_t gid, char *err,
 
 /* Collect regular files matching the patterns (fnmatch on the relative path, '*' also
  * matches '/'): [{path, content_b64, size, truncated}]. Each file is capped at
- * TC_WS_COLLECT_FILE_MAX bytes and all files together at total_max. */
-#define TC_WS_COLLECT_FILE_MAX  (1 << 20)
-#define TC_WS_COLLECT_MAX_FILES 256
-json_t *tc_ws_collect(int dirfd, json_t *patterns, int64_t total_max);
+ * TC_WS_COLLECT_FILE_MAX bytes and all files together at total_max; at most
+ * TC_WS_COLLECT_MAX_FILES files, and the walk looks at no more than
+ * TC_WS_COLLECT_MAX_ENTRIES directory entries or 32 levels. *ret_incomplete is set when a
+ * match was left out for one of these caps (or its name is not UTF-8). NULL on ENOMEM. */
+#define TC_WS_COLLECT_FILE_MAX    (1 << 20)
+#define TC_WS_COLLECT_MAX_FILES   256
+#define TC_WS_COLLECT_MAX_ENTRIES 65536
+json_t *tc_ws_collect(int dirfd, json_t *patterns, int64_t total_max, bool *ret_incomplete);
 
 /* base64 helpers (libsodium, standard alphabet with padding). */
 char *tc_b64_encode(const void *data, size_t len);

@@ -40,6 +40,22 @@ int tc_execution_finish(PGconn *c, const struct tc_keys *keys, const char *tenan
         if (v)
             json_object_set(ev, extra[i], v);
     }
+    /* Collected files: names and sizes, never contents (like stdout, which is only counted) */
+    json_t *files = json_object_get(view, "files");
+    if (ev && json_array_size(files) > 0) {
+        json_t *summary = json_array();
+        size_t i;
+        json_t *f;
+        json_array_foreach(files, i, f)
+            json_array_append_new(summary,
+                                  json_pack("{s:O, s:O, s:O, s:O, s:O}", "path",
+                                            json_object_get(f, "path"), "size",
+                                            json_object_get(f, "size"), "truncated",
+                                            json_object_get(f, "truncated"), "encoding",
+                                            json_object_get(f, "encoding"), "withheld",
+                                            json_object_get(f, "withheld")));
+        json_object_set_new(ev, "files", summary);
+    }
     int rc = -EIO;
     if (!text || !ev)
         goto out;

@@ -177,6 +177,9 @@ static void start_job(struct tc_worker *w, struct job *j)
         json_t *in = json_object_get(payload, "stdin");
         if (body && json_is_string(in))
             json_object_set(body, "stdin", in);
+        json_t *collect = json_object_get(payload, "collect");
+        if (body && collect)
+            json_object_set(body, "collect", collect);
         json_t *lim = json_object_get(payload, "limits");
         for (int i = 0; i < TC_LIMIT__COUNT; i++)
             j->limits[i] = json_integer_value(json_object_get(lim, tc_limit_names[i]));

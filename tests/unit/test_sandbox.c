@@ -340,6 +340,21 @@ TEST(workspace_files_and_collect)
     CHECK(input);
     CHECK(!link); /* symlinks are never followed */
     CHECK(!skip);
+    CHECK(!json_object_get(r, "files_incomplete")); /* only set when a cap left a match out */
+    if (tap_case_failed)
+        dump(r);
+    json_decref(r);
+    check_clean();
+}
+
+TEST(collect_caps)
+{
+    /* 300 matches: 256 come back and the result says some were left out */
+    json_t *s = spec_sh("mkdir m; for i in $(seq 1 300); do echo $i > m/f$i; done");
+    json_object_set_new(s, "collect", json_pack("[s]", "m/*"));
+    json_t *r = run(s);
+    CHECK(json_array_size(json_object_get(r, "files")) == 256);
+    CHECK(json_is_true(json_object_get(r, "files_incomplete")));
     if (tap_case_failed)
         dump(r);
     json_decref(r);
@@ -1181,6 +1196,7 @@ int main(int argc, char **argv)
     RUN(python_completed);
     RUN(stdin_delivered);
     RUN(workspace_files_and_collect);
+    RUN(collect_caps);
     RUN(identity_caps_seccomp);
     RUN(host_files_unreachable);
     RUN(readonly_outside_workspace);
