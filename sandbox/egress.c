@@ -1,7 +1,8 @@
 /* The egress proxy process. The main thread owns the control socket and every listener
  * (one epoll loop); each accepted connection gets a small detached thread, because name
  * resolution (getaddrinfo) blocks. Threads share a sandbox's attempt log under its mutex.
- * The process runs as nobody with no_new_privs: it parses bytes from untrusted code. */
+ * The process runs as nobody with no_new_privs and a seccomp denylist
+ * (tc_seccomp_install_helper): it parses bytes from untrusted code. */
 #include "sandbox/egress.h"
 
 #include <arpa/inet.h>
@@ -30,6 +31,7 @@
 #include "common/util.h"
 #include "sandbox/egress_proto.h"
 #include "sandbox/egress_rules.h"
+#include "sandbox/seccomp.h"
 
 #define HEAD_TIMEOUT_MS    10000
 #define CONNECT_TIMEOUT_MS 10000
@@ -679,7 +681,7 @@ static int drop_privileges(unsigned long ppid)
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
         return -errno;
     prctl(PR_SET_DUMPABLE, 0);
-    return 0;
+    return tc_seccomp_install_helper(); /* still single-threaded here */
 }
 
 int tc_egress_run(int fd, pid_t ppid)

@@ -282,3 +282,43 @@ int tc_seccomp_handle(int listener, char *name, size_t namelen, bool *ret_denied
         return errno == ENOENT ? -ENOENT : -errno;
     return 0;
 }
+
+int tc_seccomp_install_helper(void)
+{
+    scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+    int r;
+
+    if (!ctx)
+        return -ENOMEM;
+    r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+    for (size_t i = 0; r == 0 && i < TC_ARRAY_SIZE(denied); i++) {
+        int nr = seccomp_syscall_resolve_name(denied[i]);
+        if (nr == __NR_SCMP_ERROR)
+            continue;
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0);
+        if (r == -EDOM)
+            r = 0;
+    }
+    /* a helper never starts a program, and never needs a namespace of its own */
+    if (r == 0)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(execve), 0);
+    if (r == 0)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(execveat), 0);
+    if (r == 0)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+    for (size_t i = 0; r == 0 && i < TC_ARRAY_SIZE(clone_ns_flags); i++)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
+                             SCMP_A0(SCMP_CMP_MASKED_EQ, clone_ns_flags[i], clone_ns_flags[i]));
+    /* no raw or packet sockets (netlink stays: glibc's getaddrinfo asks it for addresses) */
+    if (r == 0)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
+                             SCMP_A0(SCMP_CMP_EQ, (uint64_t)AF_PACKET));
+    static const uint64_t bad_types[] = {SOCK_RAW, SOCK_PACKET};
+    for (size_t i = 0; r == 0 && i < TC_ARRAY_SIZE(bad_types); i++)
+        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
+                             SCMP_A1(SCMP_CMP_MASKED_EQ, 0xfULL, bad_types[i]));
+    if (r == 0)
+        r = seccomp_load(ctx);
+    seccomp_release(ctx);
+    return r;
+}

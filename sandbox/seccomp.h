@@ -27,3 +27,8 @@ int tc_seccomp_install(const struct tc_seccomp_prog *p);
  * stored in name (true returned in *ret_denied); allowed edge cases (personality queries)
  * continue. 0, -ENOENT (target gone, nothing to count), or -errno. */
 int tc_seccomp_handle(int listener, char *name, size_t namelen, bool *ret_denied);
+
+/* The launcher's helpers (the egress proxy, which parses bytes from sandboxed code): the same
+ * denylist with EPERM, plus execve/execveat and raw/packet sockets. Installs in the calling
+ * process, which must still be single-threaded and have no_new_privs. 0 or -errno. */
+int tc_seccomp_install_helper(void);

@@ -976,6 +976,28 @@ TEST(startup_overhead)
     check_clean();
 }
 
+/* The egress proxy parses bytes from sandboxed code: nobody, no_new_privs, seccomp. */
+TEST(egress_helper_confined)
+{
+    json_t *hi = tc_launcher_host_info(L);
+    long pid = (long)json_integer_value(json_object_get(hi, "egress_pid"));
+    json_decref(hi);
+    CHECK(pid > 0);
+    char path[64], buf[8192];
+    snprintf(path, sizeof(path), "/proc/%ld/status", pid);
+    FILE *f = fopen(path, "re");
+    size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+    if (f)
+        fclose(f);
+    buf[n] = '\0';
+    CHECK(strstr(buf, "\nUid:\t65534\t65534\t65534\t65534\n") != NULL);
+    CHECK(strstr(buf, "\nNoNewPrivs:\t1\n") != NULL);
+    CHECK(strstr(buf, "\nSeccomp:\t2\n") != NULL);
+    CHECK(strstr(buf, "\nCapEff:\t0000000000000000\n") != NULL);
+    if (tap_case_failed)
+        fprintf(stderr, "%s\n", buf);
+}
+
 /* ---- gvisor backend (runsc) ---- */
 
 static bool gvisor_available(void)
@@ -1216,6 +1238,7 @@ int main(int argc, char **argv)
     RUN(launcher_death_fails_pending_and_restarts);
     RUN(stop_with_running_sandboxes);
     RUN(fallback_rlimits_and_errno);
+    RUN(egress_helper_confined);
     RUN(gvisor_backend);
     if (!getenv("TOOLCAGE_QUICK"))
         RUN(startup_overhead);
