@@ -37,6 +37,8 @@ static const struct opt options[] = {
      "largest request body accepted (413 beyond)"},
     {"TOOLCAGE_MAX_SANDBOXES", OPT_INT, "64", 1, 4096, OFF(max_sandboxes),
      "sandboxes running at once (503 beyond)"},
+    {"TOOLCAGE_MAX_CONNECTIONS_PER_IP", OPT_INT, "256", 0, 1000, OFF(max_connections_per_ip),
+     "open HTTP connections per client address, of 1000 (0: no limit, e.g. behind a reverse proxy)"},
     {"TOOLCAGE_MASTER_KEY_FILE", OPT_STRING, "/var/lib/toolcage/master.key", 0, 0,
      OFF(master_key_file), "32-byte key that seals secrets (mode 0600)"},
     {"TOOLCAGE_PREVIOUS_MASTER_KEY_FILES", OPT_STRING, NULL, 0, 0, OFF(previous_master_key_files),

@@ -17,6 +17,7 @@ struct tc_config {
     int64_t db_pool;
     int64_t max_body_bytes;
     int64_t max_sandboxes;
+    int64_t max_connections_per_ip;
     char *master_key_file;
     char *previous_master_key_files; /* comma-separated; NULL when unset */
     bool webhook_allow_private;

@@ -463,7 +463,10 @@ int tc_http_start(struct tc_server *srv, char **ret_error)
         ai->ai_addr, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)srv->cfg->threads,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_UNESCAPE_CALLBACK, unescape,
         NULL, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)30, MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000, MHD_OPTION_EXTERNAL_LOGGER,
+        (unsigned)30, MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000,
+        /* one client address cannot take all 1000 slots (idle sockets, slow headers) */
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)srv->cfg->max_connections_per_ip,
+        MHD_OPTION_EXTERNAL_LOGGER,
         on_mhd_error, NULL, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!srv->mhd) {
