@@ -456,7 +456,7 @@ enum MHD_Result tc_console_execution(struct tc_request *r)
     json_t *limits = json_col(res, 0, 6);
     json_t *code = json_object_get(request, "code");
     json_t *findings = json_object_get(result, "findings");
-    json_t *na = json_object_get(result, "network_attempts");
+    json_t *na = json_object_get(result, "network"); /* the stored result view (api/exec.c) */
     json_t *data = json_pack(
         "{s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:O, s:o, s:o, s:o, s:o, s:O, s:o, s:o, s:o}", "id",
         id, "tool", PQgetvalue(res, 0, 1), "status", PQgetvalue(res, 0, 2), "created_at",

@@ -50,8 +50,13 @@ for t in policy prescreen redact; do
     regs=$(find "$reg" -maxdepth 1 -type f ! -name '.*' 2>/dev/null | sort)
     if [ -n "$regs" ]; then
         # shellcheck disable=SC2086
-        "$out/fuzz_$t" $regs >"$out/fuzz_$t.regress.log" 2>&1 ||
-            { echo "fuzz_$t: a regression input fails (see $out/fuzz_$t.regress.log)"; rc=1; }
+        if ! "$out/fuzz_$t" $regs >"$out/fuzz_$t.regress.log" 2>&1; then
+            echo "not ok - fuzz_$t regressions (see $out/fuzz_$t.regress.log)"
+            tail -20 "$out/fuzz_$t.regress.log"
+            rc=1
+        else
+            echo "ok - fuzz_$t regressions ($(echo "$regs" | wc -l) inputs)"
+        fi
     fi
     case $t in policy) corp=$pol ;; prescreen) corp=$psd ;; redact) corp=$red ;; esac
     echo "fuzz_$t: ${secs}s"

@@ -9,7 +9,8 @@ import http from 'node:http';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { setup } from './harness.mjs';
+import { spawn } from 'node:child_process';
+import { setup, BIN } from './harness.mjs';
 
 async function upstream(name) {
   const seen = [];
@@ -192,6 +193,36 @@ test('malformed requests to the proxy get 400 and are recorded', async () => {
   assert.equal(r.stdout, 'HTTP/1.1 400 Bad Request\nHTTP/1.1 400 Bad Request\n', JSON.stringify(r));
   assert.equal(r.network.length, 2);
   for (const a of r.network) assertAttempt(a, { host: null, port: 0, allowed: false, reason: 'bad_request' });
+});
+
+/** Signs a console user of tenant a in with plain HTTP; resolves the session cookie header. */
+async function consoleSession(role) {
+  const name = `${role}-${Date.now()}`;
+  const child = spawn(BIN, ['users', 'add', '--name', name, '--role', role, '--tenant', server.tenants.a],
+    { env: { ...process.env, ...server.env }, stdio: ['pipe', 'ignore', 'inherit'] });
+  child.stdin.end('correct horse battery staple\n');
+  assert.equal(await new Promise((resolve) => child.on('exit', resolve)), 0);
+  const page = await fetch(`${server.base}/console/signin`);
+  const pre = page.headers.getSetCookie().map((c) => c.split(';')[0]).join('; ');
+  const csrf = (await page.text()).match(/name="csrf" value="([^"]+)"/)[1];
+  const res = await fetch(`${server.base}/console/signin`, {
+    method: 'POST', redirect: 'manual',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: pre, origin: server.base },
+    body: new URLSearchParams({ csrf, name, password: 'correct horse battery staple' }),
+  });
+  assert.equal(res.status, 303, await res.text());
+  return res.headers.getSetCookie().map((c) => c.split(';')[0]).join('; ');
+}
+
+test('the console shows an execution\'s network attempts to an auditor', async () => {
+  const r = await run('fetch', `curl -s "http://127.0.0.1:${B.port}/console-check"`);
+  assert.equal(r.network.length, 1, JSON.stringify(r));
+  const cookie = await consoleSession('auditor');
+  const res = await fetch(`${server.base}/console/executions/${r.id}`, { headers: { cookie } });
+  const html = await res.text();
+  assert.equal(res.status, 200, html.slice(0, 300));
+  assert.ok(html.includes(`<code>127.0.0.1:${B.port}</code> refused`), 'the refused attempt is listed');
+  assert.ok(!html.includes('None recorded.'), 'the page says no attempts were recorded');
 });
 
 test('the attempts are kept with the execution', async () => {
