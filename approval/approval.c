@@ -52,6 +52,17 @@ int tc_approval_ttl_seconds(const struct tc_tool *tool)
     return json_is_integer(n) ? (int)json_integer_value(n) : TC_APPROVAL_TTL_DEFAULT;
 }
 
+void tc_approval_tool_digest(const struct tc_tool *tool, char hex[65])
+{
+    unsigned char d[32];
+    size_t len = 0;
+    char *canon = tc_audit_canonical(tool->raw, &len);
+    crypto_generichash(d, sizeof(d), (const unsigned char *)(canon ? canon : ""), canon ? len : 0,
+                       NULL, 0);
+    free(canon);
+    sodium_bin2hex(hex, 65, d, sizeof(d));
+}
+
 json_t *tc_approval_payload(const struct tc_tool *tool, const struct tc_exec_request *req,
                             const int64_t limits[TC_LIMIT__COUNT])
 {
@@ -77,6 +88,12 @@ json_t *tc_approval_payload(const struct tc_tool *tool, const struct tc_exec_req
     json_t *collect = json_object_get(body, "collect");
     if (payload && collect)
         json_object_set(payload, "collect", collect);
+    /* The tool as declared (command, env, mounts, network, backend, redaction...): the run
+     * is refused if the policy's definition of the tool changed after the decision. */
+    char digest[65];
+    tc_approval_tool_digest(tool, digest);
+    if (payload)
+        json_object_set_new(payload, "tool_policy", json_string(digest));
     return payload;
 }
 

@@ -24,11 +24,13 @@ int tc_approval_required_approvers(const struct tc_tool *tool);
 int tc_approval_ttl_seconds(const struct tc_tool *tool);
 
 /* Everything that will run, as one object: {tool, code, stdin, files, limits, credentials,
- * and collect when the request has it}.
+ * tool_policy (tc_approval_tool_digest), and collect when the request has it}.
  * The hash is BLAKE2b-256 of its canonical JSON (see docs/audit.md for the canonical form). */
 json_t *tc_approval_payload(const struct tc_tool *tool, const struct tc_exec_request *req,
                             const int64_t limits[TC_LIMIT__COUNT]);
 void tc_approval_payload_hash(const json_t *payload, unsigned char out[32]);
+/* BLAKE2b-256 (hex) of the canonical JSON of the tool's policy entry as loaded. */
+void tc_approval_tool_digest(const struct tc_tool *tool, char hex[65]);
 
 enum tc_decision { TC_DECIDE_APPROVE, TC_DECIDE_DENY };
 

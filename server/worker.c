@@ -166,8 +166,13 @@ static void start_job(struct tc_worker *w, struct job *j)
     } else {
         json_t *creds = json_object_get(tool->raw, "credentials");
         json_t *now_creds = creds ? json_incref(creds) : json_array();
+        const char *approved = json_string_value(json_object_get(payload, "tool_policy"));
+        char digest[65];
+        tc_approval_tool_digest(tool, digest);
         if (!json_equal(now_creds, json_object_get(payload, "credentials")))
             why = "the tool's credentials changed since approval";
+        else if (approved && strcmp(approved, digest) != 0)
+            why = "the tool's policy changed since approval";
         json_decref(now_creds);
     }
     if (!why) {

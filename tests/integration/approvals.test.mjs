@@ -3,12 +3,18 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { setup, assertProblem, SLOW, UUID_RE } from './harness.mjs';
 import {
   APPROVAL_POLICY, hold, decide, getExecution, waitFinished, until, sqlJson, auditOf, actions, lit, moreKeys,
 } from './fixtures/approval-helpers.mjs';
 
-const server = setup('approvals', { policy: APPROVAL_POLICY });
+// A copy: one test rewrites it and reloads.
+const POLICY = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'toolcage-approvals-')), 'policy.json');
+fs.copyFileSync(APPROVAL_POLICY, POLICY);
+const server = setup('approvals', { policy: POLICY });
 const tag = () => crypto.randomBytes(4).toString('hex');
 
 test('a gated call is held (202 + Location), shown to reviewers, and runs once after approval', async () => {
@@ -309,6 +315,39 @@ test('a stored payload altered after the request is refused at run time', async 
   const trail = await auditOf(server, held.id);
   assert.deepEqual(actions(trail), ['execute', 'approval.approved', 'execution.refused']);
   assert.equal(trail[2].status, 'error');
+});
+
+test('a reload that changes the tool between approval request and run refuses the run', async () => {
+  const t = tag();
+  const { json: held } = await hold(server, `echo approved-tool-${t}`);
+  const a = await server.request('GET', `/v1/approvals/${held.approval_id}`, { key: server.keys.reviewer });
+  assert.match(a.json.payload.tool_policy, /^[0-9a-f]{64}$/);
+  const orig = fs.readFileSync(POLICY, 'utf8');
+  const changed = JSON.parse(orig);
+  changed.tools.deploy.env = { ...(changed.tools.deploy.env || {}), DEPLOY_TARGET: 'somewhere-else' };
+  fs.writeFileSync(POLICY, JSON.stringify(changed));
+  try {
+    const r = await server.request('POST', '/v1/admin/policy/reload', { key: server.keys.admin });
+    assert.equal(r.status, 200, r.text);
+    const ok = await decide(server, held.approval_id, 'approve');
+    assert.equal(ok.status, 200, ok.text);
+    const e = await waitFinished(server, held.id);
+    assert.equal(e.status, 'error', JSON.stringify(e));
+    assert.match(e.error, /the tool's policy changed since approval/);
+    assert.ok(!e.stdout.includes('approved-tool'), 'it ran');
+    const trail = await auditOf(server, held.id);
+    assert.deepEqual(actions(trail), ['execute', 'approval.approved', 'execution.refused']);
+  } finally {
+    fs.writeFileSync(POLICY, orig);
+    const back = await server.request('POST', '/v1/admin/policy/reload', { key: server.keys.admin });
+    assert.equal(back.status, 200, back.text);
+  }
+  // with the tool as it was, the same kind of call runs after approval
+  const { json: again } = await hold(server, `echo approved-tool-${t}`);
+  assert.equal((await decide(server, again.approval_id, 'approve')).status, 200);
+  const done = await waitFinished(server, again.id);
+  assert.equal(done.status, 'completed', JSON.stringify(done));
+  assert.equal(done.stdout, `approved-tool-${t}\n`);
 });
 
 test('Idempotency-Key: a repeat answers the first response; another body with the key is 422', async () => {
