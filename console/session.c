@@ -90,8 +90,21 @@ bool tc_console_name_ok(const char *name)
     return true;
 }
 
-int tc_console_user_add(PGconn *c, const char *tenant, const char *name, const char *role,
-                        const char *password, char **ret_error)
+static int audit_signin(PGconn *c, const struct tc_keys *keys, const char *action,
+                        const char *status, const char *tenant_id, const char *user_id,
+                        const char *name, const char *role, const char *source, const char *reason);
+
+static bool tx(PGconn *c, const char *sql)
+{
+    PGresult *r = PQexec(c, sql);
+    bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    PQclear(r);
+    return ok;
+}
+
+int tc_console_user_add(PGconn *c, const struct tc_keys *keys, const char *tenant,
+                        const char *name, const char *role, const char *password,
+                        char **ret_error)
 {
     if (!tc_console_name_ok(name)) {
         *ret_error = strdup("the name must be 1 to 64 characters: letters, digits and . _ @ -"
@@ -117,24 +130,45 @@ int tc_console_user_add(PGconn *c, const char *tenant, const char *name, const c
     tc_uuid7(tenant_id);
     tc_uuid7(user_id);
     const char *p[] = {tenant_id, tenant, user_id, name, role, hash};
+    if (!tx(c, "BEGIN")) {
+        sodium_memzero(hash, sizeof(hash));
+        *ret_error = strdup(PQerrorMessage(c));
+        return -EIO;
+    }
     PGresult *r = tc_db_exec(c,
         "WITH ins AS (INSERT INTO tenants (id, name) VALUES ($1, $2)"
         "             ON CONFLICT (name) DO NOTHING RETURNING id),"
         " t AS (SELECT id FROM ins UNION ALL SELECT id FROM tenants WHERE name = $2)"
         " INSERT INTO console_users (id, tenant_id, name, role, password_hash)"
-        " SELECT $3, t.id, $4, $5, $6 FROM t LIMIT 1 ON CONFLICT (name) DO NOTHING", 6, p);
+        " SELECT $3, t.id, $4, $5, $6 FROM t LIMIT 1 ON CONFLICT (name) DO NOTHING"
+        " RETURNING tenant_id", 6, p);
     sodium_memzero(hash, sizeof(hash));
     if (!r) {
         *ret_error = strdup(PQerrorMessage(c));
+        tx(c, "ROLLBACK");
         return -EIO;
     }
-    bool inserted = strcmp(PQcmdTuples(r), "1") == 0;
+    bool inserted = PQntuples(r) == 1;
+    char tid[37] = "";
+    if (inserted)
+        snprintf(tid, sizeof(tid), "%s", PQgetvalue(r, 0, 0));
     PQclear(r);
     if (!inserted) {
+        tx(c, "ROLLBACK");
         *ret_error = strdup("a console user with this name exists");
         return -EEXIST;
     }
-    return 0;
+    /* the new user is the record's subject; the actor is the operator at the command line */
+    json_t *ev = json_pack("{s:s, s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s}}", "action",
+                           "user.create", "status", "ok", "tenant_id", tid, "actor", "type", "cli",
+                           "id", "users add", "user", "id", user_id, "name", name, "role", role);
+    int rc = ev && tc_audit_append_tx(c, keys, ev, NULL) == 0 && tx(c, "COMMIT") ? 0 : -EIO;
+    json_decref(ev);
+    if (rc < 0) {
+        *ret_error = strdup(PQerrorMessage(c));
+        tx(c, "ROLLBACK");
+    }
+    return rc;
 }
 
 /* ---- sessions ---- */

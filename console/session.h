@@ -46,8 +46,9 @@ bool tc_console_name_ok(const char *name);
 
 /* Create a user (and the tenant if needed). -EEXIST name taken, -EINVAL bad name, role or
  * password (*ret_error says which, caller frees), -EIO database. */
-int tc_console_user_add(PGconn *c, const char *tenant, const char *name, const char *role,
-                        const char *password, char **ret_error);
+int tc_console_user_add(PGconn *c, const struct tc_keys *keys, const char *tenant,
+                        const char *name, const char *role, const char *password,
+                        char **ret_error);
 
 enum tc_signin_result { TC_SIGNIN_OK, TC_SIGNIN_BAD, TC_SIGNIN_THROTTLED };
 

@@ -1,5 +1,7 @@
 #include "server/auth.h"
 
+#include "audit/audit.h"
+
 #include <errno.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -52,8 +54,16 @@ static bool key_well_formed(const char *key)
     return true;
 }
 
-int tc_auth_create_key(PGconn *c, const char *tenant, const char *role, char **ret_key,
-                       char **ret_error)
+static bool run_simple(PGconn *c, const char *sql)
+{
+    PGresult *r = PQexec(c, sql);
+    bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    PQclear(r);
+    return ok;
+}
+
+int tc_auth_create_key(PGconn *c, const struct tc_keys *keys, const char *tenant, const char *role,
+                       char **ret_key, char **ret_error)
 {
     if (tc_role_parse(role) < 0) {
         *ret_error = strdup("role must be agent, reviewer, auditor or admin");
@@ -73,20 +83,34 @@ int tc_auth_create_key(PGconn *c, const char *tenant, const char *role, char **r
     key_hash_hex(key, hash);
     snprintf(prefix, sizeof(prefix), "%.11s", key);
 
-    /* One statement: upsert the tenant and insert the key. */
+    /* Upsert the tenant and insert the key, and the audit record, in one transaction. */
     const char *p[] = {tenant_id, tenant, key_id, role, hash, prefix};
+    if (!run_simple(c, "BEGIN")) {
+        *ret_error = strdup(PQerrorMessage(c));
+        sodium_memzero(key, sizeof(key));
+        return -EIO;
+    }
     PGresult *r = tc_db_exec(c,
         "WITH ins AS (INSERT INTO tenants (id, name) VALUES ($1, $2)"
         "             ON CONFLICT (name) DO NOTHING RETURNING id),"
         " t AS (SELECT id FROM ins UNION ALL SELECT id FROM tenants WHERE name = $2)"
         " INSERT INTO api_keys (id, tenant_id, role, key_hash, prefix)"
-        " SELECT $3, t.id, $4, $5::bytea, $6 FROM t LIMIT 1", 6, p);
-    if (!r) {
-        *ret_error = strdup(PQerrorMessage(c));
-        sodium_memzero(key, sizeof(key));
-        return -EIO;
-    }
+        " SELECT $3, t.id, $4, $5::bytea, $6 FROM t LIMIT 1 RETURNING tenant_id", 6, p);
+    json_t *ev = r && PQntuples(r) == 1
+                     ? json_pack("{s:s, s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s}}", "action",
+                                 "key.create", "status", "ok", "tenant_id", PQgetvalue(r, 0, 0),
+                                 "actor", "type", "cli", "id", "keys create", "key", "id", key_id,
+                                 "role", role, "prefix", prefix)
+                     : NULL;
     PQclear(r);
+    int rc = ev && tc_audit_append_tx(c, keys, ev, NULL) == 0 && run_simple(c, "COMMIT") ? 0 : -EIO;
+    json_decref(ev);
+    if (rc < 0) {
+        *ret_error = strdup(PQerrorMessage(c));
+        run_simple(c, "ROLLBACK");
+        sodium_memzero(key, sizeof(key));
+        return rc;
+    }
     *ret_key = strdup(key);
     sodium_memzero(key, sizeof(key));
     return *ret_key ? 0 : -ENOMEM;

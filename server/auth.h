@@ -16,8 +16,11 @@ struct tc_principal {
 int tc_role_parse(const char *s); /* enum value, or -EINVAL */
 const char *tc_role_name(enum tc_role r);
 
-/* Creates the tenant if needed and a new key for it; *ret_key is the only copy of the key. */
-int tc_auth_create_key(PGconn *c, const char *tenant, const char *role, char **ret_key,
-                       char **ret_error);
+struct tc_keys;
+
+/* Creates the tenant if needed and a new key for it, with a `key.create` audit record, in one
+ * transaction; *ret_key is the only copy of the key. */
+int tc_auth_create_key(PGconn *c, const struct tc_keys *keys, const char *tenant, const char *role,
+                       char **ret_key, char **ret_error);
 /* 0 and *ret filled when the key is valid and not revoked; -EACCES otherwise; -EIO on db error. */
 int tc_auth_lookup(PGconn *c, const char *key, struct tc_principal *ret);

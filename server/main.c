@@ -335,17 +335,21 @@ static int cmd_keys(int argc, char **argv)
         return fail_config();
     _cleanup_free_ char *err = NULL;
     _cleanup_free_ char *key = NULL;
-    PGconn *conn = tc_db_connect(cfg.database_url, &err);
+    struct tc_keys *keys = NULL; /* the audit record may be a signed checkpoint's */
+    PGconn *conn = NULL;
     int rc = 1;
-    if (!conn) {
+    if (tc_keys_load(cfg.master_key_file, &keys, &err) < 0) {
+        fprintf(stderr, "toolcage: %s\n", err ? err : "cannot load the master key");
+    } else if (!(conn = tc_db_connect(cfg.database_url, &err))) {
         fprintf(stderr, "toolcage: cannot connect to the database: %s", err ? err : "\n");
-    } else if (tc_auth_create_key(conn, tenant, role, &key, &err) < 0) {
+    } else if (tc_auth_create_key(conn, keys, tenant, role, &key, &err) < 0) {
         fprintf(stderr, "toolcage: cannot create the key: %s\n", err ? err : "");
     } else {
         printf("created a %s key for tenant %s; it is shown once:\n%s\n", role, tenant, key);
         rc = 0;
     }
     PQfinish(conn);
+    tc_keys_free(keys);
     tc_config_free(&cfg);
     return rc;
 }
@@ -645,11 +649,14 @@ static int cmd_users(int argc, char **argv)
         return fail_config();
     }
     _cleanup_free_ char *err = NULL;
-    PGconn *conn = tc_db_connect(cfg.database_url, &err);
+    struct tc_keys *keys = NULL;
+    PGconn *conn = NULL;
     int rc = 1;
-    if (!conn) {
+    if (tc_keys_load(cfg.master_key_file, &keys, &err) < 0) {
+        fprintf(stderr, "toolcage: %s\n", err ? err : "cannot load the master key");
+    } else if (!(conn = tc_db_connect(cfg.database_url, &err))) {
         fprintf(stderr, "toolcage: cannot connect to the database: %s", err ? err : "\n");
-    } else if ((r = tc_console_user_add(conn, tenant, name, role, pw, &err)) < 0) {
+    } else if ((r = tc_console_user_add(conn, keys, tenant, name, role, pw, &err)) < 0) {
         fprintf(stderr, "toolcage users add: %s\n", err ? err : "failed");
         rc = r == -EEXIST || r == -EINVAL ? 2 : 1;
     } else {
@@ -658,6 +665,7 @@ static int cmd_users(int argc, char **argv)
     }
     sodium_memzero(pw, len);
     PQfinish(conn);
+    tc_keys_free(keys);
     tc_config_free(&cfg);
     return rc;
 }

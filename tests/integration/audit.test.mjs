@@ -152,6 +152,36 @@ test('an execute leaves an execute record, then an execution.complete record wit
   assert.deepEqual(one.json, ex);
 });
 
+test('key and console user creation are audited, without the key or the password', async () => {
+  // the harness created one key per role for tenant a at start-up (toolcage keys create)
+  const keys = (await listAll({ action: 'key.create' })).map((r) => r.record);
+  const roles = keys.map((r) => r.key.role).sort();
+  for (const role of ['admin', 'agent', 'auditor', 'reviewer']) assert.ok(roles.includes(role), `no key.create for ${role}: ${roles}`);
+  const mine = keys.find((r) => r.key.prefix === server.keys.agent.slice(0, 11));
+  assert.ok(mine, 'the agent key\'s record (by prefix)');
+  assert.deepEqual(mine.actor, { type: 'cli', id: 'keys create' });
+  assert.equal(mine.status, 'ok');
+  const everything = JSON.stringify(keys);
+  for (const k of Object.values(server.keys)) assert.ok(!everything.includes(k), 'a key is in the trail');
+
+  const name = `audited-${crypto.randomBytes(4).toString('hex')}`;
+  const password = `pw-${crypto.randomBytes(8).toString('hex')}`;
+  await new Promise((resolve, reject) => {
+    const child = execFile(BIN, ['users', 'add', '--name', name, '--role', 'reviewer', '--tenant', server.tenants.a],
+      { env: { ...process.env, ...server.env } }, (err) => (err ? reject(err) : resolve()));
+    child.stdin.end(`${password}\n`);
+  });
+  const users = (await listAll({ action: 'user.create' })).map((r) => r.record);
+  const u = users.find((r) => r.user.name === name);
+  assert.ok(u, 'the user.create record');
+  assert.equal(u.user.role, 'reviewer');
+  assert.deepEqual(u.actor, { type: 'cli', id: 'users add' });
+  assert.ok(!JSON.stringify(users).includes(password), 'the password is in the trail');
+  // another tenant's auditor does not see them
+  const other = await listAll({ action: 'user.create', tenant: server.tenants.b }, server.keys.otherAdmin);
+  assert.ok(!other.some((r) => r.record.user.name === name));
+});
+
 test('a timed-out execution is recorded with its status and killed reason', async () => {
   const { json: run } = await server.execute({ tool: 'shell', code: 'sleep 20', limits: { timeout_ms: 300 } });
   assert.equal(run.status, 'timeout');
