@@ -457,6 +457,7 @@ static int load_cfg(struct cfg *c)
     buf = malloc((size_t)st.st_size + 1);
     if (!buf)
         return -1;
+    c->h = (const struct tc_init_hdr *)(void *)buf; /* owned from here on, valid once checked */
     while (off < (size_t)st.st_size) {
         ssize_t n = pread(TC_INIT_FD_CFG, buf + off, (size_t)st.st_size - off, (off_t)off);
         if (n < 0 && errno == EINTR)

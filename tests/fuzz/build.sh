@@ -19,6 +19,10 @@ common="$root/common/buf.c $root/common/util.c"
 $cc $flags -o "$out/fuzz_policy" "$root/tests/fuzz/fuzz_policy.c" "$root/policy/policy.c" "$root/policy/redact.c" $common $libs
 $cc $flags -o "$out/fuzz_prescreen" "$root/tests/fuzz/fuzz_prescreen.c" "$root/policy/prescreen.c" "$root/policy/prescreen_norm.c" $common $libs
 $cc $flags -o "$out/fuzz_redact" "$root/tests/fuzz/fuzz_redact.c" "$root/policy/redact.c" $common $libs
+$cc $flags -Wno-unused-function -o "$out/fuzz_initcfg" "$root/tests/fuzz/fuzz_initcfg.c"
+$cc -g -O1 -std=gnu17 -D_GNU_SOURCE -I"$root" -o "$out/initcfg_seed" "$root/tests/fuzz/initcfg_seed.c" \
+    "$root/sandbox/child.c" "$root/sandbox/spec.c" "$root/sandbox/seccomp.c" "$root/sandbox/workspace.c" \
+    "$root/sandbox/egress_rules.c" $common $libs $(pkg-config --cflags --libs libseccomp)
 
 [ "$secs" -gt 0 ] || exit 0
 
@@ -43,8 +47,13 @@ red=$(seed redact)
 { printf '\003\010leasedS3'; cat "$root/tests/corpus/redact/benign.txt"; } > "$red/seed_benign"
 printf '\002\010leasedS3password=hunter2 10.0.0.1 /home/bob leasedS3 bGVhc2VkUzM=' > "$red/seed_rules"
 
+# toolcage-init's configuration: a well-formed blob from the launcher's own writer
+initcfg=$(seed initcfg)
+"$out/initcfg_seed" "$initcfg/seed_launcher" || echo "initcfg_seed failed: fuzzing from the magic alone"
+printf 'tci1' > "$initcfg/seed_magic"
+
 rc=0
-for t in policy prescreen redact; do
+for t in policy prescreen redact initcfg; do
     reg="$root/tests/fuzz/regressions/$t"
     # regression inputs first (files not starting with '.'): each must pass
     regs=$(find "$reg" -maxdepth 1 -type f ! -name '.*' 2>/dev/null | sort)
@@ -58,7 +67,7 @@ for t in policy prescreen redact; do
             echo "ok - fuzz_$t regressions ($(echo "$regs" | wc -l) inputs)"
         fi
     fi
-    case $t in policy) corp=$pol ;; prescreen) corp=$psd ;; redact) corp=$red ;; esac
+    case $t in policy) corp=$pol ;; prescreen) corp=$psd ;; redact) corp=$red ;; initcfg) corp=$initcfg ;; esac
     echo "fuzz_$t: ${secs}s"
     if ! "$out/fuzz_$t" -max_total_time="$secs" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
         -seed="${FUZZ_SEED:-1}" -artifact_prefix="$root/tests/fuzz/crashes/fuzz_$t-" -print_final_stats=0 "$corp" 2>"$out/fuzz_$t.log"; then
