@@ -329,7 +329,16 @@ static int scan_segment(struct ps_norm *n, size_t from, size_t to, enum ps_lang 
                 break;
             PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
             size_t s = ov[0], e = ov[1];
-            if ((r = add_finding(f, &rules[i], rules[i].sev, rules[i].message, n->map[from + s],
+            /* Rules that start with a delimiter ("(?:^|[\s;&|(])eval\s") match the newline that
+             * ends the line before: locate the finding at its first significant byte, as the
+             * excerpt starts there, so that line and column point at the code itself. */
+            size_t at = s;
+            while (at < e && (subj[at] == ' ' || subj[at] == '\t' || subj[at] == '\n' ||
+                              subj[at] == PS_DECODED_MARK))
+                at++;
+            if (at == e)
+                at = s;
+            if ((r = add_finding(f, &rules[i], rules[i].sev, rules[i].message, n->map[from + at],
                                  subj + s, e - s)) < 0)
                 break;
             off = e > s ? e : s + 1;

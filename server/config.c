@@ -131,8 +131,15 @@ int tc_config_load(struct tc_config *cfg, char **ret_error)
             if (ret_error) {
                 size_t n = strlen(o->env) + strlen(v) + strlen(why) + 64;
                 char *e = malloc(n);
-                if (e)
-                    snprintf(e, n, "%s=\"%s\": %s", o->env, v, why[0] ? why : strerror(-r));
+                if (e) {
+                    int at = snprintf(e, n, "%s=\"", o->env);
+                    snprintf(e + at, n - (size_t)at, "%s\": %s", v, why[0] ? why : strerror(-r));
+                    /* The value is echoed: keep the message one line and terminals safe
+                     * (as policy errors do). */
+                    for (char *p = e + at; *p; p++)
+                        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+                            *p = '?';
+                }
                 *ret_error = e;
             }
             tc_config_free(&c);

@@ -138,6 +138,28 @@ test('detail shows untrusted code, stdin, file names as text with line numbers a
   await ctx.close();
 });
 
+test('collect patterns from the request render as text on the approval page; nothing runs', async () => {
+  // Valid patterns (relative, no '..' part, 1..256 bytes) that are markup.
+  const collect = [XSS.img, XSS.script, XSS.textarea, XSS.js, `out/${XSS.img}*.txt`];
+  for (const p of collect) {
+    assert.ok(!p.startsWith('/') && !p.split('/').includes('..') && Buffer.byteLength(p) <= 256, p);
+  }
+  const held = await holdCall(server, { code: 'echo collect', collect });
+  const { ctx, page } = await reviewerPage();
+  const res = await page.goto(`${server.base}/console/approvals/${held.approval_id}`);
+  assert.equal(res.status(), 200);
+  await assertNoInjection(page, ctx);
+  // Exactly the patterns, in order, as text.
+  assert.deepEqual(await page.locator('p.collect code').allTextContents(), collect);
+  assert.equal(await page.locator('#h-collect + p.hint').count(), 0, 'not the "None" hint');
+  // Escaped in the markup the server sent, not just neutralised by the CSP.
+  const html = await res.text();
+  for (const p of collect.filter((x) => x.includes('<'))) assert.ok(!html.includes(p), `served unescaped: ${p}`);
+  assert.ok(html.includes('&lt;img src=x onerror='), 'the payload is there, escaped');
+  await shot(page, '04b-approval-collect');
+  await ctx.close();
+});
+
 test('deny needs a reason; the reason is stored and shown as text; the agent sees denied', async () => {
   const held = await holdCall(server, { code: 'echo deny me' });
   const { ctx, page } = await reviewerPage();

@@ -51,6 +51,7 @@ export function writePolicy() {
       expiring: shellTool([{ secret: 'short-lived', as: 'env', name: 'S' }]),
       revoking: shellTool([{ secret: 'revoked-one', as: 'env', name: 'S' }]),
       longrun: shellTool([{ secret: 'brief', as: 'env', name: 'B' }]),
+      deleted: shellTool([{ secret: 'gone-soon', as: 'env', name: 'GONE' }]),
       rotate: shellTool([
         { secret: 'r1', as: 'env', name: 'R1' },
         { secret: 'r2', as: 'env', name: 'R2' },

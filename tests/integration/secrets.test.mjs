@@ -240,11 +240,31 @@ test('an expired or revoked lease is never handed out', async () => {
 });
 
 test('deleting a secret: 204, then 404, and executions that need it are refused', async () => {
-  await put('gone-soon', `gone-${crypto.randomBytes(8).toString('hex')}`, ['*']);
+  const value = `gone-${crypto.randomBytes(8).toString('hex')}`;
+  await put('gone-soon', value, ['*']);
+  // While stored, the tool that needs it runs and gets it.
+  const { json: before } = await execute('deleted', 'printf "%s" "$GONE" | sha256sum | cut -c1-64');
+  assert.equal(before.status, 'completed', JSON.stringify(before).slice(0, 800));
+  assert.equal(before.stdout.trim(), crypto.createHash('sha256').update(value).digest('hex'));
   const del = await req('DELETE', '/v1/secrets/gone-soon', { key: server.keys.admin });
   assert.equal(del.status, 204);
   assertProblem(await req('GET', '/v1/secrets/gone-soon', { key: server.keys.admin }), 404, 'not-found');
   assertProblem(await req('DELETE', '/v1/secrets/gone-soon', { key: server.keys.admin }), 404, 'not-found');
+
+  // After the delete, the same tool is refused before anything runs.
+  const marker = `ran-${crypto.randomBytes(6).toString('hex')}`;
+  const p = assertProblem(await execute('deleted', `echo ${marker}; echo "$GONE"`, 422), 422, 'credential-unavailable');
+  assert.match(p.detail, /secret 'gone-soon' is not stored/);
+  assert.ok(!JSON.stringify(p).includes(marker), 'no output in the refusal');
+  const rows = (await sql(`SELECT status || '|' || length(coalesce(result->>'stdout', '')) FROM executions
+    WHERE tenant_id = ${tenantSql()} AND tool = 'deleted' ORDER BY created_at`)).split('\n');
+  assert.deepEqual(rows, ['completed|65', 'error|0'], 'the refused execution is recorded as not run, with no output');
+  const leases = await sql(`SELECT count(*) FROM credential_leases WHERE secret_name = 'gone-soon'
+    AND tenant_id = ${tenantSql()} AND revoked_at IS NULL`);
+  assert.equal(leases, '0', 'nothing stays leased');
+  const refused = await sql(`SELECT count(*) FROM audit_log WHERE action = 'credential.lease.refused'
+    AND record->>'tool' = 'deleted' AND record->>'reason' LIKE '%gone-soon%'`);
+  assert.equal(refused, '1');
 });
 
 test('no secret value is in any response, the server log, the audit rows or pg_dump', async () => {

@@ -108,6 +108,36 @@ TEST(finding_shape)
     json_decref(f);
 }
 
+/* line and column of the first finding of rule in lang/code, or -1 */
+static void where(const char *lang, const char *code, const char *rule, long *line, long *col)
+{
+    json_t *f = scan(lang, code), *y;
+    size_t i;
+    *line = *col = -1;
+    json_array_foreach(f, i, y) if (strcmp(json_string_value(json_object_get(y, "rule")), rule) == 0 &&
+                                    *line < 0)
+    {
+        *line = (long)json_integer_value(json_object_get(y, "line"));
+        *col = (long)json_integer_value(json_object_get(y, "column"));
+    }
+    json_decref(f);
+}
+
+/* Rules anchored on a delimiter before the keyword point at the keyword, not at the newline
+ * (or blank) in front of it, which would be on the line before. */
+TEST(finding_location_after_delimiter)
+{
+    long l, c;
+    where("shell", "cmd=\"echo hi\"\neval \"$cmd\"\n", "sh_eval", &l, &c);
+    CHECK(l == 2 && c == 1);
+    where("shell", "echo a\necho b\n   sudo true\n", "sh_sudo", &l, &c);
+    CHECK(l == 3 && c == 4);
+    where("shell", "echo a; eval \"$x\"\n", "sh_eval", &l, &c);
+    CHECK(l == 1 && c == 9);
+    where("shell", "eval \"$x\"\n", "sh_eval", &l, &c);
+    CHECK(l == 1 && c == 1);
+}
+
 TEST(languages)
 {
     json_t *f = scan("other", "rm -rf /");
@@ -430,6 +460,7 @@ TEST(corpus_covers_techniques)
 int main(void)
 {
     RUN(finding_shape);
+    RUN(finding_location_after_delimiter);
     RUN(languages);
     RUN(shell_rules);
     RUN(shell_obfuscation);

@@ -1,0 +1,326 @@
+// The command line: version and help, `policy check`, `exec` (one sandboxed run without a
+// server), start-up refusals (a bad environment value, a master key others can read), and
+// two `migrate` runs at once on a fresh database (serialised by the advisory lock).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { BIN, ROOT, SLOW, PSQL, psql, sleep } from './harness.mjs';
+
+const EXAMPLE_POLICY = path.join(ROOT, 'examples/policy.json');
+const MIGRATE_LOCK_KEY = '7715923601'; // server/migrate.c
+
+/**
+ * Runs toolcage ARGS with the test database's environment plus env; resolves
+ * {code, signal, stdout, stderr}. Killed (SIGKILL) after timeout ms: code null then.
+ */
+function run(args, { env = {}, input = '', timeout = 30_000 * SLOW } = {}) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(BIN, args, {
+      env: {
+        ...process.env,
+        TOOLCAGE_DATABASE_URL: process.env.TOOLCAGE_DATABASE_URL,
+        TOOLCAGE_MIGRATE_DATABASE_URL: process.env.TOOLCAGE_MIGRATE_DATABASE_URL,
+        ...env,
+      },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => { stdout += d; });
+    child.stderr.on('data', (d) => { stderr += d; });
+    child.on('error', reject);
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeout);
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, stdout, stderr });
+    });
+    child.stdin.on('error', () => {}); // the program may exit before reading it all
+    child.stdin.end(input);
+  });
+}
+
+function tmpDir(name) {
+  return fs.mkdtempSync(path.join(os.tmpdir(), `toolcage-cli-${name}-`));
+}
+
+function masterKey(dir, mode = 0o600) {
+  const file = path.join(dir, 'master.key');
+  fs.writeFileSync(file, crypto.randomBytes(32), { mode: 0o600 });
+  fs.chmodSync(file, mode); // explicit: writeFileSync's mode is filtered by the umask
+  return file;
+}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.on('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/** True if something accepts TCP connections on 127.0.0.1:port. */
+function listening(port) {
+  return new Promise((resolve) => {
+    const s = net.connect(port, '127.0.0.1');
+    s.on('connect', () => { s.destroy(); resolve(true); });
+    s.on('error', () => resolve(false));
+  });
+}
+
+/** A valid `serve` environment on a free port, with its own state dir and master key. */
+async function serveEnv(dir, keyMode = 0o600) {
+  const port = await freePort();
+  return {
+    port,
+    env: {
+      TOOLCAGE_LISTEN: `127.0.0.1:${port}`,
+      TOOLCAGE_POLICY: EXAMPLE_POLICY,
+      TOOLCAGE_STATE_DIR: path.join(dir, 'state'),
+      TOOLCAGE_MASTER_KEY_FILE: masterKey(dir, keyMode),
+      TOOLCAGE_LOG_LEVEL: 'info',
+    },
+  };
+}
+
+const lines = (s) => s.split('\n').filter((l) => l !== '');
+
+test('toolcage version prints the project version', async () => {
+  const want = fs.readFileSync(path.join(ROOT, 'CMakeLists.txt'), 'utf8').match(/project\(toolcage VERSION ([0-9.]+)/)[1];
+  const r = await run(['version']);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(r.stdout, `toolcage ${want}\n`);
+  assert.equal(r.stderr, '');
+});
+
+test('toolcage --help lists every command and the environment; no command is a usage error', async () => {
+  const commands = ['serve', 'migrate', 'keys', 'policy', 'exec', 'audit', 'users', 'secrets', 'version'];
+  for (const flag of ['--help', '-h', 'help']) {
+    const r = await run([flag]);
+    assert.equal(r.code, 0, `${flag}: ${r.stderr}`);
+    assert.match(r.stdout, /^usage: toolcage COMMAND/);
+    const listed = [...r.stdout.matchAll(/^ {2}([a-z]+)\b/gm)].map((m) => m[1]);
+    for (const c of commands) assert.ok(listed.includes(c), `${flag} does not list ${c}:\n${r.stdout}`);
+    for (const v of ['TOOLCAGE_DATABASE_URL', 'TOOLCAGE_LISTEN', 'TOOLCAGE_THREADS', 'TOOLCAGE_MASTER_KEY_FILE']) {
+      assert.ok(r.stdout.includes(v), `${flag} does not document ${v}`);
+    }
+  }
+  const none = await run([]);
+  assert.equal(none.code, 2);
+  assert.equal(none.stdout, '');
+  assert.match(none.stderr, /^usage: toolcage COMMAND/);
+  const unknown = await run(['frobnicate']);
+  assert.equal(unknown.code, 2);
+  assert.match(unknown.stderr, /^toolcage: unknown command 'frobnicate'/);
+  const one = await run(['policy', '--help']);
+  assert.equal(one.code, 0);
+  assert.match(one.stdout, /^usage: toolcage policy check FILE\n/);
+});
+
+test('policy check: the example policy is ok; a broken one fails with every error and its JSON path', async () => {
+  const ok = await run(['policy', 'check', EXAMPLE_POLICY]);
+  assert.equal(ok.code, 0, ok.stderr);
+  const ntools = Object.keys(JSON.parse(fs.readFileSync(EXAMPLE_POLICY, 'utf8')).tools).length;
+  assert.equal(ok.stdout, `ok: ${ntools} tools\n`);
+
+  const dir = tmpDir('policy');
+  try {
+    const p = JSON.parse(fs.readFileSync(EXAMPLE_POLICY, 'utf8'));
+    p.tools.python.limits.memory_mb.default = 4096; // above its max (1024)
+    p.tools.shell.network = 'sometimes';
+    p.tools.deploy.bogus = true;
+    const bad = path.join(dir, 'bad.json');
+    fs.writeFileSync(bad, JSON.stringify(p, null, 2));
+    const r = await run(['policy', 'check', bad]);
+    assert.equal(r.code, 1, r.stdout + r.stderr);
+    assert.equal(r.stdout, '', 'nothing on stdout (no "ok")');
+    const errs = lines(r.stderr);
+    assert.equal(errs.length, 3, r.stderr);
+    for (const l of errs) assert.ok(l.startsWith(`${bad}: tools.`), l);
+    assert.ok(errs.some((l) => /tools\.python\.limits\.memory_mb: .*4096.*1024/.test(l)), r.stderr);
+    assert.ok(errs.some((l) => l.includes('tools.shell.network: ')), r.stderr);
+    assert.ok(errs.some((l) => l.includes('tools.deploy.bogus: ')), r.stderr);
+
+    // not JSON at all, and a file that is not there
+    const broken = path.join(dir, 'broken.json');
+    fs.writeFileSync(broken, '{"version": 1, "tools": {');
+    const j = await run(['policy', 'check', broken]);
+    assert.equal(j.code, 1);
+    assert.ok(lines(j.stderr).length >= 1 && lines(j.stderr).every((l) => l.startsWith(`${broken}: `)), j.stderr);
+    const missing = await run(['policy', 'check', path.join(dir, 'absent.json')]);
+    assert.equal(missing.code, 1);
+    assert.match(missing.stderr, /absent\.json: /);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('exec runs code from stdin in the tool sandbox and prints its output and exit status', async () => {
+  const dir = tmpDir('exec');
+  const env = { TOOLCAGE_STATE_DIR: path.join(dir, 'state') };
+  try {
+    const code = 'import os, sys\nprint(sum(range(10)))\nprint("uid", os.getuid(), os.getcwd())\nprint("to stderr", file=sys.stderr)\nsys.exit(3)\n';
+    const r = await run(['exec', '--tool', 'python', '--policy', EXAMPLE_POLICY], { env, input: code });
+    assert.equal(r.code, 3, `exit status is the program's: ${r.stdout}${r.stderr}`);
+    assert.equal(r.stdout, '45\nuid 1000 /workspace\n', 'ran as the sandbox user in /workspace');
+    assert.equal(r.stderr, 'to stderr\n');
+
+    // --json: the same view as the API's, with the pre-screen's findings
+    const j = await run(['exec', '--tool', 'python', '--policy', EXAMPLE_POLICY, '--json'], {
+      env, input: 'import subprocess\nprint(subprocess.run(["echo", "hi"], capture_output=True).stdout.decode(), end="")\n',
+    });
+    assert.equal(j.code, 0, j.stderr);
+    const v = JSON.parse(j.stdout);
+    assert.equal(v.tool, 'python');
+    assert.equal(v.status, 'completed');
+    assert.equal(v.exit_code, 0);
+    assert.equal(v.stdout, 'hi\n');
+    assert.equal(v.limits.timeout_ms, 10000, 'the policy default');
+    assert.ok(v.findings.some((f) => f.rule === 'py_shell' && f.severity === 'medium' && f.line === 2), JSON.stringify(v.findings));
+
+    // the scratch space is left empty
+    assert.deepEqual(fs.readdirSync(path.join(dir, 'state', 'run')), []);
+
+    const unknown = await run(['exec', '--tool', 'nope', '--policy', EXAMPLE_POLICY], { env, input: 'x' });
+    assert.equal(unknown.code, 125);
+    assert.match(unknown.stderr, /no tool named 'nope'/);
+    const noTool = await run(['exec'], { env });
+    assert.equal(noTool.code, 2);
+    assert.match(noTool.stderr, /--tool NAME is required/);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('serve: a bad environment value stops start-up with one line naming the variable', async () => {
+  const dir = tmpDir('badenv');
+  try {
+    const { port, env } = await serveEnv(dir);
+    const cases = [
+      ['TOOLCAGE_LISTEN', 'nonsense'],
+      ['TOOLCAGE_LISTEN', '127.0.0.1:70000'],
+      ['TOOLCAGE_THREADS', '0'],
+      ['TOOLCAGE_THREADS', 'many'],
+      ['TOOLCAGE_DB_POOL', '-1'],
+      ['TOOLCAGE_MAX_SANDBOXES', '4097'],
+      ['TOOLCAGE_LOG_LEVEL', 'loud'],
+      ['TOOLCAGE_WEBHOOK_ALLOW_PRIVATE', 'yes'],
+      // a value with a line break must not split the message (or forge a second line)
+      ['TOOLCAGE_THREADS', '1\ntoolcage: serving'],
+    ];
+    for (const [name, value] of cases) {
+      const what = `${name}=${JSON.stringify(value)}`;
+      const r = await run(['serve'], { env: { ...env, [name]: value }, timeout: 20_000 * SLOW });
+      assert.equal(r.code, 2, `${what}: exit ${r.code} ${r.signal ?? ''} (a killed serve means it started)\n${r.stderr}`);
+      assert.equal(r.stdout, '', what);
+      assert.ok(r.stderr.endsWith('\n'), `${what}: ${JSON.stringify(r.stderr)}`);
+      const out = lines(r.stderr);
+      assert.equal(out.length, 1, `${what}: one line, got ${JSON.stringify(r.stderr)}`);
+      assert.ok(out[0].startsWith(`toolcage: invalid configuration: ${name}="`), `${what}: ${out[0]}`);
+      assert.match(out[0], /": must be /, what);
+    }
+    assert.equal(await listening(port), false, 'nothing was left listening');
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('serve refuses a master key file that group or others can read or write', async () => {
+  const dir = tmpDir('keymode');
+  let child;
+  try {
+    const { port, env } = await serveEnv(dir, 0o644);
+    const key = env.TOOLCAGE_MASTER_KEY_FILE;
+    for (const mode of [0o644, 0o640, 0o604, 0o620]) {
+      fs.chmodSync(key, mode);
+      const r = await run(['serve'], { env, timeout: 20_000 * SLOW });
+      const m = mode.toString(8);
+      assert.equal(r.code, 1, `mode ${m}: exit ${r.code} ${r.signal ?? ''}\n${r.stderr}`);
+      assert.ok(r.stderr.includes(`toolcage: TOOLCAGE_MASTER_KEY_FILE=${key}: is readable or writable by group or others; chmod 0600 it`),
+        `mode ${m}: ${r.stderr}`);
+      assert.doesNotMatch(r.stderr, /"msg":"serving"/, `mode ${m}`);
+      assert.equal(await listening(port), false, `mode ${m}: nothing listening`);
+    }
+
+    // The same file and environment at 0600: serve starts (so the mode was the reason).
+    fs.chmodSync(key, 0o600);
+    child = spawn(BIN, ['serve'], { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (d) => { stderr += d; });
+    const exited = new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
+    let ready = false;
+    for (const deadline = Date.now() + 30_000 * SLOW; Date.now() < deadline && child.exitCode === null;) {
+      try {
+        const res = await fetch(`http://127.0.0.1:${port}/readyz`, { signal: AbortSignal.timeout(2000) });
+        if (res.status === 200) { ready = true; break; }
+      } catch { /* not yet */ }
+      await sleep(100);
+    }
+    assert.ok(ready, `serve did not start with the key at 0600:\n${stderr.slice(-3000)}`);
+    child.kill('SIGTERM');
+    assert.deepEqual(await exited, { code: 0, signal: null }, stderr.slice(-3000));
+    child = null;
+  } finally {
+    if (child && child.exitCode === null) child.kill('SIGKILL');
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('two migrate runs started at once on a fresh database both succeed; each migration is applied once', async () => {
+  const db = `toolcage_it_cli_migrate_${crypto.randomBytes(4).toString('hex')}`;
+  const withDb = (url) => url.replace(/(^|\s)dbname=\S+/, `$1dbname=${db}`);
+  const env = {
+    TOOLCAGE_DATABASE_URL: withDb(process.env.TOOLCAGE_DATABASE_URL),
+    TOOLCAGE_MIGRATE_DATABASE_URL: withDb(process.env.TOOLCAGE_MIGRATE_DATABASE_URL),
+  };
+  const host = process.env.TOOLCAGE_MIGRATE_DATABASE_URL.match(/(?:^|\s)host=(\S+)/)[1];
+  const migrations = fs.readdirSync(path.join(ROOT, 'migrations')).filter((f) => f.endsWith('.sql')).sort();
+  assert.ok(migrations.length >= 2);
+  await psql(`CREATE DATABASE "${db}" OWNER toolcage_owner`, { db: 'postgres' });
+  // A session of our own holds the migration lock first, so that both runs are certainly
+  // inside tc_migrate at the same time, waiting; then it lets go and they race.
+  const holder = spawn(PSQL, ['-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1', '-h', host, '-U', 'postgres', '-d', db],
+    { stdio: ['pipe', 'pipe', 'pipe'] });
+  let holderOut = '';
+  holder.stdout.on('data', (d) => { holderOut += d; });
+  holder.stderr.on('data', (d) => { holderOut += d; });
+  const holderExit = new Promise((resolve) => holder.on('exit', resolve));
+  try {
+    holder.stdin.write(`SELECT pg_advisory_lock(${MIGRATE_LOCK_KEY}); SELECT 'locked';\n`);
+    for (let i = 0; !holderOut.includes('locked'); i++) {
+      assert.ok(i < 200 * SLOW, `psql did not take the lock: ${holderOut}`);
+      await sleep(50);
+    }
+    const waiting = () => psql(`SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database
+      WHERE d.datname = '${db}' AND l.locktype = 'advisory' AND NOT l.granted`, { db: 'postgres' });
+    const runs = [run(['migrate'], { env }), run(['migrate'], { env })];
+    for (let i = 0; Number(await waiting()) < 2; i++) {
+      assert.ok(i < 300 * SLOW, `both migrate runs should wait on the advisory lock (waiting: ${await waiting()})`);
+      await sleep(50);
+    }
+    holder.stdin.end(`SELECT pg_advisory_unlock(${MIGRATE_LOCK_KEY});\n\\q\n`);
+    const results = await Promise.all(runs);
+    for (const r of results) assert.equal(r.code, 0, `migrate failed:\n${r.stdout}\n${r.stderr}`);
+    const applied = results.map((r) => Number(r.stdout.match(/^(\d+) migration\(s\) applied$/m)?.[1])).sort((a, b) => a - b);
+    assert.deepEqual(applied, [0, migrations.length], `one run applied all, the other none: ${results.map((r) => r.stdout.trim())}`);
+
+    const rows = (await psql('SELECT version FROM schema_migrations ORDER BY version', { db })).trim().split('\n');
+    assert.deepEqual(rows, migrations);
+    // The schema is there and usable: a third run applies nothing.
+    assert.equal((await psql("SELECT to_regclass('public.executions') IS NOT NULL", { db })).trim(), 't');
+    const again = await run(['migrate'], { env });
+    assert.equal(again.code, 0, again.stderr);
+    assert.match(again.stdout, /^0 migration\(s\) applied$/m);
+  } finally {
+    if (holder.exitCode === null) holder.kill('SIGKILL');
+    await holderExit;
+    await psql(`DROP DATABASE IF EXISTS "${db}" WITH (FORCE)`, { db: 'postgres' }).catch(() => {});
+  }
+});
