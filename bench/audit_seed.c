@@ -157,16 +157,29 @@ static int seed(PGconn *c, const struct tc_keys *keys, int64_t n, const char *te
 {
     static char tenants[20][37], actors[20][5][37];
     make_ids(tenants, actors);
-    if (exec_ok(c, "BEGIN") < 0 || exec_ok(c, "COPY audit_log (seq, record, hash) FROM STDIN") < 0)
+    /* continue the chain after what is there (`keys create` records itself) */
+    unsigned char prev[32] = {0}, hash[32];
+    int64_t base = 0;
+    if (exec_ok(c, "BEGIN") < 0)
+        return -1;
+    PGresult *h = PQexec(c, "SELECT seq, encode(hash, 'hex') FROM audit_head FOR UPDATE");
+    if (PQresultStatus(h) != PGRES_TUPLES_OK || PQntuples(h) != 1 ||
+        sodium_hex2bin(prev, 32, PQgetvalue(h, 0, 1), 64, NULL, NULL, NULL) != 0) {
+        fprintf(stderr, "audit_seed: cannot read audit_head: %s", PQerrorMessage(c));
+        PQclear(h);
+        return -1;
+    }
+    base = strtoll(PQgetvalue(h, 0, 0), NULL, 10);
+    PQclear(h);
+    if (exec_ok(c, "COPY audit_log (seq, record, hash) FROM STDIN") < 0)
         return -1;
     struct tc_buf b, cps;
     tc_buf_init(&b, 64 << 20);
     tc_buf_init(&cps, 64 << 20);
-    unsigned char prev[32] = {0}, hash[32];
     int64_t start_ms = tc_wall_ms() - 30LL * 86400 * 1000, step = 30LL * 86400 * 1000 / (n + 1);
     double t0 = now_s();
     for (int64_t i = 0; i < n; i++) {
-        int64_t seq = i + 1;
+        int64_t seq = base + i + 1;
         char ts[32], prev_hex[65], hash_hex[65];
         tc_iso8601(start_ms + i * step, ts);
         sodium_bin2hex(prev_hex, sizeof(prev_hex), prev, 32);
@@ -211,7 +224,8 @@ static int seed(PGconn *c, const struct tc_keys *keys, int64_t n, const char *te
         return -1;
     char hh[65], sql[256];
     sodium_bin2hex(hh, sizeof(hh), prev, 32);
-    snprintf(sql, sizeof(sql), "UPDATE audit_head SET seq = %" PRId64 ", hash = '\\x%s'::bytea", n, hh);
+    snprintf(sql, sizeof(sql), "UPDATE audit_head SET seq = %" PRId64 ", hash = '\\x%s'::bytea",
+             base + n, hh);
     if (exec_ok(c, sql) < 0 || tc_audit_publish_key(c, keys) < 0 || exec_ok(c, "COMMIT") < 0)
         return -1;
     printf("seeded %" PRId64 " records with a valid chain and %" PRId64
