@@ -113,7 +113,8 @@ struct launcher {
     unsigned max, running;
     uid_t uid_base;
     bool stopping;
-    struct tc_cgroup *dead_cgs; /* groups whose rmdir got EBUSY: retried on tick */
+    struct tc_cgroup *dead_cgs; /* finished sandboxes' groups: removed once the result is
+                                 * out, retried on tick while busy */
     size_t n_dead_cgs;
     struct tc_egress_link *egress; /* the egress proxy, NULL if it could not be started */
 };
@@ -224,6 +225,21 @@ static void destroy_cg(struct launcher *L, struct tc_cgroup *cg)
     }
 }
 
+/* A finished sandbox's groups are removed right after its result is out: rmdir takes the
+ * kernel's global cgroup mutex, which another task's v1 migration can hold for an RCU grace
+ * period (docs/sandbox.md, Cgroups). Every process is gone by then (PID 1 has been reaped,
+ * and it outlives everything in its namespace). */
+static void defer_cg(struct launcher *L, struct tc_cgroup *cg)
+{
+    struct tc_cgroup *n = realloc(L->dead_cgs, (L->n_dead_cgs + 1) * sizeof(*n));
+    if (!n) {
+        destroy_cg(L, cg);
+        return;
+    }
+    L->dead_cgs = n;
+    L->dead_cgs[L->n_dead_cgs++] = *cg;
+}
+
 static void teardown(struct launcher *L, struct sbx *s)
 {
     tc_egress_link_close(L->egress, s->egress_handle); /* no-op for handle 0 */
@@ -241,7 +257,8 @@ static void teardown(struct launcher *L, struct sbx *s)
         s->exited = true;
     }
     if (s->has_cg) {
-        destroy_cg(L, &s->cg);
+        tc_cg_kill(&s->cg);
+        defer_cg(L, &s->cg);
         s->has_cg = false;
     }
     if (s->ws_fd >= 0) {
@@ -299,6 +316,7 @@ static void fail_teardown(struct launcher *L, struct sbx *s, const char *msg)
     memcpy(id, s->id, sizeof(id));
     teardown(L, s);
     send_result(L, id, tc_result_error(id, msg));
+    retry_dead_cgs(L);
 }
 
 static void finish(struct launcher *L, struct sbx *s)
@@ -387,7 +405,7 @@ static void finish(struct launcher *L, struct sbx *s)
     if (res && !s->killed_reason)
         json_object_set_new(res, "killed_reason", json_null());
     /* Tear down before answering: once the caller has the result, nothing of the
-     * sandbox is left (processes, cgroups, mounts, fds). */
+     * sandbox is left (processes, mounts, fds); its empty cgroups go right after. */
     char id[sizeof(s->id)];
     memcpy(id, s->id, sizeof(id));
     uint64_t egress = s->egress_handle;
@@ -400,6 +418,7 @@ static void finish(struct launcher *L, struct sbx *s)
             json_object_set_new(res, "network", json_array());
         send_result(L, id, res);
     }
+    retry_dead_cgs(L);
 }
 
 static void maybe_finish(struct launcher *L, struct sbx *s)
