@@ -1,14 +1,15 @@
 /* The launcher's side of a sandbox's PID 1. The clone of the launcher runs
- * tc_child_main() only until it has joined its cgroups, arranged its fds and been given
- * its uid/gid maps; then it exec's toolcage-init (sandbox/init/init.c, a small static
- * program) with the sandbox's configuration in a memfd, so that no sandbox process ever
- * holds a copy of the launcher's memory. */
+ * tc_child_main() only until it has joined its cgroups, arranged its fds, been given its
+ * uid/gid maps and its configuration; then it exec's toolcage-init (sandbox/init/init.c, a
+ * small static program) with the sandbox's configuration in a memfd, so that no sandbox
+ * process ever holds a copy of the launcher's memory. */
 #pragma once
 
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/resource.h>
 
+#include "sandbox/cgroup.h"
 #include "sandbox/init/init_proto.h"
 #include "sandbox/seccomp.h"
 #include "sandbox/spec.h"
@@ -35,10 +36,10 @@ struct tc_child_cfg {
      * root is unmapped in the sandbox's user namespace, so the child enters it while it still
      * has the launcher's fs uid; init uses paths relative to it from then on. */
     const char *scratch;
-    int sync_fd;  /* read: one byte when uid/gid maps and cgroups are set up */
-    int ctl_fd;   /* write: struct tc_ctl_msg */
-    int cfg_fd;   /* the configuration memfd (tc_child_config) */
-    int init_fd;  /* toolcage-init, opened at launcher start */
+    int sync_fd; /* stream socket: 'j' to the launcher once in the cgroups; then "go" with
+                  * the configuration memfd (tc_child_config) from it */
+    int ctl_fd;  /* write: struct tc_ctl_msg */
+    int init_fd; /* toolcage-init, opened at launcher start */
     int cap_last_cap;
     int stdin_fd, stdout_fd, stderr_fd;
     /* cgroup.procs of the sandbox's groups (-1 = none): the child moves itself in before
@@ -49,6 +50,43 @@ struct tc_child_cfg {
 
 /* Never returns: exec's toolcage-init or exits 125 after reporting the failed step. */
 _Noreturn void tc_child_main(const struct tc_child_cfg *cfg);
+
+/* A sandbox's PID 1 before "go": cloned into new user, pid, network, IPC and UTS
+ * namespaces, given its uid/gid maps, moved into its own (still unlimited) cgroups, and
+ * waiting for its configuration. It has closed every fd it does not need and holds nothing
+ * of any sandbox. At go it unshares its mount namespace (a copy of the launcher's, with the
+ * workspace mounted since) and exec's toolcage-init. The launcher creates shells on demand
+ * or ahead of time (its pool), since creating one is most of a sandbox's fixed cost. */
+struct tc_shell {
+    pid_t pid;
+    int pidfd;
+    int stdin_fd, stdout_fd, stderr_fd; /* the launcher's ends of the stdio pipes */
+    int ctl_fd;                         /* the launcher's end of the control socket */
+    int sync_fd;                        /* the launcher's end of cfg.sync_fd */
+    uid_t uid;                          /* host uid of the sandbox's uid 1000 */
+    struct tc_cgroup cg;
+    bool has_cg;
+};
+
+struct tc_shell_env {
+    const struct tc_cg_host *cg; /* mode NONE: no groups */
+    const char *scratch;         /* see tc_child_cfg */
+    int init_fd;
+    int cap_last_cap;
+};
+
+/* Create a shell whose sandbox runs as host uid `uid`, with cgroups named `cg_name`.
+ * Returns 0 or -errno (nothing left behind). */
+int tc_shell_create(const struct tc_shell_env *env, uid_t uid, const char *cg_name,
+                    struct tc_shell *ret);
+/* Non-blocking: 1 the first time the child reports that it is in its cgroups, 0 while it is
+ * not yet, -EPIPE if it died. */
+int tc_shell_poll_ready(struct tc_shell *sh);
+/* Hand the shell its configuration (the sealed memfd of tc_child_config) and let it go.
+ * Limits must already be in place. Closes sync_fd. */
+int tc_shell_go(struct tc_shell *sh, int cfg_fd);
+/* Kill and reap the shell's process and close its fds; the cgroups are left to the caller. */
+void tc_shell_kill(struct tc_shell *sh);
 
 /* Build PID 1's configuration (init_proto.h) for a sandbox into a sealed memfd.
  * newroot and ws_path are relative to the scratch directory. Returns the fd or -errno. */

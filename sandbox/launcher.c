@@ -1,8 +1,8 @@
 /* The launcher process: single-threaded epoll loop that owns every sandbox.
- * Lifecycle of one sandbox: workspace tmpfs + files -> cgroup -> clone into new
- * namespaces -> uid/gid maps + cgroup attach -> release -> pump stdin/stdout/stderr,
- * answer seccomp notifications, enforce wall/cpu/memory/output -> reap -> collect ->
- * result -> teardown (cgroup, workspace). */
+ * Lifecycle of one sandbox: workspace tmpfs + files -> shell (clone into new namespaces,
+ * uid/gid maps, cgroups: child.c) -> limits + configuration -> go -> pump
+ * stdin/stdout/stderr, answer seccomp notifications, enforce wall/cpu/memory/output ->
+ * reap -> collect -> teardown (workspace) -> result -> cgroups removed. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/fsuid.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -589,58 +588,41 @@ static void start_fail(struct launcher *L, struct sbx *s, const char *fmt, ...)
     fail_teardown(L, s, msg);
 }
 
-static int write_proc(pid_t pid, const char *file, const char *data)
+static const struct tc_shell_env *shell_env(struct launcher *L, struct tc_shell_env *env)
 {
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/%ld/%s", (long)pid, file);
-    _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    ssize_t n = write(fd, data, strlen(data));
-    if (n < 0)
-        return -errno;
-    return (size_t)n == strlen(data) ? 0 : -EIO;
+    env->cg = &L->cg;
+    env->scratch = L->scratch;
+    env->init_fd = L->init_fd;
+    env->cap_last_cap = L->rootfs.cap_last_cap;
+    return env;
 }
 
-#define CLONE_INTO_CGROUP_ 0x200000000ULL
-
-struct clone_args_ {
-    uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid,
-        set_tid_size, cgroup;
-};
+/* The sandbox takes over the shell's process, fds and groups (teardown releases them). */
+static void adopt(struct sbx *s, struct tc_shell *sh)
+{
+    s->pid = sh->pid;
+    s->pidfd = sh->pidfd;
+    s->stdin_fd = sh->stdin_fd;
+    s->out.fd = sh->stdout_fd;
+    s->err.fd = sh->stderr_fd;
+    s->ctl_fd = sh->ctl_fd;
+    s->cg = sh->cg;
+    s->has_cg = sh->has_cg;
+    sh->pid = -1;
+    sh->pidfd = sh->stdin_fd = sh->stdout_fd = sh->stderr_fd = sh->ctl_fd = -1;
+    sh->has_cg = false;
+}
 
 static int spawn(struct launcher *L, struct sbx *s)
 {
-    int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1}, ctl[2] = {-1, -1},
-        sync[2] = {-1, -1};
-    struct tc_child_cfg cfg;
-    struct clone_args_ ca;
-    int pidfd = -1, r = 0, cfg_fd = -1;
-    char map[64];
-    pid_t pid;
+    struct tc_shell_env env;
+    struct tc_shell sh;
+    int r, cfg_fd = -1;
 
-    memset(&cfg, 0, sizeof(cfg));
-    for (int i = 0; i < 3; i++)
-        cfg.cg_procs[i] = -1;
-    /* stdio pipes are created with the sandbox's fs uid so that the program can reopen
-     * them (/dev/stdin -> /proc/self/fd/0 checks the pipe inode's owner). */
-    setfsgid(s->uid);
-    setfsuid(s->uid);
-    r = pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 ? -errno
-                                                                                           : 0;
-    setfsuid(0);
-    setfsgid(0);
+    r = tc_shell_create(shell_env(L, &env), s->uid, s->id, &sh);
     if (r < 0)
-        goto out;
-    if (pipe2(sync, O_CLOEXEC) < 0 ||
-        socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) < 0) {
-        r = -errno;
-        goto out;
-    }
-    /* v2: the child is born in its group (CLONE_INTO_CGROUP); v1: it moves itself in. */
-    bool into_cg = s->has_cg && L->cg.mode == TC_CG_V2 && s->cg.fd[0] >= 0;
-    if (s->has_cg && !into_cg && (r = tc_cg_open_procs(&s->cg, cfg.cg_procs)) < 0)
-        goto out;
+        return r;
+    adopt(s, &sh);
     /* PID 1 exec's toolcage-init and reads everything it needs from this memfd. */
     cfg_fd = tc_child_config(&s->spec, &L->sc, &L->rootfs, "newroot",
                              s->ws_path + strlen(L->scratch) + 1 /* "ws/<id>" */,
@@ -649,61 +631,19 @@ static int spawn(struct launcher *L, struct sbx *s)
         r = cfg_fd;
         goto out;
     }
-    cfg.scratch = L->scratch;
-    cfg.sync_fd = sync[0];
-    cfg.ctl_fd = ctl[1];
-    cfg.cfg_fd = cfg_fd;
-    cfg.init_fd = L->init_fd;
-    cfg.cap_last_cap = L->rootfs.cap_last_cap;
-    cfg.stdin_fd = in[0];
-    cfg.stdout_fd = out[1];
-    cfg.stderr_fd = err[1];
-
-    memset(&ca, 0, sizeof(ca));
-    ca.flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
-               CLONE_NEWUTS | CLONE_PIDFD;
-    ca.pidfd = (uint64_t)(uintptr_t)&pidfd;
-    ca.exit_signal = SIGCHLD;
-    if (into_cg) {
-        ca.flags |= CLONE_INTO_CGROUP_;
-        ca.cgroup = (uint64_t)s->cg.fd[0];
-    }
-    pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
-    if (pid < 0 && into_cg) {
-        /* older kernel or not allowed: fall back to joining from the child */
-        ca.flags &= ~CLONE_INTO_CGROUP_;
-        ca.cgroup = 0;
-        if ((r = tc_cg_open_procs(&s->cg, cfg.cg_procs)) < 0)
-            goto out;
-        pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
-    }
-    if (pid < 0) {
-        r = -errno;
-        goto out;
-    }
-    if (pid == 0)
-        tc_child_main(&cfg);
-
-    s->pid = pid;
-    s->pidfd = pidfd;
-    snprintf(map, sizeof(map), "%d %u 1\n", TC_SANDBOX_UID, (unsigned)s->uid);
-    if ((r = write_proc(pid, "uid_map", map)) < 0 ||
-        (r = write_proc(pid, "setgroups", "deny")) < 0 || (r = write_proc(pid, "gid_map", map)) < 0)
+    if (s->has_cg && (r = tc_cg_set_limits(&s->cg, &s->spec.limits)) < 0)
         goto out;
     /* Network allowlist: the proxy's listener goes into the sandbox's network namespace
      * before PID 1 is released (and brings lo up). */
     if (s->spec.network_allow &&
-        (r = tc_egress_link_attach(L->egress, pid, s->spec.network_allow, &s->egress_handle)) < 0)
+        (r = tc_egress_link_attach(L->egress, s->pid, s->spec.network_allow, &s->egress_handle)) <
+            0)
         goto out;
-    if (write(sync[1], "x", 1) != 1) {
-        r = -errno;
+    r = tc_shell_go(&sh, cfg_fd);
+    if (r == -EPIPE || r == -ECONNRESET)
+        r = 0; /* it died on its way (a failed cgroup join): its report is on ctl_fd */
+    else if (r < 0)
         goto out;
-    }
-    s->stdin_fd = in[1];
-    s->out.fd = out[0];
-    s->err.fd = err[0];
-    s->ctl_fd = ctl[0];
-    in[1] = out[0] = err[0] = ctl[0] = -1;
     fcntl(s->stdin_fd, F_SETFL, O_NONBLOCK);
     fcntl(s->out.fd, F_SETFL, O_NONBLOCK);
     fcntl(s->err.fd, F_SETFL, O_NONBLOCK);
@@ -723,21 +663,7 @@ static int spawn(struct launcher *L, struct sbx *s)
 out:
     if (cfg_fd >= 0)
         close(cfg_fd);
-    for (int i = 0; i < 3; i++)
-        if (cfg.cg_procs[i] >= 0)
-            close(cfg.cg_procs[i]);
-    for (int i = 0; i < 2; i++) {
-        if (in[i] >= 0)
-            close(in[i]);
-        if (out[i] >= 0)
-            close(out[i]);
-        if (err[i] >= 0)
-            close(err[i]);
-        if (ctl[i] >= 0)
-            close(ctl[i]);
-        if (sync[i] >= 0)
-            close(sync[i]);
-    }
+    tc_shell_kill(&sh); /* only sync_fd left, unless go failed */
     return r;
 }
 
@@ -813,14 +739,6 @@ static void start_sandbox(struct launcher *L, const char *hdr_id, char *payload)
         (r = tc_ws_write_files(s->ws_fd, s->spec.files, s->uid, s->uid, err, sizeof(err))) < 0) {
         start_fail(L, s, "workspace %s", err);
         return;
-    }
-    if (L->cg.mode != TC_CG_NONE) {
-        r = tc_cg_create(&L->cg, s->id, &s->spec.limits, &s->cg);
-        if (r < 0) {
-            start_fail(L, s, "cgroup: %s", strerror(-r));
-            return;
-        }
-        s->has_cg = true;
     }
     r = spawn(L, s);
     if (r < 0) {
