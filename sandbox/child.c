@@ -40,9 +40,9 @@ enum { SHELL_FD_CG = 7, SHELL_FD_FIRST_FREE = 10 };
 
 static void arrange_fds(const struct tc_child_cfg *c)
 {
-    int src[SHELL_FD_FIRST_FREE] = {c->stdin_fd,      c->stdout_fd,     c->stderr_fd,
-                                    c->sync_fd,       c->ctl_fd,        -1,
-                                    c->init_fd,       c->cg_procs[0],   c->cg_procs[1],
+    int src[SHELL_FD_FIRST_FREE] = {c->stdin_fd,   c->stdout_fd,   c->stderr_fd,
+                                    c->sync_fd,    c->ctl_fd,      -1,
+                                    c->init_fd,    c->cg_procs[0], c->cg_procs[1],
                                     c->cg_procs[2]},
         tmp[SHELL_FD_FIRST_FREE];
 
@@ -236,8 +236,8 @@ int tc_shell_create(const struct tc_shell_env *env, uid_t uid, const char *cg_na
 
     /* No CLONE_NEWNS: the child unshares its mount namespace at go (see tc_child_main). */
     memset(&ca, 0, sizeof(ca));
-    ca.flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
-               CLONE_PIDFD;
+    ca.flags =
+        CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_PIDFD;
     ca.pidfd = (uint64_t)(uintptr_t)&sh.pidfd;
     ca.exit_signal = SIGCHLD;
     if (into_cg) {
@@ -306,7 +306,7 @@ int tc_shell_poll_ready(struct tc_shell *sh)
     return -EPIPE;
 }
 
-int tc_shell_go(struct tc_shell *sh, int cfg_fd)
+int tc_shell_go(int sync_fd, int cfg_fd)
 {
     char cbuf[CMSG_SPACE(sizeof(int))];
     struct iovec iov = {.iov_base = "g", .iov_len = 1};
@@ -326,11 +326,9 @@ int tc_shell_go(struct tc_shell *sh, int cfg_fd)
     cm->cmsg_len = CMSG_LEN(sizeof(int));
     memcpy(CMSG_DATA(cm), &cfg_fd, sizeof(int));
     do
-        n = sendmsg(sh->sync_fd, &mh, MSG_NOSIGNAL);
+        n = sendmsg(sync_fd, &mh, MSG_NOSIGNAL);
     while (n < 0 && errno == EINTR);
-    int r = n == 1 ? 0 : n < 0 ? -errno : -EIO;
-    close_fd(&sh->sync_fd);
-    return r;
+    return n == 1 ? 0 : n < 0 ? -errno : -EIO;
 }
 
 void tc_shell_kill(struct tc_shell *sh)

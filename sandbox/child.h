@@ -82,9 +82,9 @@ int tc_shell_create(const struct tc_shell_env *env, uid_t uid, const char *cg_na
 /* Non-blocking: 1 the first time the child reports that it is in its cgroups, 0 while it is
  * not yet, -EPIPE if it died. */
 int tc_shell_poll_ready(struct tc_shell *sh);
-/* Hand the shell its configuration (the sealed memfd of tc_child_config) and let it go.
- * Limits must already be in place. Closes sync_fd. */
-int tc_shell_go(struct tc_shell *sh, int cfg_fd);
+/* Hand the shell its configuration (the sealed memfd of tc_child_config) and let it go,
+ * through its sync_fd. Limits must already be in place. */
+int tc_shell_go(int sync_fd, int cfg_fd);
 /* Kill and reap the shell's process and close its fds; the cgroups are left to the caller. */
 void tc_shell_kill(struct tc_shell *sh);
 

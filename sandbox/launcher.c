@@ -34,6 +34,7 @@
 #include "sandbox/child.h"
 #include "sandbox/egress_link.h"
 #include "sandbox/launcher.h"
+#include "sandbox/pool.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/seccomp.h"
 #include "sandbox/spec.h"
@@ -45,7 +46,7 @@
 #define TICK_MS             50
 #define MAX_SLOTS           1024
 
-enum wkind { W_CLIENT = 1, W_SIGNAL, W_PIDFD, W_STDIN, W_STDOUT, W_STDERR, W_CTL, W_NOTIFY, W_EGRESS };
+enum wkind { W_CLIENT = 1, W_SIGNAL, W_PIDFD, W_STDIN, W_STDOUT, W_STDERR, W_CTL, W_NOTIFY, W_EGRESS, W_SHELL };
 
 struct stream {
     int fd;
@@ -78,6 +79,7 @@ struct sbx {
     size_t stdin_len, stdin_off;
     struct stream out, err;
     int ctl_fd, notify_fd;
+    int sync_fd; /* the shell's, until go */
 
     struct tc_cgroup cg;
     bool has_cg;
@@ -116,6 +118,7 @@ struct launcher {
                                  * out, retried on tick while busy */
     size_t n_dead_cgs;
     struct tc_egress_link *egress; /* the egress proxy, NULL if it could not be started */
+    struct tc_pool pool;           /* shells created ahead of time, and the sandboxes' uids */
 };
 
 static int64_t now_ms(void)
@@ -203,6 +206,8 @@ static void kill_sbx(struct launcher *L, struct sbx *s, const char *reason)
 static void retry_dead_cgs(struct launcher *L)
 {
     size_t j = 0;
+    if (tc_pool_joining(&L->pool))
+        return; /* rmdir would wait for that migration: retried when it is over */
     for (size_t i = 0; i < L->n_dead_cgs; i++) {
         if (tc_cg_destroy(&L->dead_cgs[i]) < 0)
             L->dead_cgs[j++] = L->dead_cgs[i];
@@ -248,6 +253,8 @@ static void teardown(struct launcher *L, struct sbx *s)
     unwatch_close(L, &s->err.fd);
     unwatch_close(L, &s->ctl_fd);
     unwatch_close(L, &s->notify_fd);
+    if (s->sync_fd >= 0)
+        close(s->sync_fd);
     if (s->pid > 0 && !s->exited) {
         /* only on setup failure paths: the child is ours, reap it */
         kill(s->pid, SIGKILL);
@@ -273,10 +280,13 @@ static void teardown(struct launcher *L, struct sbx *s)
     free(s->stdin_data);
     tc_spec_release(&s->spec);
     json_decref(s->spec_json);
+    if (s->uid)
+        tc_pool_release_uid(&L->pool, s->uid);
     unsigned slot = s->slot;
     memset(s, 0, sizeof(*s));
     s->slot = slot;
-    s->pidfd = s->stdin_fd = s->out.fd = s->err.fd = s->ctl_fd = s->notify_fd = s->ws_fd = -1;
+    s->pidfd = s->stdin_fd = s->out.fd = s->err.fd = s->ctl_fd = s->notify_fd = s->ws_fd =
+        s->sync_fd = -1;
     L->running--;
 }
 
@@ -588,16 +598,7 @@ static void start_fail(struct launcher *L, struct sbx *s, const char *fmt, ...)
     fail_teardown(L, s, msg);
 }
 
-static const struct tc_shell_env *shell_env(struct launcher *L, struct tc_shell_env *env)
-{
-    env->cg = &L->cg;
-    env->scratch = L->scratch;
-    env->init_fd = L->init_fd;
-    env->cap_last_cap = L->rootfs.cap_last_cap;
-    return env;
-}
-
-/* The sandbox takes over the shell's process, fds and groups (teardown releases them). */
+/* The sandbox takes over a shell's process, fds, uid and groups (teardown releases them). */
 static void adopt(struct sbx *s, struct tc_shell *sh)
 {
     s->pid = sh->pid;
@@ -606,31 +607,23 @@ static void adopt(struct sbx *s, struct tc_shell *sh)
     s->out.fd = sh->stdout_fd;
     s->err.fd = sh->stderr_fd;
     s->ctl_fd = sh->ctl_fd;
+    s->sync_fd = sh->sync_fd;
+    s->uid = sh->uid;
     s->cg = sh->cg;
     s->has_cg = sh->has_cg;
-    sh->pid = -1;
-    sh->pidfd = sh->stdin_fd = sh->stdout_fd = sh->stderr_fd = sh->ctl_fd = -1;
-    sh->has_cg = false;
 }
 
-static int spawn(struct launcher *L, struct sbx *s)
+/* Limits, configuration, egress listener, then let the shell go. */
+static int go(struct launcher *L, struct sbx *s)
 {
-    struct tc_shell_env env;
-    struct tc_shell sh;
     int r, cfg_fd = -1;
 
-    r = tc_shell_create(shell_env(L, &env), s->uid, s->id, &sh);
-    if (r < 0)
-        return r;
-    adopt(s, &sh);
     /* PID 1 exec's toolcage-init and reads everything it needs from this memfd. */
     cfg_fd = tc_child_config(&s->spec, &L->sc, &L->rootfs, "newroot",
                              s->ws_path + strlen(L->scratch) + 1 /* "ws/<id>" */,
                              !L->cg.has[TC_CG_MEMORY], !L->cg.has[TC_CG_PIDS]);
-    if (cfg_fd < 0) {
-        r = cfg_fd;
-        goto out;
-    }
+    if (cfg_fd < 0)
+        return cfg_fd;
     if (s->has_cg && (r = tc_cg_set_limits(&s->cg, &s->spec.limits)) < 0)
         goto out;
     /* Network allowlist: the proxy's listener goes into the sandbox's network namespace
@@ -639,7 +632,9 @@ static int spawn(struct launcher *L, struct sbx *s)
         (r = tc_egress_link_attach(L->egress, s->pid, s->spec.network_allow, &s->egress_handle)) <
             0)
         goto out;
-    r = tc_shell_go(&sh, cfg_fd);
+    r = tc_shell_go(s->sync_fd, cfg_fd);
+    close(s->sync_fd);
+    s->sync_fd = -1;
     if (r == -EPIPE || r == -ECONNRESET)
         r = 0; /* it died on its way (a failed cgroup join): its report is on ctl_fd */
     else if (r < 0)
@@ -661,9 +656,7 @@ static int spawn(struct launcher *L, struct sbx *s)
         s->stdin_fd = -1;
     }
 out:
-    if (cfg_fd >= 0)
-        close(cfg_fd);
-    tc_shell_kill(&sh); /* only sync_fd left, unless go failed */
+    close(cfg_fd);
     return r;
 }
 
@@ -709,7 +702,6 @@ static void start_sandbox(struct launcher *L, const char *hdr_id, char *payload)
     s->spec_json = spec;
     s->spec = parsed;
     snprintf(s->id, sizeof(s->id), "%s", parsed.id);
-    s->uid = L->uid_base + s->slot;
     s->start_ms = now_ms();
     s->deadline_ms = s->start_ms + s->spec.limits.wall_ms;
     if (s->spec.network_allow && tc_egress_spec_env(&s->spec) < 0) {
@@ -722,6 +714,13 @@ static void start_sandbox(struct launcher *L, const char *hdr_id, char *payload)
         start_fail(L, s, "stdin_b64: invalid base64");
         return;
     }
+    /* The shell brings the sandbox's host uid. */
+    struct tc_shell sh;
+    if ((r = tc_pool_take(&L->pool, s->start_ms, &sh)) < 0) {
+        start_fail(L, s, "spawn: %s", strerror(-r));
+        return;
+    }
+    adopt(s, &sh);
     r = snprintf(s->ws_path, sizeof(s->ws_path), "%s/%s", L->wsdir, s->id);
     if (r < 0 || (size_t)r >= sizeof(s->ws_path) || mkdir(s->ws_path, 0700) < 0) {
         start_fail(L, s, "workspace: %s", strerror(errno));
@@ -740,7 +739,7 @@ static void start_sandbox(struct launcher *L, const char *hdr_id, char *payload)
         start_fail(L, s, "workspace %s", err);
         return;
     }
-    r = spawn(L, s);
+    r = go(L, s);
     if (r < 0) {
         start_fail(L, s, "spawn: %s", strerror(-r));
         return;
@@ -809,6 +808,7 @@ static void tick(struct launcher *L)
         else if (s->has_cg && tc_cg_oom_killed(&s->cg))
             kill_sbx(L, s, "memory"); /* v1 kills one task; the contract kills the tree */
     }
+    tc_pool_tick(&L->pool, now);
     if (L->n_dead_cgs)
         retry_dead_cgs(L);
     tc_egress_link_tick(L->egress, now, deliver_result, L);
@@ -833,6 +833,9 @@ static int next_timeout(struct launcher *L)
         t = 100;
     if (tc_egress_link_parked(L->egress) && (t < 0 || t > TICK_MS))
         t = TICK_MS;
+    int64_t pt = L->stopping ? -1 : tc_pool_timeout(&L->pool, now);
+    if (pt >= 0 && (t < 0 || pt < t))
+        t = pt;
     return (int)t;
 }
 
@@ -848,6 +851,11 @@ static void dispatch(struct launcher *L, struct epoll_event *ev)
     }
     if (k == W_EGRESS) {
         tc_egress_link_on_readable(L->egress, deliver_result, L);
+        return;
+    }
+    if (k == W_SHELL) {
+        tc_pool_event(&L->pool, slot);
+        retry_dead_cgs(L);
         return;
     }
     if (k == W_SIGNAL) {
@@ -889,6 +897,11 @@ static void dispatch(struct launcher *L, struct epoll_event *ev)
     }
 }
 
+static uint64_t shell_wdata(unsigned idx)
+{
+    return wdata(idx, W_SHELL);
+}
+
 static json_t *host_info(struct launcher *L)
 {
     struct utsname u;
@@ -903,7 +916,7 @@ static json_t *host_info(struct launcher *L)
             ctl, json_string(L->cg.mode == TC_CG_V1 && c == TC_CG_CPU ? "cpuacct" : names[c]));
         json_object_set_new(parents, names[c], json_string(L->cg.parent_path[c]));
     }
-    return json_pack("{s:s, s:o, s:o, s:b, s:b, s:s, s:i, s:i, s:s, s:b, s:s?, s:i}", "cgroup",
+    return json_pack("{s:s, s:o, s:o, s:b, s:b, s:s, s:i, s:i, s:s, s:b, s:s?, s:i, s:i}", "cgroup",
                      L->cg.mode == TC_CG_V2   ? "v2"
                      : L->cg.mode == TC_CG_V1 ? "v1"
                                               : "none",
@@ -911,7 +924,7 @@ static json_t *host_info(struct launcher *L)
                      "memsw", L->cg.memsw, "kernel", u.release, "launcher_pid", (int)getpid(),
                      "max_sandboxes", (int)L->max, "backends", "native", "userns", 1, "note",
                      L->cg.note[0] ? L->cg.note : NULL, "egress_pid",
-                     (int)tc_egress_link_pid(L->egress));
+                     (int)tc_egress_link_pid(L->egress), "pool", (int)L->pool.target);
 }
 
 static int mkdir_p(const char *path, mode_t mode)
@@ -933,6 +946,8 @@ static int mkdir_p(const char *path, mode_t mode)
         return -errno;
     return 0;
 }
+
+static int parse_uint(const char *s, unsigned long max, unsigned long *ret);
 
 static int setup(struct launcher *L, const char *state_dir)
 {
@@ -984,7 +999,19 @@ static int setup(struct launcher *L, const char *state_dir)
     if ((r = watch(L, L->sock, EPOLLIN, 0, W_CLIENT)) < 0 ||
         (r = watch(L, L->sigfd, EPOLLIN, 0, W_SIGNAL)) < 0)
         return r;
-    return 0;
+    /* Shells kept ready (docs/sandbox.md, Start-up cost): TOOLCAGE_POOL, default 2. */
+    unsigned long pool = 2;
+    const char *pv = getenv("TOOLCAGE_POOL");
+    if (pv && parse_uint(pv, TC_POOL_MAX, &pool) < 0)
+        pool = 2;
+    if (pool > MAX_SLOTS - L->max)
+        pool = MAX_SLOTS - L->max;
+    struct tc_shell_env env = {.cg = &L->cg,
+                               .scratch = L->scratch,
+                               .init_fd = L->init_fd,
+                               .cap_last_cap = L->rootfs.cap_last_cap};
+    return tc_pool_init(&L->pool, &env, L->uid_base, MAX_SLOTS, (unsigned)pool, L->epfd,
+                        shell_wdata);
 }
 
 static void cleanup(struct launcher *L)
@@ -994,6 +1021,7 @@ static void cleanup(struct launcher *L)
             kill_sbx(L, &L->slots[i], "cancelled");
             teardown(L, &L->slots[i]);
         }
+    tc_pool_fini(&L->pool);
     for (int i = 0; i < 100 && L->n_dead_cgs; i++) {
         retry_dead_cgs(L);
         nanosleep(&(struct timespec){0, 10000000}, NULL);
@@ -1084,7 +1112,8 @@ int tc_launcher_main(int argc, char **argv)
     for (unsigned i = 0; i < L.max; i++) {
         struct sbx *s = &L.slots[i];
         s->slot = i;
-        s->pidfd = s->stdin_fd = s->out.fd = s->err.fd = s->ctl_fd = s->notify_fd = s->ws_fd = -1;
+        s->pidfd = s->stdin_fd = s->out.fd = s->err.fd = s->ctl_fd = s->notify_fd = s->ws_fd =
+            s->sync_fd = -1;
     }
     r = setup(&L, state_dir);
     if (r < 0) {
@@ -1129,6 +1158,8 @@ int tc_launcher_main(int argc, char **argv)
             break;
         for (int i = 0; i < n; i++)
             dispatch(&L, &evs[i]);
+        if (n == 0 && !L.stopping && tc_pool_wants_refill(&L.pool, now_ms()))
+            tc_pool_refill(&L.pool, now_ms()); /* idle: one more shell ahead of time */
         tick(&L);
     }
     cleanup(&L);

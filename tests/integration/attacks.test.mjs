@@ -17,9 +17,10 @@
 // Placeholders in the code and the headers: {PWNED} (a unique /tmp path on the host), {PORT}
 // (the listener's port), {HOSTIP} (a non-loopback address of this host, or 127.0.0.1).
 //
-// After every run, on the host: the launcher has no child left, no process runs under the
-// sandbox's host uid range, the sandbox's cgroup directories are gone, the launcher holds no
-// workspace mount for it, and /healthz answers quickly.
+// After every run, on the host: the launcher has no child left (but its helpers and the idle
+// shells of its pool), no process runs under the sandbox's host uid range, the sandbox's
+// cgroup directories are gone, the launcher holds no workspace mount for it, and /healthz
+// answers quickly.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -117,6 +118,28 @@ function isHelper(pid, lpid) {
   }
 }
 
+/**
+ * A shell the launcher keeps ready for the next sandbox (its pool, docs/sandbox.md): a child
+ * in a pid namespace of its own that has not exec'd anything yet (still the launcher's binary).
+ */
+function isIdleShell(pid, lpid) {
+  try {
+    return !isHelper(pid, lpid) && fs.readlinkSync(`/proc/${pid}/exe`) === fs.readlinkSync(`/proc/${lpid}/exe`);
+  } catch {
+    return false;
+  }
+}
+
+/** A cgroup directory whose only task is one of the launcher's idle shells (its own groups). */
+function isIdleShellGroup(dir, lpid) {
+  try {
+    const pids = fs.readFileSync(path.join(dir, 'cgroup.procs'), 'utf8').trim().split('\n').filter(Boolean);
+    return pids.length === 1 && isIdleShell(Number(pids[0]), lpid);
+  } catch {
+    return false;
+  }
+}
+
 function launcherPid() {
   const kids = childrenOf(server.proc.pid).filter((p) => {
     try {
@@ -172,7 +195,9 @@ function sandboxCgroups(lpid) {
         const dir = path.join(base, p, 'toolcage', `L${lpid}`);
         let ents = [];
         try { ents = fs.readdirSync(dir, { withFileTypes: true }); } catch { continue; }
-        for (const e of ents) if (e.isDirectory()) found.push(path.join(dir, e.name));
+        for (const e of ents) {
+          if (e.isDirectory() && !isIdleShellGroup(path.join(dir, e.name), lpid)) found.push(path.join(dir, e.name));
+        }
       }
     }
   }
@@ -192,7 +217,7 @@ async function assertHostClean(lpid, id, where) {
   // finish reaping (a process can linger a moment as a zombie of nobody).
   let left, cgs, mounts, kids;
   for (let i = 0; i < 40; i++) {
-    kids = childrenOf(lpid).filter((p) => !isHelper(p, lpid));
+    kids = childrenOf(lpid).filter((p) => !isHelper(p, lpid) && !isIdleShell(p, lpid));
     left = sandboxUidProcs(lpid);
     cgs = sandboxCgroups(lpid);
     mounts = id ? launcherMounts(lpid, id) : [];
