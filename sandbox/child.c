@@ -34,8 +34,8 @@ static _Noreturn void die(int ctl_fd, int err, const char *what)
     _exit(125);
 }
 
-/* The shell's fds while it waits: 0-4 and 6 as init expects them (init_proto.h), 5 arrives
- * with "go", the cgroup.procs files at 7-9 until it has joined. Everything else is closed. */
+/* The shell's fds: 0-4 and 6 as init expects them (init_proto.h; 5 arrives with go), the
+ * cgroup.procs files at 7-9 until it has joined. Everything else is closed. */
 enum { SHELL_FD_CG = 7, SHELL_FD_FIRST_FREE = 10 };
 
 static void arrange_fds(const struct tc_child_cfg *c)
@@ -59,7 +59,7 @@ static void arrange_fds(const struct tc_child_cfg *c)
     }
     if (syscall(SYS_close_range, (unsigned)SHELL_FD_FIRST_FREE, ~0U, 0U) < 0)
         _exit(125);
-    /* 0-4 (and 5, later) survive the exec of init; the others do not */
+    /* 0-4 survive the exec of init; the others do not */
     for (int i = 0; i < SHELL_FD_FIRST_FREE; i++)
         if (src[i] >= 0)
             fcntl(i, F_SETFD, i <= TC_INIT_FD_CTL ? 0 : FD_CLOEXEC);
@@ -85,46 +85,16 @@ static int caps_to_ambient(int last_cap)
     return 0;
 }
 
-/* "go": one byte with the configuration memfd, which ends up at TC_INIT_FD_CFG. */
-static void wait_for_go(void)
-{
-    char c, cbuf[CMSG_SPACE(sizeof(int))];
-    struct iovec iov = {.iov_base = &c, .iov_len = 1};
-    struct msghdr mh;
-    struct cmsghdr *cm;
-    int fd = -1;
-    ssize_t n;
-
-    memset(&mh, 0, sizeof(mh));
-    mh.msg_iov = &iov;
-    mh.msg_iovlen = 1;
-    mh.msg_control = cbuf;
-    mh.msg_controllen = sizeof(cbuf);
-    do
-        n = recvmsg(TC_INIT_FD_SYNC, &mh, MSG_CMSG_CLOEXEC);
-    while (n < 0 && errno == EINTR);
-    if (n != 1) /* EOF: the launcher is gone or dropped us */
-        _exit(125);
-    cm = CMSG_FIRSTHDR(&mh);
-    if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
-        cm->cmsg_len == CMSG_LEN(sizeof(int)))
-        memcpy(&fd, CMSG_DATA(cm), sizeof(int));
-    if (fd < 0 || (fd != TC_INIT_FD_CFG && dup2(fd, TC_INIT_FD_CFG) < 0))
-        _exit(125);
-    if (fd != TC_INIT_FD_CFG)
-        close(fd);
-    fcntl(TC_INIT_FD_CFG, F_SETFD, 0);
-}
-
 _Noreturn void tc_child_main(const struct tc_child_cfg *cfg)
 {
     static char *const init_argv[] = {"toolcage-init", NULL};
     static char *const init_envp[] = {NULL};
+    ssize_t n;
+    char c;
 
-    /* Launcher gone before the exec -> SIGKILL; or the sync socket reads EOF below. */
+    /* Launcher gone -> SIGKILL (init sets it again); or the sync socket reads EOF. */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    /* First drop the launcher's other fds (other sandboxes' pipes, workspaces...): a shell
-     * may wait a long time. */
+    /* First drop the launcher's other fds (other sandboxes' pipes, workspaces...). */
     arrange_fds(cfg);
     /* Still root of the parent namespace here (no uid map needed): join the cgroups. */
     for (int i = 0; i < 3; i++) {
@@ -134,12 +104,13 @@ _Noreturn void tc_child_main(const struct tc_child_cfg *cfg)
             die(TC_INIT_FD_CTL, errno, "join cgroup");
         close(SHELL_FD_CG + i);
     }
+    /* The launcher writes our uid/gid maps right after the clone, then says 'm'. */
+    while ((n = recv(TC_INIT_FD_SYNC, &c, 1, 0)) < 0 && errno == EINTR)
+        ;
+    if (n != 1 || c != 'm')
+        _exit(125);
     /* (EPIPE when go has already been sent and the launcher closed its end: fine) */
     (void)send(TC_INIT_FD_SYNC, "j", 1, MSG_NOSIGNAL);
-    wait_for_go();
-    /* Our own copy of the launcher's mount namespace, taken now: it has the workspace. */
-    if (unshare(CLONE_NEWNS) < 0)
-        die(TC_INIT_FD_CTL, errno, "unshare mount namespace");
     if (chdir(cfg->scratch) < 0)
         die(TC_INIT_FD_CTL, errno, "chdir to scratch");
     if (setresgid(TC_SANDBOX_GID, TC_SANDBOX_GID, TC_SANDBOX_GID) < 0)
@@ -264,6 +235,10 @@ int tc_shell_create(const struct tc_shell_env *env, uid_t uid, const char *cg_na
     if ((r = write_proc(pid, "uid_map", map)) < 0 ||
         (r = write_proc(pid, "setgroups", "deny")) < 0 || (r = write_proc(pid, "gid_map", map)) < 0)
         goto fail;
+    if (send(sync[0], "m", 1, MSG_NOSIGNAL) != 1) {
+        r = -errno;
+        goto fail;
+    }
     sh.stdin_fd = in[1];
     sh.stdout_fd = out[0];
     sh.stderr_fd = err[0];

@@ -1,8 +1,8 @@
 /* The launcher's side of a sandbox's PID 1. The clone of the launcher runs
- * tc_child_main() only until it has joined its cgroups, arranged its fds, been given its
- * uid/gid maps and its configuration; then it exec's toolcage-init (sandbox/init/init.c, a
- * small static program) with the sandbox's configuration in a memfd, so that no sandbox
- * process ever holds a copy of the launcher's memory. */
+ * tc_child_main() only until it has arranged its fds, joined its cgroups and been given its
+ * uid/gid maps; then it exec's toolcage-init (sandbox/init/init.c, a small static program),
+ * which waits for the sandbox's configuration in a memfd, so that no sandbox process ever
+ * holds a copy of the launcher's memory. */
 #pragma once
 
 #include <stdbool.h>
@@ -36,8 +36,9 @@ struct tc_child_cfg {
      * root is unmapped in the sandbox's user namespace, so the child enters it while it still
      * has the launcher's fs uid; init uses paths relative to it from then on. */
     const char *scratch;
-    int sync_fd; /* stream socket: 'j' to the launcher once in the cgroups; then "go" with
-                  * the configuration memfd (tc_child_config) from it */
+    int sync_fd; /* stream socket: 'm' from the launcher once the uid/gid maps are written,
+                  * 'j' to it once in the cgroups; then (to init) "go" with the
+                  * configuration memfd (tc_child_config) */
     int ctl_fd;  /* write: struct tc_ctl_msg */
     int init_fd; /* toolcage-init, opened at launcher start */
     int cap_last_cap;
@@ -52,11 +53,12 @@ struct tc_child_cfg {
 _Noreturn void tc_child_main(const struct tc_child_cfg *cfg);
 
 /* A sandbox's PID 1 before "go": cloned into new user, pid, network, IPC and UTS
- * namespaces, given its uid/gid maps, moved into its own (still unlimited) cgroups, and
- * waiting for its configuration. It has closed every fd it does not need and holds nothing
- * of any sandbox. At go it unshares its mount namespace (a copy of the launcher's, with the
- * workspace mounted since) and exec's toolcage-init. The launcher creates shells on demand
- * or ahead of time (its pool), since creating one is most of a sandbox's fixed cost. */
+ * namespaces, given its uid/gid maps, moved into its own (still unlimited) cgroups, exec'd
+ * into toolcage-init (uid 1000 there, non-dumpable) and waiting for its configuration with
+ * nothing but its own fds. At go, init unshares its mount namespace (a copy of the
+ * launcher's, with the workspace mounted since) and builds the sandbox. The launcher
+ * creates shells on demand or ahead of time (its pool): that is most of a sandbox's fixed
+ * cost. */
 struct tc_shell {
     pid_t pid;
     int pidfd;

@@ -2,20 +2,20 @@
  * launcher's sandboxes.
  *
  * Creating a shell is most of a sandbox's fixed cost: clone into five new namespaces
- * (CLONE_NEWNET alone is ~0.4 ms), uid/gid maps, mkdir of its cgroups, and on cgroup v1 the
- * move into them, which waits for an RCU grace period (5-15 ms) whenever no other task
- * moved between cgroups in the last ~15 ms. The launcher keeps `target` shells ready so
- * that a sandbox starts with the shell's go. Shells are created one at a time, when the
- * launcher is idle and no other shell of the pool is still joining its cgroups: a v1
- * migration holds the kernel's global cgroup mutex during that grace period, and mkdir or
- * rmdir by the launcher would wait for it (tc_pool_joining() tells the launcher when to
- * put its rmdirs off).
+ * (CLONE_NEWNET alone is ~0.4 ms), uid/gid maps, mkdir of its cgroups, the exec of
+ * toolcage-init (~0.5 ms), and on cgroup v1 the move into the cgroups, which waits for an
+ * RCU grace period (5-15 ms) whenever no other task moved between cgroups in the last
+ * ~15 ms. The launcher keeps `target` shells ready so that a sandbox starts with the
+ * shell's go. Shells are created one at a time, when the launcher is idle and no other shell
+ * of the pool is still joining its cgroups: a v1 migration holds the kernel's global cgroup
+ * mutex during that grace period, and mkdir or rmdir by the launcher would wait for it
+ * (tc_pool_joining() tells the launcher when to put its rmdirs off).
  *
- * A pooled shell is idle: it runs the launcher's own code (no exec yet) with the launcher's
- * credentials but no capability outside its new user namespace, has closed every fd but its
- * own, and gets its limits when it is taken; it is the only task in its cgroups. It lives in
- * its own user, pid, network, IPC and UTS namespaces and shares the launcher's mount
- * namespace until go. Nothing of a sandbox runs in it before go. */
+ * A pooled shell is idle: toolcage-init, already exec'd, waiting for go on its sync socket
+ * as uid 1000 of its own user namespace (the host uid it will run its sandbox as), with
+ * nothing but its own fds; it gets its limits when it is taken and is the only task in its
+ * cgroups. It lives in its own user, pid, network, IPC and UTS namespaces and shares the
+ * launcher's mount namespace until go. Nothing of a sandbox runs in it before go. */
 #pragma once
 
 #include <stdbool.h>

@@ -1,10 +1,12 @@
 /* toolcage-init: the sandbox's PID 1. A small static program, exec'ed by the launcher's
- * clone right after the uid/gid maps are written, so that no sandbox process ever holds a
- * copy of the launcher's memory (other sandboxes' specs, stdin, secrets). It arrives with
- * uid/gid 1000 in the sandbox's user namespace and its capabilities there as ambient caps,
- * reads its configuration (init_proto.h) from fd 5, builds the root filesystem, pivots into
- * it, forks the program (which drops every privilege, loads seccomp last and execs) and
- * reaps everything until the program exits. See docs/sandbox.md. */
+ * clone once it is in its cgroups and has its uid/gid maps, so that no sandbox process ever
+ * holds a copy of the launcher's memory (other sandboxes' specs, stdin, secrets). It arrives
+ * with uid/gid 1000 in the sandbox's user namespace and its capabilities there as ambient
+ * caps, and waits (maybe in the launcher's pool of ready shells) for "go" with its
+ * configuration (init_proto.h) on fd 3; then it takes its own mount namespace, builds the
+ * root filesystem, pivots into it, forks the program (which drops every privilege, loads
+ * seccomp last and execs) and reaps everything until the program exits. See
+ * docs/sandbox.md. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -533,6 +535,39 @@ static int load_cfg(struct cfg *c)
     return 0;
 }
 
+/* ---- go ---- */
+
+/* A shell waits here, possibly long before its sandbox exists (the launcher's pool), for one
+ * byte with the configuration memfd, which goes to TC_INIT_FD_CFG. EOF: dropped. */
+static void wait_for_go(void)
+{
+    char c, cbuf[CMSG_SPACE(sizeof(int))];
+    struct iovec iov = {.iov_base = &c, .iov_len = 1};
+    struct msghdr mh;
+    struct cmsghdr *cm;
+    int fd = -1;
+    ssize_t n;
+
+    memset(&mh, 0, sizeof(mh));
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = cbuf;
+    mh.msg_controllen = sizeof(cbuf);
+    do
+        n = recvmsg(TC_INIT_FD_SYNC, &mh, MSG_CMSG_CLOEXEC);
+    while (n < 0 && errno == EINTR);
+    if (n != 1)
+        _exit(125);
+    cm = CMSG_FIRSTHDR(&mh);
+    if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
+        cm->cmsg_len == CMSG_LEN(sizeof(int)))
+        memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+    if (fd < 0 || (fd != TC_INIT_FD_CFG && dup2(fd, TC_INIT_FD_CFG) < 0))
+        _exit(125);
+    if (fd != TC_INIT_FD_CFG)
+        close(fd);
+}
+
 /* ---- the program ---- */
 
 static _Noreturn void exec_program(const struct cfg *cfg)
@@ -621,10 +656,14 @@ int main(int argc, char **argv)
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getpid() != 1)
         return 125; /* only ever PID 1 of a fresh sandbox */
-    /* The sync pipe has served its purpose; the control socket must not reach the program
-     * (its child closes it at execve; tests/attacks/042 looks for such leaks). */
-    close(TC_INIT_FD_SYNC);
+    /* The control socket must not reach the program (its child closes it at execve;
+     * tests/attacks/042 looks for such leaks); nor the sync socket, done with after go. */
     fcntl(TC_INIT_FD_CTL, F_SETFD, FD_CLOEXEC);
+    wait_for_go();
+    close(TC_INIT_FD_SYNC);
+    /* Our own copy of the launcher's mount namespace, taken now: it has the workspace. */
+    if (unshare(CLONE_NEWNS) < 0)
+        die(&cfg, errno, "unshare mount namespace");
     if (load_cfg(&cfg) < 0)
         die(&cfg, EINVAL, "toolcage-init: bad configuration");
     if (unshare(CLONE_NEWCGROUP) < 0)

@@ -2,7 +2,8 @@
  * program child report back. Shared by the launcher (sandbox/child.c) and the static init
  * program (sandbox/init/init.c); plain C and libc only, no project headers.
  *
- * The configuration is one blob in a sealed memfd at fd TC_INIT_FD_CFG:
+ * The configuration is one blob in a sealed memfd, passed with "go" and put at
+ * TC_INIT_FD_CFG:
  *   struct tc_init_hdr, then the strings (each NUL-terminated, in this order):
  *     newroot, ws_path, cwd, hostname, localtime_target,
  *     argv[n_argv], env[n_env],
@@ -23,9 +24,10 @@
 
 /* fds of PID 1 across the exec (everything else is closed) */
 enum {
-    TC_INIT_FD_SYNC = 3, /* read end: EOF = the launcher died before releasing us */
+    TC_INIT_FD_SYNC = 3, /* stream socket: "go" (one byte) with the configuration memfd;
+                          * EOF = the launcher dropped us or died */
     TC_INIT_FD_CTL = 4,  /* SOCK_SEQPACKET: struct tc_ctl_msg to the launcher */
-    TC_INIT_FD_CFG = 5,  /* the configuration memfd */
+    TC_INIT_FD_CFG = 5,  /* the configuration memfd, once go has come */
     TC_INIT_FD_EXE = 6,  /* only before the exec: toolcage-init itself */
     TC_INIT_FD_FIRST_FREE = 7,
 };

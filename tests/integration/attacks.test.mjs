@@ -17,10 +17,10 @@
 // Placeholders in the code and the headers: {PWNED} (a unique /tmp path on the host), {PORT}
 // (the listener's port), {HOSTIP} (a non-loopback address of this host, or 127.0.0.1).
 //
-// After every run, on the host: the launcher has no child left (but its helpers and the idle
-// shells of its pool), no process runs under the sandbox's host uid range, the sandbox's
-// cgroup directories are gone, the launcher holds no workspace mount for it, and /healthz
-// answers quickly.
+// After every run, on the host: the launcher has no child left, no process runs under the
+// sandbox's host uid range, the sandbox's cgroup directories are gone (all but the launcher's
+// helpers and the idle shells of its pool, each alone in its own groups), the launcher holds
+// no workspace mount for it, and /healthz answers quickly.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -119,12 +119,14 @@ function isHelper(pid, lpid) {
 }
 
 /**
- * A shell the launcher keeps ready for the next sandbox (its pool, docs/sandbox.md): a child
- * in a pid namespace of its own that has not exec'd anything yet (still the launcher's binary).
+ * A shell the launcher keeps ready for the next sandbox (its pool, docs/sandbox.md): its
+ * child in a pid namespace of its own, toolcage-init waiting for go, so with no child yet.
  */
 function isIdleShell(pid, lpid) {
   try {
-    return !isHelper(pid, lpid) && fs.readlinkSync(`/proc/${pid}/exe`) === fs.readlinkSync(`/proc/${lpid}/exe`);
+    if (isHelper(pid, lpid) || path.basename(fs.readlinkSync(`/proc/${pid}/exe`)) !== 'toolcage-init') return false;
+    if (Number(fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')[1]) !== lpid) return false;
+    return fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim() === '';
   } catch {
     return false;
   }
@@ -168,7 +170,7 @@ function sandboxUidProcs(lpid) {
   for (const d of fs.readdirSync('/proc')) {
     if (!/^\d+$/.test(d)) continue;
     const uid = procUid(d);
-    if (uid !== null && uid >= base && uid < base + 1024) {
+    if (uid !== null && uid >= base && uid < base + 1024 && !isIdleShell(Number(d), lpid)) {
       let cmd = '';
       try { cmd = fs.readFileSync(`/proc/${d}/cmdline`, 'utf8').replaceAll('\0', ' '); } catch { /* gone */ }
       found.push(`${d} uid=${uid} ${cmd}`);

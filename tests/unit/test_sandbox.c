@@ -154,15 +154,30 @@ static bool same_link(const char *a, const char *b)
 }
 
 /* A shell the launcher keeps ready (host_info "pool", docs/sandbox.md): its child in a pid
- * namespace of its own that has not exec'd anything yet (still the launcher's binary). */
+ * namespace of its own, toolcage-init waiting for go, so with no child of its own yet. */
 static bool is_idle_shell(int lpid, long pid)
 {
-    char a[64], b[64], c[64], d[64];
-    snprintf(a, sizeof(a), "/proc/%d/exe", lpid);
-    snprintf(b, sizeof(b), "/proc/%ld/exe", pid);
-    snprintf(c, sizeof(c), "/proc/%d/ns/pid", lpid);
-    snprintf(d, sizeof(d), "/proc/%ld/ns/pid", pid);
-    return same_link(a, b) && !same_link(c, d);
+    char a[64], b[64], exe[PATH_MAX], kids[64] = "";
+    snprintf(a, sizeof(a), "/proc/%d/ns/pid", lpid);
+    snprintf(b, sizeof(b), "/proc/%ld/ns/pid", pid);
+    if (same_link(a, b))
+        return false;
+    snprintf(a, sizeof(a), "/proc/%ld/exe", pid);
+    ssize_t n = readlink(a, exe, sizeof(exe) - 1);
+    if (n <= 0)
+        return false;
+    exe[n] = '\0';
+    const char *base = strrchr(exe, '/');
+    if (strcmp(base ? base + 1 : exe, "toolcage-init") != 0)
+        return false;
+    snprintf(a, sizeof(a), "/proc/%ld/task/%ld/children", pid, pid);
+    FILE *f = fopen(a, "re");
+    if (!f)
+        return false;
+    if (!fgets(kids, sizeof(kids), f))
+        kids[0] = '\0';
+    fclose(f);
+    return kids[0] == '\0' || kids[0] == '\n';
 }
 
 /* Children of the launcher other than its egress proxy (a permanent child) and its idle
