@@ -45,6 +45,7 @@
 #define OUTPUT_KILL_DISCARD (64ULL << 20)
 #define TICK_MS             50
 #define MAX_SLOTS           1024
+#define SETUP_QUIET_MS      5 /* see setting_up() */
 
 enum wkind { W_CLIENT = 1, W_SIGNAL, W_PIDFD, W_STDIN, W_STDOUT, W_STDERR, W_CTL, W_NOTIFY, W_EGRESS, W_SHELL };
 
@@ -88,6 +89,7 @@ struct sbx {
     bool ws_mounted, ws_dir;
 
     int64_t start_ms, end_ms, deadline_ms;
+    int64_t setup_until_ms; /* between go and the program's exec; see setting_up() */
     const char *killed_reason;
     bool have_exit;
     int exit_status;
@@ -545,13 +547,15 @@ static void read_ctl(struct launcher *L, struct sbx *s)
             m.what[sizeof(m.what) - 1] = '\0';
             snprintf(s->setup_what, sizeof(s->setup_what), "%s", m.what);
             break;
-        case TC_CTL_NOTIFY_FD:
+        case TC_CTL_NOTIFY_FD: /* sent right before the program's execve */
+            s->setup_until_ms = 0;
             if (fd >= 0 && s->notify_fd < 0 && watch(L, fd, EPOLLIN, s->slot, W_NOTIFY) == 0) {
                 s->notify_fd = fd;
                 fd = -1;
             }
             break;
         case TC_CTL_EXEC_ERROR:
+            s->setup_until_ms = 0;
             s->exec_err = m.err;
             break;
         case TC_CTL_EXIT:
@@ -639,6 +643,7 @@ static int go(struct launcher *L, struct sbx *s)
         r = 0; /* it died on its way (a failed cgroup join): its report is on ctl_fd */
     else if (r < 0)
         goto out;
+    s->setup_until_ms = now_ms() + SETUP_QUIET_MS;
     fcntl(s->stdin_fd, F_SETFL, O_NONBLOCK);
     fcntl(s->out.fd, F_SETFL, O_NONBLOCK);
     fcntl(s->err.fd, F_SETFL, O_NONBLOCK);
@@ -814,6 +819,21 @@ static void tick(struct launcher *L)
     tc_egress_link_tick(L->egress, now, deliver_result, L);
 }
 
+/* A sandbox is between go and its program's exec (at most SETUP_QUIET_MS, for hosts without
+ * seccomp notification, whose NOTIFY_FD message marks the exec): milliseconds left, else 0.
+ * The pool is not refilled meanwhile, so that creating a shell (~1 ms of kernel work, and
+ * locks such as the network namespace's) does not slow a sandbox's start. */
+static int64_t setting_up(struct launcher *L, int64_t now)
+{
+    int64_t w = 0;
+    for (unsigned i = 0; i < L->max; i++) {
+        struct sbx *s = &L->slots[i];
+        if (s->used && !s->exited && s->setup_until_ms - now > w)
+            w = s->setup_until_ms - now;
+    }
+    return w;
+}
+
 static int next_timeout(struct launcher *L)
 {
     int64_t now = now_ms(), t = -1;
@@ -834,6 +854,8 @@ static int next_timeout(struct launcher *L)
     if (tc_egress_link_parked(L->egress) && (t < 0 || t > TICK_MS))
         t = TICK_MS;
     int64_t pt = L->stopping ? -1 : tc_pool_timeout(&L->pool, now);
+    if (pt == 0)
+        pt = setting_up(L, now);
     if (pt >= 0 && (t < 0 || pt < t))
         t = pt;
     return (int)t;
@@ -1158,8 +1180,9 @@ int tc_launcher_main(int argc, char **argv)
             break;
         for (int i = 0; i < n; i++)
             dispatch(&L, &evs[i]);
-        if (n == 0 && !L.stopping && tc_pool_wants_refill(&L.pool, now_ms()))
-            tc_pool_refill(&L.pool, now_ms()); /* idle: one more shell ahead of time */
+        int64_t now = now_ms();
+        if (n == 0 && !L.stopping && tc_pool_wants_refill(&L.pool, now) && !setting_up(&L, now))
+            tc_pool_refill(&L.pool, now); /* idle: one more shell ahead of time */
         tick(&L);
     }
     cleanup(&L);
