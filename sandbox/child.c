@@ -34,16 +34,15 @@ static _Noreturn void die(int ctl_fd, int err, const char *what)
     _exit(125);
 }
 
-/* The shell's fds: 0-4 and 6 as init expects them (init_proto.h; 5 arrives with go), the
- * cgroup.procs files at 7-9 until it has joined. Everything else is closed. */
+/* The shell's fds: 0-6 as init expects them (init_proto.h), the cgroup.procs files at 7-9
+ * until it has joined. Everything else is closed. */
 enum { SHELL_FD_CG = 7, SHELL_FD_FIRST_FREE = 10 };
 
 static void arrange_fds(const struct tc_child_cfg *c)
 {
-    int src[SHELL_FD_FIRST_FREE] = {c->stdin_fd,   c->stdout_fd,   c->stderr_fd,
-                                    c->sync_fd,    c->ctl_fd,      -1,
-                                    c->init_fd,    c->cg_procs[0], c->cg_procs[1],
-                                    c->cg_procs[2]},
+    int src[SHELL_FD_FIRST_FREE] = {c->stdin_fd,    c->stdout_fd,  c->stderr_fd, c->sync_fd,
+                                    c->ctl_fd,      c->base_fd,    c->init_fd,   c->cg_procs[0],
+                                    c->cg_procs[1], c->cg_procs[2]},
         tmp[SHELL_FD_FIRST_FREE];
 
     for (int i = 0; i < SHELL_FD_FIRST_FREE; i++) {
@@ -59,10 +58,10 @@ static void arrange_fds(const struct tc_child_cfg *c)
     }
     if (syscall(SYS_close_range, (unsigned)SHELL_FD_FIRST_FREE, ~0U, 0U) < 0)
         _exit(125);
-    /* 0-4 survive the exec of init; the others do not */
+    /* 0-5 survive the exec of init; the others do not */
     for (int i = 0; i < SHELL_FD_FIRST_FREE; i++)
         if (src[i] >= 0)
-            fcntl(i, F_SETFD, i <= TC_INIT_FD_CTL ? 0 : FD_CLOEXEC);
+            fcntl(i, F_SETFD, i <= TC_INIT_FD_CFG ? 0 : FD_CLOEXEC);
 }
 
 /* Keep every capability (of the sandbox's user namespace) across the exec of init as
@@ -199,6 +198,7 @@ int tc_shell_create(const struct tc_shell_env *env, uid_t uid, const char *cg_na
     cfg.scratch = env->scratch;
     cfg.sync_fd = sync[1];
     cfg.ctl_fd = ctl[1];
+    cfg.base_fd = env->base_fd;
     cfg.init_fd = env->init_fd;
     cfg.cap_last_cap = env->cap_last_cap;
     cfg.stdin_fd = in[0];
@@ -355,49 +355,58 @@ static int put_str(struct tc_buf_ *b, const char *s)
     return put(b, s ? s : "", strlen(s ? s : "") + 1);
 }
 
-int tc_child_config(const struct tc_spec *spec, const struct tc_seccomp_prog *sc,
-                    const struct tc_rootfs_info *ri, const char *newroot, const char *ws_path,
-                    bool rlimit_as, bool rlimit_nproc)
+/* The blob in a sealed memfd; frees (and wipes: it may hold leased secrets) the buffer. */
+static int seal_blob(struct tc_buf_ *b, int r)
+{
+    int fd = -1;
+
+    if (r < 0)
+        goto out;
+    fd = memfd_create("tc-init", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0) {
+        r = -errno;
+        goto out;
+    }
+    for (size_t off = 0; off < b->len;) {
+        ssize_t n = write(fd, b->data + off, b->len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            r = -errno;
+            goto out;
+        }
+        off += (size_t)n;
+    }
+    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) < 0) {
+        r = -errno;
+        goto out;
+    }
+    r = fd;
+    fd = -1;
+out:
+    if (fd >= 0)
+        close(fd);
+    if (b->data) {
+        explicit_bzero(b->data, b->len);
+        free(b->data);
+    }
+    return r;
+}
+
+int tc_child_base_config(const struct tc_rootfs_info *ri, const char *newroot)
 {
     struct tc_buf_ b = {0};
-    struct tc_init_hdr h;
-    size_t i;
-    json_t *f;
-    int r = 0, fd = -1;
+    struct tc_init_base_hdr h;
+    int r;
 
     memset(&h, 0, sizeof(h));
-    h.magic = TC_INIT_MAGIC;
-    h.flags = (sc->notify ? TC_INIT_F_NOTIFY : 0) | (rlimit_as ? TC_INIT_F_RLIMIT_AS : 0) |
-              (rlimit_nproc ? TC_INIT_F_RLIMIT_NPROC : 0);
+    h.magic = TC_INIT_BASE_MAGIC;
     h.cap_last_cap = (uint32_t)ri->cap_last_cap;
-    h.cpu_ms = spec->limits.cpu_ms;
-    h.memory_bytes = spec->limits.memory_bytes;
-    h.pids = spec->limits.pids;
-    h.file_size_bytes = spec->limits.file_size_bytes;
-    h.nofile = spec->limits.nofile;
-    h.tmp_bytes = spec->limits.tmp_bytes;
-    if ((r = put(&b, &h, sizeof(h))) < 0)
-        goto out;
-    r = put_str(&b, newroot);
+    r = put(&b, &h, sizeof(h));
     if (r == 0)
-        r = put_str(&b, ws_path);
-    if (r == 0)
-        r = put_str(&b, spec->cwd);
-    if (r == 0)
-        r = put_str(&b, spec->hostname);
+        r = put_str(&b, newroot);
     if (r == 0)
         r = put_str(&b, ri->localtime_target);
-    for (const char **a = spec->argv; r == 0 && *a; a++, h.n_argv++)
-        r = put_str(&b, *a);
-    for (const char **e = spec->envp; r == 0 && e && *e; e++, h.n_env++)
-        r = put_str(&b, *e);
-    for (i = 0; r == 0 && i < spec->n_mounts; i++, h.n_mounts++) {
-        r = put_str(&b, spec->mounts[i].source);
-        if (r == 0)
-            r = put_str(&b, spec->mounts[i].target);
-        if (r == 0)
-            r = put_str(&b, spec->mounts[i].writable ? "w" : "r");
-    }
     for (int k = 0; r == 0 && k < ri->n_binds; k++, h.n_binds++) {
         r = put_str(&b, ri->binds[k].src);
         if (r == 0)
@@ -409,6 +418,50 @@ int tc_child_config(const struct tc_spec *spec, const struct tc_seccomp_prog *sc
         r = put_str(&b, ri->usr_links[k]);
         if (r == 0)
             r = put_str(&b, ri->usr_targets[k]);
+    }
+    if (r == 0) {
+        h.size = (uint32_t)b.len;
+        memcpy(b.data, &h, sizeof(h));
+    }
+    return seal_blob(&b, r);
+}
+
+int tc_child_config(const struct tc_spec *spec, const struct tc_seccomp_prog *sc,
+                    const char *ws_path, bool rlimit_as, bool rlimit_nproc)
+{
+    struct tc_buf_ b = {0};
+    struct tc_init_hdr h;
+    size_t i;
+    json_t *f;
+    int r = 0;
+
+    memset(&h, 0, sizeof(h));
+    h.magic = TC_INIT_MAGIC;
+    h.flags = (sc->notify ? TC_INIT_F_NOTIFY : 0) | (rlimit_as ? TC_INIT_F_RLIMIT_AS : 0) |
+              (rlimit_nproc ? TC_INIT_F_RLIMIT_NPROC : 0);
+    h.cpu_ms = spec->limits.cpu_ms;
+    h.memory_bytes = spec->limits.memory_bytes;
+    h.pids = spec->limits.pids;
+    h.file_size_bytes = spec->limits.file_size_bytes;
+    h.nofile = spec->limits.nofile;
+    h.tmp_bytes = spec->limits.tmp_bytes;
+    if ((r = put(&b, &h, sizeof(h))) < 0)
+        goto out;
+    r = put_str(&b, ws_path);
+    if (r == 0)
+        r = put_str(&b, spec->cwd);
+    if (r == 0)
+        r = put_str(&b, spec->hostname);
+    for (const char **a = spec->argv; r == 0 && *a; a++, h.n_argv++)
+        r = put_str(&b, *a);
+    for (const char **e = spec->envp; r == 0 && e && *e; e++, h.n_env++)
+        r = put_str(&b, *e);
+    for (i = 0; r == 0 && i < spec->n_mounts; i++, h.n_mounts++) {
+        r = put_str(&b, spec->mounts[i].source);
+        if (r == 0)
+            r = put_str(&b, spec->mounts[i].target);
+        if (r == 0)
+            r = put_str(&b, spec->mounts[i].writable ? "w" : "r");
     }
     json_array_foreach(spec->secret_files, i, f)
     {
@@ -443,36 +496,8 @@ int tc_child_config(const struct tc_spec *spec, const struct tc_seccomp_prog *sc
         goto out;
     h.size = (uint32_t)b.len;
     memcpy(b.data, &h, sizeof(h));
-
-    fd = memfd_create("tc-init", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (fd < 0) {
-        r = -errno;
-        goto out;
-    }
-    for (size_t off = 0; off < b.len;) {
-        ssize_t n = write(fd, b.data + off, b.len - off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            r = -errno;
-            goto out;
-        }
-        off += (size_t)n;
-    }
-    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) < 0) {
-        r = -errno;
-        goto out;
-    }
-    r = fd;
-    fd = -1;
 out:
-    if (fd >= 0)
-        close(fd);
-    if (b.data) {
-        explicit_bzero(b.data, b.len); /* may hold leased secrets */
-        free(b.data);
-    }
-    return r;
+    return seal_blob(&b, r);
 }
 
 int tc_child_open_init(char *ret_path, size_t size)

@@ -40,6 +40,7 @@ struct tc_child_cfg {
                   * 'j' to it once in the cgroups; then (to init) "go" with the
                   * configuration memfd (tc_child_config) */
     int ctl_fd;  /* write: struct tc_ctl_msg */
+    int base_fd; /* the base configuration (tc_child_base_config), init's fd 5 at its exec */
     int init_fd; /* toolcage-init, opened at launcher start */
     int cap_last_cap;
     int stdin_fd, stdout_fd, stderr_fd;
@@ -54,11 +55,12 @@ _Noreturn void tc_child_main(const struct tc_child_cfg *cfg);
 
 /* A sandbox's PID 1 before "go": cloned into new user, pid, network, IPC and UTS
  * namespaces, given its uid/gid maps, moved into its own (still unlimited) cgroups, exec'd
- * into toolcage-init (uid 1000 there, non-dumpable) and waiting for its configuration with
- * nothing but its own fds. At go, init unshares its mount namespace (a copy of the
- * launcher's, with the workspace mounted since) and builds the sandbox. The launcher
- * creates shells on demand or ahead of time (its pool): that is most of a sandbox's fixed
- * cost. */
+ * into toolcage-init (uid 1000 there, non-dumpable), which has taken its own mount
+ * namespace, built the part of the root filesystem every sandbox has and brought lo up; it
+ * waits for its configuration with nothing but its own fds. At go it adds the sandbox's
+ * own mounts (its workspace comes from the launcher's ws directory, a shared mount: see
+ * docs/sandbox.md) and pivots. The launcher creates shells on demand or ahead of time (its
+ * pool): that is most of a sandbox's fixed cost. */
 struct tc_shell {
     pid_t pid;
     int pidfd;
@@ -73,6 +75,7 @@ struct tc_shell {
 struct tc_shell_env {
     const struct tc_cg_host *cg; /* mode NONE: no groups */
     const char *scratch;         /* see tc_child_cfg */
+    int base_fd;
     int init_fd;
     int cap_last_cap;
 };
@@ -90,11 +93,15 @@ int tc_shell_go(int sync_fd, int cfg_fd);
 /* Kill and reap the shell's process and close its fds; the cgroups are left to the caller. */
 void tc_shell_kill(struct tc_shell *sh);
 
-/* Build PID 1's configuration (init_proto.h) for a sandbox into a sealed memfd.
- * newroot and ws_path are relative to the scratch directory. Returns the fd or -errno. */
+/* PID 1's base configuration (init_proto.h): what every sandbox of this launcher has in its
+ * root filesystem; newroot is relative to the scratch directory. Returns a sealed memfd or
+ * -errno. */
+int tc_child_base_config(const struct tc_rootfs_info *rootfs, const char *newroot);
+
+/* PID 1's configuration for one sandbox (init_proto.h), handed over with go. ws_path is
+ * relative to the scratch directory. Returns a sealed memfd or -errno. */
 int tc_child_config(const struct tc_spec *spec, const struct tc_seccomp_prog *seccomp,
-                    const struct tc_rootfs_info *rootfs, const char *newroot, const char *ws_path,
-                    bool rlimit_as, bool rlimit_nproc);
+                    const char *ws_path, bool rlimit_as, bool rlimit_nproc);
 
 /* Open the toolcage-init binary for fexecve: $TOOLCAGE_INIT, else next to our own
  * executable, else ../libexec/toolcage/ relative to it. Returns an O_PATH fd or -errno. */

@@ -110,6 +110,7 @@ struct launcher {
     struct tc_seccomp_prog sc;
     struct tc_rootfs_info rootfs;
     int init_fd; /* toolcage-init (O_PATH), exec'ed as every sandbox's PID 1 */
+    int base_fd; /* its base configuration (tc_child_base_config) */
     char init_path[PATH_MAX];
     char setup_error[PATH_MAX + 64]; /* why setup failed, when errno alone does not say */
     struct sbx *slots;
@@ -623,8 +624,7 @@ static int go(struct launcher *L, struct sbx *s)
     int r, cfg_fd = -1;
 
     /* PID 1 exec's toolcage-init and reads everything it needs from this memfd. */
-    cfg_fd = tc_child_config(&s->spec, &L->sc, &L->rootfs, "newroot",
-                             s->ws_path + strlen(L->scratch) + 1 /* "ws/<id>" */,
+    cfg_fd = tc_child_config(&s->spec, &L->sc, s->ws_path + strlen(L->scratch) + 1 /* "ws/<id>" */,
                              !L->cg.has[TC_CG_MEMORY], !L->cg.has[TC_CG_PIDS]);
     if (cfg_fd < 0)
         return cfg_fd;
@@ -996,6 +996,11 @@ static int setup(struct launcher *L, const char *state_dir)
     snprintf(L->wsdir, sizeof(L->wsdir), "%s/ws", L->scratch);
     if (mkdir(L->newroot, 0755) < 0 || mkdir(L->wsdir, 0711) < 0)
         return -errno;
+    /* A shared mount point: each workspace mounted in it also appears in the mount namespace
+     * of every shell waiting in the pool (as a slave), which was copied before. */
+    if (mount(L->wsdir, L->wsdir, NULL, MS_BIND, NULL) < 0 ||
+        mount(NULL, L->wsdir, NULL, MS_SHARED, NULL) < 0)
+        return -errno;
 
     L->init_fd = tc_child_open_init(L->init_path, sizeof(L->init_path));
     if (L->init_fd < 0) {
@@ -1005,6 +1010,9 @@ static int setup(struct launcher *L, const char *state_dir)
     }
     tc_cg_host_init(&L->cg);
     tc_rootfs_detect(&L->rootfs);
+    L->base_fd = tc_child_base_config(&L->rootfs, "newroot");
+    if (L->base_fd < 0)
+        return L->base_fd;
     r = tc_seccomp_build(getenv("TOOLCAGE_NO_SECCOMP_NOTIFY") == NULL, &L->sc);
     if (r < 0)
         return r;
@@ -1030,6 +1038,7 @@ static int setup(struct launcher *L, const char *state_dir)
         pool = MAX_SLOTS - L->max;
     struct tc_shell_env env = {.cg = &L->cg,
                                .scratch = L->scratch,
+                               .base_fd = L->base_fd,
                                .init_fd = L->init_fd,
                                .cap_last_cap = L->rootfs.cap_last_cap};
     return tc_pool_init(&L->pool, &env, L->uid_base, MAX_SLOTS, (unsigned)pool, L->epfd,
@@ -1054,6 +1063,8 @@ static void cleanup(struct launcher *L)
     tc_seccomp_free(&L->sc);
     if (L->init_fd >= 0)
         close(L->init_fd);
+    if (L->base_fd >= 0)
+        close(L->base_fd);
     tc_egress_link_free(L->egress);
     free(L->slots);
     free(L->dead_cgs);
@@ -1081,7 +1092,7 @@ int tc_launcher_main(int argc, char **argv)
     int r;
 
     memset(&L, 0, sizeof(L));
-    L.sock = L.epfd = L.sigfd = L.init_fd = -1;
+    L.sock = L.epfd = L.sigfd = L.init_fd = L.base_fd = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "launcher") == 0)

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #define JOIN_STUCK_MS     5000
@@ -149,6 +150,11 @@ int tc_pool_take(struct tc_pool *p, int64_t now_ms, struct tc_shell *ret)
                 continue;
             }
             e->ready = r > 0;
+        }
+        char c;
+        if (e->ready && recv(e->sh.sync_fd, &c, 1, MSG_DONTWAIT | MSG_PEEK) == 0) {
+            drop(p, i); /* died while waiting (killed, or its base setup failed) */
+            continue;
         }
         if (e->ready) {
             take(p, i, now_ms, ret);
