@@ -158,17 +158,14 @@ int tc_pool_take(struct tc_pool *p, int64_t now_ms, struct tc_shell *ret)
         }
         if (e->ready) {
             take(p, i, now_ms, ret);
-            p->taken_ready++;
             return 0;
         }
         joining = (int)i;
     }
     if (joining >= 0) {
         take(p, (unsigned)joining, now_ms, ret);
-        p->taken_joining++;
         return 0;
     }
-    p->created_on_demand++;
     return create(p, ret);
 }
 
@@ -224,7 +221,6 @@ void tc_pool_refill(struct tc_pool *p, int64_t now_ms)
     e->used = true;
     e->ready = false;
     e->since_ms = now_ms;
-    p->created++;
     ev.data.u64 = p->epdata(idx);
     if (epoll_ctl(p->epfd, EPOLL_CTL_ADD, e->sh.sync_fd, &ev) < 0) {
         drop(p, idx);

@@ -45,9 +45,8 @@ struct tc_pool {
     uid_t uid_base;
     unsigned n_uids, uid_next;
     unsigned char *uid_used;
-    unsigned cg_seq;                                                 /* groups are named s<seq> */
-    int64_t retry_at_ms;                                             /* after a failed refill */
-    unsigned created, taken_ready, taken_joining, created_on_demand; /* counters */
+    unsigned cg_seq;     /* groups are named s<seq> */
+    int64_t retry_at_ms; /* after a failed refill */
 };
 
 /* target 0 disables the pool (shells are then created on demand only). */

@@ -854,6 +854,37 @@ static void conc_cb_quiet(void *ud, json_t *res)
     pthread_mutex_unlock(&c->mu);
 }
 
+/* Shells of the pool that die while they wait (killed from outside) are dropped when taken
+ * and replaced; the sandbox does not notice. */
+TEST(pool_shells_killed)
+{
+    char path[128], buf[4096] = "";
+    int lpid = tc_launcher_pid(L), killed = 0;
+
+    for (int i = 0; i < 300 && !pool_full(); i++)
+        usleep(10000);
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/children", lpid, lpid);
+    FILE *f = fopen(path, "re");
+    if (f && !fgets(buf, sizeof(buf), f))
+        buf[0] = '\0';
+    if (f)
+        fclose(f);
+    for (char *p = buf, *end; *p; p = end) {
+        long child = strtol(p, &end, 10);
+        if (end == p)
+            break;
+        if (is_idle_shell(lpid, child) && kill((pid_t)child, SIGKILL) == 0)
+            killed++;
+    }
+    CHECK(killed == pool_target());
+    usleep(20000);
+    json_t *r = run(spec_sh("echo ok"));
+    CHECK(strcmp(str(r, "status"), "completed") == 0);
+    CHECK(strcmp(OUT(r), "ok\n") == 0);
+    json_decref(r);
+    check_clean();
+}
+
 TEST(fifty_concurrent)
 {
     struct conc c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
@@ -952,7 +983,7 @@ TEST(stop_with_running_sandboxes)
 }
 
 /* A second launcher that pretends the host has no cgroups and no seccomp notification:
- * rlimits and plain EPERM have to hold the line. */
+ * rlimits and plain EPERM have to hold the line. It keeps no pool of shells either. */
 TEST(fallback_rlimits_and_errno)
 {
     struct tc_launcher *main_l = L, *l2 = NULL;
@@ -962,9 +993,11 @@ TEST(fallback_rlimits_and_errno)
         .exe = "/proc/self/exe", .state_dir = state, .max_sandboxes = 4};
     setenv("TOOLCAGE_NO_CGROUP", "1", 1);
     setenv("TOOLCAGE_NO_SECCOMP_NOTIFY", "1", 1);
+    setenv("TOOLCAGE_POOL", "0", 1); /* and every shell created on demand */
     int rc = tc_launcher_start(&o, &l2);
     unsetenv("TOOLCAGE_NO_CGROUP");
     unsetenv("TOOLCAGE_NO_SECCOMP_NOTIFY");
+    unsetenv("TOOLCAGE_POOL");
     CHECK(rc == 0);
     if (rc < 0)
         return;
@@ -1099,6 +1132,7 @@ int main(int argc, char **argv)
     RUN(exec_failure);
     RUN(invalid_specs_rejected);
     RUN(cancel);
+    RUN(pool_shells_killed);
     RUN(fifty_concurrent);
     RUN(launcher_death_fails_pending_and_restarts);
     RUN(stop_with_running_sandboxes);
