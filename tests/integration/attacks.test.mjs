@@ -18,9 +18,9 @@
 // (the listener's port), {HOSTIP} (a non-loopback address of this host, or 127.0.0.1).
 //
 // After every run, on the host: the launcher has no child left, no process runs under the
-// sandbox's host uid range, the sandbox's cgroup directories are gone (all but the launcher's
-// helpers and the idle shells of its pool, each alone in its own groups), the launcher holds
-// no workspace mount for it, and /healthz answers quickly.
+// sandbox's host uid range, the sandbox's cgroup directories are gone, the launcher holds no
+// workspace mount for it, and /healthz answers quickly. The launcher's helpers (the egress
+// proxy) and the idle shells of its pool (and their groups) are not counted.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
