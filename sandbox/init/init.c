@@ -412,16 +412,27 @@ static void setup_lo(const struct cfg *cfg)
 
 /* ---- privileges ---- */
 
-static int drop_caps(int last_cap)
+/* Before go, what neither init nor the program will ever need again: the capabilities an
+ * exec could grant (bounding set, ambient; init keeps its permitted and effective ones for
+ * the mounts), and every signal disposition inherited from the launcher (SIGPIPE ignored). */
+static void drop_for_exec(const struct cfg *cfg)
+{
+    for (int c = 0; c <= cfg->cap_last_cap; c++)
+        if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
+            die(cfg, errno, "drop bounding set");
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+        die(cfg, errno, "clear ambient capabilities");
+    for (int s = 1; s < NSIG; s++)
+        if (s != SIGKILL && s != SIGSTOP)
+            signal(s, SIG_DFL);
+}
+
+/* The rest (drop_for_exec() ran before go): no capability left, no way to gain one. */
+static int drop_caps(void)
 {
     struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
     struct __user_cap_data_struct d[2];
 
-    for (int c = 0; c <= last_cap; c++)
-        if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
-            return -1;
-    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
-        return -1;
     memset(d, 0, sizeof(d));
     if (syscall(SYS_capset, &h, d) < 0)
         return -1;
@@ -639,16 +650,13 @@ static _Noreturn void exec_program(const struct cfg *cfg)
     bool notify = cfg->h->flags & TC_INIT_F_NOTIFY;
 
     sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    for (int s = 1; s < NSIG; s++)
-        if (s != SIGKILL && s != SIGSTOP)
-            signal(s, SIG_DFL);
+    sigprocmask(SIG_SETMASK, &none, NULL); /* dispositions: default since drop_for_exec() */
     if (setsid() < 0)
         die(cfg, errno, "setsid");
     if (chdir(cfg->cwd) < 0)
         die(cfg, errno, "chdir to cwd");
     set_limits(cfg);
-    if (drop_caps(cfg->cap_last_cap) < 0)
+    if (drop_caps() < 0)
         die(cfg, errno, "drop capabilities");
     /* Last step before exec: from here on every denied syscall goes to the launcher. */
     lfd = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
@@ -729,6 +737,7 @@ int main(int argc, char **argv)
         die(&cfg, errno, "unshare mount namespace");
     setup_root_base(&cfg);
     setup_lo(&cfg);
+    drop_for_exec(&cfg);
     wait_for_go();
     close(TC_INIT_FD_SYNC);
     if (load_cfg(&cfg) < 0)
@@ -749,7 +758,7 @@ int main(int argc, char **argv)
     close(0);
     close(1);
     close(2);
-    drop_caps(cfg.cap_last_cap);
+    drop_caps();
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = forward_signal;
     sigaction(SIGTERM, &sa, NULL);
