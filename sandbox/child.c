@@ -205,7 +205,7 @@ int tc_shell_create(const struct tc_shell_env *env, uid_t uid, const char *cg_na
     cfg.stdout_fd = out[1];
     cfg.stderr_fd = err[1];
 
-    /* No CLONE_NEWNS: the child unshares its mount namespace at go (see tc_child_main). */
+    /* No CLONE_NEWNS: init takes its own mount namespace once it runs (init.c). */
     memset(&ca, 0, sizeof(ca));
     ca.flags =
         CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_PIDFD;
