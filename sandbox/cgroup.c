@@ -411,18 +411,16 @@ const char *tc_cg_mech(const struct tc_cg_host *h, enum tc_cg_ctl c)
     return h->mode == TC_CG_V2 ? "cgroup_v2" : "cgroup_v1";
 }
 
-int tc_cg_create(const struct tc_cg_host *h, const char *id, const struct tc_limits *lim,
-                 struct tc_cgroup *ret)
+int tc_cg_create(const struct tc_cg_host *h, const char *name, struct tc_cgroup *ret)
 {
     struct tc_cgroup cg = {.host = h};
-    char val[64];
     int r = 0;
 
     for (int c = 0; c < TC_CG_N_; c++)
         cg.fd[c] = -1;
-    if (strlen(id) >= sizeof(cg.name))
+    if (strlen(name) >= sizeof(cg.name))
         return -EINVAL;
-    memcpy(cg.name, id, strlen(id) + 1);
+    memcpy(cg.name, name, strlen(name) + 1);
 
     for (int c = 0; c < TC_CG_N_; c++) {
         if (!h->has[c])
@@ -431,41 +429,15 @@ int tc_cg_create(const struct tc_cg_host *h, const char *id, const struct tc_lim
             cg.fd[c] = -1; /* shares fd[0] */
             continue;
         }
-        if (mkdirat(h->parent_fd[c], id, 0755) < 0) {
+        if (mkdirat(h->parent_fd[c], name, 0755) < 0) {
             r = -errno;
             goto fail;
         }
-        cg.fd[c] = openat(h->parent_fd[c], id, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        cg.fd[c] = openat(h->parent_fd[c], name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (cg.fd[c] < 0) {
             r = -errno;
-            unlinkat(h->parent_fd[c], id, AT_REMOVEDIR);
+            unlinkat(h->parent_fd[c], name, AT_REMOVEDIR);
             goto fail;
-        }
-    }
-    if (h->mode == TC_CG_V2) {
-        int fd = cg.fd[0];
-        snprintf(val, sizeof(val), "%" PRId64, lim->memory_bytes);
-        if ((r = write_at(fd, "memory.max", val)) < 0)
-            goto fail;
-        (void)write_at(fd, "memory.swap.max", "0");
-        (void)write_at(fd, "memory.oom.group", "1");
-        snprintf(val, sizeof(val), "%" PRId64, lim->pids);
-        if ((r = write_at(fd, "pids.max", val)) < 0)
-            goto fail;
-    } else if (h->mode == TC_CG_V1) {
-        if (cg.fd[TC_CG_MEMORY] >= 0) {
-            snprintf(val, sizeof(val), "%" PRId64, lim->memory_bytes);
-            if ((r = write_at(cg.fd[TC_CG_MEMORY], "memory.limit_in_bytes", val)) < 0)
-                goto fail;
-            if (h->memsw &&
-                (r = write_at(cg.fd[TC_CG_MEMORY], "memory.memsw.limit_in_bytes", val)) < 0)
-                goto fail;
-            (void)write_at(cg.fd[TC_CG_MEMORY], "memory.swappiness", "0");
-        }
-        if (cg.fd[TC_CG_PIDS] >= 0) {
-            snprintf(val, sizeof(val), "%" PRId64, lim->pids);
-            if ((r = write_at(cg.fd[TC_CG_PIDS], "pids.max", val)) < 0)
-                goto fail;
         }
     }
     *ret = cg;
@@ -473,6 +445,41 @@ int tc_cg_create(const struct tc_cg_host *h, const char *id, const struct tc_lim
 fail:
     tc_cg_destroy(&cg);
     return r;
+}
+
+int tc_cg_set_limits(struct tc_cgroup *cg, const struct tc_limits *lim)
+{
+    const struct tc_cg_host *h = cg->host;
+    char val[64];
+    int r;
+
+    if (h->mode == TC_CG_V2) {
+        int fd = cg->fd[0];
+        snprintf(val, sizeof(val), "%" PRId64, lim->memory_bytes);
+        if ((r = write_at(fd, "memory.max", val)) < 0)
+            return r;
+        (void)write_at(fd, "memory.swap.max", "0");
+        (void)write_at(fd, "memory.oom.group", "1");
+        snprintf(val, sizeof(val), "%" PRId64, lim->pids);
+        if ((r = write_at(fd, "pids.max", val)) < 0)
+            return r;
+    } else if (h->mode == TC_CG_V1) {
+        if (cg->fd[TC_CG_MEMORY] >= 0) {
+            snprintf(val, sizeof(val), "%" PRId64, lim->memory_bytes);
+            if ((r = write_at(cg->fd[TC_CG_MEMORY], "memory.limit_in_bytes", val)) < 0)
+                return r;
+            if (h->memsw &&
+                (r = write_at(cg->fd[TC_CG_MEMORY], "memory.memsw.limit_in_bytes", val)) < 0)
+                return r;
+            (void)write_at(cg->fd[TC_CG_MEMORY], "memory.swappiness", "0");
+        }
+        if (cg->fd[TC_CG_PIDS] >= 0) {
+            snprintf(val, sizeof(val), "%" PRId64, lim->pids);
+            if ((r = write_at(cg->fd[TC_CG_PIDS], "pids.max", val)) < 0)
+                return r;
+        }
+    }
+    return 0;
 }
 
 static int ctl_fd(struct tc_cgroup *cg, enum tc_cg_ctl c)

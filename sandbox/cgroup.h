@@ -1,5 +1,5 @@
 /* Per-sandbox cgroups: v2 (unified) or v1 (memory, pids, cpuacct hierarchies), detected
- * at launcher start. Groups live under <launcher's own cgroup>/toolcage/L<launcher pid>/<id>
+ * at launcher start. Groups live under <launcher's own cgroup>/toolcage/L<launcher pid>/<name>
  * so that several launchers on one host never collide and stay inside whatever limit
  * the service itself was started in. */
 #pragma once
@@ -35,8 +35,11 @@ void tc_cg_host_fini(struct tc_cg_host *h);
 /* Name of the mechanism that enforces memory/pids/cpu: "cgroup_v1", "cgroup_v2" or NULL. */
 const char *tc_cg_mech(const struct tc_cg_host *h, enum tc_cg_ctl c);
 
-int tc_cg_create(const struct tc_cg_host *h, const char *id, const struct tc_limits *lim,
-                 struct tc_cgroup *ret);
+/* mkdir the groups (name unique below the launcher's parents), no limits yet. */
+int tc_cg_create(const struct tc_cg_host *h, const char *name, struct tc_cgroup *ret);
+/* Write memory/swap/pids limits. Never takes the kernel's cgroup mutex (unlike mkdir, rmdir
+ * and migrations), so it does not wait behind another task's v1 migration. */
+int tc_cg_set_limits(struct tc_cgroup *cg, const struct tc_limits *lim);
 int tc_cg_attach(struct tc_cgroup *cg, pid_t pid);
 /* Open the group's cgroup.procs files for writing (-1 where absent), so that a child can
  * move itself in ("0") without any path lookup. Caller closes. */

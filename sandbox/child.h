@@ -1,7 +1,7 @@
 /* The launcher's side of a sandbox's PID 1. The clone of the launcher runs
- * tc_child_main() only until it has joined its cgroups, arranged its fds and been given
- * its uid/gid maps; then it exec's toolcage-init (sandbox/init/init.c, a small static
- * program) with the sandbox's configuration in a memfd, so that no sandbox process ever
+ * tc_child_main() only until it has arranged its fds, joined its cgroups and been given its
+ * uid/gid maps; then it exec's toolcage-init (sandbox/init/init.c, a small static program),
+ * which waits for the sandbox's configuration in a memfd, so that no sandbox process ever
  * holds a copy of the launcher's memory. */
 #pragma once
 
@@ -9,9 +9,17 @@
 #include <stdint.h>
 #include <sys/resource.h>
 
+#include "sandbox/cgroup.h"
 #include "sandbox/init/init_proto.h"
 #include "sandbox/seccomp.h"
 #include "sandbox/spec.h"
+
+/* clone3 (the launcher's sandboxes and gvisor's runsc): glibc has no wrapper or struct. */
+#define CLONE_INTO_CGROUP_ 0x200000000ULL
+struct clone_args_ {
+    uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid,
+        set_tid_size, cgroup;
+};
 
 /* Host files bound read-only into the sandbox's /etc (computed once per launcher). */
 struct tc_etc_bind {
@@ -35,10 +43,12 @@ struct tc_child_cfg {
      * root is unmapped in the sandbox's user namespace, so the child enters it while it still
      * has the launcher's fs uid; init uses paths relative to it from then on. */
     const char *scratch;
-    int sync_fd;  /* read: one byte when uid/gid maps and cgroups are set up */
-    int ctl_fd;   /* write: struct tc_ctl_msg */
-    int cfg_fd;   /* the configuration memfd (tc_child_config) */
-    int init_fd;  /* toolcage-init, opened at launcher start */
+    int sync_fd; /* stream socket: 'm' from the launcher once the uid/gid maps are written,
+                  * 'j' to it once in the cgroups; then (to init) "go" with the
+                  * configuration memfd (tc_child_config) */
+    int ctl_fd;  /* write: struct tc_ctl_msg */
+    int base_fd; /* the base configuration (tc_child_base_config), init's fd 5 at its exec */
+    int init_fd; /* toolcage-init, opened at launcher start */
     int cap_last_cap;
     int stdin_fd, stdout_fd, stderr_fd;
     /* cgroup.procs of the sandbox's groups (-1 = none): the child moves itself in before
@@ -50,11 +60,55 @@ struct tc_child_cfg {
 /* Never returns: exec's toolcage-init or exits 125 after reporting the failed step. */
 _Noreturn void tc_child_main(const struct tc_child_cfg *cfg);
 
-/* Build PID 1's configuration (init_proto.h) for a sandbox into a sealed memfd.
- * newroot and ws_path are relative to the scratch directory. Returns the fd or -errno. */
+/* A sandbox's PID 1 before "go": cloned into new user, pid, network, IPC and UTS
+ * namespaces, given its uid/gid maps, moved into its own (still unlimited) cgroups, exec'd
+ * into toolcage-init (uid 1000 there, non-dumpable), which has taken its own mount
+ * namespace, built the part of the root filesystem every sandbox has and brought lo up; it
+ * waits for its configuration with nothing but its own fds. At go it adds the sandbox's
+ * own mounts (its workspace comes from the launcher's ws directory, a shared mount: see
+ * docs/sandbox.md) and pivots. The launcher creates shells on demand or ahead of time (its
+ * pool): that is most of a sandbox's fixed cost. */
+struct tc_shell {
+    pid_t pid;
+    int pidfd;
+    int stdin_fd, stdout_fd, stderr_fd; /* the launcher's ends of the stdio pipes */
+    int ctl_fd;                         /* the launcher's end of the control socket */
+    int sync_fd;                        /* the launcher's end of cfg.sync_fd */
+    uid_t uid;                          /* host uid of the sandbox's uid 1000 */
+    struct tc_cgroup cg;
+    bool has_cg;
+};
+
+struct tc_shell_env {
+    const struct tc_cg_host *cg; /* mode NONE: no groups */
+    const char *scratch;         /* see tc_child_cfg */
+    int base_fd;
+    int init_fd;
+    int cap_last_cap;
+};
+
+/* Create a shell whose sandbox runs as host uid `uid`, with cgroups named `cg_name`.
+ * Returns 0 or -errno (nothing left behind). */
+int tc_shell_create(const struct tc_shell_env *env, uid_t uid, const char *cg_name,
+                    struct tc_shell *ret);
+/* Non-blocking: 1 the first time the child reports that it is in its cgroups, 0 while it is
+ * not yet, -EPIPE if it died. */
+int tc_shell_poll_ready(struct tc_shell *sh);
+/* Hand the shell its configuration (the sealed memfd of tc_child_config) and let it go,
+ * through its sync_fd. Limits must already be in place. */
+int tc_shell_go(int sync_fd, int cfg_fd);
+/* Kill and reap the shell's process and close its fds; the cgroups are left to the caller. */
+void tc_shell_kill(struct tc_shell *sh);
+
+/* PID 1's base configuration (init_proto.h): what every sandbox of this launcher has in its
+ * root filesystem; newroot is relative to the scratch directory. Returns a sealed memfd or
+ * -errno. */
+int tc_child_base_config(const struct tc_rootfs_info *rootfs, const char *newroot);
+
+/* PID 1's configuration for one sandbox (init_proto.h), handed over with go. ws_path is
+ * relative to the scratch directory. Returns a sealed memfd or -errno. */
 int tc_child_config(const struct tc_spec *spec, const struct tc_seccomp_prog *seccomp,
-                    const struct tc_rootfs_info *rootfs, const char *newroot, const char *ws_path,
-                    bool rlimit_as, bool rlimit_nproc);
+                    const char *ws_path, bool rlimit_as, bool rlimit_nproc);
 
 /* Open the toolcage-init binary for fexecve: $TOOLCAGE_INIT, else next to our own
  * executable, else ../libexec/toolcage/ relative to it. Returns an O_PATH fd or -errno. */

@@ -1,8 +1,8 @@
 /* The launcher process: single-threaded epoll loop that owns every sandbox.
- * Lifecycle of one sandbox: workspace tmpfs + files -> cgroup -> clone into new
- * namespaces -> uid/gid maps + cgroup attach -> release -> pump stdin/stdout/stderr,
- * answer seccomp notifications, enforce wall/cpu/memory/output -> reap -> collect ->
- * result -> teardown (cgroup, workspace). */
+ * Lifecycle of one sandbox: workspace tmpfs + files -> shell (clone into new namespaces,
+ * uid/gid maps, cgroups: child.c) -> limits + configuration -> go -> pump
+ * stdin/stdout/stderr, answer seccomp notifications, enforce wall/cpu/memory/output ->
+ * reap -> collect -> teardown (workspace) -> result -> cgroups removed. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/fsuid.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -36,6 +35,7 @@
 #include "sandbox/egress_link.h"
 #include "sandbox/gvisor.h"
 #include "sandbox/launcher.h"
+#include "sandbox/pool.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/seccomp.h"
 #include "sandbox/spec.h"
@@ -46,8 +46,9 @@
 #define OUTPUT_KILL_DISCARD (64ULL << 20)
 #define TICK_MS             50
 #define MAX_SLOTS           1024
+#define SETUP_QUIET_MS      5 /* see setting_up() */
 
-enum wkind { W_CLIENT = 1, W_SIGNAL, W_PIDFD, W_STDIN, W_STDOUT, W_STDERR, W_CTL, W_NOTIFY, W_EGRESS };
+enum wkind { W_CLIENT = 1, W_SIGNAL, W_PIDFD, W_STDIN, W_STDOUT, W_STDERR, W_CTL, W_NOTIFY, W_EGRESS, W_SHELL };
 
 struct stream {
     int fd;
@@ -80,6 +81,7 @@ struct sbx {
     size_t stdin_len, stdin_off;
     struct stream out, err;
     int ctl_fd, notify_fd;
+    int sync_fd; /* the shell's, until go */
 
     struct tc_cgroup cg;
     bool has_cg;
@@ -88,6 +90,7 @@ struct sbx {
     bool ws_mounted, ws_dir;
 
     int64_t start_ms, end_ms, deadline_ms;
+    int64_t setup_until_ms; /* between go and the program's exec; see setting_up() */
     const char *killed_reason;
     bool have_exit;
     int exit_status;
@@ -115,15 +118,18 @@ struct launcher {
     struct tc_seccomp_prog sc;
     struct tc_rootfs_info rootfs;
     int init_fd; /* toolcage-init (O_PATH), exec'ed as every sandbox's PID 1 */
+    int base_fd; /* its base configuration (tc_child_base_config) */
     char init_path[PATH_MAX];
     char setup_error[PATH_MAX + 64]; /* why setup failed, when errno alone does not say */
     struct sbx *slots;
     unsigned max, running;
     uid_t uid_base;
     bool stopping;
-    struct tc_cgroup *dead_cgs; /* groups whose rmdir got EBUSY: retried on tick */
+    struct tc_cgroup *dead_cgs; /* finished sandboxes' groups: removed once the result is
+                                 * out, retried on tick while busy */
     size_t n_dead_cgs;
     struct tc_egress_link *egress; /* the egress proxy, NULL if it could not be started */
+    struct tc_pool pool;           /* shells created ahead of time, and the sandboxes' uids */
     struct tc_gv_host gv;
 };
 
@@ -221,6 +227,8 @@ static void kill_sbx(struct launcher *L, struct sbx *s, const char *reason)
 static void retry_dead_cgs(struct launcher *L)
 {
     size_t j = 0;
+    if (tc_pool_joining(&L->pool))
+        return; /* rmdir would wait for that migration: retried when it is over */
     for (size_t i = 0; i < L->n_dead_cgs; i++) {
         if (tc_cg_destroy(&L->dead_cgs[i]) < 0)
             L->dead_cgs[j++] = L->dead_cgs[i];
@@ -242,6 +250,21 @@ static void destroy_cg(struct launcher *L, struct tc_cgroup *cg)
     }
 }
 
+/* A finished sandbox's groups are removed right after its result is out: rmdir takes the
+ * kernel's global cgroup mutex, which another task's v1 migration can hold for an RCU grace
+ * period (docs/sandbox.md, Cgroups). Every process is gone by then (PID 1 has been reaped,
+ * and it outlives everything in its namespace). */
+static void defer_cg(struct launcher *L, struct tc_cgroup *cg)
+{
+    struct tc_cgroup *n = realloc(L->dead_cgs, (L->n_dead_cgs + 1) * sizeof(*n));
+    if (!n) {
+        destroy_cg(L, cg);
+        return;
+    }
+    L->dead_cgs = n;
+    L->dead_cgs[L->n_dead_cgs++] = *cg;
+}
+
 static void teardown(struct launcher *L, struct sbx *s)
 {
     tc_egress_link_close(L->egress, s->egress_handle); /* no-op for handle 0 */
@@ -251,6 +274,8 @@ static void teardown(struct launcher *L, struct sbx *s)
     unwatch_close(L, &s->err.fd);
     unwatch_close(L, &s->ctl_fd);
     unwatch_close(L, &s->notify_fd);
+    if (s->sync_fd >= 0)
+        close(s->sync_fd);
     if (s->pid > 0 && !s->exited) {
         /* only on setup failure paths: the child is ours, reap it */
         kill(s->pid, SIGKILL);
@@ -259,7 +284,13 @@ static void teardown(struct launcher *L, struct sbx *s)
         s->exited = true;
     }
     if (s->has_cg) {
-        destroy_cg(L, &s->cg);
+        tc_cg_kill(&s->cg);
+        /* gvisor: runsc's sandbox and gofer were not children of ours: wait until the group
+         * is empty (and gone) so that the result never precedes their end */
+        if (s->gvisor)
+            destroy_cg(L, &s->cg);
+        else
+            defer_cg(L, &s->cg);
         s->has_cg = false;
     }
     if (s->ws_fd >= 0) {
@@ -281,11 +312,13 @@ static void teardown(struct launcher *L, struct sbx *s)
     free(s->stdin_data);
     tc_spec_release(&s->spec);
     json_decref(s->spec_json);
+    if (s->uid)
+        tc_pool_release_uid(&L->pool, s->uid);
     unsigned slot = s->slot;
     memset(s, 0, sizeof(*s));
     s->slot = slot;
-    s->pidfd = s->stdin_fd = s->out.fd = s->err.fd = s->ctl_fd = s->notify_fd = s->ws_fd = -1;
-    s->gv_fd = -1;
+    s->pidfd = s->stdin_fd = s->out.fd = s->err.fd = s->ctl_fd = s->notify_fd = s->ws_fd =
+        s->sync_fd = s->gv_fd = -1;
     L->running--;
 }
 
@@ -324,6 +357,7 @@ static void fail_teardown(struct launcher *L, struct sbx *s, const char *msg)
     memcpy(id, s->id, sizeof(id));
     teardown(L, s);
     send_result(L, id, tc_result_error(id, msg));
+    retry_dead_cgs(L);
 }
 
 static void finish(struct launcher *L, struct sbx *s)
@@ -426,7 +460,7 @@ static void finish(struct launcher *L, struct sbx *s)
     if (res && files_incomplete)
         json_object_set_new(res, "files_incomplete", json_true());
     /* Tear down before answering: once the caller has the result, nothing of the
-     * sandbox is left (processes, cgroups, mounts, fds). */
+     * sandbox is left (processes, mounts, fds); its empty cgroups go right after. */
     char id[sizeof(s->id)];
     memcpy(id, s->id, sizeof(id));
     uint64_t egress = s->egress_handle;
@@ -439,6 +473,7 @@ static void finish(struct launcher *L, struct sbx *s)
             json_object_set_new(res, "network", json_array());
         send_result(L, id, res);
     }
+    retry_dead_cgs(L);
 }
 
 static void maybe_finish(struct launcher *L, struct sbx *s)
@@ -556,13 +591,15 @@ static void read_ctl(struct launcher *L, struct sbx *s)
             m.what[sizeof(m.what) - 1] = '\0';
             snprintf(s->setup_what, sizeof(s->setup_what), "%s", m.what);
             break;
-        case TC_CTL_NOTIFY_FD:
+        case TC_CTL_NOTIFY_FD: /* sent right before the program's execve */
+            s->setup_until_ms = 0;
             if (fd >= 0 && s->notify_fd < 0 && watch(L, fd, EPOLLIN, s->slot, W_NOTIFY) == 0) {
                 s->notify_fd = fd;
                 fd = -1;
             }
             break;
         case TC_CTL_EXEC_ERROR:
+            s->setup_until_ms = 0;
             s->exec_err = m.err;
             break;
         case TC_CTL_EXIT:
@@ -617,121 +654,47 @@ static void start_fail(struct launcher *L, struct sbx *s, const char *fmt, ...)
     fail_teardown(L, s, msg);
 }
 
-static int write_proc(pid_t pid, const char *file, const char *data)
+/* The sandbox takes over a shell's process, fds, uid and groups (teardown releases them). */
+static void adopt(struct sbx *s, struct tc_shell *sh)
 {
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/%ld/%s", (long)pid, file);
-    _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    ssize_t n = write(fd, data, strlen(data));
-    if (n < 0)
-        return -errno;
-    return (size_t)n == strlen(data) ? 0 : -EIO;
+    s->pid = sh->pid;
+    s->pidfd = sh->pidfd;
+    s->stdin_fd = sh->stdin_fd;
+    s->out.fd = sh->stdout_fd;
+    s->err.fd = sh->stderr_fd;
+    s->ctl_fd = sh->ctl_fd;
+    s->sync_fd = sh->sync_fd;
+    s->uid = sh->uid;
+    s->cg = sh->cg;
+    s->has_cg = sh->has_cg;
 }
 
-#define CLONE_INTO_CGROUP_ 0x200000000ULL
-
-struct clone_args_ {
-    uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid,
-        set_tid_size, cgroup;
-};
-
-static int spawn(struct launcher *L, struct sbx *s)
+/* Limits, configuration, egress listener, then let the shell go. */
+static int go(struct launcher *L, struct sbx *s)
 {
-    int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1}, ctl[2] = {-1, -1},
-        sync[2] = {-1, -1};
-    struct tc_child_cfg cfg;
-    struct clone_args_ ca;
-    int pidfd = -1, r = 0, cfg_fd = -1;
-    char map[64];
-    pid_t pid;
+    int r, cfg_fd = -1;
 
-    memset(&cfg, 0, sizeof(cfg));
-    for (int i = 0; i < 3; i++)
-        cfg.cg_procs[i] = -1;
-    /* stdio pipes are created with the sandbox's fs uid so that the program can reopen
-     * them (/dev/stdin -> /proc/self/fd/0 checks the pipe inode's owner). */
-    setfsgid(s->uid);
-    setfsuid(s->uid);
-    r = pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 ? -errno
-                                                                                           : 0;
-    setfsuid(0);
-    setfsgid(0);
-    if (r < 0)
-        goto out;
-    if (pipe2(sync, O_CLOEXEC) < 0 ||
-        socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) < 0) {
-        r = -errno;
-        goto out;
-    }
-    /* v2: the child is born in its group (CLONE_INTO_CGROUP); v1: it moves itself in. */
-    bool into_cg = s->has_cg && L->cg.mode == TC_CG_V2 && s->cg.fd[0] >= 0;
-    if (s->has_cg && !into_cg && (r = tc_cg_open_procs(&s->cg, cfg.cg_procs)) < 0)
-        goto out;
     /* PID 1 exec's toolcage-init and reads everything it needs from this memfd. */
-    cfg_fd = tc_child_config(&s->spec, &L->sc, &L->rootfs, "newroot",
-                             s->ws_path + strlen(L->scratch) + 1 /* "ws/<id>" */,
+    cfg_fd = tc_child_config(&s->spec, &L->sc, s->ws_path + strlen(L->scratch) + 1 /* "ws/<id>" */,
                              !L->cg.has[TC_CG_MEMORY], !L->cg.has[TC_CG_PIDS]);
-    if (cfg_fd < 0) {
-        r = cfg_fd;
-        goto out;
-    }
-    cfg.scratch = L->scratch;
-    cfg.sync_fd = sync[0];
-    cfg.ctl_fd = ctl[1];
-    cfg.cfg_fd = cfg_fd;
-    cfg.init_fd = L->init_fd;
-    cfg.cap_last_cap = L->rootfs.cap_last_cap;
-    cfg.stdin_fd = in[0];
-    cfg.stdout_fd = out[1];
-    cfg.stderr_fd = err[1];
-
-    memset(&ca, 0, sizeof(ca));
-    ca.flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
-               CLONE_NEWUTS | CLONE_PIDFD;
-    ca.pidfd = (uint64_t)(uintptr_t)&pidfd;
-    ca.exit_signal = SIGCHLD;
-    if (into_cg) {
-        ca.flags |= CLONE_INTO_CGROUP_;
-        ca.cgroup = (uint64_t)s->cg.fd[0];
-    }
-    pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
-    if (pid < 0 && into_cg) {
-        /* older kernel or not allowed: fall back to joining from the child */
-        ca.flags &= ~CLONE_INTO_CGROUP_;
-        ca.cgroup = 0;
-        if ((r = tc_cg_open_procs(&s->cg, cfg.cg_procs)) < 0)
-            goto out;
-        pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
-    }
-    if (pid < 0) {
-        r = -errno;
-        goto out;
-    }
-    if (pid == 0)
-        tc_child_main(&cfg);
-
-    s->pid = pid;
-    s->pidfd = pidfd;
-    snprintf(map, sizeof(map), "%d %u 1\n", TC_SANDBOX_UID, (unsigned)s->uid);
-    if ((r = write_proc(pid, "uid_map", map)) < 0 ||
-        (r = write_proc(pid, "setgroups", "deny")) < 0 || (r = write_proc(pid, "gid_map", map)) < 0)
+    if (cfg_fd < 0)
+        return cfg_fd;
+    if (s->has_cg && (r = tc_cg_set_limits(&s->cg, &s->spec.limits)) < 0)
         goto out;
     /* Network allowlist: the proxy's listener goes into the sandbox's network namespace
      * before PID 1 is released (and brings lo up). */
     if (s->spec.network_allow &&
-        (r = tc_egress_link_attach(L->egress, pid, s->spec.network_allow, &s->egress_handle)) < 0)
+        (r = tc_egress_link_attach(L->egress, s->pid, s->spec.network_allow, &s->egress_handle)) <
+            0)
         goto out;
-    if (write(sync[1], "x", 1) != 1) {
-        r = -errno;
+    r = tc_shell_go(s->sync_fd, cfg_fd);
+    close(s->sync_fd);
+    s->sync_fd = -1;
+    if (r == -EPIPE || r == -ECONNRESET)
+        r = 0; /* it died on its way (a failed cgroup join): its report is on ctl_fd */
+    else if (r < 0)
         goto out;
-    }
-    s->stdin_fd = in[1];
-    s->out.fd = out[0];
-    s->err.fd = err[0];
-    s->ctl_fd = ctl[0];
-    in[1] = out[0] = err[0] = ctl[0] = -1;
+    s->setup_until_ms = now_ms() + SETUP_QUIET_MS;
     fcntl(s->stdin_fd, F_SETFL, O_NONBLOCK);
     fcntl(s->out.fd, F_SETFL, O_NONBLOCK);
     fcntl(s->err.fd, F_SETFL, O_NONBLOCK);
@@ -749,23 +712,7 @@ static int spawn(struct launcher *L, struct sbx *s)
         s->stdin_fd = -1;
     }
 out:
-    if (cfg_fd >= 0)
-        close(cfg_fd);
-    for (int i = 0; i < 3; i++)
-        if (cfg.cg_procs[i] >= 0)
-            close(cfg.cg_procs[i]);
-    for (int i = 0; i < 2; i++) {
-        if (in[i] >= 0)
-            close(in[i]);
-        if (out[i] >= 0)
-            close(out[i]);
-        if (err[i] >= 0)
-            close(err[i]);
-        if (ctl[i] >= 0)
-            close(ctl[i]);
-        if (sync[i] >= 0)
-            close(sync[i]);
-    }
+    close(cfg_fd);
     return r;
 }
 
@@ -884,6 +831,27 @@ static int prepare_gvisor(struct launcher *L, struct sbx *s, char *err, size_t e
                : 0;
 }
 
+/* gvisor: bundle, cgroups with limits (pids with runsc's headroom), then runsc. 0 or -errno
+ * (err says why for the bundle). */
+static int start_gvisor(struct launcher *L, struct sbx *s, char *err, size_t errlen)
+{
+    if (prepare_gvisor(L, s, err, errlen) < 0)
+        return -EINVAL;
+    if (L->cg.mode != TC_CG_NONE) {
+        char name[32];
+        struct tc_limits lim = s->spec.limits;
+        lim.pids = lim.pids * 3 + TC_GV_PIDS_HEADROOM;
+        snprintf(name, sizeof(name), "g%u", s->uid);
+        int r = tc_cg_create(&L->cg, name, &s->cg);
+        if (r < 0)
+            return r;
+        s->has_cg = true;
+        if ((r = tc_cg_set_limits(&s->cg, &lim)) < 0)
+            return r;
+    }
+    return spawn_gvisor(L, s);
+}
+
 static void start_sandbox(struct launcher *L, const char *hdr_id, char *payload)
 {
     json_error_t jerr;
@@ -935,7 +903,6 @@ static void start_sandbox(struct launcher *L, const char *hdr_id, char *payload)
     s->spec = parsed;
     snprintf(s->id, sizeof(s->id), "%s", parsed.id);
     s->gvisor = gvisor;
-    s->uid = L->uid_base + s->slot;
     s->start_ms = now_ms();
     s->deadline_ms = s->start_ms + s->spec.limits.wall_ms;
     if (s->spec.network_allow && tc_egress_spec_env(&s->spec) < 0) {
@@ -947,6 +914,20 @@ static void start_sandbox(struct launcher *L, const char *hdr_id, char *payload)
                                            &s->stdin_data, &s->stdin_len) < 0) {
         start_fail(L, s, "stdin_b64: invalid base64");
         return;
+    }
+    /* The shell brings the sandbox's host uid; a gvisor sandbox takes one of its own. */
+    if (s->gvisor) {
+        if ((r = tc_pool_alloc_uid(&L->pool, &s->uid)) < 0) {
+            start_fail(L, s, "spawn: %s", strerror(-r));
+            return;
+        }
+    } else {
+        struct tc_shell sh;
+        if ((r = tc_pool_take(&L->pool, s->start_ms, &sh)) < 0) {
+            start_fail(L, s, "spawn: %s", strerror(-r));
+            return;
+        }
+        adopt(s, &sh);
     }
     r = snprintf(s->ws_path, sizeof(s->ws_path), "%s/%s", L->wsdir, s->id);
     if (r < 0 || (size_t)r >= sizeof(s->ws_path) || mkdir(s->ws_path, 0700) < 0) {
@@ -966,22 +947,12 @@ static void start_sandbox(struct launcher *L, const char *hdr_id, char *payload)
         start_fail(L, s, "workspace %s", err);
         return;
     }
-    if (s->gvisor && prepare_gvisor(L, s, err, sizeof(err)) < 0) {
+    if (s->gvisor && (r = start_gvisor(L, s, err, sizeof(err))) == -EINVAL) {
         start_fail(L, s, "gvisor %s", err);
         return;
     }
-    if (L->cg.mode != TC_CG_NONE) {
-        struct tc_limits lim = s->spec.limits;
-        if (s->gvisor)
-            lim.pids = lim.pids * 3 + TC_GV_PIDS_HEADROOM;
-        r = tc_cg_create(&L->cg, s->id, &lim, &s->cg);
-        if (r < 0) {
-            start_fail(L, s, "cgroup: %s", strerror(-r));
-            return;
-        }
-        s->has_cg = true;
-    }
-    r = s->gvisor ? spawn_gvisor(L, s) : spawn(L, s);
+    if (!s->gvisor)
+        r = go(L, s);
     if (r < 0) {
         start_fail(L, s, "spawn: %s", strerror(-r));
         return;
@@ -1052,9 +1023,25 @@ static void tick(struct launcher *L)
         else if (s->gvisor && s->has_cg && tc_cg_pids_hit(&s->cg))
             kill_sbx(L, s, "pids"); /* runsc's backstop, see TC_GV_PIDS_HEADROOM */
     }
+    tc_pool_tick(&L->pool, now);
     if (L->n_dead_cgs)
         retry_dead_cgs(L);
     tc_egress_link_tick(L->egress, now, deliver_result, L);
+}
+
+/* A sandbox is between go and its program's exec (at most SETUP_QUIET_MS, for hosts without
+ * seccomp notification, whose NOTIFY_FD message marks the exec): milliseconds left, else 0.
+ * The pool is not refilled meanwhile, so that creating a shell (~1 ms of kernel work, and
+ * locks such as the network namespace's) does not slow a sandbox's start. */
+static int64_t setting_up(struct launcher *L, int64_t now)
+{
+    int64_t w = 0;
+    for (unsigned i = 0; i < L->max; i++) {
+        struct sbx *s = &L->slots[i];
+        if (s->used && !s->exited && s->setup_until_ms - now > w)
+            w = s->setup_until_ms - now;
+    }
+    return w;
 }
 
 static int next_timeout(struct launcher *L)
@@ -1076,6 +1063,11 @@ static int next_timeout(struct launcher *L)
         t = 100;
     if (tc_egress_link_parked(L->egress) && (t < 0 || t > TICK_MS))
         t = TICK_MS;
+    int64_t pt = L->stopping ? -1 : tc_pool_timeout(&L->pool, now);
+    if (pt == 0)
+        pt = setting_up(L, now);
+    if (pt >= 0 && (t < 0 || pt < t))
+        t = pt;
     return (int)t;
 }
 
@@ -1091,6 +1083,11 @@ static void dispatch(struct launcher *L, struct epoll_event *ev)
     }
     if (k == W_EGRESS) {
         tc_egress_link_on_readable(L->egress, deliver_result, L);
+        return;
+    }
+    if (k == W_SHELL) {
+        tc_pool_event(&L->pool, slot);
+        retry_dead_cgs(L);
         return;
     }
     if (k == W_SIGNAL) {
@@ -1132,6 +1129,11 @@ static void dispatch(struct launcher *L, struct epoll_event *ev)
     }
 }
 
+static uint64_t shell_wdata(unsigned idx)
+{
+    return wdata(idx, W_SHELL);
+}
+
 static json_t *host_info(struct launcher *L)
 {
     struct utsname u;
@@ -1146,7 +1148,7 @@ static json_t *host_info(struct launcher *L)
             ctl, json_string(L->cg.mode == TC_CG_V1 && c == TC_CG_CPU ? "cpuacct" : names[c]));
         json_object_set_new(parents, names[c], json_string(L->cg.parent_path[c]));
     }
-    return json_pack("{s:s, s:o, s:o, s:b, s:b, s:s, s:i, s:i, s:s, s:b, s:s?, s:i}", "cgroup",
+    return json_pack("{s:s, s:o, s:o, s:b, s:b, s:s, s:i, s:i, s:s, s:b, s:s?, s:i, s:i}", "cgroup",
                      L->cg.mode == TC_CG_V2   ? "v2"
                      : L->cg.mode == TC_CG_V1 ? "v1"
                                               : "none",
@@ -1155,7 +1157,7 @@ static json_t *host_info(struct launcher *L)
                      "max_sandboxes", (int)L->max, "backends",
                      L->gv.available ? "native,gvisor" : "native", "userns", 1, "note",
                      L->cg.note[0] ? L->cg.note : NULL, "egress_pid",
-                     (int)tc_egress_link_pid(L->egress));
+                     (int)tc_egress_link_pid(L->egress), "pool", (int)L->pool.target);
 }
 
 static int mkdir_p(const char *path, mode_t mode)
@@ -1177,6 +1179,8 @@ static int mkdir_p(const char *path, mode_t mode)
         return -errno;
     return 0;
 }
+
+static int parse_uint(const char *s, unsigned long max, unsigned long *ret);
 
 static int setup(struct launcher *L, const char *state_dir)
 {
@@ -1204,6 +1208,11 @@ static int setup(struct launcher *L, const char *state_dir)
     snprintf(L->gvdir, sizeof(L->gvdir), "%s/gv", L->scratch);
     if (mkdir(L->newroot, 0755) < 0 || mkdir(L->wsdir, 0711) < 0 || mkdir(L->gvdir, 0700) < 0)
         return -errno;
+    /* A shared mount point: each workspace mounted in it also appears in the mount namespace
+     * of every shell waiting in the pool (as a slave), which was copied before. */
+    if (mount(L->wsdir, L->wsdir, NULL, MS_BIND, NULL) < 0 ||
+        mount(NULL, L->wsdir, NULL, MS_SHARED, NULL) < 0)
+        return -errno;
     tc_gv_detect(&L->gv);
 
     L->init_fd = tc_child_open_init(L->init_path, sizeof(L->init_path));
@@ -1214,6 +1223,9 @@ static int setup(struct launcher *L, const char *state_dir)
     }
     tc_cg_host_init(&L->cg);
     tc_rootfs_detect(&L->rootfs);
+    L->base_fd = tc_child_base_config(&L->rootfs, "newroot");
+    if (L->base_fd < 0)
+        return L->base_fd;
     r = tc_seccomp_build(getenv("TOOLCAGE_NO_SECCOMP_NOTIFY") == NULL, &L->sc);
     if (r < 0)
         return r;
@@ -1230,7 +1242,20 @@ static int setup(struct launcher *L, const char *state_dir)
     if ((r = watch(L, L->sock, EPOLLIN, 0, W_CLIENT)) < 0 ||
         (r = watch(L, L->sigfd, EPOLLIN, 0, W_SIGNAL)) < 0)
         return r;
-    return 0;
+    /* Shells kept ready (docs/sandbox.md, Start-up cost): TOOLCAGE_POOL, default 2. */
+    unsigned long pool = 2;
+    const char *pv = getenv("TOOLCAGE_POOL");
+    if (pv && parse_uint(pv, TC_POOL_MAX, &pool) < 0)
+        pool = 2;
+    if (pool > MAX_SLOTS - L->max)
+        pool = MAX_SLOTS - L->max;
+    struct tc_shell_env env = {.cg = &L->cg,
+                               .scratch = L->scratch,
+                               .base_fd = L->base_fd,
+                               .init_fd = L->init_fd,
+                               .cap_last_cap = L->rootfs.cap_last_cap};
+    return tc_pool_init(&L->pool, &env, L->uid_base, MAX_SLOTS, (unsigned)pool, L->epfd,
+                        shell_wdata);
 }
 
 static void cleanup(struct launcher *L)
@@ -1240,6 +1265,7 @@ static void cleanup(struct launcher *L)
             kill_sbx(L, &L->slots[i], "cancelled");
             teardown(L, &L->slots[i]);
         }
+    tc_pool_fini(&L->pool);
     for (int i = 0; i < 100 && L->n_dead_cgs; i++) {
         retry_dead_cgs(L);
         nanosleep(&(struct timespec){0, 10000000}, NULL);
@@ -1250,6 +1276,8 @@ static void cleanup(struct launcher *L)
     tc_seccomp_free(&L->sc);
     if (L->init_fd >= 0)
         close(L->init_fd);
+    if (L->base_fd >= 0)
+        close(L->base_fd);
     tc_egress_link_free(L->egress);
     free(L->slots);
     free(L->dead_cgs);
@@ -1277,7 +1305,7 @@ int tc_launcher_main(int argc, char **argv)
     int r;
 
     memset(&L, 0, sizeof(L));
-    L.sock = L.epfd = L.sigfd = L.init_fd = -1;
+    L.sock = L.epfd = L.sigfd = L.init_fd = L.base_fd = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "launcher") == 0)
@@ -1330,8 +1358,8 @@ int tc_launcher_main(int argc, char **argv)
     for (unsigned i = 0; i < L.max; i++) {
         struct sbx *s = &L.slots[i];
         s->slot = i;
-        s->pidfd = s->stdin_fd = s->out.fd = s->err.fd = s->ctl_fd = s->notify_fd = s->ws_fd = -1;
-        s->gv_fd = -1;
+        s->pidfd = s->stdin_fd = s->out.fd = s->err.fd = s->ctl_fd = s->notify_fd = s->ws_fd =
+            s->sync_fd = s->gv_fd = -1;
     }
     r = setup(&L, state_dir);
     if (r < 0) {
@@ -1376,6 +1404,9 @@ int tc_launcher_main(int argc, char **argv)
             break;
         for (int i = 0; i < n; i++)
             dispatch(&L, &evs[i]);
+        int64_t now = now_ms();
+        if (n == 0 && !L.stopping && tc_pool_wants_refill(&L.pool, now) && !setting_up(&L, now))
+            tc_pool_refill(&L.pool, now); /* idle: one more shell ahead of time */
         tick(&L);
     }
     cleanup(&L);

@@ -1,10 +1,13 @@
 /* toolcage-init: the sandbox's PID 1. A small static program, exec'ed by the launcher's
- * clone right after the uid/gid maps are written, so that no sandbox process ever holds a
- * copy of the launcher's memory (other sandboxes' specs, stdin, secrets). It arrives with
- * uid/gid 1000 in the sandbox's user namespace and its capabilities there as ambient caps,
- * reads its configuration (init_proto.h) from fd 5, builds the root filesystem, pivots into
- * it, forks the program (which drops every privilege, loads seccomp last and execs) and
- * reaps everything until the program exits. See docs/sandbox.md. */
+ * clone once it is in its cgroups and has its uid/gid maps, so that no sandbox process ever
+ * holds a copy of the launcher's memory (other sandboxes' specs, stdin, secrets). It arrives
+ * with uid/gid 1000 in the sandbox's user namespace and its capabilities there as ambient
+ * caps. It takes its own mount namespace, builds what every sandbox has in its root
+ * filesystem (from the base configuration on fd 5) and waits, maybe in the launcher's pool
+ * of ready shells, for "go" with the sandbox's configuration (init_proto.h) on fd 3; then
+ * it adds the sandbox's own mounts, pivots into the root, forks the program (which drops
+ * every privilege, loads seccomp last and execs) and reaps everything until the program
+ * exits. See docs/sandbox.md. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -48,7 +51,9 @@ struct secret {
     uint32_t len;
 };
 
+/* The base (before go) and the sandbox's configuration (after), init_proto.h. */
 struct cfg {
+    int cap_last_cap;
     const struct tc_init_hdr *h;
     const char *newroot, *ws_path, *cwd, *hostname, *localtime_target;
     char **argv, **envp;
@@ -172,7 +177,7 @@ static void setup_dev(const struct cfg *cfg, const char *root)
                                            {"stdout", "/proc/self/fd/1"},
                                            {"stderr", "/proc/self/fd/2"},
                                            {"core", "/proc/kcore"}};
-    char dev[PATH_MAX], p[PATH_MAX], opts[96];
+    char dev[PATH_MAX], p[PATH_MAX];
 
     path_in(dev, sizeof(dev), root, "dev");
     CHECK(cfg, mkdir(dev, 0755), "mkdir /dev");
@@ -193,28 +198,21 @@ static void setup_dev(const struct cfg *cfg, const char *root)
     }
     path_in(p, sizeof(p), dev, "shm");
     CHECK(cfg, mkdir(p, 0755), "mkdir /dev/shm");
-    snprintf(opts, sizeof(opts), "mode=1777,size=%lld,nr_inodes=4096",
-             (long long)cfg->h->tmp_bytes);
-    CHECK(cfg, mount("tcshm", p, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts),
-          "mount /dev/shm");
+    /* (/dev/shm is mounted at go, with the sandbox's size: a mount point needs no write) */
     CHECK(cfg, setattr(dev, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, false),
           "remount /dev ro");
 }
 
 static void setup_etc(const struct cfg *cfg, const char *root)
 {
-    char etc[PATH_MAX], p[PATH_MAX], hosts[256];
+    char etc[PATH_MAX], p[PATH_MAX];
 
     path_in(etc, sizeof(etc), root, "etc");
     CHECK(cfg, mkdir(etc, 0755), "mkdir /etc");
-    snprintf(hosts, sizeof(hosts), "127.0.0.1\tlocalhost\n::1\tlocalhost\n127.0.1.1\t%s\n",
-             cfg->hostname);
     const char *files[][2] = {{"passwd", SBX_PASSWD},
                               {"group", SBX_GROUP},
-                              {"hosts", hosts},
                               {"resolv.conf", ""},
-                              {"nsswitch.conf", SBX_NSSWITCH},
-                              {"hostname", cfg->hostname}};
+                              {"nsswitch.conf", SBX_NSSWITCH}};
     for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
         path_in(p, sizeof(p), etc, files[i][0]);
         CHECK(cfg, write_file(p, files[i][1], 0644), "write /etc file");
@@ -236,6 +234,20 @@ static void setup_etc(const struct cfg *cfg, const char *root)
         }
         CHECK(cfg, bind_mount(cfg->binds[i].src, p, true), "bind /etc entry");
     }
+}
+
+/* The sandbox's hostname in /etc (at go). */
+static void setup_etc_host(const struct cfg *cfg, const char *root)
+{
+    char etc[PATH_MAX], p[PATH_MAX], hosts[256];
+
+    path_in(etc, sizeof(etc), root, "etc");
+    snprintf(hosts, sizeof(hosts), "127.0.0.1\tlocalhost\n::1\tlocalhost\n127.0.1.1\t%s\n",
+             cfg->hostname);
+    path_in(p, sizeof(p), etc, "hosts");
+    CHECK(cfg, write_file(p, hosts, 0644), "write /etc file");
+    path_in(p, sizeof(p), etc, "hostname");
+    CHECK(cfg, write_file(p, cfg->hostname, 0644), "write /etc file");
 }
 
 static void setup_mounts(const struct cfg *cfg, const char *root)
@@ -303,12 +315,13 @@ static void setup_secrets(const struct cfg *cfg, const char *root)
           "remount /run/secrets ro");
 }
 
-static void setup_root(const struct cfg *cfg)
+/* What every sandbox has (before go, from the base configuration): the root tmpfs, /usr,
+ * /etc but the hostname files, /proc, /dev, and the empty mount points. */
+static void setup_root_base(const struct cfg *cfg)
 {
     const char *root = cfg->newroot;
-    char p[PATH_MAX], opts[96];
+    char p[PATH_MAX];
 
-    CHECK(cfg, mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), "make / private");
     CHECK(cfg,
           mount("tcroot", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m,nr_inodes=4096"),
           "mount root tmpfs");
@@ -332,19 +345,43 @@ static void setup_root(const struct cfg *cfg)
 
     path_in(p, sizeof(p), root, "tmp");
     CHECK(cfg, mkdir(p, 01777), "mkdir /tmp");
+    path_in(p, sizeof(p), root, "workspace");
+    CHECK(cfg, mkdir(p, 0755), "mkdir /workspace");
+    path_in(p, sizeof(p), root, "root");
+    CHECK(cfg, mkdir(p, 0700), "mkdir /root");
+    path_in(p, sizeof(p), root, "home");
+    CHECK(cfg, mkdir(p, 0755), "mkdir /home");
+}
+
+/* The sandbox's own part (at go), then pivot into the root. */
+static void setup_root(const struct cfg *cfg)
+{
+    const char *root = cfg->newroot;
+    char p[PATH_MAX], opts[96];
+
+    setup_etc_host(cfg, root);
+    path_in(p, sizeof(p), root, "dev/shm");
+    snprintf(opts, sizeof(opts), "mode=1777,size=%lld,nr_inodes=4096",
+             (long long)cfg->h->tmp_bytes);
+    CHECK(cfg, mount("tcshm", p, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts),
+          "mount /dev/shm");
+    path_in(p, sizeof(p), root, "tmp");
     snprintf(opts, sizeof(opts), "mode=1777,size=%lld,nr_inodes=%lld", (long long)cfg->h->tmp_bytes,
              (long long)(cfg->h->tmp_bytes / 4096 + 64));
     CHECK(cfg, mount("tctmp", p, "tmpfs", MS_NOSUID | MS_NODEV, opts), "mount /tmp");
     setup_secrets(cfg, root);
 
+    /* The workspace reached our copy of the launcher's ws directory by propagation (it was
+     * mounted after we took the copy); from here on, nothing propagates to us any more. */
+    struct stat ws, wsdir;
+    snprintf(p, sizeof(p), "%s/..", cfg->ws_path);
+    CHECK(cfg, stat(cfg->ws_path, &ws), "workspace");
+    CHECK(cfg, stat(p, &wsdir), "workspace");
+    if (ws.st_dev == wsdir.st_dev) /* never bind the launcher's scratch directory instead */
+        die(cfg, ENOENT, "workspace not mounted");
     path_in(p, sizeof(p), root, "workspace");
-    CHECK(cfg, mkdir(p, 0755), "mkdir /workspace");
     CHECK(cfg, bind_mount(cfg->ws_path, p, false), "bind /workspace");
-
-    path_in(p, sizeof(p), root, "root");
-    CHECK(cfg, mkdir(p, 0700), "mkdir /root");
-    path_in(p, sizeof(p), root, "home");
-    CHECK(cfg, mkdir(p, 0755), "mkdir /home");
+    CHECK(cfg, mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), "make / private");
     setup_mounts(cfg, root);
 
     CHECK(cfg, setattr(root, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false),
@@ -356,7 +393,7 @@ static void setup_root(const struct cfg *cfg)
     CHECK(cfg, chdir("/"), "chdir /");
 }
 
-static void setup_net(const struct cfg *cfg)
+static void setup_lo(const struct cfg *cfg)
 {
     struct ifreq ifr;
     int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -371,21 +408,31 @@ static void setup_net(const struct cfg *cfg)
     if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
         die(cfg, errno, "SIOCSIFFLAGS lo");
     close(s);
-    CHECK(cfg, sethostname(cfg->hostname, strlen(cfg->hostname)), "sethostname");
 }
 
 /* ---- privileges ---- */
 
-static int drop_caps(int last_cap)
+/* Before go, what neither init nor the program will ever need again: the capabilities an
+ * exec could grant (bounding set, ambient; init keeps its permitted and effective ones for
+ * the mounts), and every signal disposition inherited from the launcher (SIGPIPE ignored). */
+static void drop_for_exec(const struct cfg *cfg)
+{
+    for (int c = 0; c <= cfg->cap_last_cap; c++)
+        if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
+            die(cfg, errno, "drop bounding set");
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+        die(cfg, errno, "clear ambient capabilities");
+    for (int s = 1; s < NSIG; s++)
+        if (s != SIGKILL && s != SIGSTOP)
+            signal(s, SIG_DFL);
+}
+
+/* The rest (drop_for_exec() ran before go): no capability left, no way to gain one. */
+static int drop_caps(void)
 {
     struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
     struct __user_cap_data_struct d[2];
 
-    for (int c = 0; c <= last_cap; c++)
-        if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
-            return -1;
-    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
-        return -1;
     memset(d, 0, sizeof(d));
     if (syscall(SYS_capset, &h, d) < 0)
         return -1;
@@ -442,53 +489,91 @@ static const char *next_str(struct reader *r)
     return s;
 }
 
-/* Reads fd TC_INIT_FD_CFG into memory and points cfg into it. -1 on a malformed blob. */
-static int load_cfg(struct cfg *c)
+/* Reads fd TC_INIT_FD_CFG into memory (kept: cfg points into it) and closes it. */
+static char *read_cfg_fd(size_t min, size_t *ret_len)
 {
     struct stat st;
     char *buf;
     size_t off = 0;
-    struct reader r;
-    const struct tc_init_hdr *h;
 
-    if (fstat(TC_INIT_FD_CFG, &st) < 0 || st.st_size < (off_t)sizeof(*h) ||
+    if (fstat(TC_INIT_FD_CFG, &st) < 0 || st.st_size < (off_t)min ||
         st.st_size > (off_t)TC_INIT_MAX_CFG)
-        return -1;
+        return NULL;
     buf = malloc((size_t)st.st_size + 1);
     if (!buf)
-        return -1;
-    c->h = (const struct tc_init_hdr *)(void *)buf; /* owned from here on, valid once checked */
+        return NULL;
     while (off < (size_t)st.st_size) {
         ssize_t n = pread(TC_INIT_FD_CFG, buf + off, (size_t)st.st_size - off, (off_t)off);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
-            return -1;
+            return NULL;
         off += (size_t)n;
     }
     close(TC_INIT_FD_CFG);
-    h = (const struct tc_init_hdr *)(void *)buf;
-    if (h->magic != TC_INIT_MAGIC || h->size != (uint32_t)st.st_size || h->n_argv == 0 ||
-        h->n_argv > 4096 || h->n_env > 4096 || h->n_mounts > 64 || h->n_binds > 64 ||
-        h->n_links > 16 || h->n_secrets > 64 || h->bpf_off % 8 || h->bpf_off > h->size ||
-        h->bpf_len == 0 || h->bpf_len > BPF_MAXINSNS ||
+    *ret_len = off;
+    return buf;
+}
+
+/* The base configuration (at start). -1 on a malformed blob. */
+static int load_base(struct cfg *c)
+{
+    size_t len;
+    char *buf = read_cfg_fd(sizeof(struct tc_init_base_hdr), &len);
+    const struct tc_init_base_hdr *h = (const struct tc_init_base_hdr *)(void *)buf;
+    struct reader r;
+
+    if (!buf || h->magic != TC_INIT_BASE_MAGIC || h->size != len || h->n_binds > 64 ||
+        h->n_links > 16 || h->cap_last_cap > 127)
+        return -1;
+    c->cap_last_cap = (int)h->cap_last_cap;
+    r.p = buf + sizeof(*h);
+    r.end = buf + len;
+    c->binds = calloc(h->n_binds + 1, sizeof(*c->binds));
+    c->links = calloc(h->n_links + 1, sizeof(char *));
+    c->link_targets = calloc(h->n_links + 1, sizeof(char *));
+    if (!c->binds || !c->links || !c->link_targets)
+        return -1;
+    if (!(c->newroot = next_str(&r)) || !(c->localtime_target = next_str(&r)))
+        return -1;
+    for (uint32_t i = 0; i < h->n_binds; i++) {
+        const char *d;
+        if (!(c->binds[i].src = next_str(&r)) || !(c->binds[i].dst = next_str(&r)) ||
+            !(d = next_str(&r)))
+            return -1;
+        c->binds[i].is_dir = d[0] == 'd';
+    }
+    c->n_binds = (int)h->n_binds;
+    for (uint32_t i = 0; i < h->n_links; i++)
+        if (!(c->links[i] = next_str(&r)) || !(c->link_targets[i] = next_str(&r)))
+            return -1;
+    c->n_links = (int)h->n_links;
+    return 0;
+}
+
+/* The sandbox's configuration (after go). -1 on a malformed blob. */
+static int load_cfg(struct cfg *c)
+{
+    size_t len;
+    char *buf = read_cfg_fd(sizeof(struct tc_init_hdr), &len);
+    const struct tc_init_hdr *h = (const struct tc_init_hdr *)(void *)buf;
+    struct reader r;
+
+    c->h = h; /* owned from here on (NULL if unread), valid once checked */
+    if (!buf || h->magic != TC_INIT_MAGIC || h->size != len || h->n_argv == 0 || h->n_argv > 4096 ||
+        h->n_env > 4096 || h->n_mounts > 64 || h->n_secrets > 64 || h->bpf_off % 8 ||
+        h->bpf_off > h->size || h->bpf_len == 0 || h->bpf_len > BPF_MAXINSNS ||
         (uint64_t)h->bpf_len * sizeof(struct sock_filter) > h->size - h->bpf_off)
         return -1;
-    c->h = h;
     r.p = buf + sizeof(*h);
     r.end = buf + h->bpf_off;
     c->argv = calloc(h->n_argv + 1, sizeof(char *));
     c->envp = calloc(h->n_env + 1, sizeof(char *));
     c->mounts = calloc(h->n_mounts + 1, sizeof(*c->mounts));
-    c->binds = calloc(h->n_binds + 1, sizeof(*c->binds));
-    c->links = calloc(h->n_links + 1, sizeof(char *));
-    c->link_targets = calloc(h->n_links + 1, sizeof(char *));
     c->secrets = calloc(h->n_secrets + 1, sizeof(*c->secrets));
-    if (!c->argv || !c->envp || !c->mounts || !c->binds || !c->links || !c->link_targets ||
-        !c->secrets)
+    if (!c->argv || !c->envp || !c->mounts || !c->secrets)
         return -1;
-    if (!(c->newroot = next_str(&r)) || !(c->ws_path = next_str(&r)) || !(c->cwd = next_str(&r)) ||
-        !(c->hostname = next_str(&r)) || !(c->localtime_target = next_str(&r)))
+    if (!(c->ws_path = next_str(&r)) || !(c->cwd = next_str(&r)) || !(c->hostname = next_str(&r)))
         return -1;
     for (uint32_t i = 0; i < h->n_argv; i++)
         if (!(c->argv[i] = (char *)next_str(&r)))
@@ -504,34 +589,55 @@ static int load_cfg(struct cfg *c)
         c->mounts[i].writable = w[0] == 'w';
     }
     c->n_mounts = h->n_mounts;
-    for (uint32_t i = 0; i < h->n_binds; i++) {
-        const char *d;
-        if (!(c->binds[i].src = next_str(&r)) || !(c->binds[i].dst = next_str(&r)) ||
-            !(d = next_str(&r)))
-            return -1;
-        c->binds[i].is_dir = d[0] == 'd';
-    }
-    c->n_binds = (int)h->n_binds;
-    for (uint32_t i = 0; i < h->n_links; i++)
-        if (!(c->links[i] = next_str(&r)) || !(c->link_targets[i] = next_str(&r)))
-            return -1;
-    c->n_links = (int)h->n_links;
     for (uint32_t i = 0; i < h->n_secrets; i++) {
-        uint32_t len;
+        uint32_t slen;
         if (!(c->secrets[i].name = next_str(&r)) || r.end - r.p < 4)
             return -1;
-        memcpy(&len, r.p, 4);
+        memcpy(&slen, r.p, 4);
         r.p += 4;
-        if ((size_t)(r.end - r.p) < len)
+        if ((size_t)(r.end - r.p) < slen)
             return -1;
         c->secrets[i].data = (const unsigned char *)r.p;
-        c->secrets[i].len = len;
-        r.p += len;
+        c->secrets[i].len = slen;
+        r.p += slen;
     }
     c->n_secrets = h->n_secrets;
     c->bpf.len = (unsigned short)h->bpf_len;
     c->bpf.filter = (struct sock_filter *)(void *)(buf + h->bpf_off);
     return 0;
+}
+
+/* ---- go ---- */
+
+/* A shell waits here, possibly long before its sandbox exists (the launcher's pool), for one
+ * byte with the configuration memfd, which goes to TC_INIT_FD_CFG. EOF: dropped. */
+static void wait_for_go(void)
+{
+    char c, cbuf[CMSG_SPACE(sizeof(int))];
+    struct iovec iov = {.iov_base = &c, .iov_len = 1};
+    struct msghdr mh;
+    struct cmsghdr *cm;
+    int fd = -1;
+    ssize_t n;
+
+    memset(&mh, 0, sizeof(mh));
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = cbuf;
+    mh.msg_controllen = sizeof(cbuf);
+    do
+        n = recvmsg(TC_INIT_FD_SYNC, &mh, MSG_CMSG_CLOEXEC);
+    while (n < 0 && errno == EINTR);
+    if (n != 1)
+        _exit(125);
+    cm = CMSG_FIRSTHDR(&mh);
+    if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
+        cm->cmsg_len == CMSG_LEN(sizeof(int)))
+        memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+    if (fd < 0 || (fd != TC_INIT_FD_CFG && dup2(fd, TC_INIT_FD_CFG) < 0))
+        _exit(125);
+    if (fd != TC_INIT_FD_CFG)
+        close(fd);
 }
 
 /* ---- the program ---- */
@@ -544,16 +650,13 @@ static _Noreturn void exec_program(const struct cfg *cfg)
     bool notify = cfg->h->flags & TC_INIT_F_NOTIFY;
 
     sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    for (int s = 1; s < NSIG; s++)
-        if (s != SIGKILL && s != SIGSTOP)
-            signal(s, SIG_DFL);
+    sigprocmask(SIG_SETMASK, &none, NULL); /* dispositions: default since drop_for_exec() */
     if (setsid() < 0)
         die(cfg, errno, "setsid");
     if (chdir(cfg->cwd) < 0)
         die(cfg, errno, "chdir to cwd");
     set_limits(cfg);
-    if (drop_caps((int)cfg->h->cap_last_cap) < 0)
+    if (drop_caps() < 0)
         die(cfg, errno, "drop capabilities");
     /* Last step before exec: from here on every denied syscall goes to the launcher. */
     lfd = (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
@@ -622,16 +725,27 @@ int main(int argc, char **argv)
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getpid() != 1)
         return 125; /* only ever PID 1 of a fresh sandbox */
-    /* The sync pipe has served its purpose; the control socket must not reach the program
-     * (its child closes it at execve; tests/attacks/042 looks for such leaks). */
-    close(TC_INIT_FD_SYNC);
+    /* The control socket must not reach the program (its child closes it at execve;
+     * tests/attacks/042 looks for such leaks); nor the sync socket, done with after go. */
     fcntl(TC_INIT_FD_CTL, F_SETFD, FD_CLOEXEC);
+    /* Before go, what every sandbox has: our own mount namespace (a copy of the launcher's;
+     * its ws directory keeps receiving the workspaces mounted since), the root filesystem
+     * but the sandbox's own mounts, lo. */
+    if (load_base(&cfg) < 0)
+        die(&cfg, EINVAL, "toolcage-init: bad base configuration");
+    if (unshare(CLONE_NEWNS) < 0)
+        die(&cfg, errno, "unshare mount namespace");
+    setup_root_base(&cfg);
+    setup_lo(&cfg);
+    drop_for_exec(&cfg);
+    wait_for_go();
+    close(TC_INIT_FD_SYNC);
     if (load_cfg(&cfg) < 0)
         die(&cfg, EINVAL, "toolcage-init: bad configuration");
     if (unshare(CLONE_NEWCGROUP) < 0)
         die(&cfg, errno, "unshare cgroup namespace");
     setup_root(&cfg);
-    setup_net(&cfg);
+    CHECK(&cfg, sethostname(cfg.hostname, strlen(cfg.hostname)), "sethostname");
 
     prog = fork();
     if (prog < 0)
@@ -644,7 +758,7 @@ int main(int argc, char **argv)
     close(0);
     close(1);
     close(2);
-    drop_caps((int)cfg.h->cap_last_cap);
+    drop_caps();
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = forward_signal;
     sigaction(SIGTERM, &sa, NULL);

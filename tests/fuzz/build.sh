@@ -22,7 +22,7 @@ $cc $flags -o "$out/fuzz_redact" "$root/tests/fuzz/fuzz_redact.c" "$root/policy/
 $cc $flags -Wno-unused-function -o "$out/fuzz_initcfg" "$root/tests/fuzz/fuzz_initcfg.c"
 $cc -g -O1 -std=gnu17 -D_GNU_SOURCE -I"$root" -o "$out/initcfg_seed" "$root/tests/fuzz/initcfg_seed.c" \
     "$root/sandbox/child.c" "$root/sandbox/spec.c" "$root/sandbox/seccomp.c" "$root/sandbox/workspace.c" \
-    "$root/sandbox/egress_rules.c" $common $libs $(pkg-config --cflags --libs libseccomp)
+    "$root/sandbox/egress_rules.c" "$root/sandbox/cgroup.c" $common $libs $(pkg-config --cflags --libs libseccomp)
 
 [ "$secs" -gt 0 ] || exit 0
 

@@ -23,13 +23,11 @@ int main(int argc, char **argv)
     json_t *j = json_loads(text, 0, NULL);
     struct tc_spec spec;
     struct tc_seccomp_prog sc = {0};
-    struct tc_rootfs_info ri;
     char err[256];
     if (argc != 2 || !j || tc_spec_parse(j, &spec, err, sizeof(err)) < 0 ||
         tc_seccomp_build(false, &sc) < 0)
         return 1;
-    tc_rootfs_detect(&ri);
-    int fd = tc_child_config(&spec, &sc, &ri, "newroot", "ws/seed", true, true);
+    int fd = tc_child_config(&spec, &sc, "ws/seed", true, true);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) < 0)
         return 1;

@@ -27,7 +27,8 @@
 //
 // After every run, on the host: the launcher has no child left, no process runs under the
 // sandbox's host uid range, the sandbox's cgroup directories are gone, the launcher holds no
-// workspace mount for it, and /healthz answers quickly.
+// workspace mount for it, and /healthz answers quickly. The launcher's helpers (the egress
+// proxy) and the idle shells of its pool (and their groups) are not counted.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -127,6 +128,30 @@ function isHelper(pid, lpid) {
   }
 }
 
+/**
+ * A shell the launcher keeps ready for the next sandbox (its pool, docs/sandbox.md): its
+ * child in a pid namespace of its own, toolcage-init waiting for go, so with no child yet.
+ */
+function isIdleShell(pid, lpid) {
+  try {
+    if (isHelper(pid, lpid) || path.basename(fs.readlinkSync(`/proc/${pid}/exe`)) !== 'toolcage-init') return false;
+    if (Number(fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')[1]) !== lpid) return false;
+    return fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim() === '';
+  } catch {
+    return false;
+  }
+}
+
+/** A cgroup directory whose only task is one of the launcher's idle shells (its own groups). */
+function isIdleShellGroup(dir, lpid) {
+  try {
+    const pids = fs.readFileSync(path.join(dir, 'cgroup.procs'), 'utf8').trim().split('\n').filter(Boolean);
+    return pids.length === 1 && isIdleShell(Number(pids[0]), lpid);
+  } catch {
+    return false;
+  }
+}
+
 function launcherPid() {
   const kids = childrenOf(server.proc.pid).filter((p) => {
     try {
@@ -155,7 +180,7 @@ function sandboxUidProcs(lpid) {
   for (const d of fs.readdirSync('/proc')) {
     if (!/^\d+$/.test(d)) continue;
     const uid = procUid(d);
-    if (uid !== null && uid >= base && uid < base + 1024) {
+    if (uid !== null && uid >= base && uid < base + 1024 && !isIdleShell(Number(d), lpid)) {
       let cmd = '';
       try { cmd = fs.readFileSync(`/proc/${d}/cmdline`, 'utf8').replaceAll('\0', ' '); } catch { /* gone */ }
       found.push(`${d} uid=${uid} ${cmd}`);
@@ -182,7 +207,9 @@ function sandboxCgroups(lpid) {
         const dir = path.join(base, p, 'toolcage', `L${lpid}`);
         let ents = [];
         try { ents = fs.readdirSync(dir, { withFileTypes: true }); } catch { continue; }
-        for (const e of ents) if (e.isDirectory()) found.push(path.join(dir, e.name));
+        for (const e of ents) {
+          if (e.isDirectory() && !isIdleShellGroup(path.join(dir, e.name), lpid)) found.push(path.join(dir, e.name));
+        }
       }
     }
   }
@@ -202,7 +229,7 @@ async function assertHostClean(lpid, id, where) {
   // finish reaping (a process can linger a moment as a zombie of nobody).
   let left, cgs, mounts, kids;
   for (let i = 0; i < 40; i++) {
-    kids = childrenOf(lpid).filter((p) => !isHelper(p, lpid));
+    kids = childrenOf(lpid).filter((p) => !isHelper(p, lpid) && !isIdleShell(p, lpid));
     left = sandboxUidProcs(lpid);
     cgs = sandboxCgroups(lpid);
     mounts = id ? launcherMounts(lpid, id) : [];

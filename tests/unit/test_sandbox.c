@@ -147,11 +147,46 @@ static int count_dir(const char *path, bool dirs_only)
     return n;
 }
 
-/* Children of the launcher other than its egress proxy (a permanent child). */
-static int launcher_children(void)
+static bool same_link(const char *a, const char *b)
+{
+    char x[PATH_MAX], y[PATH_MAX];
+    ssize_t n = readlink(a, x, sizeof(x) - 1), m = readlink(b, y, sizeof(y) - 1);
+    return n > 0 && m > 0 && n == m && memcmp(x, y, (size_t)n) == 0;
+}
+
+/* A shell the launcher keeps ready (host_info "pool", docs/sandbox.md): its child in a pid
+ * namespace of its own, toolcage-init waiting for go, so with no child of its own yet. */
+static bool is_idle_shell(int lpid, long pid)
+{
+    char a[64], b[64], exe[PATH_MAX], kids[64] = "";
+    snprintf(a, sizeof(a), "/proc/%d/ns/pid", lpid);
+    snprintf(b, sizeof(b), "/proc/%ld/ns/pid", pid);
+    if (same_link(a, b))
+        return false;
+    snprintf(a, sizeof(a), "/proc/%ld/exe", pid);
+    ssize_t n = readlink(a, exe, sizeof(exe) - 1);
+    if (n <= 0)
+        return false;
+    exe[n] = '\0';
+    const char *base = strrchr(exe, '/');
+    if (strcmp(base ? base + 1 : exe, "toolcage-init") != 0)
+        return false;
+    snprintf(a, sizeof(a), "/proc/%ld/task/%ld/children", pid, pid);
+    FILE *f = fopen(a, "re");
+    if (!f)
+        return false;
+    if (!fgets(kids, sizeof(kids), f))
+        kids[0] = '\0';
+    fclose(f);
+    return kids[0] == '\0' || kids[0] == '\n';
+}
+
+/* Children of the launcher other than its egress proxy (a permanent child) and its idle
+ * shells (*ret_shells of them). */
+static int launcher_children(int *ret_shells)
 {
     char path[128], buf[4096];
-    int pid = tc_launcher_pid(L), n = 0;
+    int pid = tc_launcher_pid(L), n = 0, shells = 0;
     json_t *hi = tc_launcher_host_info(L);
     long egress = (long)json_integer_value(json_object_get(hi, "egress_pid"));
     FILE *f;
@@ -165,10 +200,24 @@ static int launcher_children(void)
             long child = strtol(p, &end, 10);
             if (end == p)
                 break;
-            if (child != egress)
+            if (child == egress)
+                continue;
+            if (is_idle_shell(pid, child))
+                shells++;
+            else
                 n++;
         }
     fclose(f);
+    if (ret_shells)
+        *ret_shells = shells;
+    return n;
+}
+
+static int pool_target(void)
+{
+    json_t *hi = tc_launcher_host_info(L);
+    int n = (int)json_integer_value(json_object_get(hi, "pool"));
+    json_decref(hi);
     return n;
 }
 
@@ -195,6 +244,24 @@ static int launcher_fds(void)
     return count_dir(path, false);
 }
 
+/* A group whose only task is an idle shell of the launcher (the shell's own groups). */
+static bool idle_shell_group(const char *dir)
+{
+    char path[PATH_MAX + 16], buf[256];
+    long pid = 0, extra = 0;
+    snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return false;
+    if (fgets(buf, sizeof(buf), f))
+        pid = strtol(buf, NULL, 10);
+    if (fgets(buf, sizeof(buf), f))
+        extra = 1;
+    fclose(f);
+    return pid > 0 && !extra && is_idle_shell(tc_launcher_pid(L), pid);
+}
+
+/* Sandbox groups left below the launcher's parents (not counting its idle shells'). */
 static int leftover_cgroups(void)
 {
     json_t *hi = tc_launcher_host_info(L), *parents = json_object_get(hi, "cgroup_parents"), *v;
@@ -202,9 +269,20 @@ static int leftover_cgroups(void)
     int n = 0;
     json_object_foreach(parents, k, v)
     {
-        int c = count_dir(json_string_value(v), true);
-        if (c > 0)
-            n += c;
+        const char *parent = json_string_value(v);
+        DIR *d = opendir(parent);
+        struct dirent *de;
+        if (!d)
+            continue;
+        while ((de = readdir(d))) {
+            char dir[PATH_MAX];
+            if (de->d_name[0] == '.' || de->d_type != DT_DIR)
+                continue;
+            snprintf(dir, sizeof(dir), "%s/%s", parent, de->d_name);
+            if (!idle_shell_group(dir))
+                n++;
+        }
+        closedir(d);
     }
     json_decref(hi);
     return n;
@@ -212,9 +290,20 @@ static int leftover_cgroups(void)
 
 static int base_fds;
 
-/* The launcher's fd count at rest (a message memfd may still be closing right after HELLO). */
+/* The pool is full again (at rest, the launcher refills it one shell at a time). */
+static bool pool_full(void)
+{
+    int shells = 0;
+    launcher_children(&shells);
+    return shells == pool_target();
+}
+
+/* The launcher's fd count at rest, with its pool full (a message memfd may still be closing
+ * right after HELLO). */
 static int settled_fds(void)
 {
+    for (int i = 0; i < 300 && !pool_full(); i++)
+        usleep(10000);
     int n = launcher_fds();
     for (int i = 0; i < 20; i++) {
         usleep(10000);
@@ -227,24 +316,28 @@ static int settled_fds(void)
 
 static void check_clean(void)
 {
-    int cg = -1, kids = -1, mounts = -1, fds = -1;
-    /* results are sent before the last rmdir; give teardown a moment */
-    for (int i = 0; i < 100; i++) {
+    int cg = -1, kids = -1, mounts = -1, fds = -1, shells = -1, pool = pool_target();
+    /* results are sent before the last rmdir, and the pool refills when idle: give teardown
+     * a moment */
+    for (int i = 0; i < 200; i++) {
         cg = leftover_cgroups();
-        kids = launcher_children();
+        kids = launcher_children(&shells);
         mounts = launcher_ws_mounts();
         fds = launcher_fds();
-        if (cg == 0 && kids == 0 && mounts == 0 && fds == base_fds)
+        if (cg == 0 && kids == 0 && mounts == 0 && fds == base_fds && shells == pool)
             break;
         usleep(10000);
     }
-    if (cg || kids || mounts || fds != base_fds)
-        fprintf(stderr, "    leak: cgroups=%d children=%d ws-mounts=%d fds=%d (base %d)\n", cg,
-                kids, mounts, fds, base_fds);
+    if (cg || kids || mounts || fds != base_fds || shells != pool)
+        fprintf(stderr,
+                "    leak: cgroups=%d children=%d ws-mounts=%d fds=%d (base %d) idle shells=%d "
+                "(pool %d)\n",
+                cg, kids, mounts, fds, base_fds, shells, pool);
     CHECK(cg == 0);
     CHECK(kids == 0);
     CHECK(mounts == 0);
     CHECK(fds == base_fds);
+    CHECK(shells == pool);
 }
 
 /* ---- cases ---- */
@@ -777,6 +870,37 @@ static void conc_cb_quiet(void *ud, json_t *res)
     pthread_mutex_unlock(&c->mu);
 }
 
+/* Shells of the pool that die while they wait (killed from outside) are dropped when taken
+ * and replaced; the sandbox does not notice. */
+TEST(pool_shells_killed)
+{
+    char path[128], buf[4096] = "";
+    int lpid = tc_launcher_pid(L), killed = 0;
+
+    for (int i = 0; i < 300 && !pool_full(); i++)
+        usleep(10000);
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/children", lpid, lpid);
+    FILE *f = fopen(path, "re");
+    if (f && !fgets(buf, sizeof(buf), f))
+        buf[0] = '\0';
+    if (f)
+        fclose(f);
+    for (char *p = buf, *end; *p; p = end) {
+        long child = strtol(p, &end, 10);
+        if (end == p)
+            break;
+        if (is_idle_shell(lpid, child) && kill((pid_t)child, SIGKILL) == 0)
+            killed++;
+    }
+    CHECK(killed == pool_target());
+    usleep(20000);
+    json_t *r = run(spec_sh("echo ok"));
+    CHECK(strcmp(str(r, "status"), "completed") == 0);
+    CHECK(strcmp(OUT(r), "ok\n") == 0);
+    json_decref(r);
+    check_clean();
+}
+
 TEST(fifty_concurrent)
 {
     struct conc c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
@@ -875,7 +999,7 @@ TEST(stop_with_running_sandboxes)
 }
 
 /* A second launcher that pretends the host has no cgroups and no seccomp notification:
- * rlimits and plain EPERM have to hold the line. */
+ * rlimits and plain EPERM have to hold the line. It keeps no pool of shells either. */
 TEST(fallback_rlimits_and_errno)
 {
     struct tc_launcher *main_l = L, *l2 = NULL;
@@ -885,9 +1009,11 @@ TEST(fallback_rlimits_and_errno)
         .exe = "/proc/self/exe", .state_dir = state, .max_sandboxes = 4};
     setenv("TOOLCAGE_NO_CGROUP", "1", 1);
     setenv("TOOLCAGE_NO_SECCOMP_NOTIFY", "1", 1);
+    setenv("TOOLCAGE_POOL", "0", 1); /* and every shell created on demand */
     int rc = tc_launcher_start(&o, &l2);
     unsetenv("TOOLCAGE_NO_CGROUP");
     unsetenv("TOOLCAGE_NO_SECCOMP_NOTIFY");
+    unsetenv("TOOLCAGE_POOL");
     CHECK(rc == 0);
     if (rc < 0)
         return;
@@ -1234,6 +1360,7 @@ int main(int argc, char **argv)
     RUN(exec_failure);
     RUN(invalid_specs_rejected);
     RUN(cancel);
+    RUN(pool_shells_killed);
     RUN(fifty_concurrent);
     RUN(launcher_death_fails_pending_and_restarts);
     RUN(stop_with_running_sandboxes);

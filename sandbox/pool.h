@@ -1,0 +1,79 @@
+/* Sandbox shells created ahead of time (child.h, struct tc_shell), and the host uids of the
+ * launcher's sandboxes.
+ *
+ * Creating a shell is most of a sandbox's fixed cost: clone into five new namespaces
+ * (CLONE_NEWNET alone is ~0.4 ms), uid/gid maps, mkdir of its cgroups, the exec of
+ * toolcage-init (~0.5 ms), and on cgroup v1 the move into the cgroups, which waits for an
+ * RCU grace period (5-15 ms) whenever no other task moved between cgroups in the last
+ * ~15 ms. The launcher keeps `target` shells ready so that a sandbox starts with the
+ * shell's go. Shells are created one at a time, when the launcher is idle and no other shell
+ * of the pool is still joining its cgroups: a v1 migration holds the kernel's global cgroup
+ * mutex during that grace period, and mkdir or rmdir by the launcher would wait for it
+ * (tc_pool_joining() tells the launcher when to put its rmdirs off).
+ *
+ * A pooled shell is idle: toolcage-init, already exec'd, waiting for go on its sync socket
+ * as uid 1000 of its own user namespace (the host uid it will run its sandbox as), with
+ * nothing but its own fds; it gets its limits when it is taken and is the only task in its
+ * cgroups. It lives in its own user, pid, network, IPC and UTS namespaces and shares the
+ * launcher's mount namespace until go. Nothing of a sandbox runs in it before go. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "sandbox/child.h"
+
+#define TC_POOL_MAX 8
+
+struct tc_pool_entry {
+    struct tc_shell sh;
+    bool used, ready;
+    /* handed to a sandbox while still joining: the pool keeps only a dup of its sync_fd,
+     * to know when the join (and the cgroup mutex) is over */
+    bool handed;
+    int64_t since_ms; /* created (or handed) at */
+};
+
+struct tc_pool {
+    struct tc_shell_env env;
+    unsigned target;
+    struct tc_pool_entry e[TC_POOL_MAX];
+    int epfd;
+    uint64_t (*epdata)(unsigned idx); /* epoll data for entry idx's sync_fd */
+    /* host uids: base .. base + n_uids - 1, each held by one sandbox or shell */
+    uid_t uid_base;
+    unsigned n_uids, uid_next;
+    unsigned char *uid_used;
+    unsigned cg_seq;     /* groups are named s<seq> */
+    int64_t retry_at_ms; /* after a failed refill */
+};
+
+/* target 0 disables the pool (shells are then created on demand only). */
+int tc_pool_init(struct tc_pool *p, const struct tc_shell_env *env, uid_t uid_base, unsigned n_uids,
+                 unsigned target, int epfd, uint64_t (*epdata)(unsigned idx));
+/* Kill every pooled shell and remove its groups. */
+void tc_pool_fini(struct tc_pool *p);
+
+/* A shell for a new sandbox: a ready one, else one still joining its cgroups (go is queued
+ * behind the join), else a new one. */
+int tc_pool_take(struct tc_pool *p, int64_t now_ms, struct tc_shell *ret);
+/* A host uid for a sandbox that needs no shell (the gvisor backend). 0 or -EAGAIN. */
+int tc_pool_alloc_uid(struct tc_pool *p, uid_t *ret);
+/* A finished sandbox's uid is free again. */
+void tc_pool_release_uid(struct tc_pool *p, uid_t uid);
+
+/* The launcher's epoll loop: entry idx's sync_fd is readable. */
+void tc_pool_event(struct tc_pool *p, unsigned idx);
+/* A shell of the pool (or one taken from it early) is moving into its cgroups (v1: it may
+ * hold the cgroup mutex for a grace period). */
+bool tc_pool_joining(const struct tc_pool *p);
+/* The pool is short of its target and may create a shell now. */
+bool tc_pool_wants_refill(const struct tc_pool *p, int64_t now_ms);
+/* Milliseconds until the pool wants the launcher's loop (0: refill when idle; retry after a
+ * failed refill; watchdog while joining), -1 for never. */
+int64_t tc_pool_timeout(const struct tc_pool *p, int64_t now_ms);
+/* Create one shell (call when idle). */
+void tc_pool_refill(struct tc_pool *p, int64_t now_ms);
+/* Drop a shell stuck joining for seconds (it would block refills forever). */
+void tc_pool_tick(struct tc_pool *p, int64_t now_ms);
