@@ -131,6 +131,7 @@ struct launcher {
     struct tc_egress_link *egress; /* the egress proxy, NULL if it could not be started */
     struct tc_pool pool;           /* shells created ahead of time, and the sandboxes' uids */
     struct tc_gv_host gv;
+    unsigned gv_seq; /* gvisor cgroups are named g<seq> */
 };
 
 static int64_t now_ms(void)
@@ -841,7 +842,7 @@ static int start_gvisor(struct launcher *L, struct sbx *s, char *err, size_t err
         char name[32];
         struct tc_limits lim = s->spec.limits;
         lim.pids = lim.pids * 3 + TC_GV_PIDS_HEADROOM;
-        snprintf(name, sizeof(name), "g%u", s->uid);
+        snprintf(name, sizeof(name), "g%u", ++L->gv_seq); /* never reused, unlike uids */
         int r = tc_cg_create(&L->cg, name, &s->cg);
         if (r < 0)
             return r;
