@@ -207,12 +207,27 @@ static int hexval(char c)
     return -1;
 }
 
-static enum MHD_Result count_authorization(void *cls, enum MHD_ValueKind kind, const char *key,
-                                           const char *value)
+struct header_count {
+    const char *name;
+    int n;
+};
+
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                    const char *value)
 {
-    if (strcasecmp(key, "Authorization") == 0)
-        (*(int *)cls)++;
+    struct header_count *hc = cls;
+    (void)kind;
+    (void)value;
+    if (strcasecmp(key, hc->name) == 0)
+        hc->n++;
     return MHD_YES;
+}
+
+static int header_count(struct MHD_Connection *conn, const char *name)
+{
+    struct header_count hc = {name, 0};
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, count_header, &hc);
+    return hc.n;
 }
 
 /* libmicrohttpd's unescaping, except that %00 stays as it is: a decoded NUL would cut the
@@ -303,9 +318,7 @@ static enum MHD_Result dispatch(struct tc_request *r)
         return tc_console_dispatch(r, found); /* session cookie, CSRF; see console/console.h */
     if (found->roles) {
         const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Authorization");
-        int nauth = 0;
-        MHD_get_connection_values(r->conn, MHD_HEADER_KIND, count_authorization, &nauth);
-        if (nauth > 1) /* a proxy in front may have checked the other one: trust neither */
+        if (header_count(r->conn, "Authorization") > 1) /* a proxy in front may have checked the other one: trust neither */
             return problem_with_header(r, 401, "unauthorized", "Unauthorized", "WWW-Authenticate",
                                        "Bearer", "send exactly one Authorization header");
         if (!h || strncasecmp(h, "Bearer ", 7) != 0)
@@ -384,6 +397,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *con_cls = r;
         if (!r->path)
             return MHD_NO;
+        /* Request smuggling: where a proxy in front and libmicrohttpd could disagree on where
+         * the body ends (two Content-Length headers, or one with Transfer-Encoding), refuse
+         * and close the connection rather than pick one (RFC 9112 6.3). */
+        int ncl = header_count(conn, "Content-Length"), nte = header_count(conn, "Transfer-Encoding");
+        if (ncl > 1 || (ncl && nte)) {
+            r->body_done = true;
+            return problem_with_header(r, 400, "bad-request", "Bad request", "Connection", "close",
+                                       ncl > 1 ? "send exactly one Content-Length header"
+                                               : "send Content-Length or Transfer-Encoding, not both");
+        }
         /* Refuse a declared oversize body before reading it. */
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
         int64_t n;
