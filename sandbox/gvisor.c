@@ -65,7 +65,10 @@ static int fail(char *err, size_t errlen, int r, const char *what)
     return r;
 }
 
-/* mkdir -p of a path relative to dirfd; the last component is a file when file is set. */
+/* mkdir -p of a path relative to dirfd, one component at a time with O_NOFOLLOW: the
+ * skeleton holds symlinks (bin -> usr/bin, maybe absolute), and a mount point under one must
+ * never make the launcher (root) create something on the host. The last component is a file
+ * when file is set. 0 or -errno (-ELOOP/-ENOTDIR through a symlink). */
 static int make_path(int dirfd, const char *rel, bool file)
 {
     char buf[PATH_MAX];
@@ -73,22 +76,34 @@ static int make_path(int dirfd, const char *rel, bool file)
     if (n == 0 || n >= sizeof(buf))
         return -ENAMETOOLONG;
     memcpy(buf, rel, n + 1);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdirat(dirfd, buf, 0755) < 0 && errno != EEXIST)
-            return -errno;
-        *p = '/';
+    int cur = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
+    if (cur < 0)
+        return -errno;
+    char *save = NULL, *name = strtok_r(buf, "/", &save);
+    int r = 0;
+    while (name && r == 0) {
+        char *next = strtok_r(NULL, "/", &save);
+        if (!next && file) {
+            int fd = openat(cur, name, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+            if (fd < 0)
+                r = -errno;
+            else
+                close(fd);
+        } else {
+            if (mkdirat(cur, name, 0755) < 0 && errno != EEXIST)
+                r = -errno;
+            int fd = r ? -1 : openat(cur, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (!r && fd < 0)
+                r = -errno;
+            if (fd >= 0) {
+                close(cur);
+                cur = fd;
+            }
+        }
+        name = next;
     }
-    if (file) {
-        int fd = openat(dirfd, buf, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
-        if (fd < 0)
-            return errno == EEXIST ? 0 : -errno;
-        close(fd);
-        return 0;
-    }
-    return mkdirat(dirfd, buf, 0755) < 0 && errno != EEXIST ? -errno : 0;
+    close(cur);
+    return r;
 }
 
 static int write_file(int dirfd, const char *rel, const void *data, size_t len, mode_t mode)
@@ -415,6 +430,8 @@ _Noreturn void tc_gv_child_main(const struct tc_gv_child *c)
     sigset_t none;
 
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != c->launcher)
+        _exit(125); /* the launcher died before PDEATHSIG was armed: nobody would supervise */
     for (int i = 0; i < 3; i++)
         if (c->cg_procs[i] >= 0 && write(c->cg_procs[i], "0", 1) != 1)
             child_die(c->ctl_fd, errno, "join cgroup");

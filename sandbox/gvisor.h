@@ -62,5 +62,6 @@ struct tc_gv_child {
     int stdin_fd, stdout_fd, stderr_fd, ctl_fd;
     int cg_procs[3];
     const char *const *argv;
+    pid_t launcher; /* getppid() must still be this once PDEATHSIG is armed */
 };
 _Noreturn void tc_gv_child_main(const struct tc_gv_child *c);

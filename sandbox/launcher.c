@@ -221,6 +221,10 @@ static void kill_sbx(struct launcher *L, struct sbx *s, const char *reason)
         s->killed_reason = reason;
     if (!s->exited && s->pidfd >= 0)
         syscall(SYS_pidfd_send_signal, s->pidfd, SIGKILL, NULL, 0);
+    /* gvisor: runsc leads its own session (setsid), which its gofer and sandbox inherit; this
+     * reaches them also on a host without cgroups. s->pid is not reaped yet, so not reused. */
+    if (s->gvisor && !s->exited && s->pid > 0)
+        kill(-s->pid, SIGKILL);
     if (s->has_cg)
         tc_cg_kill(&s->cg);
 }
@@ -742,6 +746,7 @@ static int spawn_gvisor(struct launcher *L, struct sbx *s)
     c.stderr_fd = err[1];
     c.ctl_fd = ctl[1];
     c.argv = argv;
+    c.launcher = getpid();
 
     memset(&ca, 0, sizeof(ca));
     ca.flags = CLONE_PIDFD;

@@ -14,8 +14,11 @@
  * A pooled shell is idle: toolcage-init, already exec'd, waiting for go on its sync socket
  * as uid 1000 of its own user namespace (the host uid it will run its sandbox as), with
  * nothing but its own fds; it gets its limits when it is taken and is the only task in its
- * cgroups. It lives in its own user, pid, network, IPC and UTS namespaces and shares the
- * launcher's mount namespace until go. Nothing of a sandbox runs in it before go. */
+ * cgroups. It lives in its own user, pid, network, IPC and UTS namespaces and in a mount
+ * namespace of its own, copied from the launcher's when init started: a slave of the shared
+ * `ws` mount, so it receives every workspace mounted later (init binds only its own, then
+ * makes / private and detaches the old root before the program runs). Nothing of a sandbox
+ * runs in it before go. */
 #pragma once
 
 #include <stdbool.h>

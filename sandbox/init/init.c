@@ -379,6 +379,10 @@ static void setup_root(const struct cfg *cfg)
     CHECK(cfg, stat(p, &wsdir), "workspace");
     if (ws.st_dev == wsdir.st_dev) /* never bind the launcher's scratch directory instead */
         die(cfg, ENOENT, "workspace not mounted");
+    /* and only our own: the copy of ws holds every workspace mounted since this shell was
+     * made; another sandbox's root belongs to a host uid that is unmapped here */
+    if (ws.st_uid != TC_SANDBOX_UID)
+        die(cfg, EPERM, "workspace of another sandbox");
     path_in(p, sizeof(p), root, "workspace");
     CHECK(cfg, bind_mount(cfg->ws_path, p, false), "bind /workspace");
     CHECK(cfg, mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), "make / private");

@@ -1303,6 +1303,20 @@ TEST(gvisor_backend)
         check_clean();
     }
 
+    /* a mount point through the skeleton's bin -> usr/bin link is refused, never created on
+     * the host by the launcher (root) */
+    {
+        struct stat st;
+        s = gv(spec_sh("true"));
+        json_object_set_new(s, "mounts", json_pack("[{s:s, s:s}]", "source", "/usr/share",
+                                                   "target", "/bin/tc-probe-dir/x"));
+        r = run(s);
+        CHECK(strcmp(str(r, "status"), "error") == 0);
+        CHECK(stat("/usr/bin/tc-probe-dir", &st) < 0 && errno == ENOENT);
+        json_decref(r);
+        check_clean();
+    }
+
     /* network allowlists need the native backend's egress proxy */
     s = gv(spec_sh("true"));
     json_object_set_new(s, "network", json_pack("{s:[s]}", "allow", "example.com:443"));
