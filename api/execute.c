@@ -169,14 +169,6 @@ static void idem_end(struct tc_request *r, struct exec_state *st, unsigned statu
 
 /* ---- recording ---- */
 
-static bool simple(PGconn *c, const char *sql)
-{
-    PGresult *res = PQexec(c, sql);
-    bool ok = PQresultStatus(res) == PGRES_COMMAND_OK;
-    PQclear(res);
-    return ok;
-}
-
 static json_t *execute_event(struct tc_request *r, struct exec_state *st, json_t *body,
                              const char *decision)
 {
@@ -231,7 +223,7 @@ static bool insert_execution(struct tc_request *r, struct exec_state *st, json_t
     PGconn *c = (req_text && limits_text && event) ? tc_db_acquire(r->srv->db, 5000) : NULL;
     if (!c)
         goto out;
-    if (!simple(c, "BEGIN"))
+    if (!tc_db_command(c, "BEGIN"))
         goto release;
     const char *p[] = {st->id,      r->principal.tenant_id, r->principal.key_id,
                        st->tool,    req_text,               r->request_id,
@@ -280,7 +272,7 @@ static bool insert_execution(struct tc_request *r, struct exec_state *st, json_t
         json_object_set(event, "reasons", json_object_get(approval, "reasons"));
     }
     ok = ok && tc_audit_append_tx(c, r->srv->keys, event, NULL) == 0;
-    ok = simple(c, ok ? "COMMIT" : "ROLLBACK") && ok;
+    ok = tc_db_command(c, ok ? "COMMIT" : "ROLLBACK") && ok;
     if (!ok)
         tc_log(TC_LOG_ERROR, "recording the execution failed", "{s:s, s:s}", "request_id",
                r->request_id, "error", PQerrorMessage(c));

@@ -106,19 +106,11 @@ void tc_approval_payload_hash(const json_t *payload, unsigned char out[32])
     free(canon);
 }
 
-static bool simple(PGconn *c, const char *sql)
-{
-    PGresult *r = PQexec(c, sql);
-    bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-    PQclear(r);
-    return ok;
-}
-
 static int finish_tx(PGconn *c, int rc)
 {
-    if (rc == 0 && simple(c, "COMMIT"))
+    if (rc == 0 && tc_db_command(c, "COMMIT"))
         return 0;
-    simple(c, "ROLLBACK");
+    tc_db_command(c, "ROLLBACK");
     return rc < 0 ? rc : -EIO;
 }
 
@@ -158,7 +150,7 @@ int tc_approval_decide(PGconn *c, const struct tc_keys *keys, const char *tenant
                        json_t *actor, enum tc_decision d, const char *reason,
                        struct tc_decide_result *ret)
 {
-    if (!simple(c, "BEGIN"))
+    if (!tc_db_command(c, "BEGIN"))
         return -EIO;
     const char *p[] = {approval_id, tenant_id};
     /* The row lock serialises every decision on this approval: of concurrent decisions,
@@ -248,7 +240,7 @@ int tc_approval_decide(PGconn *c, const struct tc_keys *keys, const char *tenant
                             " WHERE id = $1", 1, pa) ||
                 !exec_ok(c, "UPDATE executions SET status = 'queued' WHERE id = $1"
                             " AND status = 'pending_approval'", 1, pa + 1) ||
-                !simple(c, "NOTIFY toolcage_queue"))
+                !tc_db_command(c, "NOTIFY toolcage_queue"))
                 rc = -EIO;
         }
     }
@@ -261,7 +253,7 @@ int tc_approval_decide(PGconn *c, const struct tc_keys *keys, const char *tenant
 int tc_approval_cancel(PGconn *c, const struct tc_keys *keys, const char *tenant_id,
                        const char *execution_id, json_t *actor)
 {
-    if (!simple(c, "BEGIN"))
+    if (!tc_db_command(c, "BEGIN"))
         return -EIO;
     const char *p[] = {execution_id, tenant_id};
     PGresult *r = tc_db_exec(c,
@@ -292,7 +284,7 @@ int tc_approval_cancel(PGconn *c, const struct tc_keys *keys, const char *tenant
 
 int tc_approval_expire_due(PGconn *c, const struct tc_keys *keys)
 {
-    if (!simple(c, "BEGIN"))
+    if (!tc_db_command(c, "BEGIN"))
         return -EIO;
     PGresult *r = tc_db_exec(c,
                              "SELECT id, execution_id, tenant_id, tool FROM approvals"

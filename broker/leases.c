@@ -31,14 +31,6 @@ struct tc_grant {
     json_t *leases, *tokens;
 };
 
-static bool simple(PGconn *c, const char *sql)
-{
-    PGresult *r = PQexec(c, sql);
-    bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-    PQclear(r);
-    return ok;
-}
-
 static json_t *broker_actor(void)
 {
     return json_pack("{s:s, s:s}", "type", "system", "id", "broker");
@@ -187,7 +179,7 @@ static int issue(PGconn *c, const struct tc_keys *keys, const char *tenant_id,
     size_t np = 0, ntok = 0, i;
     json_t *cred, *actor = broker_actor();
     int rc = 0;
-    if (!simple(c, "BEGIN")) {
+    if (!tc_db_command(c, "BEGIN")) {
         json_decref(actor);
         return -EIO;
     }
@@ -296,7 +288,7 @@ static int issue(PGconn *c, const struct tc_keys *keys, const char *tenant_id,
         np++;
     }
     json_decref(actor);
-    bool ok = simple(c, rc == 0 ? "COMMIT" : "ROLLBACK");
+    bool ok = tc_db_command(c, rc == 0 ? "COMMIT" : "ROLLBACK");
     if (rc == 0 && !ok)
         rc = -EIO;
     if (rc == 0)
@@ -312,7 +304,7 @@ static int redeem(PGconn *c, const struct tc_keys *keys, const char *tenant_id,
 {
     if (np == 0)
         return 0;
-    if (!simple(c, "BEGIN"))
+    if (!tc_db_command(c, "BEGIN"))
         return -EIO;
     int rc = 0;
     json_t *actor = broker_actor();
@@ -367,7 +359,7 @@ static int redeem(PGconn *c, const struct tc_keys *keys, const char *tenant_id,
         json_decref(ev);
     }
     json_decref(actor);
-    bool ok = simple(c, rc == 0 ? "COMMIT" : "ROLLBACK");
+    bool ok = tc_db_command(c, rc == 0 ? "COMMIT" : "ROLLBACK");
     return rc == 0 && !ok ? -EIO : rc;
 }
 
@@ -427,7 +419,7 @@ int tc_broker_release(PGconn *c, const struct tc_keys *keys, const char *exec_id
     if (!tc_uuid_valid(exec_id))
         return -EINVAL;
     const char *p[] = {exec_id};
-    if (!simple(c, "BEGIN"))
+    if (!tc_db_command(c, "BEGIN"))
         return -EIO;
     PGresult *lr = tc_db_exec(
         c,
@@ -465,6 +457,6 @@ int tc_broker_release(PGconn *c, const struct tc_keys *keys, const char *exec_id
     json_decref(actor);
     PQclear(lr);
     PQclear(tr);
-    ok = simple(c, ok ? "COMMIT" : "ROLLBACK") && ok;
+    ok = tc_db_command(c, ok ? "COMMIT" : "ROLLBACK") && ok;
     return ok ? 0 : -EIO;
 }

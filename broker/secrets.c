@@ -131,14 +131,6 @@ int tc_secret_open_row(const struct tc_keys *keys, const char *key_id, const cha
 
 /* ---- database ---- */
 
-static bool simple(PGconn *c, const char *sql)
-{
-    PGresult *r = PQexec(c, sql);
-    bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-    PQclear(r);
-    return ok;
-}
-
 static json_t *meta_of(PGresult *r, int i)
 {
     json_t *tools = json_loads(PQgetvalue(r, i, 2), 0, NULL);
@@ -199,7 +191,7 @@ int tc_secret_put(PGconn *c, const struct tc_keys *keys, const char *tenant_id, 
     const char *p[] = {
         tenant_id, name, ct_s, nonce_s, keys->master_id, description ? description : "",
         tools,     ttl};
-    if (!simple(c, "BEGIN"))
+    if (!tc_db_command(c, "BEGIN"))
         return -EIO;
     /* xmax = 0 tells an insert from an update in one statement */
     PGresult *r = tc_db_exec(
@@ -223,7 +215,7 @@ int tc_secret_put(PGconn *c, const struct tc_keys *keys, const char *tenant_id, 
                            allowed_tools, "max_ttl_seconds", (json_int_t)max_ttl_seconds);
     ok = ok && meta && ev && tc_audit_append_tx(c, keys, ev, NULL) == 0;
     json_decref(ev);
-    ok = simple(c, ok ? "COMMIT" : "ROLLBACK") && ok;
+    ok = tc_db_command(c, ok ? "COMMIT" : "ROLLBACK") && ok;
     sodium_memzero(hash, sizeof(hash));
     if (!ok) {
         json_decref(meta);
@@ -275,7 +267,7 @@ int tc_secret_delete(PGconn *c, const struct tc_keys *keys, const char *tenant_i
                      const json_t *actor)
 {
     const char *p[] = {tenant_id, name};
-    if (!simple(c, "BEGIN"))
+    if (!tc_db_command(c, "BEGIN"))
         return -EIO;
     PGresult *r = tc_db_exec(c, "DELETE FROM secrets WHERE tenant_id = $1 AND name = $2", 2, p);
     bool ok = r != NULL, found = r && strcmp(PQcmdTuples(r), "1") == 0;
@@ -298,7 +290,7 @@ int tc_secret_delete(PGconn *c, const struct tc_keys *keys, const char *tenant_i
         ok = ev && tc_audit_append_tx(c, keys, ev, NULL) == 0;
         json_decref(ev);
     }
-    ok = simple(c, ok && found ? "COMMIT" : "ROLLBACK") && ok;
+    ok = tc_db_command(c, ok && found ? "COMMIT" : "ROLLBACK") && ok;
     if (!ok)
         return -EIO;
     return found ? 0 : -ENOENT;
@@ -338,7 +330,7 @@ static int reseal_one(PGconn *c, const struct tc_keys *from, const struct tc_key
                       const char *tenant_id, const char *name)
 {
     const char *p[] = {tenant_id, name, to->master_id};
-    if (!simple(c, "BEGIN"))
+    if (!tc_db_command(c, "BEGIN"))
         return -EIO;
     PGresult *r = tc_db_exec(c,
                              "SELECT key_id, ciphertext, nonce FROM secrets"
@@ -358,7 +350,7 @@ static int reseal_one(PGconn *c, const struct tc_keys *from, const struct tc_key
         tc_secret_value_free(&v);
     }
     PQclear(r);
-    bool ok = simple(c, rc == 1 ? "COMMIT" : "ROLLBACK");
+    bool ok = tc_db_command(c, rc == 1 ? "COMMIT" : "ROLLBACK");
     return rc == 1 && !ok ? -EIO : rc;
 }
 

@@ -175,14 +175,6 @@ int tc_paseto_verify(const char *token, const unsigned char pk[32], const void *
 
 /* ---- tokens ---- */
 
-static bool simple(PGconn *c, const char *sql)
-{
-    PGresult *r = PQexec(c, sql);
-    bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-    PQclear(r);
-    return ok;
-}
-
 int tc_token_publish_key(PGconn *c, const struct tc_keys *keys)
 {
     char pk[67];
@@ -283,13 +275,13 @@ int tc_token_issue_tx(PGconn *c, const struct tc_keys *keys, const struct tc_tok
 int tc_token_issue(PGconn *c, const struct tc_keys *keys, const struct tc_token_request *req,
                    const json_t *actor, char **ret_token, json_t **ret_info)
 {
-    if (!simple(c, "BEGIN"))
+    if (!tc_db_command(c, "BEGIN"))
         return -EIO;
     char *tok = NULL;
     json_t *info = NULL;
     int r = tc_token_issue_tx(c, keys, req, actor, &tok, &info);
-    if (r < 0 || !simple(c, "COMMIT")) {
-        simple(c, "ROLLBACK");
+    if (r < 0 || !tc_db_command(c, "COMMIT")) {
+        tc_db_command(c, "ROLLBACK");
         if (tok) {
             sodium_memzero(tok, strlen(tok));
             free(tok);
@@ -426,7 +418,7 @@ int tc_token_revoke(PGconn *c, const struct tc_keys *keys, const char *tenant_id
                     json_t **ret_info)
 {
     const char *p[] = {token_id, tenant_id};
-    if (!simple(c, "BEGIN"))
+    if (!tc_db_command(c, "BEGIN"))
         return -EIO;
     PGresult *r = tc_db_exec(c,
                              "SELECT coalesce(issuer_key_id::text, ''), revoked_at IS NOT NULL,"
@@ -464,7 +456,7 @@ int tc_token_revoke(PGconn *c, const struct tc_keys *keys, const char *tenant_id
         rc == 0 ? json_pack("{s:s, s:s}", "token_id", token_id, "revoked_at", PQgetvalue(r, 0, 0))
                 : NULL;
     PQclear(r);
-    bool ok = simple(c, rc == 0 ? "COMMIT" : "ROLLBACK");
+    bool ok = tc_db_command(c, rc == 0 ? "COMMIT" : "ROLLBACK");
     if (rc == 0 && (!ok || !info)) {
         json_decref(info);
         return -EIO;

@@ -94,14 +94,6 @@ static int audit_signin(PGconn *c, const struct tc_keys *keys, const char *actio
                         const char *status, const char *tenant_id, const char *user_id,
                         const char *name, const char *role, const char *source, const char *reason);
 
-static bool tx(PGconn *c, const char *sql)
-{
-    PGresult *r = PQexec(c, sql);
-    bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-    PQclear(r);
-    return ok;
-}
-
 int tc_console_user_add(PGconn *c, const struct tc_keys *keys, const char *tenant,
                         const char *name, const char *role, const char *password,
                         char **ret_error)
@@ -130,7 +122,7 @@ int tc_console_user_add(PGconn *c, const struct tc_keys *keys, const char *tenan
     tc_uuid7(tenant_id);
     tc_uuid7(user_id);
     const char *p[] = {tenant_id, tenant, user_id, name, role, hash};
-    if (!tx(c, "BEGIN")) {
+    if (!tc_db_command(c, "BEGIN")) {
         sodium_memzero(hash, sizeof(hash));
         *ret_error = strdup(PQerrorMessage(c));
         return -EIO;
@@ -145,7 +137,7 @@ int tc_console_user_add(PGconn *c, const struct tc_keys *keys, const char *tenan
     sodium_memzero(hash, sizeof(hash));
     if (!r) {
         *ret_error = strdup(PQerrorMessage(c));
-        tx(c, "ROLLBACK");
+        tc_db_command(c, "ROLLBACK");
         return -EIO;
     }
     bool inserted = PQntuples(r) == 1;
@@ -154,7 +146,7 @@ int tc_console_user_add(PGconn *c, const struct tc_keys *keys, const char *tenan
         snprintf(tid, sizeof(tid), "%s", PQgetvalue(r, 0, 0));
     PQclear(r);
     if (!inserted) {
-        tx(c, "ROLLBACK");
+        tc_db_command(c, "ROLLBACK");
         *ret_error = strdup("a console user with this name exists");
         return -EEXIST;
     }
@@ -162,11 +154,11 @@ int tc_console_user_add(PGconn *c, const struct tc_keys *keys, const char *tenan
     json_t *ev = json_pack("{s:s, s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s}}", "action",
                            "user.create", "status", "ok", "tenant_id", tid, "actor", "type", "cli",
                            "id", "users add", "user", "id", user_id, "name", name, "role", role);
-    int rc = ev && tc_audit_append_tx(c, keys, ev, NULL) == 0 && tx(c, "COMMIT") ? 0 : -EIO;
+    int rc = ev && tc_audit_append_tx(c, keys, ev, NULL) == 0 && tc_db_command(c, "COMMIT") ? 0 : -EIO;
     json_decref(ev);
     if (rc < 0) {
         *ret_error = strdup(PQerrorMessage(c));
-        tx(c, "ROLLBACK");
+        tc_db_command(c, "ROLLBACK");
     }
     return rc;
 }
@@ -210,14 +202,6 @@ static void dummy_init(void)
     if (crypto_pwhash_str(g_dummy_hash, pw, 16, crypto_pwhash_OPSLIMIT_INTERACTIVE,
                           crypto_pwhash_MEMLIMIT_INTERACTIVE) != 0)
         g_dummy_hash[0] = '\0';
-}
-
-static bool simple(PGconn *c, const char *sql)
-{
-    PGresult *r = PQexec(c, sql);
-    bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-    PQclear(r);
-    return ok;
 }
 
 static int audit_signin(PGconn *c, const struct tc_keys *keys, const char *action,
@@ -303,7 +287,7 @@ int tc_session_signin(PGconn *c, const struct tc_keys *keys, const char *name,
         ok = false;
 
     char token[TC_CONSOLE_TOKEN_LEN + 1] = "";
-    if (!simple(c, "BEGIN"))
+    if (!tc_db_command(c, "BEGIN"))
         return -EIO;
     int rc = 0;
     if (!throttled) {
@@ -339,10 +323,10 @@ int tc_session_signin(PGconn *c, const struct tc_keys *keys, const char *name,
                           found ? u.name : lname, ok ? role : NULL, source,
                           ok ? NULL : throttled ? "throttled" : "bad_credentials");
     }
-    if (rc == 0 && !simple(c, "COMMIT"))
+    if (rc == 0 && !tc_db_command(c, "COMMIT"))
         rc = -EIO;
     if (rc < 0) {
-        simple(c, "ROLLBACK");
+        tc_db_command(c, "ROLLBACK");
         sodium_memzero(token, sizeof(token));
         return rc;
     }
@@ -401,7 +385,7 @@ int tc_session_signout(PGconn *c, const struct tc_keys *keys, const char *token,
     char th[2 * 32 + 3];
     token_hash_hex(token, th);
     const char *p[] = {th};
-    if (!simple(c, "BEGIN"))
+    if (!tc_db_command(c, "BEGIN"))
         return -EIO;
     PGresult *r = tc_db_exec(c, "DELETE FROM console_sessions WHERE token_hash = $1::bytea", 1, p);
     int rc = r ? 0 : -EIO;
@@ -409,9 +393,9 @@ int tc_session_signout(PGconn *c, const struct tc_keys *keys, const char *token,
     if (rc == 0)
         rc = audit_signin(c, keys, "console.signout", "ok", user->tenant_id, user->id, user->name,
                           tc_role_name(user->role), source, NULL);
-    if (rc == 0 && !simple(c, "COMMIT"))
+    if (rc == 0 && !tc_db_command(c, "COMMIT"))
         rc = -EIO;
     if (rc < 0)
-        simple(c, "ROLLBACK");
+        tc_db_command(c, "ROLLBACK");
     return rc;
 }

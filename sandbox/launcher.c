@@ -675,6 +675,27 @@ static void adopt(struct sbx *s, struct tc_shell *sh)
 }
 
 /* Limits, configuration, egress listener, then let the shell go. */
+/* PID 1's pidfd, stdout, stderr, control socket and (if there is input) stdin into the loop,
+ * non-blocking; without input, stdin is closed at once. 0 or -errno. */
+static int watch_streams(struct launcher *L, struct sbx *s)
+{
+    int r;
+    fcntl(s->stdin_fd, F_SETFL, O_NONBLOCK);
+    fcntl(s->out.fd, F_SETFL, O_NONBLOCK);
+    fcntl(s->err.fd, F_SETFL, O_NONBLOCK);
+    fcntl(s->ctl_fd, F_SETFL, O_NONBLOCK);
+    if ((r = watch(L, s->pidfd, EPOLLIN, s->slot, W_PIDFD)) < 0 ||
+        (r = watch(L, s->out.fd, EPOLLIN, s->slot, W_STDOUT)) < 0 ||
+        (r = watch(L, s->err.fd, EPOLLIN, s->slot, W_STDERR)) < 0 ||
+        (r = watch(L, s->ctl_fd, EPOLLIN, s->slot, W_CTL)) < 0)
+        return r;
+    if (s->stdin_len > 0)
+        return watch(L, s->stdin_fd, EPOLLOUT, s->slot, W_STDIN);
+    close(s->stdin_fd);
+    s->stdin_fd = -1;
+    return 0;
+}
+
 static int go(struct launcher *L, struct sbx *s)
 {
     int r, cfg_fd = -1;
@@ -700,22 +721,7 @@ static int go(struct launcher *L, struct sbx *s)
     else if (r < 0)
         goto out;
     s->setup_until_ms = now_ms() + SETUP_QUIET_MS;
-    fcntl(s->stdin_fd, F_SETFL, O_NONBLOCK);
-    fcntl(s->out.fd, F_SETFL, O_NONBLOCK);
-    fcntl(s->err.fd, F_SETFL, O_NONBLOCK);
-    fcntl(s->ctl_fd, F_SETFL, O_NONBLOCK);
-    if ((r = watch(L, s->pidfd, EPOLLIN, s->slot, W_PIDFD)) < 0 ||
-        (r = watch(L, s->out.fd, EPOLLIN, s->slot, W_STDOUT)) < 0 ||
-        (r = watch(L, s->err.fd, EPOLLIN, s->slot, W_STDERR)) < 0 ||
-        (r = watch(L, s->ctl_fd, EPOLLIN, s->slot, W_CTL)) < 0)
-        goto out;
-    if (s->stdin_len > 0) {
-        if ((r = watch(L, s->stdin_fd, EPOLLOUT, s->slot, W_STDIN)) < 0)
-            goto out;
-    } else {
-        close(s->stdin_fd);
-        s->stdin_fd = -1;
-    }
+    r = watch_streams(L, s);
 out:
     close(cfg_fd);
     return r;
@@ -777,22 +783,7 @@ static int spawn_gvisor(struct launcher *L, struct sbx *s)
     s->err.fd = err[0];
     s->ctl_fd = ctl[0];
     in[1] = out[0] = err[0] = ctl[0] = -1;
-    fcntl(s->stdin_fd, F_SETFL, O_NONBLOCK);
-    fcntl(s->out.fd, F_SETFL, O_NONBLOCK);
-    fcntl(s->err.fd, F_SETFL, O_NONBLOCK);
-    fcntl(s->ctl_fd, F_SETFL, O_NONBLOCK);
-    if ((r = watch(L, s->pidfd, EPOLLIN, s->slot, W_PIDFD)) < 0 ||
-        (r = watch(L, s->out.fd, EPOLLIN, s->slot, W_STDOUT)) < 0 ||
-        (r = watch(L, s->err.fd, EPOLLIN, s->slot, W_STDERR)) < 0 ||
-        (r = watch(L, s->ctl_fd, EPOLLIN, s->slot, W_CTL)) < 0)
-        goto out;
-    if (s->stdin_len > 0) {
-        if ((r = watch(L, s->stdin_fd, EPOLLOUT, s->slot, W_STDIN)) < 0)
-            goto out;
-    } else {
-        close(s->stdin_fd);
-        s->stdin_fd = -1;
-    }
+    r = watch_streams(L, s);
 out:
     for (int i = 0; i < 3; i++)
         if (c.cg_procs[i] >= 0)

@@ -54,14 +54,6 @@ static bool key_well_formed(const char *key)
     return true;
 }
 
-static bool run_simple(PGconn *c, const char *sql)
-{
-    PGresult *r = PQexec(c, sql);
-    bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-    PQclear(r);
-    return ok;
-}
-
 int tc_auth_create_key(PGconn *c, const struct tc_keys *keys, const char *tenant, const char *role,
                        char **ret_key, char **ret_error)
 {
@@ -85,7 +77,7 @@ int tc_auth_create_key(PGconn *c, const struct tc_keys *keys, const char *tenant
 
     /* Upsert the tenant and insert the key, and the audit record, in one transaction. */
     const char *p[] = {tenant_id, tenant, key_id, role, hash, prefix};
-    if (!run_simple(c, "BEGIN")) {
+    if (!tc_db_command(c, "BEGIN")) {
         *ret_error = strdup(PQerrorMessage(c));
         sodium_memzero(key, sizeof(key));
         return -EIO;
@@ -103,11 +95,11 @@ int tc_auth_create_key(PGconn *c, const struct tc_keys *keys, const char *tenant
                                  "role", role, "prefix", prefix)
                      : NULL;
     PQclear(r);
-    int rc = ev && tc_audit_append_tx(c, keys, ev, NULL) == 0 && run_simple(c, "COMMIT") ? 0 : -EIO;
+    int rc = ev && tc_audit_append_tx(c, keys, ev, NULL) == 0 && tc_db_command(c, "COMMIT") ? 0 : -EIO;
     json_decref(ev);
     if (rc < 0) {
         *ret_error = strdup(PQerrorMessage(c));
-        run_simple(c, "ROLLBACK");
+        tc_db_command(c, "ROLLBACK");
         sodium_memzero(key, sizeof(key));
         return rc;
     }

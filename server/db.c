@@ -157,3 +157,11 @@ bool tc_db_bytea_parse(const char *s, unsigned char *out, size_t n)
         return false;
     return sodium_hex2bin(out, n, s + 2, strlen(s + 2), NULL, &len, NULL) == 0 && len == n;
 }
+
+bool tc_db_command(PGconn *conn, const char *sql)
+{
+    PGresult *r = PQexec(conn, sql);
+    bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    PQclear(r);
+    return ok;
+}

@@ -18,6 +18,8 @@ void tc_db_release(struct tc_db *db, PGconn *conn);
 /* PQexecParams with text parameters. Returns the result when its status is
  * PGRES_COMMAND_OK or PGRES_TUPLES_OK, else clears it and returns NULL. */
 PGresult *tc_db_exec(PGconn *conn, const char *sql, int nparams, const char *const *params);
+/* A statement without parameters or rows (BEGIN, COMMIT, ROLLBACK, SET ...): true on success. */
+bool tc_db_command(PGconn *conn, const char *sql);
 /* bytea parameters and results travel in libpq's hex text form "\x<hex>".
  * tc_db_bytea_hex writes 2n + 3 bytes (NUL included) into out; tc_db_bytea_parse decodes
  * exactly n bytes and is false for anything else. */
