@@ -56,18 +56,20 @@ async function assertIntact() {
 const untriggered = (sql) => server.sql(`BEGIN; ALTER TABLE audit_log DISABLE TRIGGER USER; ${sql}; ALTER TABLE audit_log ENABLE TRIGGER USER; COMMIT;`);
 
 async function rows(where) {
-  const out = await server.sql(`SELECT json_build_object('seq', seq, 'record', record::text, 'hash', encode(hash, 'hex'))
+  const out = await server.sql(`SELECT json_build_object('seq', seq, 'record', record::text, 'hash', encode(hash, 'hex'),
+    'digest', encode(digest, 'hex'), 'mac', encode(mac, 'hex'), 'mac_key_id', mac_key_id)
     FROM audit_log WHERE ${where} ORDER BY seq`);
   return out.split('\n').filter(Boolean).map((l) => JSON.parse(l));
 }
 
 const lit = (s) => `$tc$${s}$tc$`;
+const hexOrNull = (h) => (h ? `decode('${h}', 'hex')` : 'NULL');
 
 async function reinsert(saved) {
   if (!saved.length) return;
-  const values = saved.map((r) => `(${r.seq}, ${lit(r.record)}::jsonb, decode('${r.hash}', 'hex'))`).join(',\n');
+  const values = saved.map((r) => `(${r.seq}, ${lit(r.record)}::jsonb, decode('${r.hash}', 'hex'), ${hexOrNull(r.digest)}, ${hexOrNull(r.mac)}, ${r.mac_key_id ? lit(r.mac_key_id) : 'NULL'})`).join(',\n');
   // INSERT needs no trigger off: the trail is append-only, not insert-only.
-  await server.sql(`INSERT INTO audit_log (seq, record, hash) VALUES ${values}`);
+  await server.sql(`INSERT INTO audit_log (seq, record, hash, digest, mac, mac_key_id) VALUES ${values}`);
 }
 
 async function head() {
@@ -185,7 +187,7 @@ test('(c3) the undetectable case: tail cut above the last checkpoint with the he
   // Documented limit (docs/audit.md): the superuser alone can remove records newer than the
   // last signed checkpoint and rewrite audit_head; the database then verifies. What still
   // shows it is an export taken before: its records and checkpoints are signed history.
-  const exp = await server.request('GET', '/v1/audit/export?format=jsonl', { key: server.keys.admin });
+  const exp = await server.request('GET', '/v1/audit/export?format=jsonl', { key: server.keys.operator });
   assert.equal(exp.status, 200);
   const lines = exp.text.split('\n').filter(Boolean).map((l) => JSON.parse(l));
   const expCps = lines.filter((l) => l.checkpoint).map((l) => l.checkpoint.seq);

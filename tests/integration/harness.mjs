@@ -219,9 +219,12 @@ export async function cli(args, extraEnv = {}) {
   }
 }
 
-/** Creates an API key; the CLI prints it on its last stdout line. */
-export async function createKey(tenant, role, extraEnv = {}) {
-  const { stdout } = await cli(['keys', 'create', '--tenant', tenant, '--role', role], extraEnv);
+/** Creates an API key (tenant null: an operator key); the CLI prints it on its last stdout
+ * line. opts.person binds it to a person of the tenant. */
+export async function createKey(tenant, role, extraEnv = {}, { person } = {}) {
+  const args = ['keys', 'create', ...(tenant === null ? [] : ['--tenant', tenant]), '--role', role];
+  if (person) args.push('--person', person);
+  const { stdout } = await cli(args, extraEnv);
   const lines = stdout.trim().split('\n');
   const key = lines[lines.length - 1].trim();
   assert.ok(key.length >= 16 && !/\s/.test(key), `keys create printed an implausible key: ${JSON.stringify(stdout)}`);
@@ -294,6 +297,7 @@ class Server {
     for (const role of ROLES) this.keys[role] = await createKey(this.tenants.a, role, this.env);
     this.keys.otherAgent = await createKey(this.tenants.b, 'agent', this.env);
     this.keys.otherAdmin = await createKey(this.tenants.b, 'admin', this.env);
+    this.keys.operator = await createKey(null, 'operator', this.env);
 
     let lastErr;
     for (let attempt = 0; attempt < 3; attempt++) {
