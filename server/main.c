@@ -191,11 +191,19 @@ static int cmd_serve(int argc, char **argv)
         goto out;
     PGconn *kc = tc_db_acquire(srv.db, 5000);
     r = kc ? tc_audit_publish_key(kc, keys) : -EIO;
+    /* A checkpoint at start, signed by the key this server now holds after checking every
+     * record since the last one: during a master-key rotation (old key still configured as
+     * previous) it vouches for the records made under the old key, which is what lets
+     * verification accept them once the old key is gone. */
+    int start_cp = r == 0 ? tc_audit_checkpoint(kc, keys, NULL) : 0;
     tc_db_release(srv.db, kc);
     if (r < 0) {
         tc_log(TC_LOG_ERROR, "cannot register the audit checkpoint key", NULL);
         goto out;
     }
+    if (start_cp == -EBADMSG)
+        tc_log(TC_LOG_ERROR, "audit checkpoint refused at start: a record since the last "
+                             "checkpoint does not verify (GET /v1/audit/verify names it)", NULL);
     struct tc_launcher_options lo = {.exe = NULL, .state_dir = cfg.state_dir,
                                      .max_sandboxes = (unsigned)cfg.max_sandboxes};
     r = tc_launcher_start(&lo, &srv.launcher);
@@ -791,6 +799,11 @@ static int cmd_secrets(int argc, char **argv)
         } else {
             printf("re-sealed %zu secret(s) under master key %s; %zu could not be opened\n", done,
                    target->master_id, left);
+            /* Holding the current and the previous keys, vouch for the audit records made
+             * under either with a checkpoint (see docs/audit.md, trust model). */
+            if (!to && tc_audit_checkpoint(conn, cur, NULL) < 0)
+                fprintf(stderr, "toolcage secrets rotate-master: no audit checkpoint could be"
+                                " signed (GET /v1/audit/verify says why)\n");
             rc = left ? 3 : 0;
         }
     }
