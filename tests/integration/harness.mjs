@@ -322,7 +322,7 @@ class Server {
         ...process.env,
         ...dbEnv(),
         ...this.env,
-        TOOLCAGE_LISTEN: `127.0.0.1:${port}`,
+        TOOLCAGE_LISTEN: `${this.listenHost ?? '127.0.0.1'}:${port}`,
         TOOLCAGE_STATE_DIR: path.join(this.stateDir, 'state'),
         TOOLCAGE_MASTER_KEY_FILE: this.masterKey,
         TOOLCAGE_POLICY: this.policy,
@@ -396,11 +396,13 @@ class Server {
   /**
    * Starts another `toolcage serve` process on this server's database, with the same master
    * key, tenants and keys (and policy and serveEnv, unless overridden), on its own port and
-   * state directory. Stop it with peer.stop() (or peer.kill()).
+   * state directory (opts.listenHost: the address it listens on, default 127.0.0.1). Stop it
+   * with peer.stop() (or peer.kill()).
    */
   async peer(name = `${this.name}-peer`, opts = {}) {
     const p = new Server(name, { policy: opts.policy ?? this.policy, serveEnv: { ...this.serveEnv, ...(opts.serveEnv || {}) } });
     p.env = { ...this.env };
+    p.listenHost = opts.listenHost; // e.g. '0.0.0.0' (still reached through 127.0.0.1)
     p.keys = this.keys;
     p.tenants = this.tenants;
     p.stateDir = fs.mkdtempSync(path.join(os.tmpdir(), `toolcage-it-${name}-`));
