@@ -12,6 +12,8 @@
 // setup(name, {policy: 'tests/integration/fixtures/x.json', serveEnv: {VAR: '1'}}) starts the
 // server with another policy file (relative to the repository root) and extra environment;
 // server.peer() starts a second `toolcage serve` on the same database, keys and master key.
+// setup(name, {freshDatabase: true, beforeMigrate: async (server) => ...}) runs a function on
+// the fresh database before `toolcage migrate` (to build an older schema's data).
 import { before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFile } from 'node:child_process';
@@ -261,6 +263,7 @@ class Server {
     this.freshDatabase = Boolean(opts.freshDatabase);
     this.policy = path.resolve(ROOT, opts.policy || 'examples/policy.json');
     this.serveEnv = opts.serveEnv || {};
+    this.beforeMigrate = opts.beforeMigrate; // async (server) => {}: e.g. an older schema's data
     this.database = null; // the fresh database's name, if any
     this.env = {}; // overrides of dbEnv() for this server and its CLI calls
     this.proc = null;
@@ -289,6 +292,7 @@ class Server {
     }
     this.env.TOOLCAGE_MASTER_KEY_FILE = this.masterKey;
 
+    if (this.beforeMigrate) await this.beforeMigrate(this);
     await cli(['migrate'], this.env);
 
     // Two tenants per file; names are unique so files can share one database.
