@@ -729,7 +729,8 @@ int tc_audit_verify_file(FILE *f, const unsigned char *pk, struct tc_audit_verdi
         } else {
             if (!records_started) {
                 records_started = true;
-                qsort(ch.cps, ch.ncps, sizeof(*ch.cps), checkpoint_cmp);
+                if (ch.ncps)
+                    qsort(ch.cps, ch.ncps, sizeof(*ch.cps), checkpoint_cmp);
             }
             struct row row = {.seq = json_integer_value(json_object_get(o, "seq"))};
             const char *dh = json_string_value(json_object_get(o, "digest"));
@@ -749,7 +750,7 @@ int tc_audit_verify_file(FILE *f, const unsigned char *pk, struct tc_audit_verdi
     }
     free(line);
     if (rc == 0) {
-        if (!records_started)
+        if (!records_started && ch.ncps)
             qsort(ch.cps, ch.ncps, sizeof(*ch.cps), checkpoint_cmp);
         chain_finish(&ch);
         *ret = v;
