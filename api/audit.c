@@ -228,11 +228,12 @@ enum MHD_Result tc_api_audit_get(struct tc_request *r)
 static enum MHD_Result verify_answer(struct tc_request *r, int64_t max_age, bool waited)
 {
     struct tc_audit_verdict v;
-    int64_t started;
-    if (tc_verifier_cached(r->srv->verifier, r->start_ms - max_age * 1000, &v, &started, NULL)) {
+    int64_t started_wall;
+    if (tc_verifier_cached(r->srv->verifier, r->start_ms - max_age * 1000, &v, NULL, &started_wall,
+                           NULL)) {
         json_t *o = tc_audit_verdict_json(&v);
         char ts[32];
-        tc_iso8601(tc_wall_ms() - (tc_now_ms() - started), ts);
+        tc_iso8601(started_wall, ts);
         json_object_set_new(o, "verified_at", json_string(ts));
         return tc_respond_json(r, 200, o);
     }

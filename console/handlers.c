@@ -527,9 +527,9 @@ static bool date_ok(const char *s)
 static int chain_verdict(struct tc_request *r, struct tc_audit_verdict *out, int64_t *ret_at)
 {
     struct tc_verifier *vf = r->srv->verifier;
-    if (tc_verifier_cached(vf, tc_now_ms() - VERDICT_TTL_MS, out, ret_at, NULL))
+    if (tc_verifier_cached(vf, tc_now_ms() - VERDICT_TTL_MS, out, ret_at, NULL, NULL))
         return 1;
-    if (tc_verifier_cached(vf, INT64_MIN, out, ret_at, NULL)) {
+    if (tc_verifier_cached(vf, INT64_MIN, out, ret_at, NULL, NULL)) {
         tc_verifier_kick(vf); /* stale: show it, and refresh for the next page load */
         return 1;
     }

@@ -23,7 +23,7 @@ struct tc_verifier {
     size_t nwaiting;
     bool have;
     struct tc_audit_verdict verdict;
-    int64_t started_ms, finished_ms;
+    int64_t started_ms, started_wall_ms, finished_ms;
 };
 
 static void resume_all(struct tc_request **batch, size_t n)
@@ -49,7 +49,7 @@ static void *run(void *arg)
             for (size_t i = 0; i < n; i++)
                 batch[i] = v->waiting[i];
         v->nwaiting = 0;
-        int64_t started = tc_now_ms();
+        int64_t started = tc_now_ms(), started_wall = tc_wall_ms();
         pthread_mutex_unlock(&v->mu);
 
         struct tc_audit_verdict verdict;
@@ -67,6 +67,7 @@ static void *run(void *arg)
             v->have = true;
             v->verdict = verdict;
             v->started_ms = started;
+            v->started_wall_ms = started_wall;
             v->finished_ms = tc_now_ms();
         }
         pthread_mutex_unlock(&v->mu);
@@ -128,7 +129,8 @@ void tc_verifier_free(struct tc_verifier *v)
 }
 
 bool tc_verifier_cached(struct tc_verifier *v, int64_t not_before_ms, struct tc_audit_verdict *ret,
-                        int64_t *ret_started_ms, int64_t *ret_finished_ms)
+                        int64_t *ret_started_ms, int64_t *ret_started_wall_ms,
+                        int64_t *ret_finished_ms)
 {
     pthread_mutex_lock(&v->mu);
     bool ok = v->have && v->started_ms >= not_before_ms;
@@ -136,6 +138,8 @@ bool tc_verifier_cached(struct tc_verifier *v, int64_t not_before_ms, struct tc_
         *ret = v->verdict;
         if (ret_started_ms)
             *ret_started_ms = v->started_ms;
+        if (ret_started_wall_ms)
+            *ret_started_wall_ms = v->started_wall_ms;
         if (ret_finished_ms)
             *ret_finished_ms = v->finished_ms;
     }

@@ -21,9 +21,11 @@ void tc_verifier_stop(struct tc_verifier *v);
 void tc_verifier_free(struct tc_verifier *v); /* after stop; NULL is a no-op */
 
 /* The newest verdict, if there is one whose walk started at or after not_before_ms
- * (tc_now_ms clock): true, *ret, and when its walk started and finished. */
+ * (tc_now_ms clock): true, *ret, when its walk started (tc_now_ms clock, and wall clock
+ * for display) and finished. Outputs may be NULL. */
 bool tc_verifier_cached(struct tc_verifier *v, int64_t not_before_ms, struct tc_audit_verdict *ret,
-                        int64_t *ret_started_ms, int64_t *ret_finished_ms);
+                        int64_t *ret_started_ms, int64_t *ret_started_wall_ms,
+                        int64_t *ret_finished_ms);
 /* Ask for a walk starting from now and resume r (already suspended by the caller, inside
  * tc_server_begin/end) when it has finished. -ESHUTDOWN (stopping) or -EAGAIN (too many
  * waiting): the caller resumes r at once. */
