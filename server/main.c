@@ -835,7 +835,8 @@ static const struct command commands[] = {
     {"exec", cmd_exec, "exec --tool NAME [--policy FILE] [--json]",
      "run code from stdin in the tool's sandbox, without server or database"},
     {"audit", cmd_audit, "audit verify [--file EXPORT [--public-key HEX]] | audit public-key",
-     "verify the audit chain (database or export file); print the checkpoint key"},
+     "verify the audit chain (the database, with the master key; or an export file, with the"
+     " checkpoint public key); print the checkpoint key"},
     {"users", cmd_users,
      "users add --name NAME --role reviewer|auditor|admin [--tenant NAME] [--person NAME]",
      "create a web console user (tenant default: demo; person default: NAME, the same person"
