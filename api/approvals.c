@@ -140,7 +140,8 @@ static enum MHD_Result decide(struct tc_request *r, enum tc_decision d)
     PGconn *c = tc_db_acquire(r->srv->db, 5000);
     struct tc_decide_result res;
     int rc = c ? tc_approval_decide(c, r->srv->keys, r->principal.tenant_id, r->params[0], decider,
-                                    r->principal.key_id, actor, d, reason, &res)
+                                    r->principal.person_id, r->principal.key_id, actor, d, reason,
+                                    &res)
                : -EIO;
     if (rc == -EIO && c)
         tc_log(TC_LOG_ERROR, "recording a decision failed", "{s:s, s:s}", "request_id",
@@ -161,10 +162,11 @@ static enum MHD_Result decide(struct tc_request *r, enum tc_decision d)
         return not_found(r);
     case -EPERM:
         return tc_respond_problem(r, 403, "maker-checker", "Forbidden", NULL,
-                                  "the key that asked for this call cannot decide it");
+                                  "the key (or person) that asked for this call cannot decide it");
     case -EALREADY:
         return tc_respond_problem(r, 409, "already-decided", "Conflict", NULL,
-                                  "this key has already decided this approval");
+                                  "this key, or the person it belongs to, has already decided"
+                                  " this approval");
     case -ESTALE:
         return tc_respond_problem(r, 409, "not-pending", "Conflict", NULL,
                                   "the approval is no longer pending (decided, expired or cancelled)");

@@ -10,6 +10,7 @@
 #include "common/util.h"
 #include "server/db.h"
 #include "server/log.h"
+#include "server/verifier.h"
 
 #define AUDIT_PAGE_DEFAULT 100
 #define AUDIT_PAGE_MAX 500
@@ -69,19 +70,20 @@ static bool build_filter(struct tc_request *r, struct filter *f, enum MHD_Result
     if (tc_buf_appendf(&f->where, "TRUE") < 0)
         return false;
     const char *tenant = tc_request_query(r, "tenant");
-    if (r->principal.role != TC_ROLE_ADMIN) {
+    if (tenant && strlen(tenant) > 64) {
+        *ret = tc_respond_problem(r, 400, "validation", "Invalid request", NULL,
+                                  "tenant is too long");
+        return false;
+    }
+    if (r->principal.role != TC_ROLE_OPERATOR) {
+        /* Admins and auditors act on their own tenant only. */
         if (tenant && strcmp(tenant, r->principal.tenant_name) && strcmp(tenant, r->principal.tenant_id)) {
             *ret = tc_respond_problem(r, 403, "forbidden", "Forbidden", NULL,
-                                      "only admins may read another tenant's records");
+                                      "only an operator key may read another tenant's records");
             return false;
         }
         filter_add(f, "tenant_id = ?", r->principal.tenant_id);
     } else if (tenant) {
-        if (strlen(tenant) > 64) {
-            *ret = tc_respond_problem(r, 400, "validation", "Invalid request", NULL,
-                                      "tenant is too long");
-            return false;
-        }
         filter_add(f, "tenant_id = (SELECT id::text FROM tenants WHERE name = ? OR id::text = ?)",
                    tenant);
     }
@@ -201,8 +203,8 @@ enum MHD_Result tc_api_audit_get(struct tc_request *r)
     if (!c)
         return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
                                   "the database is not reachable");
-    const char *admin = r->principal.role == TC_ROLE_ADMIN ? "t" : "f";
-    const char *p[] = {r->params[0], r->principal.tenant_id, admin};
+    const char *all = r->principal.role == TC_ROLE_OPERATOR ? "t" : "f";
+    const char *p[] = {r->params[0], r->principal.tenant_id, all};
     PGresult *res = tc_db_exec(c, "SELECT seq, record::text, hash FROM audit_log WHERE seq = $1"
                                   " AND ($3::boolean OR tenant_id = $2)", 3, p);
     tc_db_release(r->srv->db, c);
@@ -218,33 +220,60 @@ enum MHD_Result tc_api_audit_get(struct tc_request *r)
     return tc_respond_json(r, 200, o);
 }
 
-enum MHD_Result tc_api_audit_verify(struct tc_request *r)
+#define VERIFY_MAX_AGE 86400 /* seconds a client may accept a verdict to be old */
+
+/* The verdict of a walk that started no more than max_age seconds before the request
+ * arrived (default 0: after it). The walk runs on the verifier's thread; this request waits
+ * for it suspended, sharing it with every other request that asked meanwhile. */
+static enum MHD_Result verify_answer(struct tc_request *r, int64_t max_age, bool waited)
 {
-    PGconn *c = tc_db_acquire(r->srv->db, 5000);
-    if (!c)
-        return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
-                                  "the database is not reachable");
     struct tc_audit_verdict v;
-    int rc = tc_audit_verify_db(c, &v);
-    tc_db_release(r->srv->db, c);
-    if (rc < 0)
+    int64_t started_wall;
+    if (tc_verifier_cached(r->srv->verifier, r->start_ms - max_age * 1000, &v, NULL, &started_wall,
+                           NULL)) {
+        json_t *o = tc_audit_verdict_json(&v);
+        char ts[32];
+        tc_iso8601(started_wall, ts);
+        json_object_set_new(o, "verified_at", json_string(ts));
+        return tc_respond_json(r, 200, o);
+    }
+    if (waited || !tc_server_begin(r->srv))
         return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
                                   "the audit trail cannot be read right now");
-    if (!v.ok)
-        tc_log(TC_LOG_ERROR, "audit chain verification failed", "{s:I, s:s}", "first_bad_seq",
-               (json_int_t)v.first_bad_seq, "reason", v.reason);
-    return tc_respond_json(r, 200, tc_audit_verdict_json(&v));
+    tc_request_suspend(r, tc_api_audit_verify);
+    r->state = r; /* marks the second run, after the walk; nothing to free */
+    if (tc_verifier_wait(r->srv->verifier, r) < 0)
+        tc_request_resume(r);
+    tc_server_end(r->srv);
+    return MHD_YES;
+}
+
+enum MHD_Result tc_api_audit_verify(struct tc_request *r)
+{
+    int64_t max_age = 0;
+    const char *ma = tc_request_query(r, "max_age");
+    if (ma && tc_parse_i64(ma, 0, VERIFY_MAX_AGE, &max_age) < 0)
+        return tc_respond_problem(r, 400, "validation", "Invalid request", NULL,
+                                  "max_age must be an integer of seconds, 0 to %d",
+                                  VERIFY_MAX_AGE);
+    return verify_answer(r, max_age, r->state == r);
 }
 
 /* ---- streamed export ---- */
 
+/* An export covers the range [start, end] of the chain: every record in it appears, in full
+ * when the caller may see it and it matches the filters, else withheld (seq, hash and digest
+ * only, no content), so that the range chains and verifies offline. It starts right after a
+ * signed checkpoint (or at 1) and ends at one: every exported record is vouched for by a
+ * signature. Checkpoints in [start - 1, end] come first. */
 struct export_state {
     struct tc_server *srv;
     PGconn *conn;
     struct filter f;
     bool csv;
     int phase; /* 0 header, 1 checkpoints, 2 records, 3 done */
-    char last[24];
+    char last[24];   /* the last seq written (start - 1 before any) */
+    char end[24];
     struct tc_buf out; /* pending bytes */
     size_t off;
 };
@@ -268,72 +297,78 @@ static int csv_field(struct tc_buf *b, const char *s, bool last)
     return r;
 }
 
-static int export_fill(struct export_state *st)
+static int csv_row_out(struct tc_buf *b, const char *kind, const char *seq,
+                       const char *const vals[11])
 {
-    tc_buf_reset(&st->out);
-    st->off = 0;
-    PGresult *res;
-    if (st->phase == 0) {
-        st->phase = 1;
-        return st->csv ? tc_buf_appendf(&st->out, "kind,seq,ts,tenant_id,actor,action,tool,status,"
-                                                  "hash,key_id,signature,record\n")
-                       : 0;
-    }
-    if (st->phase == 1) {
-        /* Checkpoints first: the offline verifier checks each one as the walk passes it. */
-        st->phase = 2;
-        res = tc_db_exec(st->conn, "SELECT seq, encode(hash, 'hex'), ts, key_id,"
-                                   " encode(signature, 'hex') FROM audit_checkpoints ORDER BY seq",
-                         0, NULL);
-        if (!res)
-            return -EIO;
-        int rc = 0;
-        for (int i = 0; i < PQntuples(res) && rc == 0; i++) {
-            if (st->csv) {
-                rc = tc_buf_appendf(&st->out, "checkpoint,%s,", PQgetvalue(res, i, 0));
-                const char *vals[] = {PQgetvalue(res, i, 2), "", "", "", "", "", PQgetvalue(res, i, 1),
-                                      PQgetvalue(res, i, 3), PQgetvalue(res, i, 4), ""};
-                for (size_t k = 0; k < TC_ARRAY_SIZE(vals) && rc == 0; k++)
-                    rc = csv_field(&st->out, vals[k], k + 1 == TC_ARRAY_SIZE(vals));
-            } else {
-                json_t *o = json_pack("{s:{s:I, s:s, s:s, s:s, s:s}}", "checkpoint", "seq",
-                                      (json_int_t)strtoll(PQgetvalue(res, i, 0), NULL, 10), "hash",
-                                      PQgetvalue(res, i, 1), "ts", PQgetvalue(res, i, 2), "key_id",
-                                      PQgetvalue(res, i, 3), "signature", PQgetvalue(res, i, 4));
-                char *s = json_dumps(o, JSON_COMPACT);
-                json_decref(o);
-                rc = s ? tc_buf_appendf(&st->out, "%s\n", s) : -ENOMEM;
-                free(s);
-            }
+    int rc = tc_buf_appendf(b, "%s,%s,", kind, seq);
+    for (size_t k = 0; k < 11 && rc == 0; k++)
+        rc = csv_field(b, vals[k], k == 10);
+    return rc;
+}
+
+static int export_checkpoints(struct export_state *st)
+{
+    const char *p[] = {st->last, st->end};
+    PGresult *res = tc_db_exec(st->conn, "SELECT seq, encode(hash, 'hex'), ts, key_id,"
+                                         " encode(signature, 'hex') FROM audit_checkpoints"
+                                         " WHERE seq >= $1::bigint AND seq <= $2::bigint"
+                                         " ORDER BY seq", 2, p);
+    if (!res)
+        return -EIO;
+    int rc = 0;
+    for (int i = 0; i < PQntuples(res) && rc == 0; i++) {
+        if (st->csv) {
+            const char *vals[] = {PQgetvalue(res, i, 2), "", "", "", "", "", PQgetvalue(res, i, 1),
+                                  PQgetvalue(res, i, 3), PQgetvalue(res, i, 4), "", ""};
+            rc = csv_row_out(&st->out, "checkpoint", PQgetvalue(res, i, 0), vals);
+        } else {
+            json_t *o = json_pack("{s:{s:I, s:s, s:s, s:s, s:s}}", "checkpoint", "seq",
+                                  (json_int_t)strtoll(PQgetvalue(res, i, 0), NULL, 10), "hash",
+                                  PQgetvalue(res, i, 1), "ts", PQgetvalue(res, i, 2), "key_id",
+                                  PQgetvalue(res, i, 3), "signature", PQgetvalue(res, i, 4));
+            char *s = json_dumps(o, JSON_COMPACT);
+            json_decref(o);
+            rc = s ? tc_buf_appendf(&st->out, "%s\n", s) : -ENOMEM;
+            free(s);
         }
-        PQclear(res);
-        return rc;
     }
-    if (st->phase != 2)
-        return 0;
+    PQclear(res);
+    return rc;
+}
+
+static int export_records(struct export_state *st)
+{
     struct tc_buf sql;
     tc_buf_init(&sql, 8192);
-    int rc = tc_buf_appendf(&sql, "SELECT seq, record::text, encode(hash, 'hex'), ts, tenant_id,"
-                                  " actor, action, tool, status FROM audit_log WHERE %s AND seq > $%d"
+    int rc = tc_buf_appendf(&sql, "SELECT seq, encode(hash, 'hex'), coalesce(encode(digest, 'hex'), ''),"
+                                  " CASE WHEN %s THEN record::text END, ts, tenant_id, actor, action,"
+                                  " tool, status FROM audit_log WHERE seq > $%d AND seq <= $%d"
                                   " ORDER BY seq LIMIT %d", st->f.where.data, st->f.n + 1,
-                            EXPORT_BATCH);
+                            st->f.n + 2, EXPORT_BATCH);
     st->f.params[st->f.n] = st->last;
-    res = rc == 0 ? tc_db_exec(st->conn, sql.data, st->f.n + 1, st->f.params) : NULL;
+    st->f.params[st->f.n + 1] = st->end;
+    PGresult *res = rc == 0 ? tc_db_exec(st->conn, sql.data, st->f.n + 2, st->f.params) : NULL;
     tc_buf_free(&sql);
     if (!res)
         return -EIO;
     int n = PQntuples(res);
     for (int i = 0; i < n && rc == 0; i++) {
+        const char *seq = PQgetvalue(res, i, 0), *hash = PQgetvalue(res, i, 1);
+        const char *digest = PQgetvalue(res, i, 2);
+        bool shown = !PQgetisnull(res, i, 3);
         if (st->csv) {
-            rc = tc_buf_appendf(&st->out, "record,%s,", PQgetvalue(res, i, 0));
-            const char *vals[] = {PQgetvalue(res, i, 3), PQgetvalue(res, i, 4), PQgetvalue(res, i, 5),
-                                  PQgetvalue(res, i, 6), PQgetvalue(res, i, 7), PQgetvalue(res, i, 8),
-                                  PQgetvalue(res, i, 2), "", "", PQgetvalue(res, i, 1)};
-            for (size_t k = 0; k < TC_ARRAY_SIZE(vals) && rc == 0; k++)
-                rc = csv_field(&st->out, vals[k], k + 1 == TC_ARRAY_SIZE(vals));
+            const char *vals[] = {shown ? PQgetvalue(res, i, 4) : "", shown ? PQgetvalue(res, i, 5) : "",
+                                  shown ? PQgetvalue(res, i, 6) : "", shown ? PQgetvalue(res, i, 7) : "",
+                                  shown ? PQgetvalue(res, i, 8) : "", shown ? PQgetvalue(res, i, 9) : "",
+                                  hash, "", "", shown ? PQgetvalue(res, i, 3) : "", digest};
+            rc = csv_row_out(&st->out, shown ? "record" : "withheld", seq, vals);
         } else {
-            rc = tc_buf_appendf(&st->out, "{\"seq\":%s,\"hash\":\"%s\",\"record\":%s}\n",
-                                PQgetvalue(res, i, 0), PQgetvalue(res, i, 2), PQgetvalue(res, i, 1));
+            rc = tc_buf_appendf(&st->out, "{\"seq\":%s,\"hash\":\"%s\"", seq, hash);
+            if (rc == 0 && *digest)
+                rc = tc_buf_appendf(&st->out, ",\"digest\":\"%s\"", digest);
+            if (rc == 0)
+                rc = shown ? tc_buf_appendf(&st->out, ",\"record\":%s}\n", PQgetvalue(res, i, 3))
+                           : tc_buf_appendf(&st->out, ",\"withheld\":true}\n");
         }
     }
     if (n > 0)
@@ -342,6 +377,24 @@ static int export_fill(struct export_state *st)
         st->phase = 3;
     PQclear(res);
     return rc;
+}
+
+static int export_fill(struct export_state *st)
+{
+    tc_buf_reset(&st->out);
+    st->off = 0;
+    if (st->phase == 0) {
+        st->phase = 1;
+        return st->csv ? tc_buf_appendf(&st->out, "kind,seq,ts,tenant_id,actor,action,tool,status,"
+                                                  "hash,key_id,signature,record,digest\n")
+                       : 0;
+    }
+    if (st->phase == 1) {
+        /* Checkpoints first: the offline verifier checks each one as the walk passes it. */
+        st->phase = 2;
+        return export_checkpoints(st);
+    }
+    return st->phase == 2 ? export_records(st) : 0;
 }
 
 static ssize_t export_read(void *cls, uint64_t pos, char *buf, size_t max)
@@ -370,6 +423,47 @@ static ssize_t export_read(void *cls, uint64_t pos, char *buf, size_t max)
     return (ssize_t)n;
 }
 
+/* Sign a checkpoint of the head (so that the export ends on a signature), then fix the
+ * range. 0, or -EIO. */
+static int export_range(struct tc_request *r, struct export_state *st, PGconn *c)
+{
+    int64_t cp = 0;
+    int rc = tc_audit_checkpoint(c, r->srv->keys, &cp);
+    if (rc == -EBADMSG)
+        tc_log(TC_LOG_ERROR, "audit export: a record since the last checkpoint does not verify; "
+                             "no checkpoint was signed, so the export's tail is not vouched for",
+               "{s:s}", "request_id", r->request_id);
+    else if (rc < 0)
+        return rc;
+    char upto[24] = "";
+    if (rc == 0 && cp > 0)
+        snprintf(upto, sizeof(upto), "%" PRId64, cp);
+    struct tc_buf sql;
+    tc_buf_init(&sql, 8192);
+    /* $n+1: the last record to export (NULL: the head) */
+    rc = tc_buf_appendf(&sql,
+        "WITH u AS (SELECT coalesce($%d::bigint, (SELECT seq FROM audit_head)) AS upto),"
+        " m AS (SELECT min(seq) AS first, max(seq) AS last FROM audit_log, u"
+        "       WHERE %s AND seq <= u.upto)"
+        " SELECT coalesce((SELECT max(seq) FROM audit_checkpoints WHERE seq < m.first), 0),"
+        "        coalesce((SELECT min(seq) FROM audit_checkpoints, u"
+        "                  WHERE seq >= m.last AND seq <= u.upto), u.upto), m.first IS NULL"
+        " FROM m, u", st->f.n + 1, st->f.where.data);
+    st->f.params[st->f.n] = upto[0] ? upto : NULL;
+    PGresult *res = rc == 0 ? tc_db_exec(c, sql.data, st->f.n + 1, st->f.params) : NULL;
+    tc_buf_free(&sql);
+    if (!res || PQntuples(res) != 1) {
+        PQclear(res);
+        return -EIO;
+    }
+    snprintf(st->last, sizeof(st->last), "%s", PQgetvalue(res, 0, 0));
+    snprintf(st->end, sizeof(st->end), "%s", PQgetvalue(res, 0, 1));
+    if (strcmp(PQgetvalue(res, 0, 2), "t") == 0) /* nothing matches: an empty export */
+        snprintf(st->end, sizeof(st->end), "0");
+    PQclear(res);
+    return 0;
+}
+
 enum MHD_Result tc_api_audit_export(struct tc_request *r)
 {
     const char *format = tc_request_query(r, "format");
@@ -381,19 +475,22 @@ enum MHD_Result tc_api_audit_export(struct tc_request *r)
         return MHD_NO;
     st->srv = r->srv;
     st->csv = format && strcmp(format, "csv") == 0;
-    snprintf(st->last, sizeof(st->last), "0");
     tc_buf_init(&st->out, 64 << 20);
     enum MHD_Result ret = MHD_NO;
     if (!build_filter(r, &st->f, &ret)) {
         export_free(st);
         return ret;
     }
-    PGconn *probe = tc_db_acquire(r->srv->db, 5000); /* answer 503 now rather than a cut stream */
-    tc_db_release(r->srv->db, probe);
-    if (!probe) {
+    PGconn *c = tc_db_acquire(r->srv->db, 5000); /* answer 503 now rather than a cut stream */
+    int rc = c ? export_range(r, st, c) : -EIO;
+    if (c && rc < 0)
+        tc_log(TC_LOG_ERROR, "audit export failed", "{s:s, s:s}", "request_id", r->request_id,
+               "error", PQerrorMessage(c));
+    tc_db_release(r->srv->db, c);
+    if (rc < 0) {
         export_free(st);
         return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
-                                  "the database is not reachable");
+                                  "the audit trail cannot be read right now");
     }
     struct MHD_Response *resp =
         MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, export_read, st, export_free);
@@ -432,14 +529,14 @@ enum MHD_Result tc_api_audit_hash(struct tc_request *r)
     }
     const struct tc_keys *k = r->srv->keys;
     char hash[65];
-    tc_audit_value_hash(k, json_string_value(value), json_string_length(value), hash);
+    /* The caller's tenant's key: the hash matches only that tenant's records. */
+    tc_audit_value_hash(k, r->principal.tenant_id, json_string_value(value),
+                        json_string_length(value), hash);
     json_t *previous = json_array();
     for (size_t i = 0; i < k->nprevious; i++) {
-        unsigned char h[32];
         char hex[65];
-        crypto_generichash(h, sizeof(h), (const unsigned char *)json_string_value(value),
-                           json_string_length(value), k->previous[i].audit_value_key, 32);
-        sodium_bin2hex(hex, sizeof(hex), h, sizeof(h));
+        tc_audit_value_hash_with(k->previous[i].audit_value_key, r->principal.tenant_id,
+                                 json_string_value(value), json_string_length(value), hex);
         json_array_append_new(previous, json_pack("{s:s, s:s}", "key_id",
                                                   k->previous[i].master_id, "hash", hex));
     }

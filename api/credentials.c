@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "approval/approval.h"
+#include "audit/audit.h"
 #include "broker/token.h"
 #include "common/util.h"
 #include "policy/policy.h"
@@ -70,6 +72,38 @@ static json_t *token_grant(const struct tc_tool *tool, const char *audience)
     return NULL;
 }
 
+/* A tool whose calls can be held for a human: a token of its own would let the agent reach
+ * the downstream service with no human in the loop. Its tokens exist only inside an approved
+ * execution (issued by the broker when that execution starts). The attempt is audited. */
+static enum MHD_Result refuse_held(struct tc_request *r, const struct tc_tool *tool,
+                                   const char *audience, json_t *reasons)
+{
+    json_t *ev = json_pack("{s:s, s:s, s:s, s:o, s:s, s:s, s:O}", "action",
+                           "credential.token.refused", "status", "refused", "tenant_id",
+                           r->principal.tenant_id, "actor", actor_of(r), "tool", tool->name,
+                           "audience", audience, "reasons", reasons);
+    PGconn *c = ev ? tc_db_acquire(r->srv->db, 5000) : NULL;
+    if (!c || tc_audit_append(c, r->srv->keys, ev, NULL) < 0)
+        tc_log(TC_LOG_ERROR, "a refused token request could not be audited", "{s:s}",
+               "request_id", r->request_id);
+    tc_db_release(r->srv->db, c);
+    json_decref(ev);
+    char why[256] = "";
+    size_t i, o = 0;
+    json_t *e;
+    json_array_foreach(reasons, i, e) if (o < sizeof(why))
+        o += (size_t)snprintf(why + o, sizeof(why) - o, "%s%s", i ? ", " : "", json_string_value(e));
+    tc_log(TC_LOG_WARN, "token refused: the tool's calls are held for approval", "{s:s, s:s}",
+           "request_id", r->request_id, "tool", tool->name);
+    return tc_respond_problem(r, 403, "approval-required", "Approval required",
+                              json_pack("[{s:s, s:s}]", "path", "tool", "message",
+                                        "calls of this tool are held for a human reviewer"),
+                              "calls of tool '%s' can be held for approval (%s): its tokens are"
+                              " issued only to an approved execution (POST /v1/execute), never"
+                              " directly",
+                              tool->name, why);
+}
+
 enum MHD_Result tc_api_credentials_issue(struct tc_request *r)
 {
     enum MHD_Result ret;
@@ -99,6 +133,7 @@ enum MHD_Result tc_api_credentials_issue(struct tc_request *r)
     json_t *grant = tool ? token_grant(tool, json_string_value(aud)) : NULL;
     int64_t max_ttl = json_integer_value(json_object_get(grant, "ttl_seconds"));
     const char *grant_scope = json_string_value(json_object_get(grant, "scope"));
+    json_t *held = NULL;
     if (!tool) {
         ret = tc_respond_problem(r, 404, "unknown-tool", "Unknown tool", NULL,
                                  "no tool named '%.64s' is declared in the policy",
@@ -107,6 +142,8 @@ enum MHD_Result tc_api_credentials_issue(struct tc_request *r)
         ret = tc_respond_problem(r, 422, "credential-unavailable", "Credential unavailable", NULL,
                                  "the policy of tool '%s' grants no token for this audience",
                                  tool->name);
+    } else if (tc_approval_may_hold(tool, &held)) {
+        ret = refuse_held(r, tool, json_string_value(aud), held);
     } else if (scope && strcmp(json_string_value(scope), grant_scope) != 0) {
         ret = tc_respond_problem(r, 422, "credential-unavailable", "Credential unavailable",
                                  json_pack("[{s:s, s:s}]", "path", "scope", "message",
@@ -145,6 +182,7 @@ enum MHD_Result tc_api_credentials_issue(struct tc_request *r)
             ret = tc_respond_json(r, 201, info);
         }
     }
+    json_decref(held);
     tc_policy_unref(policy);
     json_decref(body);
     return ret;

@@ -7,6 +7,7 @@
 
 #include "audit/audit.h"
 #include "common/util.h"
+#include "policy/prescreen.h"
 #include "server/db.h"
 
 /* RFC 3339 UTC text of a timestamptz column (sessions run with TIME ZONE 'UTC'). */
@@ -24,6 +25,36 @@ bool tc_approval_needed(const struct tc_tool *tool, bool prescreen_wants_approva
         json_array_append_new(reasons, json_string("tier:manual_only"));
     if (prescreen_wants_approval)
         json_array_append_new(reasons, json_string("prescreen"));
+    if (json_array_size(reasons) == 0) {
+        json_decref(reasons);
+        *ret_reasons = NULL;
+        return false;
+    }
+    *ret_reasons = reasons;
+    return true;
+}
+
+bool tc_approval_may_hold(const struct tc_tool *tool, json_t **ret_reasons)
+{
+    json_t *reasons = NULL;
+    if (!tc_approval_needed(tool, false, &reasons))
+        reasons = json_array();
+    /* The pre-screen holds a call for what its code contains; a credential used outside any
+     * call escapes that screening, so a tool whose pre-screen can hold counts as held. */
+    const char *rules = tc_prescreen_language(tool);
+    bool screened = strcmp(rules, "python") == 0 || strcmp(rules, "shell") == 0 ||
+                    strcmp(rules, "javascript") == 0;
+    static const char *const severities[] = {"low", "medium", "high", "critical"};
+    for (size_t i = 0; screened && i < TC_ARRAY_SIZE(severities); i++) {
+        json_t *one = json_pack("[{s:s}]", "severity", severities[i]);
+        bool holds = one && tc_prescreen_decide(tool, one) == TC_ACTION_APPROVE;
+        json_decref(one);
+        if (holds) {
+            char why[48];
+            snprintf(why, sizeof(why), "prescreen:%s", severities[i]);
+            json_array_append_new(reasons, json_string(why));
+        }
+    }
     if (json_array_size(reasons) == 0) {
         json_decref(reasons);
         *ret_reasons = NULL;
@@ -146,10 +177,16 @@ static int close_approval(PGconn *c, const struct tc_keys *keys, const char *app
 }
 
 int tc_approval_decide(PGconn *c, const struct tc_keys *keys, const char *tenant_id,
-                       const char *approval_id, const char *decider, const char *requester_guard,
-                       json_t *actor, enum tc_decision d, const char *reason,
-                       struct tc_decide_result *ret)
+                       const char *approval_id, const char *decider, const char *decider_person,
+                       const char *requester_guard, json_t *actor, enum tc_decision d,
+                       const char *reason, struct tc_decide_result *ret)
 {
+    char person_decider[48];
+    bool by_person = decider_person && *decider_person;
+    if (by_person) {
+        snprintf(person_decider, sizeof(person_decider), "person:%s", decider_person);
+        decider = person_decider;
+    }
     if (!tc_db_command(c, "BEGIN"))
         return -EIO;
     const char *p[] = {approval_id, tenant_id};
@@ -157,7 +194,8 @@ int tc_approval_decide(PGconn *c, const struct tc_keys *keys, const char *tenant
      * each sees the state the previous one left. */
     PGresult *r = tc_db_exec(c,
                              "SELECT status, expires_at <= now(), coalesce(requester_key_id::text, ''),"
-                             " required_approvals, execution_id, tool"
+                             " required_approvals, execution_id, tool, coalesce((SELECT"
+                             " k.person_id::text FROM api_keys k WHERE k.id = requester_key_id), '')"
                              " FROM approvals WHERE id = $1 AND tenant_id = $2 FOR UPDATE",
                              2, p);
     if (!r)
@@ -170,7 +208,8 @@ int tc_approval_decide(PGconn *c, const struct tc_keys *keys, const char *tenant
     char status[16], tool[65];
     snprintf(status, sizeof(status), "%s", PQgetvalue(r, 0, 0));
     bool expired = strcmp(PQgetvalue(r, 0, 1), "t") == 0;
-    bool own = requester_guard && strcmp(PQgetvalue(r, 0, 2), requester_guard) == 0;
+    bool own = (requester_guard && strcmp(PQgetvalue(r, 0, 2), requester_guard) == 0) ||
+               (by_person && strcmp(PQgetvalue(r, 0, 6), decider_person) == 0);
     res.required = (int)strtol(PQgetvalue(r, 0, 3), NULL, 10);
     snprintf(res.execution_id, sizeof(res.execution_id), "%s", PQgetvalue(r, 0, 4));
     snprintf(tool, sizeof(tool), "%s", PQgetvalue(r, 0, 5));

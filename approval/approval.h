@@ -20,6 +20,11 @@ struct tc_keys;
  * prescreen_wants_approval: the pre-screen decided `approve`. */
 bool tc_approval_needed(const struct tc_tool *tool, bool prescreen_wants_approval,
                         json_t **ret_reasons);
+/* Could any call of this tool be held, whatever its code? *ret_reasons (new array, or NULL
+ * when not) lists why: what tc_approval_needed() gives without a pre-screen, plus
+ * "prescreen:<severity>" for each severity the tool's pre-screen holds for (when it scans
+ * at all). A credential of such a tool may exist only inside an approved execution. */
+bool tc_approval_may_hold(const struct tc_tool *tool, json_t **ret_reasons);
 int tc_approval_required_approvers(const struct tc_tool *tool);
 int tc_approval_ttl_seconds(const struct tc_tool *tool);
 
@@ -43,12 +48,16 @@ struct tc_decide_result {
 
 /* Apply one decision in one transaction, with its audit record:
  * -ENOENT no such approval for this tenant; -EPERM the decider asked for it (maker is not
- * checker); -EALREADY this decider already decided; -ESTALE not pending (decided, expired or
- * cancelled; expiry is enforced here too); -EIO database. actor: the audit actor object. */
+ * checker: the requesting key is requester_guard, or is bound to decider_person);
+ * -EALREADY this decider already decided; -ESTALE not pending (decided, expired or
+ * cancelled; expiry is enforced here too); -EIO database. actor: the audit actor object.
+ * decider names the credential ("key:<id>", "user:<name>"); when decider_person is not
+ * empty the decision is the person's ("person:<id>"), so a person's keys and console login
+ * count once. */
 int tc_approval_decide(PGconn *c, const struct tc_keys *keys, const char *tenant_id,
-                       const char *approval_id, const char *decider, const char *requester_guard,
-                       json_t *actor, enum tc_decision d, const char *reason,
-                       struct tc_decide_result *ret);
+                       const char *approval_id, const char *decider, const char *decider_person,
+                       const char *requester_guard, json_t *actor, enum tc_decision d,
+                       const char *reason, struct tc_decide_result *ret);
 
 /* Cancel a pending approval and its execution (the requesting tenant). -ENOENT no such
  * execution of this tenant; -ESTALE not pending, or never held; -EIO. */

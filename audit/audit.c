@@ -27,12 +27,51 @@ void tc_audit_chain_hash(const unsigned char prev[32], const char *canonical, si
     crypto_generichash_final(&st, out, 32);
 }
 
-void tc_audit_value_hash(const struct tc_keys *keys, const void *value, size_t len, char out[65])
+void tc_audit_digest(const char *canonical, size_t len, unsigned char out[32])
 {
-    unsigned char h[32];
-    crypto_generichash(h, sizeof(h), value, len, keys->audit_value_key,
-                       sizeof(keys->audit_value_key));
+    crypto_generichash(out, 32, (const unsigned char *)canonical, len, NULL, 0);
+}
+
+void tc_audit_link(const unsigned char prev[32], const unsigned char digest[32],
+                   unsigned char out[32])
+{
+    unsigned char in[64];
+    memcpy(in, prev, 32);
+    memcpy(in + 32, digest, 32);
+    crypto_generichash(out, 32, in, sizeof(in), NULL, 0);
+}
+
+void tc_audit_mac(const unsigned char key[32], int64_t seq, const unsigned char hash[32],
+                  unsigned char out[32])
+{
+    unsigned char in[40];
+    memcpy(in, hash, 32);
+    for (int i = 0; i < 8; i++)
+        in[32 + i] = (unsigned char)((uint64_t)seq >> (8 * i));
+    crypto_generichash(out, 32, in, sizeof(in), key, 32);
+}
+
+void tc_audit_value_hash_with(const unsigned char key[32], const char *tenant_id,
+                              const void *value, size_t len, char out[65])
+{
+    /* The tenant's key: BLAKE2b keyed with the audit value key over a label and the id. */
+    static const char label[] = "toolcage-audit-value-tenant-v1";
+    unsigned char tk[32], h[32];
+    crypto_generichash_state st;
+    crypto_generichash_init(&st, key, 32, sizeof(tk));
+    crypto_generichash_update(&st, (const unsigned char *)label, sizeof(label)); /* with NUL */
+    crypto_generichash_update(&st, (const unsigned char *)(tenant_id ? tenant_id : ""),
+                              tenant_id ? strlen(tenant_id) : 0);
+    crypto_generichash_final(&st, tk, sizeof(tk));
+    crypto_generichash(h, sizeof(h), value, len, tk, sizeof(tk));
+    sodium_memzero(tk, sizeof(tk));
     sodium_bin2hex(out, 65, h, sizeof(h));
+}
+
+void tc_audit_value_hash(const struct tc_keys *keys, const char *tenant_id, const void *value,
+                         size_t len, char out[65])
+{
+    tc_audit_value_hash_with(keys->audit_value_key, tenant_id, value, len, out);
 }
 
 static void checkpoint_message(int64_t seq, const char *hash_hex, const char *ts, char *out,
@@ -64,6 +103,9 @@ static int sign_checkpoint(PGconn *c, const struct tc_keys *keys, int64_t seq,
     return 0;
 }
 
+static int checkpoint_locked(PGconn *c, const struct tc_keys *keys, int64_t head_seq,
+                             const unsigned char head_hash[32], int64_t *ret_seq);
+
 int tc_audit_append_tx(PGconn *c, const struct tc_keys *keys, const json_t *event,
                        int64_t *ret_seq)
 {
@@ -73,7 +115,7 @@ int tc_audit_append_tx(PGconn *c, const struct tc_keys *keys, const json_t *even
         return -EIO;
     }
     int64_t seq = 0;
-    unsigned char prev[32], hash[32];
+    unsigned char prev[32], digest[32], hash[32], mac[32];
     bool ok = tc_parse_i64(PQgetvalue(r, 0, 0), 0, INT64_MAX - 1, &seq) == 0 &&
               tc_db_bytea_parse(PQgetvalue(r, 0, 1), prev, 32);
     PQclear(r);
@@ -95,14 +137,18 @@ int tc_audit_append_tx(PGconn *c, const struct tc_keys *keys, const json_t *even
     json_decref(rec);
     if (!canon)
         return -ENOMEM;
-    tc_audit_chain_hash(prev, canon, len, hash);
+    tc_audit_digest(canon, len, digest);
+    tc_audit_link(prev, digest, hash);
+    tc_audit_mac(keys->audit_mac_key, seq, hash, mac);
 
-    char seqs[24], hash_bytea[67];
+    char seqs[24], hash_bytea[67], digest_bytea[67], mac_bytea[67];
     snprintf(seqs, sizeof(seqs), "%" PRId64, seq);
     tc_db_bytea_hex(hash, 32, hash_bytea);
-    const char *p[] = {seqs, canon, hash_bytea};
-    r = tc_db_exec(c, "INSERT INTO audit_log (seq, record, hash) VALUES ($1, $2::jsonb, $3::bytea)",
-                   3, p);
+    tc_db_bytea_hex(digest, 32, digest_bytea);
+    tc_db_bytea_hex(mac, 32, mac_bytea);
+    const char *p[] = {seqs, canon, hash_bytea, digest_bytea, mac_bytea, keys->master_id};
+    r = tc_db_exec(c, "INSERT INTO audit_log (seq, record, hash, digest, mac, mac_key_id)"
+                      " VALUES ($1, $2::jsonb, $3::bytea, $4::bytea, $5::bytea, $6)", 6, p);
     free(canon);
     if (!r)
         return -EIO;
@@ -112,28 +158,22 @@ int tc_audit_append_tx(PGconn *c, const struct tc_keys *keys, const json_t *even
     if (!r)
         return -EIO;
     PQclear(r);
-    if (seq % TC_AUDIT_CHECKPOINT_EVERY == 0 && sign_checkpoint(c, keys, seq, hash) < 0)
+    /* A checkpoint that cannot be signed (a record since the last one does not verify) does
+     * not stop appends: the minute tick reports it, and verification names the record. */
+    if (seq % TC_AUDIT_CHECKPOINT_EVERY == 0 && checkpoint_locked(c, keys, seq, hash, NULL) == -EIO)
         return -EIO;
     if (ret_seq)
         *ret_seq = seq;
     return 0;
 }
 
-static bool exec_simple(PGconn *c, const char *sql)
-{
-    PGresult *r = PQexec(c, sql);
-    bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-    PQclear(r);
-    return ok;
-}
-
 int tc_audit_append(PGconn *c, const struct tc_keys *keys, const json_t *event, int64_t *ret_seq)
 {
-    if (!exec_simple(c, "BEGIN"))
+    if (!tc_db_command(c, "BEGIN"))
         return -EIO;
     int r = tc_audit_append_tx(c, keys, event, ret_seq);
-    if (r < 0 || !exec_simple(c, "COMMIT")) {
-        exec_simple(c, "ROLLBACK");
+    if (r < 0 || !tc_db_command(c, "COMMIT")) {
+        tc_db_command(c, "ROLLBACK");
         return r < 0 ? r : -EIO;
     }
     return 0;
@@ -154,29 +194,24 @@ int tc_audit_publish_key(PGconn *c, const struct tc_keys *keys)
     return 0;
 }
 
-int tc_audit_checkpoint(PGconn *c, const struct tc_keys *keys)
+int tc_audit_checkpoint(PGconn *c, const struct tc_keys *keys, int64_t *ret_seq)
 {
-    if (!exec_simple(c, "BEGIN"))
+    if (!tc_db_command(c, "BEGIN"))
         return -EIO;
     int rc = -EIO;
-    PGresult *r = tc_db_exec(c,
-                             "SELECT h.seq, h.hash, coalesce((SELECT max(seq) FROM audit_checkpoints), 0)"
-                             " FROM audit_head h FOR UPDATE",
-                             0, NULL);
+    PGresult *r = tc_db_exec(c, "SELECT seq, hash FROM audit_head FOR UPDATE", 0, NULL);
     if (r && PQntuples(r) == 1) {
-        int64_t seq = 0, last = 0;
+        int64_t seq = 0;
         unsigned char hash[32];
         if (tc_parse_i64(PQgetvalue(r, 0, 0), 0, INT64_MAX, &seq) == 0 &&
-            tc_parse_i64(PQgetvalue(r, 0, 2), 0, INT64_MAX, &last) == 0 &&
             tc_db_bytea_parse(PQgetvalue(r, 0, 1), hash, 32))
-            rc = (seq > last) ? sign_checkpoint(c, keys, seq, hash) : 0;
+            rc = checkpoint_locked(c, keys, seq, hash, ret_seq);
     }
     PQclear(r);
-    if (rc < 0 || !exec_simple(c, "COMMIT")) {
-        exec_simple(c, "ROLLBACK");
-        return -EIO;
-    }
-    return 0;
+    if (rc == 0 && tc_db_command(c, "COMMIT"))
+        return 0;
+    tc_db_command(c, "ROLLBACK");
+    return rc < 0 ? rc : -EIO;
 }
 
 /* ---- verification ---- */
@@ -187,11 +222,31 @@ struct checkpoint {
     char ts[32];
     char key_id[17];
     bool valid_signature;
+    bool covers; /* vouches for the records up to it: file, a valid signature; database, a
+                    valid signature by a key this process holds */
+};
+
+/* One record (or a withheld one: record NULL) as stored or exported. */
+struct row {
+    int64_t seq;
+    json_t *record;
+    unsigned char hash[32];
+    bool has_digest;
+    unsigned char digest[32];
+    bool has_mac;
+    unsigned char mac[32];
+    char mac_key_id[17];
 };
 
 struct chain {
     unsigned char prev[32];
     int64_t next_seq;
+    bool database;   /* rows from the database: v2 from v2_from on, with authentication codes */
+    int64_t v2_from;
+    bool seen_v2;
+    const struct tc_keys *keys; /* database: to check authentication codes */
+    bool strict;     /* signing: a code this process cannot check is a failure */
+    int64_t pending; /* first record no covering checkpoint has vouched for yet (0: none) */
     struct tc_audit_verdict *v;
     struct checkpoint *cps;
     size_t ncps, next_cp;
@@ -206,48 +261,137 @@ static void verdict_bad(struct tc_audit_verdict *v, int64_t seq, const char *rea
     snprintf(v->reason, sizeof(v->reason), "%s", reason);
 }
 
-/* One record: its position, its link to the previous one, and its hash. */
-static void chain_step(struct chain *ch, int64_t seq, json_t *record, const unsigned char stored[32])
+/* The first row of an export that starts after seq 1 must follow a checkpoint that vouches
+ * for its predecessor: the chain continues from that checkpoint's (signed) hash. */
+static bool anchor_at_checkpoint(struct chain *ch, int64_t seq)
+{
+    for (size_t i = 0; i < ch->ncps; i++) {
+        struct checkpoint *cp = &ch->cps[i];
+        if (cp->seq == seq - 1 && cp->covers) {
+            memcpy(ch->prev, cp->hash, 32);
+            ch->next_seq = seq;
+            while (ch->next_cp < ch->ncps && ch->cps[ch->next_cp].seq < seq)
+                ch->next_cp++;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The authentication code of a v2 row from the database. false: bad (verdict set). */
+static bool check_mac(struct chain *ch, const struct row *row, const unsigned char h[32])
+{
+    struct tc_audit_verdict *v = ch->v;
+    if (!row->has_mac) {
+        verdict_bad(v, row->seq, "the record has no authentication code (it was not written by "
+                                 "a holder of the master key)");
+        return false;
+    }
+    const unsigned char *key = ch->keys ? tc_keys_audit_mac_key(ch->keys, row->mac_key_id) : NULL;
+    if (!key) {
+        if (ch->strict) {
+            verdict_bad(v, row->seq, "the record's authentication code was made under a master "
+                                     "key this process does not hold");
+            return false;
+        }
+        if (!ch->pending)
+            ch->pending = row->seq; /* a checkpoint signed by a held key must cover it */
+        return true;
+    }
+    unsigned char want[32];
+    tc_audit_mac(key, row->seq, h, want);
+    if (sodium_memcmp(want, row->mac, 32) != 0) {
+        verdict_bad(v, row->seq, "the record's authentication code does not verify (it was "
+                                 "written or changed without the master key)");
+        return false;
+    }
+    return true;
+}
+
+/* One record: its position, its link to the previous one, its hash and, from the database,
+ * its authentication code. */
+static void chain_step(struct chain *ch, const struct row *row)
 {
     struct tc_audit_verdict *v = ch->v;
     if (!v->ok)
         return;
+    int64_t seq = row->seq;
+    if (ch->next_seq == 1 && seq > 1 && !ch->database && anchor_at_checkpoint(ch, seq)) {
+        /* an export of a range: continues from the signed checkpoint before it */
+    }
     v->checked++;
     if (seq != ch->next_seq) {
         verdict_bad(v, ch->next_seq, "a record is missing (sequence gap)");
         return;
     }
-    char prev_hex[65];
-    sodium_bin2hex(prev_hex, sizeof(prev_hex), ch->prev, 32);
-    json_t *rs = json_object_get(record, "seq");
-    const char *rp = json_string_value(json_object_get(record, "prev_hash"));
-    if (!json_is_integer(rs) || json_integer_value(rs) != seq) {
-        verdict_bad(v, seq, "the record's own sequence number was changed");
+    bool v2 = ch->database ? seq >= ch->v2_from : row->has_digest;
+    if (ch->database && v2 && !row->has_digest) {
+        verdict_bad(v, seq, "the record has no digest (it was not written by toolcage)");
         return;
     }
-    if (!rp || strcmp(rp, prev_hex) != 0) {
-        verdict_bad(v, seq, "the record does not link to its predecessor");
+    if (!v2 && ch->seen_v2) {
+        verdict_bad(v, seq, "the record is in the old chain format after records in the new one");
         return;
     }
-    size_t len;
-    char *canon = tc_audit_canonical(record, &len);
+    ch->seen_v2 |= v2;
     unsigned char h[32];
-    if (!canon) {
-        verdict_bad(v, seq, "out of memory");
-        return;
+    if (row->record) {
+        char prev_hex[65];
+        sodium_bin2hex(prev_hex, sizeof(prev_hex), ch->prev, 32);
+        json_t *rs = json_object_get(row->record, "seq");
+        const char *rp = json_string_value(json_object_get(row->record, "prev_hash"));
+        if (!json_is_integer(rs) || json_integer_value(rs) != seq) {
+            verdict_bad(v, seq, "the record's own sequence number was changed");
+            return;
+        }
+        if (!rp || strcmp(rp, prev_hex) != 0) {
+            verdict_bad(v, seq, "the record does not link to its predecessor");
+            return;
+        }
+        size_t len;
+        char *canon = tc_audit_canonical(row->record, &len);
+        if (!canon) {
+            verdict_bad(v, seq, "out of memory");
+            return;
+        }
+        if (v2) {
+            unsigned char d[32];
+            tc_audit_digest(canon, len, d);
+            if (sodium_memcmp(d, row->digest, 32) != 0) {
+                free(canon);
+                verdict_bad(v, seq, "the record was altered (digest mismatch)");
+                return;
+            }
+            tc_audit_link(ch->prev, d, h);
+        } else {
+            tc_audit_chain_hash(ch->prev, canon, len, h);
+        }
+        free(canon);
+    } else {
+        v->withheld++;
+        if (v2)
+            tc_audit_link(ch->prev, row->digest, h);
+        else
+            memcpy(h, row->hash, 32); /* an old-format record withheld: its hash is taken as given */
     }
-    tc_audit_chain_hash(ch->prev, canon, len, h);
-    free(canon);
-    if (sodium_memcmp(h, stored, 32) != 0) {
+    if (sodium_memcmp(h, row->hash, 32) != 0) {
         verdict_bad(v, seq, "the record was altered (hash mismatch)");
         return;
     }
+    if (ch->database && v2 && !check_mac(ch, row, h))
+        return;
+    if (!ch->database && !ch->pending)
+        ch->pending = seq;
     while (ch->next_cp < ch->ncps && ch->cps[ch->next_cp].seq <= seq) {
         struct checkpoint *cp = &ch->cps[ch->next_cp++];
-        if (cp->seq == seq && sodium_memcmp(cp->hash, h, 32) != 0) {
+        if (cp->seq != seq)
+            continue;
+        if (sodium_memcmp(cp->hash, h, 32) != 0) {
             verdict_bad(v, seq, "the chain differs from a signed checkpoint");
             return;
         }
+        if (cp->covers)
+            ch->pending = 0;
     }
     memcpy(ch->prev, h, 32);
     ch->next_seq = seq + 1;
@@ -273,6 +417,14 @@ static void chain_finish(struct chain *ch)
             snprintf(v->checkpoint_key_id, sizeof(v->checkpoint_key_id), "%s", cp->key_id);
         }
     }
+    if (ch->pending)
+        verdict_bad(v, ch->pending,
+                    ch->database
+                        ? "the record's authentication code was made under a master key this "
+                          "process does not hold, and no checkpoint signed by a key it holds "
+                          "covers it"
+                        : "the records from here on are not covered by a signed checkpoint "
+                          "(anyone could have appended them)");
 }
 
 static bool checkpoint_verify(struct checkpoint *cp, const unsigned char *sig,
@@ -284,16 +436,127 @@ static bool checkpoint_verify(struct checkpoint *cp, const unsigned char *sig,
     return pk && crypto_sign_verify_detached(sig, (const unsigned char *)msg, strlen(msg), pk) == 0;
 }
 
-int tc_audit_verify_db(PGconn *c, struct tc_audit_verdict *ret)
+/* One checkpoint row (seq, hash, ts, key_id, signature, public_key) of a query result. */
+static void checkpoint_from_db(PGresult *r, int row, const struct tc_keys *keys,
+                               struct checkpoint *cp)
+{
+    unsigned char sig[64], pk[32];
+    bool have_pk = !PQgetisnull(r, row, 5) && tc_db_bytea_parse(PQgetvalue(r, row, 5), pk, 32);
+    memset(cp, 0, sizeof(*cp));
+    tc_parse_i64(PQgetvalue(r, row, 0), 0, INT64_MAX, &cp->seq);
+    snprintf(cp->ts, sizeof(cp->ts), "%s", PQgetvalue(r, row, 2));
+    snprintf(cp->key_id, sizeof(cp->key_id), "%s", PQgetvalue(r, row, 3));
+    cp->valid_signature = tc_db_bytea_parse(PQgetvalue(r, row, 1), cp->hash, 32) &&
+                          tc_db_bytea_parse(PQgetvalue(r, row, 4), sig, 64) &&
+                          checkpoint_verify(cp, sig, have_pk ? pk : NULL);
+    cp->covers = cp->valid_signature && keys && tc_keys_audit_pk_held(keys, pk);
+}
+
+#define CHECKPOINT_COLUMNS \
+    "cp.seq, cp.hash, cp.ts, cp.key_id, cp.signature, k.public_key" \
+    " FROM audit_checkpoints cp LEFT JOIN audit_keys k USING (key_id)"
+
+static int load_v2_from(PGconn *c, int64_t *ret)
+{
+    PGresult *r = tc_db_exec(c, "SELECT v2_from FROM audit_chain", 0, NULL);
+    if (!r)
+        return -EIO;
+    int rc = PQntuples(r) == 1 && tc_parse_i64(PQgetvalue(r, 0, 0), 1, INT64_MAX, ret) == 0
+                 ? 0
+                 : -EIO;
+    PQclear(r);
+    return rc;
+}
+
+/* Walk rows (after, upto] of audit_log through ch, in keyset pages (constant memory). */
+static int walk_db(PGconn *c, struct chain *ch, int64_t after, int64_t upto)
+{
+    char last[24], upto_s[24];
+    snprintf(last, sizeof(last), "%" PRId64, after);
+    snprintf(upto_s, sizeof(upto_s), "%" PRId64, upto);
+    for (;;) {
+        const char *p[] = {last, upto_s};
+        PGresult *r = tc_db_exec(c, "SELECT seq, record::text, hash, digest, mac, mac_key_id"
+                                    " FROM audit_log WHERE seq > $1 AND seq <= $2"
+                                    " ORDER BY seq LIMIT 2000", 2, p);
+        if (!r)
+            return -EIO;
+        int n = PQntuples(r);
+        for (int i = 0; i < n && ch->v->ok; i++) {
+            struct row row = {0};
+            tc_parse_i64(PQgetvalue(r, i, 0), 0, INT64_MAX, &row.seq);
+            row.record = json_loads(PQgetvalue(r, i, 1), 0, NULL);
+            row.has_digest = !PQgetisnull(r, i, 3) &&
+                             tc_db_bytea_parse(PQgetvalue(r, i, 3), row.digest, 32);
+            row.has_mac = !PQgetisnull(r, i, 4) && !PQgetisnull(r, i, 5) &&
+                          tc_db_bytea_parse(PQgetvalue(r, i, 4), row.mac, 32);
+            snprintf(row.mac_key_id, sizeof(row.mac_key_id), "%s", PQgetvalue(r, i, 5));
+            if (!row.record || !tc_db_bytea_parse(PQgetvalue(r, i, 2), row.hash, 32))
+                verdict_bad(ch->v, row.seq, "the record cannot be parsed");
+            else
+                chain_step(ch, &row);
+            json_decref(row.record);
+        }
+        if (n > 0)
+            snprintf(last, sizeof(last), "%s", PQgetvalue(r, n - 1, 0));
+        PQclear(r);
+        if (n < 2000 || !ch->v->ok)
+            return 0;
+    }
+}
+
+/* Caller holds the head lock. Vouch for every record since the newest checkpoint signed by
+ * a held key, then sign the head. */
+static int checkpoint_locked(PGconn *c, const struct tc_keys *keys, int64_t head_seq,
+                             const unsigned char head_hash[32], int64_t *ret_seq)
 {
     struct tc_audit_verdict v = {.ok = true};
-    struct chain ch = {.next_seq = 1, .v = &v};
-    int rc = -EIO;
-    PGresult *r = tc_db_exec(c,
-                             "SELECT cp.seq, cp.hash, cp.ts, cp.key_id, cp.signature, k.public_key"
-                             " FROM audit_checkpoints cp LEFT JOIN audit_keys k USING (key_id)"
-                             " ORDER BY cp.seq",
+    struct checkpoint anchor = {0};
+    struct chain ch = {.next_seq = 1, .database = true, .keys = keys, .strict = true, .v = &v};
+    /* The newest checkpoints first; one of them is normally ours. A forged or foreign one
+     * (not signed by a key held here) is no anchor: the walk starts further back. */
+    PGresult *r = tc_db_exec(c, "SELECT " CHECKPOINT_COLUMNS " ORDER BY cp.seq DESC LIMIT 50",
                              0, NULL);
+    if (!r)
+        return -EIO;
+    for (int i = 0; i < PQntuples(r); i++) {
+        checkpoint_from_db(r, i, keys, &anchor);
+        if (anchor.covers)
+            break;
+        memset(&anchor, 0, sizeof(anchor));
+    }
+    PQclear(r);
+    if (anchor.seq >= head_seq) {
+        if (ret_seq)
+            *ret_seq = anchor.seq;
+        return 0;
+    }
+    if (load_v2_from(c, &ch.v2_from) < 0)
+        return -EIO;
+    if (anchor.seq > 0) {
+        memcpy(ch.prev, anchor.hash, 32);
+        ch.next_seq = anchor.seq + 1;
+    }
+    if (walk_db(c, &ch, anchor.seq, head_seq) < 0)
+        return -EIO;
+    if (v.ok && (ch.next_seq != head_seq + 1 || sodium_memcmp(ch.prev, head_hash, 32) != 0))
+        verdict_bad(&v, ch.next_seq, "the chain head does not name the last record");
+    if (!v.ok)
+        return -EBADMSG;
+    int rc = sign_checkpoint(c, keys, head_seq, head_hash);
+    if (rc == 0 && ret_seq)
+        *ret_seq = head_seq;
+    return rc;
+}
+
+int tc_audit_verify_db(PGconn *c, const struct tc_keys *keys, struct tc_audit_verdict *ret)
+{
+    struct tc_audit_verdict v = {.ok = true};
+    struct chain ch = {.next_seq = 1, .database = true, .keys = keys, .v = &v};
+    int rc = -EIO;
+    if (load_v2_from(c, &ch.v2_from) < 0)
+        return -EIO;
+    PGresult *r = tc_db_exec(c, "SELECT " CHECKPOINT_COLUMNS " ORDER BY cp.seq", 0, NULL);
     if (!r)
         return -EIO;
     ch.ncps = (size_t)PQntuples(r);
@@ -302,46 +565,12 @@ int tc_audit_verify_db(PGconn *c, struct tc_audit_verdict *ret)
         PQclear(r);
         return -ENOMEM;
     }
-    for (size_t i = 0; i < ch.ncps; i++) {
-        struct checkpoint *cp = &ch.cps[i];
-        unsigned char sig[64], pk[32];
-        int row = (int)i;
-        bool have_pk = !PQgetisnull(r, row, 5) && tc_db_bytea_parse(PQgetvalue(r, row, 5), pk, 32);
-        tc_parse_i64(PQgetvalue(r, row, 0), 0, INT64_MAX, &cp->seq);
-        snprintf(cp->ts, sizeof(cp->ts), "%s", PQgetvalue(r, row, 2));
-        snprintf(cp->key_id, sizeof(cp->key_id), "%s", PQgetvalue(r, row, 3));
-        cp->valid_signature = tc_db_bytea_parse(PQgetvalue(r, row, 1), cp->hash, 32) &&
-                              tc_db_bytea_parse(PQgetvalue(r, row, 4), sig, 64) &&
-                              checkpoint_verify(cp, sig, have_pk ? pk : NULL);
-    }
+    for (size_t i = 0; i < ch.ncps; i++)
+        checkpoint_from_db(r, (int)i, keys, &ch.cps[i]);
     PQclear(r);
 
-    /* Keyset pagination: constant memory for any size, and no long-lived cursor. */
-    char last[24] = "0";
-    for (;;) {
-        const char *p[] = {last};
-        r = tc_db_exec(c, "SELECT seq, record::text, hash FROM audit_log WHERE seq > $1"
-                          " ORDER BY seq LIMIT 2000", 1, p);
-        if (!r)
-            goto out;
-        int n = PQntuples(r);
-        for (int i = 0; i < n && v.ok; i++) {
-            int64_t seq = 0;
-            unsigned char h[32];
-            tc_parse_i64(PQgetvalue(r, i, 0), 0, INT64_MAX, &seq);
-            json_t *rec = json_loads(PQgetvalue(r, i, 1), 0, NULL);
-            if (!rec || !tc_db_bytea_parse(PQgetvalue(r, i, 2), h, 32))
-                verdict_bad(&v, seq, "the record cannot be parsed");
-            else
-                chain_step(&ch, seq, rec, h);
-            json_decref(rec);
-        }
-        if (n > 0)
-            snprintf(last, sizeof(last), "%s", PQgetvalue(r, n - 1, 0));
-        PQclear(r);
-        if (n < 2000 || !v.ok)
-            break;
-    }
+    if (walk_db(c, &ch, 0, INT64_MAX) < 0)
+        goto out;
     if (v.ok) {
         r = tc_db_exec(c, "SELECT seq, hash FROM audit_head", 0, NULL);
         if (!r)
@@ -401,20 +630,34 @@ static size_t csv_split(char *line, char **fields, size_t max)
     return n;
 }
 
-/* A row of the CSV export as the object a JSON-lines export would hold. */
+/* A row of the CSV export as the object a JSON-lines export would hold. Exports made before
+ * the digest column existed have 12 columns. */
 static json_t *csv_row(char *line)
 {
-    char *f[12];
-    if (csv_split(line, f, 12) != 12)
+    char *f[13];
+    size_t n = csv_split(line, f, 13);
+    if (n != 12 && n != 13)
         return NULL;
     json_int_t seq = strtoll(f[1], NULL, 10);
+    const char *digest = n == 13 && f[12][0] ? f[12] : NULL;
+    json_t *o = NULL;
     if (strcmp(f[0], "checkpoint") == 0)
         return json_pack("{s:{s:I, s:s, s:s, s:s, s:s}}", "checkpoint", "seq", seq, "ts", f[2],
                          "hash", f[8], "key_id", f[9], "signature", f[10]);
     if (strcmp(f[0], "record") == 0)
-        return json_pack("{s:I, s:s, s:o}", "seq", seq, "hash", f[8], "record",
-                         json_loads(f[11], 0, NULL));
-    return NULL;
+        o = json_pack("{s:I, s:s, s:o}", "seq", seq, "hash", f[8], "record",
+                      json_loads(f[11], 0, NULL));
+    else if (strcmp(f[0], "withheld") == 0)
+        o = json_pack("{s:I, s:s, s:b}", "seq", seq, "hash", f[8], "withheld", 1);
+    if (o && digest)
+        json_object_set_new(o, "digest", json_string(digest));
+    return o;
+}
+
+static bool hex32(const char *s, unsigned char out[32])
+{
+    size_t l = 0;
+    return s && sodium_hex2bin(out, 32, s, strlen(s), NULL, &l, NULL) == 0 && l == 32;
 }
 
 static int checkpoint_cmp(const void *a, const void *b)
@@ -482,27 +725,32 @@ int tc_audit_verify_file(FILE *f, const unsigned char *pk, struct tc_audit_verdi
                 hh && sh && sodium_hex2bin(cp->hash, 32, hh, strlen(hh), NULL, &l1, NULL) == 0 &&
                 l1 == 32 && sodium_hex2bin(sig, 64, sh, strlen(sh), NULL, &l2, NULL) == 0 &&
                 l2 == 64 && checkpoint_verify(cp, sig, pk);
+            cp->covers = cp->valid_signature;
         } else {
             if (!records_started) {
                 records_started = true;
-                qsort(ch.cps, ch.ncps, sizeof(*ch.cps), checkpoint_cmp);
+                if (ch.ncps)
+                    qsort(ch.cps, ch.ncps, sizeof(*ch.cps), checkpoint_cmp);
             }
-            int64_t seq = json_integer_value(json_object_get(o, "seq"));
-            const char *hh = json_string_value(json_object_get(o, "hash"));
-            json_t *rec = json_object_get(o, "record");
-            unsigned char h[32];
-            size_t l = 0;
-            if (!hh || !json_is_object(rec) ||
-                sodium_hex2bin(h, 32, hh, strlen(hh), NULL, &l, NULL) != 0 || l != 32)
-                verdict_bad(&v, seq, "the record cannot be parsed");
-            else
-                chain_step(&ch, seq, rec, h);
+            struct row row = {.seq = json_integer_value(json_object_get(o, "seq"))};
+            const char *dh = json_string_value(json_object_get(o, "digest"));
+            row.record = json_object_get(o, "record");
+            row.has_digest = dh != NULL;
+            bool withheld = !row.record && json_is_true(json_object_get(o, "withheld"));
+            if (!hex32(json_string_value(json_object_get(o, "hash")), row.hash) ||
+                (dh && !hex32(dh, row.digest)) || (!json_is_object(row.record) && !withheld)) {
+                verdict_bad(&v, row.seq, "the record cannot be parsed");
+            } else {
+                if (withheld)
+                    row.record = NULL;
+                chain_step(&ch, &row);
+            }
         }
         json_decref(o);
     }
     free(line);
     if (rc == 0) {
-        if (!records_started)
+        if (!records_started && ch.ncps)
             qsort(ch.cps, ch.ncps, sizeof(*ch.cps), checkpoint_cmp);
         chain_finish(&ch);
         *ret = v;
@@ -523,5 +771,7 @@ json_t *tc_audit_verdict_json(const struct tc_audit_verdict *v)
                                                       v->checkpoint_ts, "key_id",
                                                       v->checkpoint_key_id)
                                           : json_null());
+    if (v->withheld)
+        json_object_set_new(o, "withheld", json_integer(v->withheld));
     return o;
 }

@@ -1,8 +1,9 @@
 /* Helper of bench/audit_bench.sh (run that, not this).
  *
  *   audit_seed seed CONNINFO MASTER_KEY_FILE N TENANT_ID
- *     appends N records to an empty audit_log with a valid hash chain (tc_audit_canonical +
- *     tc_audit_chain_hash, as the server writes them) and a signed checkpoint every 100, by
+ *     appends N records to an empty audit_log with a valid hash chain (tc_audit_canonical,
+ *     tc_audit_digest, tc_audit_link and tc_audit_mac, as the server writes them) and a
+ *     signed checkpoint every 100, by
  *     COPY; 1 tenant in 20 is TENANT_ID (the one the bench queries as), the others invented.
  *     Spread over the last 30 days; tools, actions, statuses and actors are skewed like a real
  *     trail; 1 record in 100 carries a "reason" for free-text search.
@@ -171,7 +172,7 @@ static int seed(PGconn *c, const struct tc_keys *keys, int64_t n, const char *te
     }
     base = strtoll(PQgetvalue(h, 0, 0), NULL, 10);
     PQclear(h);
-    if (exec_ok(c, "COPY audit_log (seq, record, hash) FROM STDIN") < 0)
+    if (exec_ok(c, "COPY audit_log (seq, record, hash, digest, mac, mac_key_id) FROM STDIN") < 0)
         return -1;
     struct tc_buf b, cps;
     tc_buf_init(&b, 64 << 20);
@@ -190,13 +191,20 @@ static int seed(PGconn *c, const struct tc_keys *keys, int64_t n, const char *te
         size_t len;
         char *canon = tc_audit_canonical(rec, &len);
         json_decref(rec);
-        tc_audit_chain_hash(prev, canon, len, hash);
+        unsigned char digest[32], mac[32];
+        char digest_hex[65], mac_hex[65];
+        tc_audit_digest(canon, len, digest);
+        tc_audit_link(prev, digest, hash);
+        tc_audit_mac(keys->audit_mac_key, seq, hash, mac);
         sodium_bin2hex(hash_hex, sizeof(hash_hex), hash, 32);
+        sodium_bin2hex(digest_hex, sizeof(digest_hex), digest, 32);
+        sodium_bin2hex(mac_hex, sizeof(mac_hex), mac, 32);
         int brc = tc_buf_appendf(&b, "%" PRId64 "\t", seq);
         if (brc == 0)
             brc = copy_escape(&b, canon);
         if (brc == 0)
-            brc = tc_buf_appendf(&b, "\t\\\\x%s\n", hash_hex);
+            brc = tc_buf_appendf(&b, "\t\\\\x%s\t\\\\x%s\t\\\\x%s\t%s\n", hash_hex,
+                                 digest_hex, mac_hex, keys->master_id);
         free(canon);
         if (brc < 0)
             return -1;
@@ -266,11 +274,13 @@ static int append(PGconn *c, const struct tc_keys *keys, int64_t n, const char *
         randombytes_buf(h, 32);
         sodium_bin2hex(hash + 2, 65, h, 32);
         snprintf(seqs, sizeof(seqs), "%" PRId64, base + i);
-        const char *p[] = {seqs, canon, hash};
+        const char *p[] = {seqs, canon, hash, keys->master_id};
         double t2 = now_s();
         PGresult *r = PQexec(c, "BEGIN");
         PQclear(r);
-        r = tc_db_exec(c, "INSERT INTO audit_plain (seq, record, hash) VALUES ($1, $2::jsonb, $3::bytea)", 3, p);
+        /* the same columns as a sealed record (random bytes stand in for digest and mac) */
+        r = tc_db_exec(c, "INSERT INTO audit_plain (seq, record, hash, digest, mac, mac_key_id)"
+                          " VALUES ($1, $2::jsonb, $3::bytea, $3::bytea, $3::bytea, $4)", 4, p);
         int ok = r != NULL;
         PQclear(r);
         r = PQexec(c, "COMMIT");

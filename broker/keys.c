@@ -10,7 +10,8 @@
 #include "common/util.h"
 
 #define KDF_CONTEXT "toolcage" /* exactly crypto_kdf_CONTEXTBYTES (8) */
-enum { KDF_AUDIT_SIGN = 1, KDF_AUDIT_VALUE = 2, KDF_WEBHOOK = 3, KDF_TOKEN_SIGN = 4, KDF_SECRETS = 5 };
+enum { KDF_AUDIT_SIGN = 1, KDF_AUDIT_VALUE = 2, KDF_WEBHOOK = 3, KDF_TOKEN_SIGN = 4, KDF_SECRETS = 5,
+       KDF_AUDIT_MAC = 6 };
 
 static void key_id(const unsigned char *key, size_t len, char out[17])
 {
@@ -62,6 +63,8 @@ int tc_keys_load(const char *path, struct tc_keys **ret_keys, char **ret_error)
     sodium_memzero(seed, sizeof(seed));
     key_id(k->audit_sign_pk, sizeof(k->audit_sign_pk), k->audit_key_id);
     crypto_kdf_derive_from_key(k->audit_value_key, sizeof(k->audit_value_key), KDF_AUDIT_VALUE,
+                               KDF_CONTEXT, k->master);
+    crypto_kdf_derive_from_key(k->audit_mac_key, sizeof(k->audit_mac_key), KDF_AUDIT_MAC,
                                KDF_CONTEXT, k->master);
     crypto_kdf_derive_from_key(k->webhook_key, sizeof(k->webhook_key), KDF_WEBHOOK, KDF_CONTEXT,
                                k->master);
@@ -127,6 +130,8 @@ int tc_keys_add_previous(struct tc_keys *k, const char *paths, char **ret_error)
             memcpy(p->master_id, old->master_id, sizeof(p->master_id));
             memcpy(p->secret_key, old->secret_key, sizeof(p->secret_key));
             memcpy(p->audit_value_key, old->audit_value_key, sizeof(p->audit_value_key));
+            memcpy(p->audit_mac_key, old->audit_mac_key, sizeof(p->audit_mac_key));
+            memcpy(p->audit_sign_pk, old->audit_sign_pk, sizeof(p->audit_sign_pk));
         }
         tc_keys_free(old);
     }
@@ -142,4 +147,24 @@ const unsigned char *tc_keys_secret_key(const struct tc_keys *k, const char *key
         if (strcmp(key_id, k->previous[i].master_id) == 0)
             return k->previous[i].secret_key;
     return NULL;
+}
+
+const unsigned char *tc_keys_audit_mac_key(const struct tc_keys *k, const char *key_id)
+{
+    if (strcmp(key_id, k->master_id) == 0)
+        return k->audit_mac_key;
+    for (size_t i = 0; i < k->nprevious; i++)
+        if (strcmp(key_id, k->previous[i].master_id) == 0)
+            return k->previous[i].audit_mac_key;
+    return NULL;
+}
+
+bool tc_keys_audit_pk_held(const struct tc_keys *k, const unsigned char pk[32])
+{
+    if (sodium_memcmp(pk, k->audit_sign_pk, 32) == 0)
+        return true;
+    for (size_t i = 0; i < k->nprevious; i++)
+        if (sodium_memcmp(pk, k->previous[i].audit_sign_pk, 32) == 0)
+            return true;
+    return false;
 }

@@ -16,7 +16,8 @@ struct tc_keys {
     unsigned char audit_sign_pk[32];
     unsigned char audit_sign_sk[64];
     char audit_key_id[17];         /* hex of the first 8 bytes of BLAKE2b(audit_sign_pk) */
-    unsigned char audit_value_key[32]; /* keyed hash of secret values in audit records */
+    unsigned char audit_value_key[32]; /* keyed hash of secret values in audit records (per tenant) */
+    unsigned char audit_mac_key[32];   /* authentication codes of audit records (audit/audit.h) */
     unsigned char webhook_key[32];     /* per-tenant webhook signing secrets derive from it */
     unsigned char token_sign_pk[32];   /* scoped tokens (PASETO v4.public), see broker/token.h */
     unsigned char token_sign_sk[64];
@@ -29,6 +30,8 @@ struct tc_keys {
         char master_id[17];
         unsigned char secret_key[32];
         unsigned char audit_value_key[32];
+        unsigned char audit_mac_key[32];  /* to check records written before the rotation */
+        unsigned char audit_sign_pk[32];  /* to recognise checkpoints signed before it */
     } previous[TC_KEYS_MAX_PREVIOUS];
 };
 
@@ -45,3 +48,8 @@ int tc_keys_add_previous(struct tc_keys *k, const char *paths, char **ret_error)
 /* The secret-sealing key of the master key named key_id (current or previous); NULL if
  * this process does not hold it. */
 const unsigned char *tc_keys_secret_key(const struct tc_keys *k, const char *key_id);
+/* The audit authentication-code key of the master key named key_id (current or previous);
+ * NULL if this process does not hold it. */
+const unsigned char *tc_keys_audit_mac_key(const struct tc_keys *k, const char *key_id);
+/* Is pk the checkpoint public key of the current or a previous master key held here? */
+bool tc_keys_audit_pk_held(const struct tc_keys *k, const unsigned char pk[32]);

@@ -347,7 +347,7 @@ static int redeem(PGconn *c, const struct tc_keys *keys, const char *tenant_id,
         if (rc < 0)
             break;
         char hash[65];
-        tc_audit_value_hash(keys, v.data, v.len, hash);
+        tc_audit_value_hash(keys, tenant_id, v.data, v.len, hash);
         rc = grant_add(g, strcmp(lp->as, "file") == 0, lp->name, v.data, v.len);
         tc_secret_value_free(&v);
         json_t *ev =

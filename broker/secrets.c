@@ -185,7 +185,7 @@ int tc_secret_put(PGconn *c, const struct tc_keys *keys, const char *tenant_id, 
     _cleanup_free_ char *nonce_s = bytea_encode(nonce, sizeof(nonce));
     char ttl[24], hash[65];
     snprintf(ttl, sizeof(ttl), "%lld", (long long)max_ttl_seconds);
-    tc_audit_value_hash(keys, value, len, hash);
+    tc_audit_value_hash(keys, tenant_id, value, len, hash);
     if (!ct_s || !nonce_s)
         return -ENOMEM;
     const char *p[] = {

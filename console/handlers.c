@@ -14,6 +14,7 @@
 #include "policy/policy.h"
 #include "server/db.h"
 #include "server/log.h"
+#include "server/verifier.h"
 
 #define TS(col) "to_char(" col ", 'YYYY-MM-DD HH24:MI:SS')"
 #define CODE_MAX_LINES 20000
@@ -337,7 +338,8 @@ static enum MHD_Result decide(struct tc_request *r, enum tc_decision d)
     /* Console users never request calls, so maker-is-not-checker holds; the guard stays
      * (the user id can never equal a requesting key's id). */
     int rc = c ? tc_approval_decide(c, r->srv->keys, r->principal.tenant_id, r->params[0],
-                                    decider, cx->user.id, actor, d, reason, &res)
+                                    decider, cx->user.person_id, cx->user.id, actor, d, reason,
+                                    &res)
                : -EIO;
     if (rc == -EIO && c)
         tc_log(TC_LOG_ERROR, "recording a console decision failed", "{s:s, s:s}", "request_id",
@@ -359,7 +361,10 @@ static enum MHD_Result decide(struct tc_request *r, enum tc_decision d)
     case -EPERM:
         return approval_page(r, 403, "You asked for this call, so you cannot decide it.", NULL);
     case -EALREADY:
-        return approval_page(r, 409, "You have already decided this approval.", NULL);
+        return approval_page(r, 409,
+                             "You have already decided this approval (as this user or with an"
+                             " API key of yours).",
+                             NULL);
     case -ESTALE:
         return approval_page(r, 409,
                              "This approval is no longer pending (decided, expired or cancelled).",
@@ -508,66 +513,35 @@ static bool date_ok(const char *s)
     return true;
 }
 
-/* The audit page's chain verdict. A full walk costs ~26 s per million records and holds a
- * pooled connection, so page loads share one: at most one walk runs at a time, server-wide,
- * and a verdict younger than VERDICT_TTL_MS is reused (the page says how old it is). A
- * tampered record shows up at the first page load after the next walk, within a minute;
- * `toolcage audit verify` and GET /v1/audit/verify always walk. */
+/* The audit page's chain verdict, from the server's verifier (server/verifier.h): the walk
+ * runs on its thread, one at a time server-wide, and page loads share it. A verdict younger
+ * than VERDICT_TTL_MS is shown as is (the page says how old it is); an older one is shown
+ * while a new walk starts in the background; with none at all yet, the request waits
+ * (suspended) for the first walk. A tampered record shows up at the first page load after
+ * the next walk, within a minute; GET /v1/audit/verify (by default) and
+ * `toolcage audit verify` wait for a walk that started after they asked. */
 #define VERDICT_TTL_MS 60000
 
-static pthread_mutex_t verdict_mu = PTHREAD_MUTEX_INITIALIZER;  /* the cache */
-static pthread_mutex_t verdict_run = PTHREAD_MUTEX_INITIALIZER; /* one walk at a time */
-static struct {
-    bool have;
-    int64_t at_ms;
-    struct tc_audit_verdict v;
-} verdict_cache;
-
-static bool cached_verdict(struct tc_audit_verdict *out, int64_t *ret_at, bool fresh_only)
+/* 1 with the verdict and when its walk started (tc_now_ms clock); 0 when the request was
+ * suspended to wait for the first walk (return MHD_YES); -EIO when there is none. */
+static int chain_verdict(struct tc_request *r, struct tc_audit_verdict *out, int64_t *ret_at)
 {
-    pthread_mutex_lock(&verdict_mu);
-    bool ok = verdict_cache.have &&
-              (!fresh_only || tc_now_ms() - verdict_cache.at_ms < VERDICT_TTL_MS);
-    if (ok) {
-        *out = verdict_cache.v;
-        *ret_at = verdict_cache.at_ms;
+    struct tc_verifier *vf = r->srv->verifier;
+    if (tc_verifier_cached(vf, tc_now_ms() - VERDICT_TTL_MS, out, ret_at, NULL, NULL))
+        return 1;
+    if (tc_verifier_cached(vf, INT64_MIN, out, ret_at, NULL, NULL)) {
+        tc_verifier_kick(vf); /* stale: show it, and refresh for the next page load */
+        return 1;
     }
-    pthread_mutex_unlock(&verdict_mu);
-    return ok;
-}
-
-/* 0 with the verdict and when it was made (tc_now_ms clock), or -EIO. */
-static int chain_verdict(struct tc_server *srv, struct tc_audit_verdict *out, int64_t *ret_at)
-{
-    if (cached_verdict(out, ret_at, true))
-        return 0;
-    if (pthread_mutex_trylock(&verdict_run) != 0) {
-        if (cached_verdict(out, ret_at, false))
-            return 0; /* a walk is running: the previous verdict, with its age */
-        pthread_mutex_lock(&verdict_run); /* the first walk: wait for it */
-        pthread_mutex_unlock(&verdict_run);
-        return cached_verdict(out, ret_at, false) ? 0 : -EIO;
-    }
-    int rc = -EIO;
-    if (!cached_verdict(out, ret_at, true)) { /* another walk may have just finished */
-        PGconn *c = tc_db_acquire(srv->db, 5000);
-        struct tc_audit_verdict v;
-        if (c && tc_audit_verify_db(c, &v) == 0) {
-            pthread_mutex_lock(&verdict_mu);
-            verdict_cache.have = true;
-            verdict_cache.at_ms = tc_now_ms();
-            verdict_cache.v = v;
-            pthread_mutex_unlock(&verdict_mu);
-            *out = v;
-            *ret_at = verdict_cache.at_ms;
-            rc = 0;
-        }
-        tc_db_release(srv->db, c);
-    } else {
-        rc = 0;
-    }
-    pthread_mutex_unlock(&verdict_run);
-    return rc;
+    struct tc_console_ctx *cx = tc_console_ctx(r);
+    if (cx->waited || !tc_server_begin(r->srv)) /* waited already, or stopping */
+        return -EIO;
+    tc_request_suspend(r, tc_console_audit); /* runs the page again after the walk */
+    cx->waited = true;
+    if (tc_verifier_wait(vf, r) < 0)
+        tc_request_resume(r);
+    tc_server_end(r->srv);
+    return 0;
 }
 
 enum MHD_Result tc_console_audit(struct tc_request *r)
@@ -646,12 +620,18 @@ enum MHD_Result tc_console_audit(struct tc_request *r)
                               " record->>'approval_id', encode(hash, 'hex')"
                               " FROM audit_log WHERE %s ORDER BY seq DESC LIMIT 101",
                         f.where.data);
+    struct tc_audit_verdict v;
+    int64_t verified_at = 0;
+    int vr = rc == 0 ? chain_verdict(r, &v, &verified_at) : -EIO;
+    if (vr == 0) { /* waiting for the first walk; the page is built when it has finished */
+        tc_buf_free(&sql);
+        tc_buf_free(&f.where);
+        json_decref(form);
+        return MHD_YES;
+    }
     PGconn *c = rc == 0 ? tc_db_acquire(r->srv->db, 5000) : NULL;
     PGresult *res = c ? tc_db_exec(c, sql.data, f.n, f.params) : NULL;
     tc_db_release(r->srv->db, c);
-    struct tc_audit_verdict v;
-    int64_t verified_at = 0;
-    int vr = res ? chain_verdict(r->srv, &v, &verified_at) : -EIO;
     tc_buf_free(&sql);
     tc_buf_free(&f.where);
     if (!res) {
@@ -670,7 +650,7 @@ enum MHD_Result tc_console_audit(struct tc_request *r)
             str_or_null(res, i, 9), "hash", PQgetvalue(res, i, 10)));
     json_t *next = n > 100 ? json_string(PQgetvalue(res, 99, 0)) : json_null();
     PQclear(res);
-    json_t *verdict = vr == 0 ? tc_audit_verdict_json(&v) : json_null();
+    json_t *verdict = vr == 1 ? tc_audit_verdict_json(&v) : json_null();
     if (json_is_object(verdict)) {
         json_object_set_new(verdict, "checked_text", json_integer(v.checked));
         json_object_set_new(verdict, "age_s", json_integer((tc_now_ms() - verified_at) / 1000));

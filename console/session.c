@@ -50,7 +50,7 @@ int tc_console_settings_load(struct tc_console_settings *ret, const char **ret_e
             *ret_error = "TOOLCAGE_COOKIE_SECURE";
         return -EINVAL;
     }
-    s.cookie_secure = sec && strcmp(sec, "1") == 0;
+    s.cookie_secure = !sec || !*sec ? -1 : strcmp(sec, "1") == 0;
     *ret = s;
     return 0;
 }
@@ -62,9 +62,10 @@ static void settings_init(void)
 {
     if (tc_console_settings_load(&g_settings, NULL) < 0) {
         /* A bad value falls back to the defaults (docs/console.md). */
-        g_settings = (struct tc_console_settings){900, 28800, false, 5, 20, 900};
+        g_settings = (struct tc_console_settings){900, 28800, -1, 5, 20, 900};
         const char *sec = getenv("TOOLCAGE_COOKIE_SECURE");
-        g_settings.cookie_secure = sec && *sec && strcmp(sec, "0") != 0; /* "1" or invalid */
+        if (sec && *sec) /* "1" or invalid: Secure */
+            g_settings.cookie_secure = strcmp(sec, "0") != 0;
     }
 }
 
@@ -95,8 +96,8 @@ static int audit_signin(PGconn *c, const struct tc_keys *keys, const char *actio
                         const char *name, const char *role, const char *source, const char *reason);
 
 int tc_console_user_add(PGconn *c, const struct tc_keys *keys, const char *tenant,
-                        const char *name, const char *role, const char *password,
-                        char **ret_error)
+                        const char *name, const char *role, const char *person,
+                        const char *password, char **ret_error)
 {
     if (!tc_console_name_ok(name)) {
         *ret_error = strdup("the name must be 1 to 64 characters: letters, digits and . _ @ -"
@@ -150,11 +151,29 @@ int tc_console_user_add(PGconn *c, const struct tc_keys *keys, const char *tenan
         *ret_error = strdup("a console user with this name exists");
         return -EEXIST;
     }
+    /* Every console user is a person: the one named by --person, else one of its own name. */
+    char person_id[37];
+    const char *pname = person ? person : name;
+    int rc = tc_auth_person(c, tid, pname, person_id);
+    if (rc == 0) {
+        const char *pp[] = {user_id, person_id};
+        r = tc_db_exec(c, "UPDATE console_users SET person_id = $2 WHERE id = $1", 2, pp);
+        rc = r ? 0 : -EIO;
+        PQclear(r);
+    }
+    if (rc < 0) {
+        *ret_error = strdup(rc == -EINVAL ? "the person's name must be 1 to 64 characters: "
+                                            "letters, digits and . _ @ -"
+                                          : PQerrorMessage(c));
+        tc_db_command(c, "ROLLBACK");
+        return rc;
+    }
     /* the new user is the record's subject; the actor is the operator at the command line */
-    json_t *ev = json_pack("{s:s, s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s}}", "action",
-                           "user.create", "status", "ok", "tenant_id", tid, "actor", "type", "cli",
-                           "id", "users add", "user", "id", user_id, "name", name, "role", role);
-    int rc = ev && tc_audit_append_tx(c, keys, ev, NULL) == 0 && tc_db_command(c, "COMMIT") ? 0 : -EIO;
+    json_t *ev = json_pack("{s:s, s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s, s:{s:s, s:s}}}",
+                           "action", "user.create", "status", "ok", "tenant_id", tid, "actor",
+                           "type", "cli", "id", "users add", "user", "id", user_id, "name", name,
+                           "role", role, "person", "id", person_id, "name", pname);
+    rc = ev && tc_audit_append_tx(c, keys, ev, NULL) == 0 && tc_db_command(c, "COMMIT") ? 0 : -EIO;
     json_decref(ev);
     if (rc < 0) {
         *ret_error = strdup(PQerrorMessage(c));
@@ -240,17 +259,36 @@ int tc_session_signin(PGconn *c, const struct tc_keys *keys, const char *name,
     snprintf(window, sizeof(window), "%" PRId64, cfg->window_seconds);
     snprintf(maxf, sizeof(maxf), "%" PRId64, cfg->max_failures);
     snprintf(maxs, sizeof(maxs), "%" PRId64, cfg->max_source_failures);
+    /* Check and count in one step: under a lock on the name and one on the source (always in
+     * that order), an attempt is let through only together with its row, inserted as a
+     * failure before the password is even looked at (and turned into a success below). So
+     * however many arrive at once, at most max_failures of them per name are evaluated. */
     const char *pt[] = {lname, source, window, maxf, maxs};
-    PGresult *r = tc_db_exec(c,
-        "SELECT (SELECT count(*) FROM console_signin_attempts WHERE name = $1 AND NOT ok"
+    if (!tc_db_command(c, "BEGIN"))
+        return -EIO;
+    PGresult *r = tc_db_exec(c, "SELECT pg_advisory_xact_lock(7716, hashtext($1)),"
+                                " pg_advisory_xact_lock(7717, hashtext($2))", 2, pt);
+    PQclear(r);
+    /* a statement of its own: its snapshot sees what the lock holders before us committed */
+    r = r ? tc_db_exec(c,
+        "INSERT INTO console_signin_attempts (name, source, ok) SELECT $1, $2, false"
+        " WHERE NOT ((SELECT count(*) FROM console_signin_attempts WHERE name = $1 AND NOT ok"
         "   AND created_at > now() - make_interval(secs => $3::int)"
         "   AND created_at > coalesce((SELECT max(created_at) FROM console_signin_attempts"
         "                              WHERE name = $1 AND ok), '-infinity')) >= $4::int"
         " OR (SELECT count(*) FROM console_signin_attempts WHERE source = $2 AND NOT ok"
-        "   AND created_at > now() - make_interval(secs => $3::int)) >= $5::int", 5, pt);
-    if (!r)
+        "   AND created_at > now() - make_interval(secs => $3::int)) >= $5::int)"
+        " RETURNING id", 5, pt)
+          : NULL;
+    if (!r || !tc_db_command(c, "COMMIT")) {
+        PQclear(r);
+        tc_db_command(c, "ROLLBACK");
         return -EIO;
-    bool throttled = strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+    }
+    bool throttled = PQntuples(r) != 1;
+    char attempt[24] = "";
+    if (!throttled)
+        snprintf(attempt, sizeof(attempt), "%s", PQgetvalue(r, 0, 0));
     PQclear(r);
 
     struct tc_console_user u = {0};
@@ -290,10 +328,10 @@ int tc_session_signin(PGconn *c, const struct tc_keys *keys, const char *name,
     if (!tc_db_command(c, "BEGIN"))
         return -EIO;
     int rc = 0;
-    if (!throttled) {
-        const char *pa[] = {lname, source, ok ? "t" : "f"};
-        PGresult *ra = tc_db_exec(c, "INSERT INTO console_signin_attempts (name, source, ok)"
-                                     " VALUES ($1, $2, $3::boolean)", 3, pa);
+    if (ok) { /* the attempt was recorded as a failure when it was let through */
+        const char *pa[] = {attempt};
+        PGresult *ra = tc_db_exec(c, "UPDATE console_signin_attempts SET ok = true"
+                                     " WHERE id = $1::bigint", 1, pa);
         if (!ra)
             rc = -EIO;
         PQclear(ra);
@@ -353,7 +391,8 @@ int tc_session_get(PGconn *c, const char *token, struct tc_console_user *ret_use
         " FROM console_users u JOIN tenants t ON t.id = u.tenant_id"
         " WHERE s.token_hash = $1::bytea AND u.id = s.user_id AND u.disabled_at IS NULL"
         " AND s.expires_at > now() AND s.last_seen_at > now() - make_interval(secs => $2::int)"
-        " RETURNING u.id, u.name, u.role, u.tenant_id, t.name, s.csrf_token", 2, p);
+        " RETURNING u.id, u.name, u.role, u.tenant_id, t.name, s.csrf_token,"
+        " coalesce(u.person_id::text, '')", 2, p);
     if (!r)
         return -EIO;
     if (PQntuples(r) != 1) {
@@ -369,6 +408,7 @@ int tc_session_get(PGconn *c, const char *token, struct tc_console_user *ret_use
     snprintf(u.tenant_id, sizeof(u.tenant_id), "%s", PQgetvalue(r, 0, 3));
     snprintf(u.tenant_name, sizeof(u.tenant_name), "%s", PQgetvalue(r, 0, 4));
     snprintf(u.csrf, sizeof(u.csrf), "%s", PQgetvalue(r, 0, 5));
+    snprintf(u.person_id, sizeof(u.person_id), "%s", PQgetvalue(r, 0, 6));
     PQclear(r);
     if (role < 0 || role == TC_ROLE_AGENT)
         return -EACCES;

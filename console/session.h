@@ -24,7 +24,8 @@ struct tc_keys;
 struct tc_console_settings {
     int64_t idle_seconds;        /* TOOLCAGE_SESSION_IDLE_SECONDS, default 900 */
     int64_t absolute_seconds;    /* TOOLCAGE_SESSION_MAX_SECONDS, default 28800 */
-    bool cookie_secure;          /* TOOLCAGE_COOKIE_SECURE, default 0 */
+    int cookie_secure;           /* TOOLCAGE_COOKIE_SECURE 1 or 0; unset: -1, Secure unless the
+                                    server listens on a loopback address */
     int64_t max_failures;        /* TOOLCAGE_SIGNIN_MAX_FAILURES per name, default 5 */
     int64_t max_source_failures; /* TOOLCAGE_SIGNIN_MAX_SOURCE_FAILURES, default 20 */
     int64_t window_seconds;      /* TOOLCAGE_SIGNIN_WINDOW_SECONDS, default 900 */
@@ -39,16 +40,19 @@ struct tc_console_user {
     enum tc_role role;
     char tenant_id[37];
     char tenant_name[65];
+    char person_id[37];                  /* "" only for users made before persons existed */
     char csrf[TC_CONSOLE_TOKEN_LEN + 1]; /* of the session it was found by */
 };
 
 bool tc_console_name_ok(const char *name);
 
-/* Create a user (and the tenant if needed). -EEXIST name taken, -EINVAL bad name, role or
- * password (*ret_error says which, caller frees), -EIO database. */
+/* Create a user (and the tenant if needed), bound to the person `person` of the tenant (NULL:
+ * the person of the user's own name), created if needed; keys bound to the same person
+ * count as the same approver. -EEXIST name taken, -EINVAL bad name, role, person or password
+ * (*ret_error says which, caller frees), -EIO database. */
 int tc_console_user_add(PGconn *c, const struct tc_keys *keys, const char *tenant,
-                        const char *name, const char *role, const char *password,
-                        char **ret_error);
+                        const char *name, const char *role, const char *person,
+                        const char *password, char **ret_error);
 
 enum tc_signin_result { TC_SIGNIN_OK, TC_SIGNIN_BAD, TC_SIGNIN_THROTTLED };
 

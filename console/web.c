@@ -36,9 +36,31 @@ void tc_console_headers(struct MHD_Response *resp)
     MHD_add_response_header(resp, "Permissions-Policy", "camera=(), microphone=(), geolocation=()");
 }
 
-void tc_console_cookie(char *out, size_t size, const char *name, const char *value)
+/* Browsers keep Secure cookies off plain http, except to loopback addresses, which they treat
+ * as secure origins: a server on loopback (a developer's, the browser tests') works over
+ * plain HTTP; any other listener is meant to be reached through TLS. */
+static bool listens_on_loopback(const char *host)
 {
-    bool secure = tc_console_settings()->cookie_secure;
+    unsigned char a[16];
+    if (!host)
+        return false;
+    if (strcasecmp(host, "localhost") == 0)
+        return true;
+    if (inet_pton(AF_INET, host, a) == 1)
+        return a[0] == 127;
+    if (inet_pton(AF_INET6, host, a) == 1) {
+        static const unsigned char one[16] = {[15] = 1};
+        static const unsigned char v4mapped[12] = {[10] = 0xff, [11] = 0xff};
+        return memcmp(a, one, 16) == 0 || (memcmp(a, v4mapped, 12) == 0 && a[12] == 127);
+    }
+    return false;
+}
+
+void tc_console_cookie(struct tc_request *r, char *out, size_t size, const char *name,
+                       const char *value)
+{
+    int mode = tc_console_settings()->cookie_secure;
+    bool secure = mode > 0 || (mode < 0 && !listens_on_loopback(r->srv->cfg->listen_host));
     if (value)
         snprintf(out, size, "%s=%s; Path=/console; HttpOnly; SameSite=Strict%s", name, value,
                  secure ? "; Secure" : "");
@@ -392,7 +414,7 @@ enum MHD_Result tc_console_dispatch(struct tc_request *r, const struct tc_route 
         return tc_console_message(r, 503, "Unavailable", "The database is not reachable.");
     if (rc < 0) {
         char clear[160];
-        tc_console_cookie(clear, sizeof(clear), SESSION_COOKIE, NULL);
+        tc_console_cookie(r, clear, sizeof(clear), SESSION_COOKIE, NULL);
         return tc_console_redirect(r, token ? "/console/signin?expired=1" : "/console/signin",
                                    token ? clear : NULL, NULL);
     }
@@ -401,6 +423,7 @@ enum MHD_Result tc_console_dispatch(struct tc_request *r, const struct tc_route 
              cx->user.tenant_name);
     r->principal.role = cx->user.role;
     r->principal.key_id[0] = '\0';
+    snprintf(r->principal.person_id, sizeof(r->principal.person_id), "%s", cx->user.person_id);
     if (!(rt->roles & cx->user.role))
         return tc_console_message(r, 403, "Forbidden",
                                   "Your role may not open this page or do this.");
@@ -430,7 +453,7 @@ static enum MHD_Result signin_page(struct tc_request *r, unsigned status, const 
     sodium_bin2base64(token, sizeof(token), rnd, sizeof(rnd),
                       sodium_base64_VARIANT_URLSAFE_NO_PADDING);
     char set[200];
-    tc_console_cookie(set, sizeof(set), PRESIGNIN_COOKIE, token);
+    tc_console_cookie(r, set, sizeof(set), PRESIGNIN_COOKIE, token);
     json_t *data = json_pack("{s:s, s:s, s:s*, s:s, s:b}", "title", "Sign in", "signin_csrf",
                              token, "error", error,
                              "name", name ? name : "", "expired",
@@ -513,8 +536,8 @@ enum MHD_Result tc_console_signin(struct tc_request *r)
     tc_log(TC_LOG_INFO, "console sign-in", "{s:s, s:s, s:s}", "request_id", r->request_id,
            "user", u.name, "role", tc_role_name(u.role));
     char set[200], clear[160];
-    tc_console_cookie(set, sizeof(set), SESSION_COOKIE, token);
-    tc_console_cookie(clear, sizeof(clear), PRESIGNIN_COOKIE, NULL);
+    tc_console_cookie(r, set, sizeof(set), SESSION_COOKIE, token);
+    tc_console_cookie(r, clear, sizeof(clear), PRESIGNIN_COOKIE, NULL);
     sodium_memzero(token, sizeof(token));
     enum MHD_Result ret = tc_console_redirect(r, tc_console_home_of(u.role), set, clear);
     sodium_memzero(set, sizeof(set));
@@ -532,6 +555,6 @@ enum MHD_Result tc_console_signout(struct tc_request *r)
     if (rc < 0)
         return tc_console_message(r, 503, "Unavailable", "Signing out failed (database).");
     char clear[160];
-    tc_console_cookie(clear, sizeof(clear), SESSION_COOKIE, NULL);
+    tc_console_cookie(r, clear, sizeof(clear), SESSION_COOKIE, NULL);
     return tc_console_redirect(r, "/console/signin", clear, NULL);
 }

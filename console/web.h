@@ -10,6 +10,7 @@ struct tc_console_ctx {
     struct tc_console_user user; /* empty name when nobody is signed in (public routes) */
     json_t *form;                /* POST fields (object of strings), NULL for GET */
     char source[64];             /* client address */
+    bool waited;                 /* the handler already waited (suspended) once */
 };
 
 static inline struct tc_console_ctx *tc_console_ctx(struct tc_request *r)
@@ -34,7 +35,8 @@ enum MHD_Result tc_console_redirect(struct tc_request *r, const char *location,
 void tc_console_headers(struct MHD_Response *resp);
 
 /* "Set-Cookie" value for the session cookie (value NULL clears it). */
-void tc_console_cookie(char *out, size_t size, const char *name, const char *value);
+void tc_console_cookie(struct tc_request *r, char *out, size_t size, const char *name,
+                       const char *value);
 /* The home page of a role. */
 const char *tc_console_home_of(enum tc_role role);
 /* "3 min", "2 h 5 min", "expired" */

@@ -55,6 +55,39 @@ struct tc_launcher {
     json_t *host_info;
 };
 
+extern char **environ;
+
+/* The launcher (root, and parent of the egress proxy) needs nothing of the server's database
+ * or key configuration: credentials never reach it. Variables dropped by name or prefix. */
+static bool launcher_env_ok(const char *kv)
+{
+    static const char *const drop[] = {"TOOLCAGE_DATABASE_URL=", "TOOLCAGE_MIGRATE_DATABASE_URL=",
+                                       "TOOLCAGE_MASTER_KEY_FILE=",
+                                       "TOOLCAGE_PREVIOUS_MASTER_KEY_FILES=", "PG", "DATABASE_URL="};
+    for (size_t i = 0; i < TC_ARRAY_SIZE(drop); i++)
+        if (strncmp(kv, drop[i], strlen(drop[i])) == 0)
+            return false;
+    return true;
+}
+
+/* A copy of the environment without what launcher_env_ok() refuses (the strings are shared
+ * with environ; free only the array). NULL on ENOMEM. */
+static char **launcher_env(void)
+{
+    size_t n = 0;
+    while (environ && environ[n])
+        n++;
+    char **env = calloc(n + 1, sizeof(*env));
+    if (!env)
+        return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (launcher_env_ok(environ[i]))
+            env[k++] = environ[i];
+    env[k] = NULL;
+    return env;
+}
+
 static int spawn_launcher(struct tc_launcher *l, int *ret_sock, pid_t *ret_pid)
 {
     int sv[2];
@@ -65,13 +98,20 @@ static int spawn_launcher(struct tc_launcher *l, int *ret_sock, pid_t *ret_pid)
 
     snprintf(maxarg, sizeof(maxarg), "%u", l->max);
     snprintf(ppidarg, sizeof(ppidarg), "%ld", (long)getpid());
-    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
-        return -errno;
+    char **envp = launcher_env(); /* built before fork: the child only calls async-signal-safe code */
+    if (!envp)
+        return -ENOMEM;
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+        int r = -errno;
+        free(envp);
+        return r;
+    }
     pid = fork();
     if (pid < 0) {
         int r = -errno;
         close(sv[0]);
         close(sv[1]);
+        free(envp);
         return r;
     }
     if (pid == 0) {
@@ -90,9 +130,10 @@ static int spawn_launcher(struct tc_launcher *l, int *ret_sock, pid_t *ret_pid)
         syscall(SYS_close_range, 4U, ~0U, 0U);
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
-        execv(l->exe, argv);
+        execve(l->exe, argv, envp);
         _exit(127);
     }
+    free(envp);
     close(sv[1]);
     *ret_sock = sv[0];
     *ret_pid = pid;

@@ -13,11 +13,11 @@
 #define KEY_PREFIX "tc_"
 #define KEY_RANDOM_BYTES 32
 
-static const char *const role_names[] = {"agent", "reviewer", "auditor", "admin"};
+static const char *const role_names[] = {"agent", "reviewer", "auditor", "admin", "operator"};
 
 int tc_role_parse(const char *s)
 {
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < (int)TC_ARRAY_SIZE(role_names); i++)
         if (strcmp(s, role_names[i]) == 0)
             return 1 << i;
     return -EINVAL;
@@ -25,7 +25,7 @@ int tc_role_parse(const char *s)
 
 const char *tc_role_name(enum tc_role r)
 {
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < (int)TC_ARRAY_SIZE(role_names); i++)
         if ((int)r == (1 << i))
             return role_names[i];
     return "unknown";
@@ -54,11 +54,63 @@ static bool key_well_formed(const char *key)
     return true;
 }
 
-int tc_auth_create_key(PGconn *c, const struct tc_keys *keys, const char *tenant, const char *role,
-                       char **ret_key, char **ret_error)
+static bool person_name_ok(const char *name)
 {
-    if (tc_role_parse(role) < 0) {
-        *ret_error = strdup("role must be agent, reviewer, auditor or admin");
+    size_t n = strlen(name);
+    if (n == 0 || n > 64)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        bool alnum = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+        if (!alnum && (i == 0 || !(c == '.' || c == '_' || c == '@' || c == '-')))
+            return false;
+    }
+    return true;
+}
+
+int tc_auth_person(PGconn *c, const char *tenant_id, const char *name, char ret_id[37])
+{
+    if (!person_name_ok(name))
+        return -EINVAL;
+    char id[37];
+    tc_uuid7(id);
+    const char *p[] = {id, tenant_id, name};
+    PGresult *r = tc_db_exec(c, "INSERT INTO persons (id, tenant_id, name) VALUES ($1, $2, $3)"
+                                " ON CONFLICT (tenant_id, name) DO NOTHING", 3, p);
+    if (!r)
+        return -EIO;
+    PQclear(r);
+    r = tc_db_exec(c, "SELECT id FROM persons WHERE tenant_id = $1 AND name = $2", 2, p + 1);
+    if (!r || PQntuples(r) != 1) {
+        PQclear(r);
+        return -EIO;
+    }
+    snprintf(ret_id, 37, "%s", PQgetvalue(r, 0, 0));
+    PQclear(r);
+    return 0;
+}
+
+int tc_auth_create_key(PGconn *c, const struct tc_keys *keys, const char *tenant, const char *role,
+                       const char *person, char **ret_key, char **ret_error)
+{
+    int role_bit = tc_role_parse(role);
+    if (role_bit < 0) {
+        *ret_error = strdup("role must be agent, reviewer, auditor, admin or operator");
+        return -EINVAL;
+    }
+    bool operator = role_bit == TC_ROLE_OPERATOR;
+    if (operator && (tenant || person)) {
+        *ret_error = strdup("an operator key belongs to no tenant and no person: give neither"
+                            " --tenant nor --person");
+        return -EINVAL;
+    }
+    if (!operator && !tenant) {
+        *ret_error = strdup("--tenant is required (except for --role operator)");
+        return -EINVAL;
+    }
+    if (person && !person_name_ok(person)) {
+        *ret_error = strdup("--person must be 1 to 64 letters, digits and . _ @ - (starting "
+                            "with a letter or digit)");
         return -EINVAL;
     }
     unsigned char rnd[KEY_RANDOM_BYTES];
@@ -69,33 +121,49 @@ int tc_auth_create_key(PGconn *c, const struct tc_keys *keys, const char *tenant
                       sodium_base64_VARIANT_URLSAFE_NO_PADDING);
     sodium_memzero(rnd, sizeof(rnd));
 
-    char tenant_id[37], key_id[37], hash[2 * 32 + 3], prefix[16];
+    char tenant_id[37], key_id[37], hash[2 * 32 + 3], prefix[16], person_id[37] = "";
     tc_uuid7(tenant_id);
     tc_uuid7(key_id);
     key_hash_hex(key, hash);
     snprintf(prefix, sizeof(prefix), "%.11s", key);
 
     /* Upsert the tenant and insert the key, and the audit record, in one transaction. */
-    const char *p[] = {tenant_id, tenant, key_id, role, hash, prefix};
+    const char *p[] = {tenant_id, tenant ? tenant : "", key_id, role, hash, prefix};
     if (!tc_db_command(c, "BEGIN")) {
         *ret_error = strdup(PQerrorMessage(c));
         sodium_memzero(key, sizeof(key));
         return -EIO;
     }
-    PGresult *r = tc_db_exec(c,
+    PGresult *r = operator
+        ? tc_db_exec(c, "INSERT INTO api_keys (id, tenant_id, role, key_hash, prefix)"
+                        " VALUES ($1, NULL, $2, $3::bytea, $4) RETURNING ''", 4, p + 2)
+        : tc_db_exec(c,
         "WITH ins AS (INSERT INTO tenants (id, name) VALUES ($1, $2)"
         "             ON CONFLICT (name) DO NOTHING RETURNING id),"
         " t AS (SELECT id FROM ins UNION ALL SELECT id FROM tenants WHERE name = $2)"
         " INSERT INTO api_keys (id, tenant_id, role, key_hash, prefix)"
         " SELECT $3, t.id, $4, $5::bytea, $6 FROM t LIMIT 1 RETURNING tenant_id", 6, p);
     json_t *ev = r && PQntuples(r) == 1
-                     ? json_pack("{s:s, s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s}}", "action",
-                                 "key.create", "status", "ok", "tenant_id", PQgetvalue(r, 0, 0),
-                                 "actor", "type", "cli", "id", "keys create", "key", "id", key_id,
-                                 "role", role, "prefix", prefix)
+                     ? json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s}}", "action",
+                                 "key.create", "status", "ok", "actor", "type", "cli", "id",
+                                 "keys create", "key", "id", key_id, "role", role, "prefix", prefix)
                      : NULL;
+    if (ev && !operator) /* an operator key's record has no tenant: operators see it */
+        json_object_set_new(ev, "tenant_id", json_string(PQgetvalue(r, 0, 0)));
+    int rc = ev ? 0 : -EIO;
+    if (rc == 0 && person) {
+        rc = tc_auth_person(c, PQgetvalue(r, 0, 0), person, person_id);
+        const char *pp[] = {key_id, person_id};
+        PGresult *u = rc == 0 ? tc_db_exec(c, "UPDATE api_keys SET person_id = $2 WHERE id = $1",
+                                           2, pp)
+                              : NULL;
+        rc = u ? 0 : -EIO;
+        PQclear(u);
+        json_object_set_new(json_object_get(ev, "key"), "person",
+                            json_pack("{s:s, s:s}", "id", person_id, "name", person));
+    }
     PQclear(r);
-    int rc = ev && tc_audit_append_tx(c, keys, ev, NULL) == 0 && tc_db_command(c, "COMMIT") ? 0 : -EIO;
+    rc = rc == 0 && tc_audit_append_tx(c, keys, ev, NULL) == 0 && tc_db_command(c, "COMMIT") ? 0 : -EIO;
     json_decref(ev);
     if (rc < 0) {
         *ret_error = strdup(PQerrorMessage(c));
@@ -116,7 +184,9 @@ int tc_auth_lookup(PGconn *c, const char *key, struct tc_principal *ret)
     key_hash_hex(key, hash);
     const char *p[] = {hash};
     PGresult *r = tc_db_exec(c,
-        "SELECT k.id, k.tenant_id, t.name, k.role FROM api_keys k JOIN tenants t ON t.id = k.tenant_id"
+        "SELECT k.id, coalesce(k.tenant_id::text, ''), coalesce(t.name, ''), k.role,"
+        " coalesce(k.person_id::text, '')"
+        " FROM api_keys k LEFT JOIN tenants t ON t.id = k.tenant_id"
         " WHERE k.key_hash = $1::bytea AND k.revoked_at IS NULL", 1, p);
     if (!r)
         return -EIO;
@@ -128,9 +198,11 @@ int tc_auth_lookup(PGconn *c, const char *key, struct tc_principal *ret)
     snprintf(pr.key_id, sizeof(pr.key_id), "%s", PQgetvalue(r, 0, 0));
     snprintf(pr.tenant_id, sizeof(pr.tenant_id), "%s", PQgetvalue(r, 0, 1));
     snprintf(pr.tenant_name, sizeof(pr.tenant_name), "%s", PQgetvalue(r, 0, 2));
+    snprintf(pr.person_id, sizeof(pr.person_id), "%s", PQgetvalue(r, 0, 4));
     int role = tc_role_parse(PQgetvalue(r, 0, 3));
     PQclear(r);
-    if (role < 0)
+    /* A tenant role always has a tenant, an operator never (the schema says so too). */
+    if (role < 0 || (role == TC_ROLE_OPERATOR) != (pr.tenant_id[0] == '\0'))
         return -EACCES;
     pr.role = (enum tc_role)role;
     *ret = pr;

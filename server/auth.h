@@ -3,13 +3,24 @@
 #include <libpq-fe.h>
 #include <stdbool.h>
 
-enum tc_role { TC_ROLE_AGENT = 1, TC_ROLE_REVIEWER = 2, TC_ROLE_AUDITOR = 4, TC_ROLE_ADMIN = 8 };
+/* The tenant roles act inside their tenant only. An operator key belongs to no tenant and
+ * does what concerns the whole service (every tenant's audit trail, policy reload); only the
+ * CLI creates one. */
+enum tc_role {
+    TC_ROLE_AGENT = 1,
+    TC_ROLE_REVIEWER = 2,
+    TC_ROLE_AUDITOR = 4,
+    TC_ROLE_ADMIN = 8,
+    TC_ROLE_OPERATOR = 16
+};
+/* Every tenant role (not the operator, whose principal has no tenant). */
 #define TC_ROLE_ANY (TC_ROLE_AGENT | TC_ROLE_REVIEWER | TC_ROLE_AUDITOR | TC_ROLE_ADMIN)
 
 struct tc_principal {
-    char tenant_id[37];
-    char tenant_name[65];
+    char tenant_id[37];   /* "" for an operator */
+    char tenant_name[65]; /* "" for an operator */
     char key_id[37];
+    char person_id[37];   /* the person the key or console user is bound to, or "" */
     enum tc_role role;
 };
 
@@ -19,8 +30,13 @@ const char *tc_role_name(enum tc_role r);
 struct tc_keys;
 
 /* Creates the tenant if needed and a new key for it, with a `key.create` audit record, in one
- * transaction; *ret_key is the only copy of the key. */
+ * transaction; *ret_key is the only copy of the key. role "operator": tenant and person must
+ * be NULL. person (NULL for none): the key is bound to this person of the tenant (created if
+ * needed). -EINVAL (bad arguments, *ret_error says why) or -EIO. */
 int tc_auth_create_key(PGconn *c, const struct tc_keys *keys, const char *tenant, const char *role,
-                       char **ret_key, char **ret_error);
+                       const char *person, char **ret_key, char **ret_error);
+/* The id of the person `name` of tenant_id, created if needed, inside the caller's
+ * transaction (*ret_id 37 bytes). -EINVAL bad name, -EIO. */
+int tc_auth_person(PGconn *c, const char *tenant_id, const char *name, char ret_id[37]);
 /* 0 and *ret filled when the key is valid and not revoked; -EACCES otherwise; -EIO on db error. */
 int tc_auth_lookup(PGconn *c, const char *key, struct tc_principal *ret);

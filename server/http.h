@@ -15,6 +15,7 @@ struct tc_db;
 struct tc_launcher;
 struct tc_policy;
 struct tc_keys;
+struct tc_verifier;
 
 struct tc_server {
     const struct tc_config *cfg;
@@ -30,6 +31,7 @@ struct tc_server {
     bool stopping;
     _Atomic int suspended; /* connections suspended now (drained before the daemon stops) */
     struct tc_policy *policy; /* swap under policy_lock; readers take a reference */
+    struct tc_verifier *verifier; /* audit chain walks (server/verifier.h) */
 };
 
 struct tc_request;

@@ -26,6 +26,7 @@
 #include "server/log.h"
 #include "server/migrate.h"
 #include "server/reload.h"
+#include "server/verifier.h"
 #include "server/waiters.h"
 #include "server/webhook.h"
 #include "server/worker.h"
@@ -104,6 +105,42 @@ static int run_migrations(const struct tc_config *cfg)
 
 /* ---- serve ---- */
 
+/* The runtime role must not be able to rewrite the audit trail: it may not own the audit
+ * tables (an owner can disable their triggers and ALTER them), be a member of their owner,
+ * or be a superuser. 0 when it cannot; -EPERM (with a message) when it can; -EIO. */
+static int check_runtime_role(struct tc_db *db)
+{
+    PGconn *c = tc_db_acquire(db, 5000);
+    PGresult *r = c ? tc_db_exec(c,
+        "SELECT current_user, (SELECT rolsuper FROM pg_roles WHERE rolname = current_user),"
+        " coalesce((SELECT string_agg(c.relname, ', ' ORDER BY c.relname) FROM pg_class c"
+        "  WHERE c.relname IN ('audit_log', 'audit_checkpoints', 'audit_head', 'audit_chain')"
+        "  AND c.relnamespace = 'public'::regnamespace"
+        "  AND pg_has_role(current_user, c.relowner, 'MEMBER')), '')", 0, NULL)
+                        : NULL;
+    tc_db_release(db, c);
+    if (!r || PQntuples(r) != 1) {
+        PQclear(r);
+        tc_log(TC_LOG_ERROR, "cannot check the runtime role's privileges", NULL);
+        return -EIO;
+    }
+    bool super = strcmp(PQgetvalue(r, 0, 1), "t") == 0;
+    const char *owned = PQgetvalue(r, 0, 2);
+    int rc = 0;
+    if (super || *owned) {
+        fprintf(stderr,
+                "toolcage: the runtime role '%s' (TOOLCAGE_DATABASE_URL) %s%s, so it could rewrite "
+                "the audit trail. Run with two roles: an owner that migrates "
+                "(TOOLCAGE_MIGRATE_DATABASE_URL) and a runtime role that owns nothing (see "
+                "docs/audit.md, \"Database roles\").\n",
+                PQgetvalue(r, 0, 0), super ? "is a superuser" : "owns (or may act as the owner of) ",
+                super ? "" : owned);
+        rc = -EPERM;
+    }
+    PQclear(r);
+    return rc;
+}
+
 static int cmd_serve(int argc, char **argv)
 {
     if (wants_help(argc, argv))
@@ -150,13 +187,23 @@ static int cmd_serve(int argc, char **argv)
         tc_log(TC_LOG_ERROR, "cannot connect to the database", "{s:s}", "error", err ? err : "");
         goto out;
     }
+    if (check_runtime_role(srv.db) < 0)
+        goto out;
     PGconn *kc = tc_db_acquire(srv.db, 5000);
     r = kc ? tc_audit_publish_key(kc, keys) : -EIO;
+    /* A checkpoint at start, signed by the key this server now holds after checking every
+     * record since the last one: during a master-key rotation (old key still configured as
+     * previous) it vouches for the records made under the old key, which is what lets
+     * verification accept them once the old key is gone. */
+    int start_cp = r == 0 ? tc_audit_checkpoint(kc, keys, NULL) : 0;
     tc_db_release(srv.db, kc);
     if (r < 0) {
         tc_log(TC_LOG_ERROR, "cannot register the audit checkpoint key", NULL);
         goto out;
     }
+    if (start_cp == -EBADMSG)
+        tc_log(TC_LOG_ERROR, "audit checkpoint refused at start: a record since the last "
+                             "checkpoint does not verify (GET /v1/audit/verify names it)", NULL);
     struct tc_launcher_options lo = {.exe = NULL, .state_dir = cfg.state_dir,
                                      .max_sandboxes = (unsigned)cfg.max_sandboxes};
     r = tc_launcher_start(&lo, &srv.launcher);
@@ -171,6 +218,10 @@ static int cmd_serve(int argc, char **argv)
         goto out;
     }
     srv.instance_id = tc_worker_instance_id(worker);
+    if ((r = tc_verifier_start(&srv, &srv.verifier)) < 0) {
+        tc_log(TC_LOG_ERROR, "cannot start the audit verifier", "{s:s}", "error", strerror(-r));
+        goto out;
+    }
     json_t *host = tc_launcher_host_info(srv.launcher);
     tc_log(TC_LOG_INFO, "sandbox host support", "{s:O}", "host", host ? host : json_null());
     json_decref(host);
@@ -192,7 +243,12 @@ static int cmd_serve(int argc, char **argv)
         if (sig < 0) {
             if (errno == EAGAIN) {
                 PGconn *cc = tc_db_acquire(srv.db, 1000);
-                if (!cc || tc_audit_checkpoint(cc, keys) < 0)
+                int cr = cc ? tc_audit_checkpoint(cc, keys, NULL) : -EIO;
+                if (cr == -EBADMSG)
+                    tc_log(TC_LOG_ERROR, "audit checkpoint refused: a record since the last "
+                                         "checkpoint does not verify (GET /v1/audit/verify "
+                                         "names it)", NULL);
+                else if (cr < 0)
                     tc_log(TC_LOG_WARN, "audit checkpoint failed", NULL);
                 tc_db_release(srv.db, cc);
             }
@@ -229,6 +285,7 @@ static int cmd_serve(int argc, char **argv)
     tc_worker_stop(worker);
     worker = NULL;
     tc_waiters_wake_all();
+    tc_verifier_stop(srv.verifier); /* its waiting requests resume */
     /* MHD must not be stopped while a connection is suspended: wait until every resumed
      * request has been answered (bounded), then a little for the answers to be written. */
     for (int i = 0; i < 200 && srv.suspended > 0; i++)
@@ -243,6 +300,7 @@ out:
     tc_http_stop(&srv);
     tc_launcher_stop(srv.launcher);
     tc_worker_stop(worker);
+    tc_verifier_free(srv.verifier);
     tc_db_close(srv.db);
     tc_keys_free((struct tc_keys *)srv.keys);
     tc_policy_unref(srv.policy);
@@ -312,9 +370,10 @@ static int cmd_keys(int argc, char **argv)
         return cmd_webhook_secret(argc, argv);
     if (wants_help(argc, argv) || argc < 2 || strcmp(argv[1], "create") != 0)
         return usage_of("keys");
-    const char *tenant = NULL, *role = NULL;
+    const char *tenant = NULL, *role = NULL, *person = NULL;
     static const struct option lopts[] = {{"tenant", required_argument, NULL, 't'},
                                           {"role", required_argument, NULL, 'r'},
+                                          {"person", required_argument, NULL, 'p'},
                                           {NULL, 0, NULL, 0}};
     optind = 2;
     int c;
@@ -323,11 +382,15 @@ static int cmd_keys(int argc, char **argv)
             tenant = optarg;
         else if (c == 'r')
             role = optarg;
+        else if (c == 'p')
+            person = optarg;
         else
             return usage_of("keys") ? 2 : 2;
     }
-    if (!tenant || !role || optind != argc) {
-        fprintf(stderr, "toolcage keys create: --tenant and --role are required\n");
+    bool operator = role && strcmp(role, "operator") == 0;
+    if (!role || (!tenant && !operator) || ((tenant || person) && operator) || optind != argc) {
+        fprintf(stderr, "toolcage keys create: --tenant and --role are required (--role operator"
+                        " takes neither --tenant nor --person)\n");
         return 2;
     }
     struct tc_config cfg;
@@ -342,10 +405,15 @@ static int cmd_keys(int argc, char **argv)
         fprintf(stderr, "toolcage: %s\n", err ? err : "cannot load the master key");
     } else if (!(conn = tc_db_connect(cfg.database_url, &err))) {
         fprintf(stderr, "toolcage: cannot connect to the database: %s", err ? err : "\n");
-    } else if (tc_auth_create_key(conn, keys, tenant, role, &key, &err) < 0) {
+    } else if (tc_auth_create_key(conn, keys, tenant, role, person, &key, &err) < 0) {
         fprintf(stderr, "toolcage: cannot create the key: %s\n", err ? err : "");
     } else {
-        printf("created a %s key for tenant %s; it is shown once:\n%s\n", role, tenant, key);
+        if (operator)
+            printf("created an operator key (every tenant's audit trail, policy reload); it is"
+                   " shown once:\n%s\n", key);
+        else
+            printf("created a %s key for tenant %s%s%s; it is shown once:\n%s\n", role, tenant,
+                   person ? ", person " : "", person ? person : "", key);
         rc = 0;
     }
     PQfinish(conn);
@@ -575,14 +643,25 @@ static int cmd_audit(int argc, char **argv)
             goto out;
         }
     } else {
+        /* The database mode checks every record's authentication code: it needs the master
+         * key (and the previous ones during a rotation). */
         _cleanup_free_ char *err = NULL;
+        struct tc_keys *keys = NULL;
+        if (tc_keys_load(cfg.master_key_file, &keys, &err) < 0 ||
+            tc_keys_add_previous(keys, cfg.previous_master_key_files, &err) < 0) {
+            fprintf(stderr, "toolcage: %s\n", err ? err : "cannot load the master key");
+            tc_keys_free(keys);
+            goto out;
+        }
         PGconn *conn = tc_db_connect(cfg.database_url, &err);
         if (!conn) {
             fprintf(stderr, "toolcage: cannot connect to the database: %s", err ? err : "\n");
+            tc_keys_free(keys);
             goto out;
         }
-        int r = tc_audit_verify_db(conn, &v);
+        int r = tc_audit_verify_db(conn, keys, &v);
         PQfinish(conn);
+        tc_keys_free(keys);
         if (r < 0) {
             fprintf(stderr, "toolcage audit verify: the audit trail cannot be read\n");
             goto out;
@@ -604,10 +683,11 @@ static int cmd_users(int argc, char **argv)
 {
     if (wants_help(argc, argv) || argc < 2 || strcmp(argv[1], "add") != 0)
         return usage_of("users");
-    const char *name = NULL, *role = NULL, *tenant = "demo";
+    const char *name = NULL, *role = NULL, *tenant = "demo", *person = NULL;
     static const struct option lopts[] = {{"name", required_argument, NULL, 'n'},
                                           {"role", required_argument, NULL, 'r'},
                                           {"tenant", required_argument, NULL, 't'},
+                                          {"person", required_argument, NULL, 'p'},
                                           {NULL, 0, NULL, 0}};
     optind = 2;
     int c;
@@ -618,6 +698,8 @@ static int cmd_users(int argc, char **argv)
             role = optarg;
         else if (c == 't')
             tenant = optarg;
+        else if (c == 'p')
+            person = optarg;
         else
             return 2;
     }
@@ -656,7 +738,7 @@ static int cmd_users(int argc, char **argv)
         fprintf(stderr, "toolcage: %s\n", err ? err : "cannot load the master key");
     } else if (!(conn = tc_db_connect(cfg.database_url, &err))) {
         fprintf(stderr, "toolcage: cannot connect to the database: %s", err ? err : "\n");
-    } else if ((r = tc_console_user_add(conn, keys, tenant, name, role, pw, &err)) < 0) {
+    } else if ((r = tc_console_user_add(conn, keys, tenant, name, role, person, pw, &err)) < 0) {
         fprintf(stderr, "toolcage users add: %s\n", err ? err : "failed");
         rc = r == -EEXIST || r == -EINVAL ? 2 : 1;
     } else {
@@ -717,6 +799,11 @@ static int cmd_secrets(int argc, char **argv)
         } else {
             printf("re-sealed %zu secret(s) under master key %s; %zu could not be opened\n", done,
                    target->master_id, left);
+            /* Holding the current and the previous keys, vouch for the audit records made
+             * under either with a checkpoint (see docs/audit.md, trust model). */
+            if (!to && tc_audit_checkpoint(conn, cur, NULL) < 0)
+                fprintf(stderr, "toolcage secrets rotate-master: no audit checkpoint could be"
+                                " signed (GET /v1/audit/verify says why)\n");
             rc = left ? 3 : 0;
         }
     }
@@ -739,15 +826,21 @@ static const struct command commands[] = {
     {"serve", cmd_serve, "serve", "run the HTTP service (migrates the database first)"},
     {"migrate", cmd_migrate, "migrate", "apply the database migrations (idempotent)"},
     {"keys", cmd_keys,
-     "keys create --tenant NAME --role agent|reviewer|auditor|admin | keys webhook-secret --tenant NAME",
-     "create an API key (printed alone on the last line); print a tenant's webhook secret"},
+     "keys create --tenant NAME --role agent|reviewer|auditor|admin [--person NAME]"
+     " | keys create --role operator | keys webhook-secret --tenant NAME",
+     "create an API key (printed alone on the last line; --person binds it to a person of the"
+     " tenant, who counts once among approvers); an operator key (no tenant) reads every"
+     " tenant's audit trail and reloads the policy; print a tenant's webhook secret"},
     {"policy", cmd_policy, "policy check FILE", "validate a policy file and print every error"},
     {"exec", cmd_exec, "exec --tool NAME [--policy FILE] [--json]",
      "run code from stdin in the tool's sandbox, without server or database"},
     {"audit", cmd_audit, "audit verify [--file EXPORT [--public-key HEX]] | audit public-key",
-     "verify the audit chain (database or export file); print the checkpoint key"},
-    {"users", cmd_users, "users add --name NAME --role reviewer|auditor|admin [--tenant NAME]",
-     "create a web console user (tenant default: demo); the password is read from stdin"},
+     "verify the audit chain (the database, with the master key; or an export file, with the"
+     " checkpoint public key); print the checkpoint key"},
+    {"users", cmd_users,
+     "users add --name NAME --role reviewer|auditor|admin [--tenant NAME] [--person NAME]",
+     "create a web console user (tenant default: demo; person default: NAME, the same person"
+     " as keys made with --person NAME); the password is read from stdin"},
     {"secrets", cmd_secrets, "secrets rotate-master [--new-key-file FILE]",
      "re-seal every secret under FILE's master key (default: the current one)"},
     {"version", cmd_version, "version", "print the version"},

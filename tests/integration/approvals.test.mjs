@@ -327,7 +327,7 @@ test('a reload that changes the tool between approval request and run refuses th
   changed.tools.deploy.env = { ...(changed.tools.deploy.env || {}), DEPLOY_TARGET: 'somewhere-else' };
   fs.writeFileSync(POLICY, JSON.stringify(changed));
   try {
-    const r = await server.request('POST', '/v1/admin/policy/reload', { key: server.keys.admin });
+    const r = await server.request('POST', '/v1/admin/policy/reload', { key: server.keys.operator });
     assert.equal(r.status, 200, r.text);
     const ok = await decide(server, held.approval_id, 'approve');
     assert.equal(ok.status, 200, ok.text);
@@ -339,7 +339,7 @@ test('a reload that changes the tool between approval request and run refuses th
     assert.deepEqual(actions(trail), ['execute', 'approval.approved', 'execution.refused']);
   } finally {
     fs.writeFileSync(POLICY, orig);
-    const back = await server.request('POST', '/v1/admin/policy/reload', { key: server.keys.admin });
+    const back = await server.request('POST', '/v1/admin/policy/reload', { key: server.keys.operator });
     assert.equal(back.status, 200, back.text);
   }
   // with the tool as it was, the same kind of call runs after approval

@@ -3,9 +3,13 @@
 // first bad sequence number. Each case restores the trail afterwards and checks that it
 // verifies again, so the cases are independent. Also: the runtime role cannot change the
 // trail, the owner hits the triggers, and execution fails closed when the trail cannot be
-// written. Runs on a database of its own (setup freshDatabase): it breaks the chain on purpose.
+// written. And what the runtime role's credentials alone cannot do: ALTER the tables or
+// disable their triggers, append a record that verifies, or get one signed; serve refuses to
+// run as the owner; the launcher never sees the credentials. Runs on a database of its own
+// (setup freshDatabase): it breaks the chain on purpose.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { execFile } from 'node:child_process';
@@ -56,18 +60,20 @@ async function assertIntact() {
 const untriggered = (sql) => server.sql(`BEGIN; ALTER TABLE audit_log DISABLE TRIGGER USER; ${sql}; ALTER TABLE audit_log ENABLE TRIGGER USER; COMMIT;`);
 
 async function rows(where) {
-  const out = await server.sql(`SELECT json_build_object('seq', seq, 'record', record::text, 'hash', encode(hash, 'hex'))
+  const out = await server.sql(`SELECT json_build_object('seq', seq, 'record', record::text, 'hash', encode(hash, 'hex'),
+    'digest', encode(digest, 'hex'), 'mac', encode(mac, 'hex'), 'mac_key_id', mac_key_id)
     FROM audit_log WHERE ${where} ORDER BY seq`);
   return out.split('\n').filter(Boolean).map((l) => JSON.parse(l));
 }
 
 const lit = (s) => `$tc$${s}$tc$`;
+const hexOrNull = (h) => (h ? `decode('${h}', 'hex')` : 'NULL');
 
 async function reinsert(saved) {
   if (!saved.length) return;
-  const values = saved.map((r) => `(${r.seq}, ${lit(r.record)}::jsonb, decode('${r.hash}', 'hex'))`).join(',\n');
+  const values = saved.map((r) => `(${r.seq}, ${lit(r.record)}::jsonb, decode('${r.hash}', 'hex'), ${hexOrNull(r.digest)}, ${hexOrNull(r.mac)}, ${r.mac_key_id ? lit(r.mac_key_id) : 'NULL'})`).join(',\n');
   // INSERT needs no trigger off: the trail is append-only, not insert-only.
-  await server.sql(`INSERT INTO audit_log (seq, record, hash) VALUES ${values}`);
+  await server.sql(`INSERT INTO audit_log (seq, record, hash, digest, mac, mac_key_id) VALUES ${values}`);
 }
 
 async function head() {
@@ -185,7 +191,7 @@ test('(c3) the undetectable case: tail cut above the last checkpoint with the he
   // Documented limit (docs/audit.md): the superuser alone can remove records newer than the
   // last signed checkpoint and rewrite audit_head; the database then verifies. What still
   // shows it is an export taken before: its records and checkpoints are signed history.
-  const exp = await server.request('GET', '/v1/audit/export?format=jsonl', { key: server.keys.admin });
+  const exp = await server.request('GET', '/v1/audit/export?format=jsonl', { key: server.keys.operator });
   assert.equal(exp.status, 200);
   const lines = exp.text.split('\n').filter(Boolean).map((l) => JSON.parse(l));
   const expCps = lines.filter((l) => l.checkpoint).map((l) => l.checkpoint.seq);
@@ -300,4 +306,185 @@ test('(e2) fail closed after the run: a result whose completion record cannot be
   // The stored execution has no result either (the UPDATE rolled back with the record).
   assert.equal((await server.sql(`SELECT status FROM executions WHERE id = '${id}'`)).trim(), 'running');
   await assertIntact();
+});
+
+// ---------------------------------------------------------------------------
+// The runtime role's credentials are not enough to rewrite or forge the trail.
+
+/** BLAKE2b-256 digest and chain hash of a record after prevHex, computed independently of
+ * toolcage (Python's hashlib): what anyone holding database credentials can compute. The
+ * record must be ASCII (then Python's canonical JSON is byte-for-byte toolcage's). */
+async function seal(prevHex, record) {
+  const py = [
+    'import sys, json, hashlib',
+    'd = json.load(sys.stdin)',
+    'c = json.dumps(d["record"], separators=(",", ":"), sort_keys=True, ensure_ascii=True).encode()',
+    'dg = hashlib.blake2b(c, digest_size=32).digest()',
+    'h = hashlib.blake2b(bytes.fromhex(d["prev"]) + dg, digest_size=32).digest()',
+    'print(json.dumps({"digest": dg.hex(), "hash": h.hex(), "canon": c.decode()}))',
+  ].join('\n');
+  const child = execFile('python3', ['-c', py]);
+  child.stdin.end(JSON.stringify({ prev: prevHex, record }));
+  let out = '';
+  child.stdout.on('data', (d) => { out += d; });
+  const code = await new Promise((resolve) => child.on('exit', resolve));
+  assert.equal(code, 0, out);
+  return JSON.parse(out);
+}
+
+/** A record a thief of the runtime role's credentials would append: well formed, linked to
+ * the head, with a correct digest and hash; mac is what they make up. */
+async function forge(macHex, macKeyId) {
+  const h = await head();
+  const tenant = (await server.sql(`SELECT id FROM tenants WHERE name = ${lit(server.tenants.a)}`)).trim();
+  const record = {
+    action: 'approval.approved', tenant_id: tenant, actor: { type: 'api_key', id: 'forged', role: 'reviewer' },
+    tool: 'deploy', status: 'approved', seq: h.seq + 1, ts: new Date().toISOString(), prev_hash: h.hash,
+  };
+  const s = await seal(h.hash, record);
+  const mac = macHex === null ? 'NULL' : `decode('${macHex}', 'hex')`;
+  const kid = macKeyId === null ? 'NULL' : lit(macKeyId);
+  const sql = `BEGIN; SELECT 1 FROM audit_head FOR UPDATE;
+    INSERT INTO audit_log (seq, record, hash, digest, mac, mac_key_id)
+      VALUES (${h.seq + 1}, ${lit(s.canon)}::jsonb, decode('${s.hash}', 'hex'), decode('${s.digest}', 'hex'), ${mac}, ${kid});
+    UPDATE audit_head SET seq = ${h.seq + 1}, hash = decode('${s.hash}', 'hex'); COMMIT;`;
+  return { before: h, seq: h.seq + 1, hash: s.hash, sql };
+}
+
+async function unforge(f) {
+  await untriggered(`DELETE FROM audit_log WHERE seq >= ${f.seq}`);
+  await server.sql(`DELETE FROM audit_checkpoints WHERE seq >= ${f.seq}`).catch(async () => {
+    await server.sql(`BEGIN; ALTER TABLE audit_checkpoints DISABLE TRIGGER USER; DELETE FROM audit_checkpoints WHERE seq >= ${f.seq}; ALTER TABLE audit_checkpoints ENABLE TRIGGER USER; COMMIT;`);
+  });
+  await setHead(f.before);
+}
+
+test('(f) the runtime role cannot ALTER the audit tables, disable their triggers, or move the chain boundary', async () => {
+  await seed();
+  const { app } = server.urls;
+  const before = await head();
+  for (const sql of [
+    'ALTER TABLE audit_log DISABLE TRIGGER USER',
+    'ALTER TABLE audit_log DISABLE TRIGGER audit_log_append_only',
+    'ALTER TABLE audit_log DISABLE TRIGGER ALL',
+    'DROP TRIGGER audit_log_append_only ON audit_log',
+    'ALTER TABLE audit_log DROP CONSTRAINT audit_log_v2_sealed',
+    'ALTER TABLE audit_log ADD COLUMN note text',
+    'ALTER TABLE audit_checkpoints DISABLE TRIGGER USER',
+    'DROP TABLE audit_log',
+    'UPDATE audit_chain SET v2_from = 1000000000',
+    'DELETE FROM audit_chain',
+    'TRUNCATE audit_chain',
+    'INSERT INTO audit_chain (one, v2_from) VALUES (true, 5)',
+    'ALTER TABLE audit_chain DISABLE TRIGGER USER',
+    'SET session_replication_role = replica',
+  ]) {
+    await assert.rejects(psql(sql, { conninfo: app }), /must be owner|permission denied/, `toolcage_app: ${sql}`);
+  }
+  // Not an owner, not a superuser, not a member of the owner: what serve checks at start.
+  const who = (await psql(`SELECT rolsuper, pg_has_role(current_user, (SELECT relowner FROM pg_class WHERE relname = 'audit_log'), 'MEMBER')
+    FROM pg_roles WHERE rolname = current_user`, { conninfo: app })).trim();
+  assert.equal(who, 'f|f');
+  assert.deepEqual(await head(), before);
+  await assertIntact();
+});
+
+test('(g) a record forged with the runtime role\'s credentials (correct digest and hash) fails verification, online and offline', async () => {
+  await seed();
+  const { app } = server.urls;
+  const macKeyId = (await server.sql('SELECT mac_key_id FROM audit_log WHERE mac_key_id IS NOT NULL ORDER BY seq DESC LIMIT 1')).trim();
+  assert.match(macKeyId, /^[0-9a-f]{16}$/);
+
+  // Without an authentication code the database itself refuses the row.
+  const bare = await forge(null, null);
+  await assert.rejects(psql(bare.sql, { conninfo: app }), /audit_log_v2_sealed/);
+  assert.deepEqual(await head(), bare.before);
+
+  // With a made-up one under the server's key id: the row goes in (INSERT is the runtime
+  // role's right), but it does not verify, and nothing signs it.
+  const f = await forge(crypto.randomBytes(32).toString('hex'), macKeyId);
+  await psql(f.sql, { conninfo: app });
+  try {
+    assert.equal((await head()).seq, f.seq);
+    const api = await assertDetected(f.seq, /authentication code does not verify/);
+    assert.equal(api.checked, f.seq);
+    // An export asks the server to sign a checkpoint of the head first: it refuses, so the
+    // export's tail is unsigned and offline verification names the forged record.
+    const cpBefore = Number((await server.sql('SELECT max(seq) FROM audit_checkpoints')).trim());
+    const exp = await server.request('GET', '/v1/audit/export?format=jsonl', { key: server.keys.operator });
+    assert.equal(exp.status, 200);
+    assert.ok(exp.text.includes(`{"seq":${f.seq},"hash":"${f.hash}"`), 'the forged record is in the export');
+    assert.equal(Number((await server.sql('SELECT max(seq) FROM audit_checkpoints')).trim()), cpBefore, 'no checkpoint was signed over it');
+    const { stdout: pkOut } = await server.cli(['audit', 'public-key']);
+    const file = path.join(server.stateDir, 'forged.jsonl');
+    fs.writeFileSync(file, exp.text);
+    const offline = await verifyCli(['--file', file, '--public-key', pkOut.trim().split('\n').pop()]);
+    assert.equal(offline.code, 3, offline.stdout);
+    assert.ok(offline.verdict.first_bad_seq <= f.seq && offline.verdict.first_bad_seq > cpBefore, offline.stdout);
+    assert.match(offline.verdict.reason, /not covered by a signed checkpoint/);
+    assert.match(server.logTail(200), /a record since the last checkpoint does not verify/);
+  } finally {
+    await unforge(f);
+  }
+  await assertIntact();
+
+  // A code under a master key nobody holds is no better.
+  const g = await forge(crypto.randomBytes(32).toString('hex'), '0123456789abcdef');
+  await psql(g.sql, { conninfo: app });
+  try {
+    await assertDetected(g.seq, /master key this process does not hold/);
+  } finally {
+    await unforge(g);
+  }
+  await assertIntact();
+});
+
+test('(h) serve refuses to start when its runtime role owns the audit tables', async () => {
+  const { owner } = server.urls;
+  const state = fs.mkdtempSync(path.join(server.stateDir, 'owner-serve-'));
+  let out;
+  try {
+    await execFileP(BIN, ['serve'], {
+      env: { ...process.env, ...server.env, TOOLCAGE_DATABASE_URL: owner, TOOLCAGE_MIGRATE_DATABASE_URL: owner,
+        TOOLCAGE_LISTEN: '127.0.0.1:1', TOOLCAGE_STATE_DIR: state, TOOLCAGE_LOG_LEVEL: 'error' },
+      timeout: 60_000 * SLOW,
+    });
+    assert.fail('serve started with the owner as its runtime role');
+  } catch (e) {
+    out = e;
+  }
+  assert.equal(out.code, 1, `${out.stdout}\n${out.stderr}`);
+  assert.match(out.stderr, /runtime role 'toolcage_owner' .*owns .*audit_log/);
+});
+
+test('(i) the launcher and the egress proxy inherit no database credentials and no key file', async () => {
+  const children = (pid) => {
+    const out = [];
+    for (const d of fs.readdirSync('/proc')) {
+      if (!/^\d+$/.test(d)) continue;
+      try {
+        const stat = fs.readFileSync(`/proc/${d}/stat`, 'utf8');
+        const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+        if (ppid === pid) out.push(Number(d));
+      } catch { /* gone */ }
+    }
+    return out;
+  };
+  const envOf = (pid) => fs.readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0').filter(Boolean);
+  const secretVars = /^(TOOLCAGE_DATABASE_URL|TOOLCAGE_MIGRATE_DATABASE_URL|TOOLCAGE_MASTER_KEY_FILE|TOOLCAGE_PREVIOUS_MASTER_KEY_FILES|PG[A-Z]*)=/;
+  // The server itself has them (so this test can tell).
+  assert.ok(envOf(server.proc.pid).some((v) => v.startsWith('TOOLCAGE_MIGRATE_DATABASE_URL=')));
+  const all = [];
+  const walk = (pid) => { for (const c of children(pid)) { all.push(c); walk(c); } };
+  walk(server.proc.pid);
+  const launcher = all.filter((p) => {
+    try { return fs.readFileSync(`/proc/${p}/cmdline`, 'utf8').split('\0')[1] === 'launcher'; } catch { return false; }
+  });
+  assert.ok(launcher.length >= 1, `the launcher among ${all}`); // its forks (egress proxy) share its argv
+  assert.ok(all.length >= 2, 'the launcher has children (egress proxy, pool)');
+  for (const p of all) {
+    let env;
+    try { env = envOf(p); } catch { continue; } // exited meanwhile
+    assert.deepEqual(env.filter((v) => secretVars.test(v)), [], `process ${p} (${fs.readFileSync(`/proc/${p}/cmdline`, 'utf8').replaceAll('\0', ' ')})`);
+  }
 });

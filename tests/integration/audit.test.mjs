@@ -38,7 +38,7 @@ async function listAll(params = {}, key = server.keys.auditor) {
   assert.fail('pagination did not end');
 }
 
-async function exportText(format, params = {}, key = server.keys.admin) {
+async function exportText(format, params = {}, key = server.keys.operator) {
   const res = await server.request('GET', `/v1/audit/export${qs({ format, ...params })}`, { key });
   assert.equal(res.status, 200, res.text);
   return res;
@@ -46,7 +46,11 @@ async function exportText(format, params = {}, key = server.keys.admin) {
 
 function parseJsonl(text) {
   const lines = text.split('\n').filter(Boolean).map((l) => JSON.parse(l));
-  return { checkpoints: lines.filter((l) => l.checkpoint).map((l) => l.checkpoint), records: lines.filter((l) => !l.checkpoint) };
+  return {
+    checkpoints: lines.filter((l) => l.checkpoint).map((l) => l.checkpoint),
+    records: lines.filter((l) => !l.checkpoint && !l.withheld),
+    withheld: lines.filter((l) => l.withheld),
+  };
 }
 
 async function publicKey() {
@@ -216,8 +220,8 @@ test('sequence numbers are gap-free from 1 and every record links to the previou
     assert.match(e.hash, HEX64);
     prevHash = e.hash;
   });
-  // The API's newest-first view is the same set.
-  const viaList = await listAll({}, server.keys.admin);
+  // The API's newest-first view (an operator's: every tenant) is the same set.
+  const viaList = await listAll({}, server.keys.operator);
   assert.deepEqual(viaList.map((e) => e.seq), records.map((e) => e.seq).reverse());
 });
 
@@ -322,14 +326,14 @@ test('cursor pages are stable while new records arrive: no duplicates, no omissi
   assert.deepEqual(await list({ cursor: '1' }), { records: [], next_cursor: null });
 });
 
-test('only auditors and admins may read the trail (agent and reviewer: 403; no key: 401)', async () => {
+test('only auditors, admins and operators may read the trail (agent and reviewer: 403; no key: 401)', async () => {
   const paths = ['/v1/audit', '/v1/audit/1', '/v1/audit/export', '/v1/audit/export?format=csv', '/v1/audit/verify'];
   for (const p of paths) {
     for (const role of ['agent', 'reviewer']) {
       assertProblem(await server.request('GET', p, { key: server.keys[role] }), 403, 'forbidden');
     }
     assertProblem(await server.request('GET', p, {}), 401, 'unauthorized');
-    for (const role of ['auditor', 'admin']) {
+    for (const role of ['auditor', 'admin', 'operator']) {
       const res = await server.request('GET', p, { key: server.keys[role] });
       assert.equal(res.status, 200, `${role} ${p}: ${res.text.slice(0, 300)}`);
     }
@@ -367,21 +371,25 @@ test("one tenant never sees another tenant's records (list, get by seq, export)"
   assertProblem(await server.request('GET', `/v1/audit/export?tenant=${server.tenants.b}`, { key: server.keys.auditor }), 403, 'forbidden');
   const own = await listAll({ tenant: server.tenants.a }, server.keys.auditor);
   assert.deepEqual(own.map((e) => e.seq), mine.map((e) => e.seq));
-  // Admins see every tenant, or one by name or id.
-  const adminA = await listAll({ tenant: server.tenants.a }, server.keys.otherAdmin);
-  assert.deepEqual(adminA.map((e) => e.seq), mine.map((e) => e.seq));
-  const adminB = await listAll({ tenant: bTenant }, server.keys.admin);
+  // Admins act on their own tenant only (asking for another is 403, as for auditors);
+  // operators see every tenant, or one by name or id.
+  assertProblem(await server.request('GET', `/v1/audit?tenant=${server.tenants.a}`, { key: server.keys.otherAdmin }), 403, 'forbidden');
+  const adminB = await listAll({}, server.keys.otherAdmin);
   assert.ok(adminB.length >= 2 && adminB.every((e) => e.record.tenant_id === bTenant));
-  assert.deepEqual(await listAll({ tenant: 'no-such-tenant' }, server.keys.admin), []);
+  const opA = await listAll({ tenant: server.tenants.a }, server.keys.operator);
+  assert.deepEqual(opA.map((e) => e.seq), mine.map((e) => e.seq));
+  const opB = await listAll({ tenant: bTenant }, server.keys.operator);
+  assert.deepEqual(opB.map((e) => e.seq), adminB.map((e) => e.seq));
+  assert.deepEqual(await listAll({ tenant: 'no-such-tenant' }, server.keys.operator), []);
   // Unknown and malformed sequence numbers are 404 too.
   for (const s of ['999999999', '0', '-1', 'abc', '1.5', '99999999999999999999999']) {
-    assertProblem(await server.request('GET', `/v1/audit/${s}`, { key: server.keys.admin }), 404, 'not-found');
+    assertProblem(await server.request('GET', `/v1/audit/${s}`, { key: server.keys.operator }), 404, 'not-found');
   }
 });
 
 test('exports (jsonl and csv) verify offline with the public key, and detect an edited line', async () => {
   // Enough records for a signed checkpoint (every 100), so the key is actually exercised.
-  const need = 102 - (await listAll({}, server.keys.admin)).length;
+  const need = 102 - (await listAll({}, server.keys.operator)).length;
   for (let i = 0; i < need; i += 16) {
     await Promise.all(Array.from({ length: 8 }, () => server.execute({ tool: 'shell', code: 'true' })));
   }
@@ -404,7 +412,7 @@ test('exports (jsonl and csv) verify offline with the public key, and detect an 
 
   const csv = await exportText('csv');
   assert.match(csv.headers.get('content-type'), /^text\/csv/);
-  assert.equal(csv.text.split('\n')[0], 'kind,seq,ts,tenant_id,actor,action,tool,status,hash,key_id,signature,record');
+  assert.equal(csv.text.split('\n')[0], 'kind,seq,ts,tenant_id,actor,action,tool,status,hash,key_id,signature,record,digest');
   const cf = writeTmp('audit.csv', csv.text);
   v = await verifyCli(['--file', cf, '--public-key', hex]);
   assert.equal(v.code, 0, JSON.stringify(v.verdict));
@@ -439,11 +447,19 @@ test('exports (jsonl and csv) verify offline with the public key, and detect an 
   assert.equal(v.code, 3);
   assert.equal(v.verdict.first_bad_seq, victim.seq);
 
-  // A tenant's (filtered) export is not a chain: offline verification says so.
+  // A tenant's or a filtered export withholds what it does not show, and still verifies.
   await server.execute({ tool: 'shell', code: 'echo b' }, { key: server.keys.otherAgent });
-  const ff = writeTmp('filtered.jsonl', (await exportText('jsonl', { tenant: server.tenants.b })).text);
-  v = await verifyCli(['--file', ff, '--public-key', hex]);
-  assert.equal(v.code, 3, 'a filtered export has sequence gaps');
+  for (const [what, params, key] of [['tenant b, its admin', {}, server.keys.otherAdmin],
+    ['tenant b, by an operator', { tenant: server.tenants.b }, server.keys.operator],
+    ['executes of tenant a', { action: 'execute' }, server.keys.auditor]]) {
+    const text = (await exportText('jsonl', params, key)).text;
+    const ff = writeTmp('filtered.jsonl', text);
+    v = await verifyCli(['--file', ff, '--public-key', hex]);
+    assert.equal(v.code, 0, `${what}: ${JSON.stringify(v.verdict)}`);
+    assert.ok(v.verdict.withheld > 0, what);
+    const p = parseJsonl(text);
+    assert.ok(p.records.length > 0 && p.withheld.every((w) => !w.record && Object.keys(w).sort().join() === 'digest,hash,seq,withheld'), what);
+  }
 
   // The online check agrees, and the CLI's database mode too.
   const online = await server.request('GET', '/v1/audit/verify', { key: server.keys.auditor });
@@ -461,7 +477,8 @@ test('exports (jsonl and csv) verify offline with the public key, and detect an 
 test('an export streams records in seq order identical to the API view', async () => {
   const { records } = parseJsonl((await exportText('jsonl', { action: 'execute' }, server.keys.auditor)).text);
   const viaList = await listAll({ action: 'execute' }, server.keys.auditor);
-  assert.deepEqual(records, [...viaList].reverse());
+  assert.deepEqual(records.map(({ digest, ...r }) => r), [...viaList].reverse());
+  assert.ok(records.every((r) => /^[0-9a-f]{64}$/.test(r.digest)));
 });
 
 test('/metrics counts requests and executions, and they increase', async () => {

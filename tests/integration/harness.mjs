@@ -12,6 +12,8 @@
 // setup(name, {policy: 'tests/integration/fixtures/x.json', serveEnv: {VAR: '1'}}) starts the
 // server with another policy file (relative to the repository root) and extra environment;
 // server.peer() starts a second `toolcage serve` on the same database, keys and master key.
+// setup(name, {freshDatabase: true, beforeMigrate: async (server) => ...}) runs a function on
+// the fresh database before `toolcage migrate` (to build an older schema's data).
 import { before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFile } from 'node:child_process';
@@ -219,9 +221,12 @@ export async function cli(args, extraEnv = {}) {
   }
 }
 
-/** Creates an API key; the CLI prints it on its last stdout line. */
-export async function createKey(tenant, role, extraEnv = {}) {
-  const { stdout } = await cli(['keys', 'create', '--tenant', tenant, '--role', role], extraEnv);
+/** Creates an API key (tenant null: an operator key); the CLI prints it on its last stdout
+ * line. opts.person binds it to a person of the tenant. */
+export async function createKey(tenant, role, extraEnv = {}, { person } = {}) {
+  const args = ['keys', 'create', ...(tenant === null ? [] : ['--tenant', tenant]), '--role', role];
+  if (person) args.push('--person', person);
+  const { stdout } = await cli(args, extraEnv);
   const lines = stdout.trim().split('\n');
   const key = lines[lines.length - 1].trim();
   assert.ok(key.length >= 16 && !/\s/.test(key), `keys create printed an implausible key: ${JSON.stringify(stdout)}`);
@@ -258,6 +263,7 @@ class Server {
     this.freshDatabase = Boolean(opts.freshDatabase);
     this.policy = path.resolve(ROOT, opts.policy || 'examples/policy.json');
     this.serveEnv = opts.serveEnv || {};
+    this.beforeMigrate = opts.beforeMigrate; // async (server) => {}: e.g. an older schema's data
     this.database = null; // the fresh database's name, if any
     this.env = {}; // overrides of dbEnv() for this server and its CLI calls
     this.proc = null;
@@ -286,6 +292,7 @@ class Server {
     }
     this.env.TOOLCAGE_MASTER_KEY_FILE = this.masterKey;
 
+    if (this.beforeMigrate) await this.beforeMigrate(this);
     await cli(['migrate'], this.env);
 
     // Two tenants per file; names are unique so files can share one database.
@@ -294,6 +301,7 @@ class Server {
     for (const role of ROLES) this.keys[role] = await createKey(this.tenants.a, role, this.env);
     this.keys.otherAgent = await createKey(this.tenants.b, 'agent', this.env);
     this.keys.otherAdmin = await createKey(this.tenants.b, 'admin', this.env);
+    this.keys.operator = await createKey(null, 'operator', this.env);
 
     let lastErr;
     for (let attempt = 0; attempt < 3; attempt++) {
@@ -318,7 +326,7 @@ class Server {
         ...process.env,
         ...dbEnv(),
         ...this.env,
-        TOOLCAGE_LISTEN: `127.0.0.1:${port}`,
+        TOOLCAGE_LISTEN: `${this.listenHost ?? '127.0.0.1'}:${port}`,
         TOOLCAGE_STATE_DIR: path.join(this.stateDir, 'state'),
         TOOLCAGE_MASTER_KEY_FILE: this.masterKey,
         TOOLCAGE_POLICY: this.policy,
@@ -392,11 +400,13 @@ class Server {
   /**
    * Starts another `toolcage serve` process on this server's database, with the same master
    * key, tenants and keys (and policy and serveEnv, unless overridden), on its own port and
-   * state directory. Stop it with peer.stop() (or peer.kill()).
+   * state directory (opts.listenHost: the address it listens on, default 127.0.0.1). Stop it
+   * with peer.stop() (or peer.kill()).
    */
   async peer(name = `${this.name}-peer`, opts = {}) {
     const p = new Server(name, { policy: opts.policy ?? this.policy, serveEnv: { ...this.serveEnv, ...(opts.serveEnv || {}) } });
     p.env = { ...this.env };
+    p.listenHost = opts.listenHost; // e.g. '0.0.0.0' (still reached through 127.0.0.1)
     p.keys = this.keys;
     p.tenants = this.tenants;
     p.stateDir = fs.mkdtempSync(path.join(os.tmpdir(), `toolcage-it-${name}-`));

@@ -65,11 +65,14 @@ test('tools as OpenAI and Anthropic definitions', async () => {
   assertProblem(await server.request('GET', '/v1/tools?format=xml', { key: server.keys.agent }), 400, 'validation');
 });
 
-test('reload: admin only; a bad file is refused and the old policy stays; a good one applies', async () => {
-  assertProblem(await server.request('POST', '/v1/admin/policy/reload', { key: server.keys.agent }), 403, 'forbidden');
+test('reload: operator only; a bad file is refused and the old policy stays; a good one applies', async () => {
+  // The policy is the whole service's: a tenant's admin may not reload it for everyone.
+  for (const key of [server.keys.agent, server.keys.admin, server.keys.otherAdmin]) {
+    assertProblem(await server.request('POST', '/v1/admin/policy/reload', { key }), 403, 'forbidden');
+  }
 
   fs.writeFileSync(policyPath, original.replace('"version": 1', '"version": 1, "bogus": true'));
-  const bad = await server.request('POST', '/v1/admin/policy/reload', { key: server.keys.admin });
+  const bad = await server.request('POST', '/v1/admin/policy/reload', { key: server.keys.operator });
   assertProblem(bad, 422, 'policy-invalid');
   assert.ok(bad.json.errors.some((e) => /bogus/.test(e.path)), JSON.stringify(bad.json));
   const still = await server.request('GET', '/v1/tools', { key: server.keys.agent });
@@ -78,7 +81,7 @@ test('reload: admin only; a bad file is refused and the old policy stays; a good
   const p = JSON.parse(original);
   p.tools.python2 = { ...p.tools.python, description: 'a second python' };
   fs.writeFileSync(policyPath, JSON.stringify(p));
-  const good = await server.request('POST', '/v1/admin/policy/reload', { key: server.keys.admin });
+  const good = await server.request('POST', '/v1/admin/policy/reload', { key: server.keys.operator });
   assert.equal(good.status, 200);
   assert.equal(good.json.tools, Object.keys(p.tools).length);
   const now = await server.request('GET', '/v1/tools', { key: server.keys.agent });
@@ -86,9 +89,23 @@ test('reload: admin only; a bad file is refused and the old policy stays; a good
   const run = await server.request('POST', '/v1/execute', { key: server.keys.agent, json: { tool: 'python2', code: 'print(2)' } });
   assert.equal(run.json.stdout, '2\n');
 
-  // both attempts are in the trail (system-wide records: the admin sees them)
-  const audit = await server.request('GET', '/v1/audit?action=policy.reload', { key: server.keys.admin });
-  const statuses = audit.json.records.map((r) => r.record.status);
+  // The applied reload changed every tenant's tools: each tenant's auditors see it, in a
+  // record of their own tenant. The refused one changed nothing: operators see it.
+  const tenantOf = async (key) => (await server.request('GET', '/v1/audit?action=execute&limit=1', { key })).json.records[0]?.record.tenant_id;
+  for (const key of [server.keys.auditor, server.keys.otherAdmin]) {
+    const audit = await server.request('GET', '/v1/audit?action=policy.reload', { key });
+    assert.equal(audit.status, 200);
+    const applied = audit.json.records.filter((r) => r.record.digest === good.json.digest);
+    assert.equal(applied.length, 1, JSON.stringify(audit.json.records));
+    assert.equal(applied[0].record.status, 'applied');
+    assert.equal(applied[0].record.actor.role, 'operator');
+    assert.ok(audit.json.records.every((r) => r.record.status !== 'refused'));
+    const mine = await tenantOf(key);
+    if (mine) assert.equal(applied[0].record.tenant_id, mine);
+  }
+  const op = await server.request('GET', '/v1/audit?action=policy.reload', { key: server.keys.operator });
+  const statuses = op.json.records.map((r) => r.record.status);
   assert.ok(statuses.includes('refused') && statuses.includes('applied'), JSON.stringify(statuses));
-  assert.ok(audit.json.records.some((r) => r.record.digest === good.json.digest));
+  const refused = op.json.records.find((r) => r.record.status === 'refused');
+  assert.equal(refused.record.tenant_id, undefined);
 });

@@ -52,7 +52,7 @@ async function tools() {
 }
 
 async function reloadRecords() {
-  const res = await server.request('GET', '/v1/audit?action=policy.reload&limit=50', { key: server.keys.admin });
+  const res = await server.request('GET', '/v1/audit?action=policy.reload&limit=50', { key: server.keys.operator });
   assert.equal(res.status, 200, res.text);
   return res.json.records; // newest first
 }
