@@ -22,6 +22,7 @@ static double now_s(void)
 
 struct stat3 {
     int files[3], flagged[3];
+    int heldout[2], heldout_flagged[2]; /* samples tagged "set: heldout" / "set: heldout2" */
 };
 
 /* Evasion categories: files and flagged per category and language. */
@@ -109,6 +110,12 @@ static int run(const char *root, const char *kind, struct stat3 *st, struct cats
         st->files[li]++;
         st->flagged[li] += fl;
         tally_category(cats, text, li, fl);
+        const char *nl = strchr(text, '\n'), *ho = strstr(text, "set: heldout");
+        if (ho && (!nl || ho < nl)) {
+            int h = ho[12] == '2';
+            st->heldout[h]++;
+            st->heldout_flagged[h] += fl;
+        }
         if (verbose && fl != (strcmp(kind, "malicious") == 0))
             printf("  %s %s\n", fl ? "FALSE POSITIVE" : "MISSED", e->d_name);
         json_decref(f);
@@ -170,6 +177,11 @@ int main(int argc, char **argv)
         }
         printf(" %d/%d (%.1f%%)\n", ef, et, 100.0 * ef / et);
     }
+    for (int h = 0; h < 2; h++)
+        if (mal.heldout[h] || ben.heldout[h])
+            printf("  held-out set %d (\"set: heldout%s\"): detected %d/%d, false positives %d/%d\n",
+                   h + 1, h ? "2" : "", mal.heldout_flagged[h], mal.heldout[h],
+                   ben.heldout_flagged[h], ben.heldout[h]);
     double det = mt ? 100.0 * mf / mt : 0, fp = bt ? 100.0 * bf / bt : 100;
     printf("  detection %.1f%% (target >= 90%%), false positives %.1f%% (target <= 5%%)\n", det,
            fp);
