@@ -313,33 +313,55 @@ simple:
 
 struct kv {
     char *k, *v;
+    size_t kn;
 };
+#define KV_SLOTS (2 * MAX_ALIASES) /* open addressing, at most half full */
 struct kvs {
     struct kv e[MAX_ALIASES];
     size_t n;
+    uint16_t slot[KV_SLOTS]; /* index + 1 into e, 0: empty */
 };
+
+static uint32_t kv_hash(const char *k, size_t kn)
+{
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < kn; i++)
+        h = (h ^ (unsigned char)k[i]) * 16777619u;
+    return h;
+}
+
+/* The slot of key k: where it is, or the empty slot where it would go. */
+static size_t kv_slot(const struct kvs *m, const char *k, size_t kn)
+{
+    size_t s = kv_hash(k, kn) % KV_SLOTS;
+    while (m->slot[s]) {
+        const struct kv *e = &m->e[m->slot[s] - 1];
+        if (e->kn == kn && memcmp(e->k, k, kn) == 0)
+            break;
+        s = (s + 1) % KV_SLOTS;
+    }
+    return s;
+}
 
 static const char *kv_get(const struct kvs *m, const char *k, size_t kn)
 {
-    for (size_t i = m->n; i-- > 0;)
-        if (strlen(m->e[i].k) == kn && memcmp(m->e[i].k, k, kn) == 0)
-            return m->e[i].v;
-    return NULL;
+    size_t s = kv_slot(m, k, kn);
+    return m->slot[s] ? m->e[m->slot[s] - 1].v : NULL;
 }
 
 static int kv_set(struct kvs *m, const char *k, size_t kn, const char *v, size_t vn)
 {
     if (vn > MAX_VALUE)
         vn = MAX_VALUE;
-    for (size_t i = 0; i < m->n; i++)
-        if (strlen(m->e[i].k) == kn && memcmp(m->e[i].k, k, kn) == 0) {
-            char *nv = strndup(v, vn);
-            if (!nv)
-                return -ENOMEM;
-            free(m->e[i].v);
-            m->e[i].v = nv;
-            return 0;
-        }
+    size_t s = kv_slot(m, k, kn);
+    if (m->slot[s]) {
+        char *nv = strndup(v, vn);
+        if (!nv)
+            return -ENOMEM;
+        free(m->e[m->slot[s] - 1].v);
+        m->e[m->slot[s] - 1].v = nv;
+        return 0;
+    }
     if (m->n >= MAX_ALIASES)
         return 0;
     char *nk = strndup(k, kn), *nv = strndup(v, vn);
@@ -348,7 +370,8 @@ static int kv_set(struct kvs *m, const char *k, size_t kn, const char *v, size_t
         free(nv);
         return -ENOMEM;
     }
-    m->e[m->n++] = (struct kv){nk, nv};
+    m->e[m->n] = (struct kv){nk, nv, kn};
+    m->slot[s] = (uint16_t)(++m->n);
     return 0;
 }
 
@@ -359,6 +382,7 @@ static void kv_free(struct kvs *m)
         free(m->e[i].v);
     }
     m->n = 0;
+    memset(m->slot, 0, sizeof(m->slot));
 }
 
 /* ---- output helpers ---- */
@@ -2116,33 +2140,24 @@ static size_t expr_end(const struct toks *ts, size_t a)
     return k;
 }
 
-/* Is the name at i bound nowhere else (no other assignment, loop or parameter-like binding)?
- * Names reused across functions (name, key, method) are not traced. */
-static bool single_binding(const struct toks *ts, size_t at)
+/* Is the name at i a binding of it (an assignment target, a loop variable, def/class/as/import
+ * target)? in_for: between "for" and "in"/"of". */
+static bool binds_at(const struct toks *ts, size_t i, bool in_for)
 {
-    const struct tok *t = &ts->v[at];
-    bool in_for = false;
-    for (size_t i = 0; i < ts->n; i++) {
-        if (IS_NAME(ts, i, "for"))
-            in_for = true;
-        else if (ts->v[i].t == T_NL || IS_NAME(ts, i, "in") || IS_NAME(ts, i, "of") ||
-                 IS_OP(ts, i, ";") || IS_OP(ts, i, ":"))
-            in_for = false;
-        if (i == at || ts->v[i].t != T_NAME || ts->v[i].n != t->n ||
-            memcmp(ttext(ts, &ts->v[i]), ttext(ts, t), t->n) != 0 || (i > 0 && IS_OP(ts, i - 1, ".")))
-            continue;
-        if (in_for || is_target(ts, i) || (i > 0 && binding_keyword(ts, i - 1)))
-            return false;
-    }
-    return true;
+    return in_for || is_target(ts, i) || (i > 0 && binding_keyword(ts, i - 1));
 }
 
-/* Variables assigned (once) from an obfuscating expression (a few rounds, so taint flows). */
+/* Variables assigned from an obfuscating expression and bound nowhere else (names reused across
+ * functions, like name or key, are not traced). A few rounds, so taint flows from variable to
+ * variable; each round walks the tokens twice. */
 static int collect_taint(bool py, const struct toks *ts, struct kvs *taint)
 {
+    struct kvs *cand = calloc(1, sizeof(*cand));
     int r = 0;
+    if (!cand)
+        return -ENOMEM;
     for (int round = 0; round < 3 && r >= 0; round++) {
-        size_t before = taint->n;
+        kv_free(cand);
         for (size_t i = 0; i < ts->n && r >= 0; i++) {
             bool start = i == 0 || ts->v[i - 1].t == T_NL || IS_OP(ts, i - 1, ";") ||
                          IS_OP(ts, i - 1, "{") || IS_OP(ts, i - 1, ":");
@@ -2160,7 +2175,7 @@ static int collect_taint(bool py, const struct toks *ts, struct kvs *taint)
             if (!IS_OP(ts, eq, "=") || IS_OP(ts, eq + 1, "="))
                 continue;
             const struct tok *nt = &ts->v[k];
-            if (kv_get(taint, ttext(ts, nt), nt->n))
+            if (kv_get(taint, ttext(ts, nt), nt->n) || kv_get(cand, ttext(ts, nt), nt->n))
                 continue;
             size_t e = eq + 1;
             int depth = 0;
@@ -2176,12 +2191,36 @@ static int collect_taint(bool py, const struct toks *ts, struct kvs *taint)
                         break;
                 }
             }
-            if (strong_expr(py, ts, eq + 1, e, taint) && single_binding(ts, k))
-                r = kv_set(taint, ttext(ts, nt), nt->n, "1", 1);
+            if (strong_expr(py, ts, eq + 1, e, taint))
+                r = kv_set(cand, ttext(ts, nt), nt->n, "0", 1);
         }
+        if (r < 0 || cand->n == 0)
+            break;
+        /* count the bindings of each candidate, in one walk */
+        bool in_for = false;
+        for (size_t i = 0; i < ts->n && r >= 0; i++) {
+            if (IS_NAME(ts, i, "for"))
+                in_for = true;
+            else if (ts->v[i].t == T_NL || IS_NAME(ts, i, "in") || IS_NAME(ts, i, "of") ||
+                     IS_OP(ts, i, ";") || IS_OP(ts, i, ":"))
+                in_for = false;
+            if (ts->v[i].t != T_NAME || (i > 0 && IS_OP(ts, i - 1, ".")))
+                continue;
+            const char *c = kv_get(cand, ttext(ts, &ts->v[i]), ts->v[i].n);
+            if (c && c[0] < '2' && binds_at(ts, i, in_for)) {
+                char next[2] = {(char)(c[0] + 1), '\0'};
+                r = kv_set(cand, ttext(ts, &ts->v[i]), ts->v[i].n, next, 1);
+            }
+        }
+        size_t before = taint->n;
+        for (size_t q = 0; q < cand->n && r >= 0; q++)
+            if (cand->e[q].v[0] == '1')
+                r = kv_set(taint, cand->e[q].k, strlen(cand->e[q].k), "1", 1);
         if (taint->n == before)
             break;
     }
+    kv_free(cand);
+    free(cand);
     return r;
 }
 
@@ -2268,7 +2307,7 @@ static int scan_sinks(bool py, const struct toks *ts, const struct kvs *al, cons
                       struct ps_norm *n)
 {
     char chain[256], res[512];
-    int r = 0;
+    int r = 0, sinks = 0; /* arguments examined, each up to 4096 tokens: bounded */
     for (size_t i = 0; i < ts->n && r >= 0; i++) {
         if (ts->v[i].t == T_STR && (ts->v[i].flags & F_BUILT) && ts->v[i].n < 32) {
             char v[32];
@@ -2331,7 +2370,8 @@ static int scan_sinks(bool py, const struct toks *ts, const struct kvs *al, cons
                 if (namespace_chain(py, obj))
                     arg = 0;
             }
-            if (arg >= 0 && call_arg(ts, j, arg, &a, &b) && strong_expr(py, ts, a, b, taint)) {
+            if (arg >= 0 && sinks++ < 4096 && call_arg(ts, j, arg, &a, &b) &&
+                strong_expr(py, ts, a, b, taint)) {
                 r = add_note(n, "evasion_computed_name", TC_SEV_HIGH, ts->v[i].src,
                              "a module, attribute or global is looked up by a name computed at "
                              "run time (character codes, decoding, reversal, slicing or joining)");
@@ -2340,6 +2380,8 @@ static int scan_sinks(bool py, const struct toks *ts, const struct kvs *al, cons
             /* globals()[...], vars(x)[...], locals().get(...) */
             if (py && (strcmp(chain, "globals") == 0 || strcmp(chain, "locals") == 0 ||
                        strcmp(chain, "vars") == 0)) {
+                if (sinks++ >= 4096)
+                    continue;
                 size_t c = match_close(ts, j);
                 size_t o = c + 1;
                 if (IS_OP(ts, o, ".") && IS_NAME(ts, o + 1, "get") && IS_OP(ts, o + 2, "("))
@@ -2352,8 +2394,8 @@ static int scan_sinks(bool py, const struct toks *ts, const struct kvs *al, cons
             }
             continue;
         }
-        if (IS_OP(ts, j, "[") && namespace_chain(py, res) && call_arg(ts, j, 0, &a, &b) &&
-            strong_expr(py, ts, a, b, taint))
+        if (IS_OP(ts, j, "[") && namespace_chain(py, res) && sinks++ < 4096 &&
+            call_arg(ts, j, 0, &a, &b) && strong_expr(py, ts, a, b, taint))
             r = add_note(n, "evasion_computed_name", TC_SEV_HIGH, ts->v[i].src,
                          "a namespace or module is indexed by a name computed at run time");
     }
@@ -3270,14 +3312,14 @@ static size_t sh_close_of(const struct toks *ts, size_t open)
 {
     int depth = 0;
     /* an unevaluated `...` is closed by ")" too (sh_close_subst) */
-    for (size_t k = open; k < ts->n; k++) {
+    for (size_t k = open; k < ts->n && k - open < 4096; k++) {
         if (IS_OP(ts, k, "$(") || IS_OP(ts, k, "`") || IS_OP(ts, k, "(") || IS_OP(ts, k, "<(") ||
             IS_OP(ts, k, ">("))
             depth++;
         else if (IS_OP(ts, k, ")") && --depth == 0)
             return k;
     }
-    return ts->n;
+    return open + 4096 < ts->n ? open + 4096 : ts->n;
 }
 
 static bool sh_word_eq(const struct toks *ts, size_t i, const char *w)
