@@ -276,7 +276,7 @@ static json_t *hex_rows(const unsigned char *b, size_t n)
             if (k == 7)
                 hex[h++] = ' '; /* two groups of eight */
         }
-        hex[h] = '\0';
+        hex[h - 1] = '\0'; /* no separator after the last byte */
         ascii[a] = '\0';
         char offs[16];
         snprintf(offs, sizeof(offs), "%08zx", off);
