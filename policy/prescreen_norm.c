@@ -710,6 +710,14 @@ struct fold {
 
 #define F_BUILT (F_DECODED | F_FOLDED)
 
+/* Folds that can make a value larger than their input (a join with a separator, replace,
+ * format) give up past this: names and commands are short, and nesting such folds must not
+ * turn a few hundred bytes of code into megabytes of normalised text. */
+#define MAX_GROWN (MAX_VALUE / 4)
+/* A constant variable's value is put in place of its uses only up to this size: names and
+ * commands are short, and a long value used many times must not fill the token pool. */
+#define MAX_CONST_USE 1024
+
 static int note_built(struct fold *f, uint32_t src, const char *what)
 {
     return add_note(f->nm, "evasion_computed_name", TC_SEV_HIGH, src, what);
@@ -796,6 +804,8 @@ static int template_fold(struct fold *f, const struct tok *t, int *fl)
             r = tc_buf_append(&f->v, cv, strlen(cv));
         }
         k = e + 1;
+        if (f->v.len > MAX_GROWN)
+            return 0;
     }
     return r < 0 ? r : 1;
 }
@@ -887,6 +897,8 @@ static int format_apply(struct fold *f, size_t piece, bool percent, const struct
             ok = 0;
         }
     }
+    if (o.len > MAX_GROWN)
+        ok = 0;
     if (ok && r >= 0)
         r = v_set_piece(&f->v, piece, o.data ? o.data : "", o.len);
     tc_buf_free(&o);
@@ -1027,7 +1039,8 @@ static int case_map(struct tc_buf *v, size_t piece, const char *how)
     return 0;
 }
 
-/* v[piece..] with every (or the first) occurrence of a replaced by b. */
+/* v[piece..] with every (or the first) occurrence of a replaced by b: 0, 1 when the result would
+ * grow past MAX_GROWN (v unchanged), or -ENOMEM. */
 static int replace_in(struct tc_buf *v, size_t piece, const char *a, size_t an, const char *b,
                       size_t bn, bool all)
 {
@@ -1045,6 +1058,10 @@ static int replace_in(struct tc_buf *v, size_t piece, const char *a, size_t an, 
         } else {
             r = tc_buf_append(&o, v->data + k, 1);
             k++;
+        }
+        if (o.len > MAX_GROWN && o.len > v->len - piece) {
+            tc_buf_free(&o);
+            return 1; /* too big: not folded */
         }
     }
     if (r >= 0)
@@ -1070,6 +1087,10 @@ static int join_args(struct fold *f, size_t piece, size_t a, size_t *ret_end, in
                 r = tc_buf_append(&jb, f->v.data + piece, f->v.len - piece);
             if (r >= 0)
                 r = tc_buf_append(&jb, s + x, 1);
+            if (jb.len > MAX_GROWN) {
+                tc_buf_free(&jb);
+                return 0;
+            }
         }
         if (r >= 0)
             r = v_set_piece(&f->v, piece, jb.data ? jb.data : "", jb.len);
@@ -1104,6 +1125,8 @@ static int join_args(struct fold *f, size_t piece, size_t a, size_t *ret_end, in
         cnt++, k++;
         if (IS_OP(in, k, ","))
             k++;
+        if (jb.len > MAX_GROWN)
+            good = false;
     }
     if (good && r >= 0 && cnt && (IS_OP(in, k, "]") || IS_OP(in, k, ")"))) {
         k++;
@@ -1174,6 +1197,10 @@ static int split_join(struct fold *f, size_t piece, size_t j, int *fl)
             r = tc_buf_append(&o, js, jn);
         if (r >= 0)
             r = tc_buf_append(&o, s + starts[p], lens[p]);
+        if (o.len > MAX_GROWN) {
+            tc_buf_free(&o);
+            return 0;
+        }
     }
     if (r >= 0)
         r = v_set_piece(&f->v, piece, o.data ? o.data : "", o.len);
@@ -1274,8 +1301,8 @@ static int sfx_method(struct fold *f, size_t j, size_t piece, int *fl)
         IS_OP(in, a + 1, ",") && is_t(in, a + 2, T_STR) && IS_OP(in, a + 3, ")")) {
         bool all = f->py || strcmp(m, "replaceAll") == 0;
         if ((r = replace_in(&f->v, piece, ttext(in, &in->v[a]), in->v[a].n,
-                            ttext(in, &in->v[a + 2]), in->v[a + 2].n, all)) < 0)
-            return r;
+                            ttext(in, &in->v[a + 2]), in->v[a + 2].n, all)) != 0)
+            return r < 0 ? r : 0;
         *fl |= (of_var ? 0 : F_FOLDED) | (in->v[a].flags & F_BUILT) | (in->v[a + 2].flags & F_BUILT);
         return (int)(a + 4 - j);
     }
@@ -1523,7 +1550,7 @@ static int fr_const(struct fold *f, size_t i, size_t *next)
          (IS_OP(in, i - 1, "{") || IS_OP(in, i - 1, ",") || IS_OP(in, i - 1, "("))))
         return 0;
     const char *v = const_value(f, ttext(in, t), t->n, &fl);
-    if (!v)
+    if (!v || strlen(v) > MAX_CONST_USE)
         return 0;
     int r = push(f->out, T_STR, t->src, v, strlen(v), fl | F_VAR, 0);
     *next = i + 1;
@@ -2583,8 +2610,13 @@ static int normalise_pyjs(bool py, const char *code, size_t len, int depth, uint
         f.in = &a;
         f.out = &b;
         f.changed = false;
-        if ((r = fold_pass(&f)) < 0)
-            goto out;
+        if ((r = fold_pass(&f)) < 0) {
+            if (r != -E2BIG)
+                goto out;
+            /* a cap was reached: keep the last complete pass, never give up the whole text */
+            r = 0;
+            break;
+        }
         struct toks tmp = a;
         a = b;
         b = tmp;

@@ -9,6 +9,7 @@
 
 #include <sodium.h>
 
+#include "common/buf.h"
 #include "common/util.h"
 #include "policy/prescreen.h"
 #include "tap.h"
@@ -647,6 +648,45 @@ TEST(request_stdin)
     json_decref(f);
 }
 
+/* Inputs built to blow the normaliser's caps must not make it give up the rest of the code. */
+TEST(caps_do_not_hide_code)
+{
+    struct tc_buf b;
+    tc_buf_init(&b, 4u << 20);
+    /* a long constant used many times (each use would copy it) */
+    CHECK(tc_buf_append(&b, "x = '", 5) == 0);
+    for (int i = 0; i < 60000; i++)
+        CHECK(tc_buf_append(&b, "A", 1) == 0);
+    CHECK(tc_buf_append(&b, "'\n", 2) == 0);
+    for (int i = 0; i < 3000; i++)
+        CHECK(tc_buf_appendf(&b, "f(x, x, x)\n") == 0);
+    CHECK(tc_buf_appendf(&b, "import os\nos.system('rm -rf /')\n") == 0);
+    json_t *f = NULL;
+    CHECK(tc_prescreen("python", b.data, b.len, &f) == 0 && has_rule(f, "destructive_rm", NULL));
+    json_decref(f);
+    /* joins and replaces that multiply a string, nested */
+    tc_buf_reset(&b);
+    CHECK(tc_buf_appendf(&b, "const a = 'x'.repeat(1);\n") == 0);
+    for (int i = 0; i < 40; i++)
+        CHECK(tc_buf_appendf(&b, "const s%d = '%s'.split('').reverse().join('%s');\n", i,
+                             "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789",
+                             "0123456789abcdefghijklmnopqrstuvwxyz0123456789abcdefghij") == 0);
+    CHECK(tc_buf_appendf(&b, "require('child_process').execSync('rm -rf /');\n") == 0);
+    f = NULL;
+    CHECK(tc_prescreen("javascript", b.data, b.len, &f) == 0 && has_rule(f, "destructive_rm", NULL));
+    json_decref(f);
+    tc_buf_reset(&b);
+    CHECK(tc_buf_appendf(&b, "a = '%0*d'\n", 4000, 0) == 0);
+    CHECK(tc_buf_appendf(&b, "t = f'") == 0);
+    for (int i = 0; i < 400; i++)
+        CHECK(tc_buf_appendf(&b, "{a}") == 0);
+    CHECK(tc_buf_appendf(&b, "'\nimport shutil\nshutil.rmtree('/')\n") == 0);
+    f = NULL;
+    CHECK(tc_prescreen("python", b.data, b.len, &f) == 0 && has_rule(f, "py_rmtree_root", NULL));
+    json_decref(f);
+    tc_buf_free(&b);
+}
+
 /* Past the cap, the most severe findings survive (the decision must not depend on order). */
 TEST(request_cap_keeps_most_severe)
 {
@@ -818,6 +858,7 @@ int main(void)
     RUN(hidden_characters);
     RUN(request_files);
     RUN(request_stdin);
+    RUN(caps_do_not_hide_code);
     RUN(request_cap_keeps_most_severe);
     RUN(corpus_rates);
     RUN(corpus_covers_techniques);
