@@ -706,7 +706,24 @@ struct fold {
     const struct kvs *consts; /* single-assignment string variables: flag byte + value */
     struct tc_buf v;          /* the value being built */
     bool changed;
+    size_t grown, budget; /* bytes folds added beyond what they replaced; at most budget */
 };
+
+/* May a fold replace the tokens [i, next) by a value of n bytes? Growth is budgeted over the
+ * whole text, so that however folds are nested the normalised code stays within a few times
+ * the size of the code (and the code after them is still scanned). */
+static bool growth_ok(struct fold *f, size_t i, size_t next, size_t n)
+{
+    size_t was = 0;
+    for (size_t k = i; k < next && k < f->in->n; k++)
+        was += f->in->v[k].n + 1;
+    if (n <= was)
+        return true;
+    if (f->grown + (n - was) > f->budget)
+        return false;
+    f->grown += n - was;
+    return true;
+}
 
 #define F_BUILT (F_DECODED | F_FOLDED)
 
@@ -1434,7 +1451,7 @@ static int fr_string(struct fold *f, size_t i, size_t *next)
         j += (size_t)n;
         folded = true;
     }
-    if (!folded)
+    if (!folded || !growth_ok(f, i, j, f->v.len))
         return 0;
     if ((r = push(f->out, T_STR, t->src, f->v.data ? f->v.data : "", f->v.len, fl, 0)) < 0)
         return r;
@@ -1550,7 +1567,7 @@ static int fr_const(struct fold *f, size_t i, size_t *next)
          (IS_OP(in, i - 1, "{") || IS_OP(in, i - 1, ",") || IS_OP(in, i - 1, "("))))
         return 0;
     const char *v = const_value(f, ttext(in, t), t->n, &fl);
-    if (!v || strlen(v) > MAX_CONST_USE)
+    if (!v || strlen(v) > MAX_CONST_USE || !growth_ok(f, i, i + 1, strlen(v)))
         return 0;
     int r = push(f->out, T_STR, t->src, v, strlen(v), fl | F_VAR, 0);
     *next = i + 1;
@@ -2592,7 +2609,8 @@ static int normalise_pyjs(bool py, const char *code, size_t len, int depth, uint
     struct toks a, b;
     struct kvs *al = calloc(1, sizeof(*al)), *consts = calloc(1, sizeof(*consts)),
                *taint = calloc(1, sizeof(*taint));
-    struct fold f = {.py = py, .nm = n, .consts = consts};
+    /* folds may add at most four times the code's size (plus a little for tiny code) */
+    struct fold f = {.py = py, .nm = n, .consts = consts, .budget = 4 * len + 65536};
     int r = -ENOMEM;
 
     toks_init(&a);
