@@ -179,9 +179,10 @@ int main(int argc, char **argv)
     }
     for (int h = 0; h < 2; h++)
         if (mal.heldout[h] || ben.heldout[h])
-            printf("  held-out set %d (\"set: heldout%s\"): detected %d/%d, false positives %d/%d\n",
-                   h + 1, h ? "2" : "", mal.heldout_flagged[h], mal.heldout[h],
-                   ben.heldout_flagged[h], ben.heldout[h]);
+            printf(
+                "  held-out set %d (\"set: heldout%s\"): detected %d/%d, false positives %d/%d\n",
+                h + 1, h ? "2" : "", mal.heldout_flagged[h], mal.heldout[h], ben.heldout_flagged[h],
+                ben.heldout[h]);
     double det = mt ? 100.0 * mf / mt : 0, fp = bt ? 100.0 * bf / bt : 100;
     printf("  detection %.1f%% (target >= 90%%), false positives %.1f%% (target <= 5%%)\n", det,
            fp);

@@ -147,7 +147,8 @@ static const struct rule rules[] = {
      "\\bcommands\\.getoutput\\("},
     {"evasion_decoded_command", L_PY, TC_SEV_HIGH,
      "a command that was decoded or assembled from character codes is run",
-     "\\b(?:os\\.(?:system|popen\\d?|exec\\w*|spawn\\w*|posix_spawnp?)|subprocess\\.\\w+|commands\\."
+     "\\b(?:os\\.(?:system|popen\\d?|exec\\w*|spawn\\w*|posix_spawnp?)|subprocess\\.\\w+|"
+     "commands\\."
      "getoutput|pty\\.spawn)\\(\\s*\\[?\\s*\"\\x01"},
     {"py_pty_spawn", L_PY, TC_SEV_HIGH, "spawns an interactive shell on a pseudo-terminal",
      "\\bpty\\.spawn\\("},
@@ -172,7 +173,8 @@ static const struct rule rules[] = {
     {"evasion_object_graph", L_PY, TC_SEV_HIGH,
      "walks the object graph (subclasses of object, function globals, frames, the builtins "
      "dictionary) to reach code a plain call would show",
-     "(?:\\bobject|\\btype|__class__|__base__|__bases__\\s*\\[[^\\]\\n]*\\]|__mro__\\s*\\[[^\\]\\n]*\\])"
+     "(?:\\bobject|\\btype|__class__|__base__|__bases__\\s*\\[[^\\]\\n]*\\]|__mro__\\s*\\[[^\\]\\n]"
+     "*\\])"
      "\\s*\\.\\s*__subclasses__\\b"
      "|\\.__globals__\\b|\\bfunc_globals\\b|\\bf_builtins\\b"
      "|\\bf_globals\\s*(?:\\[|\\.\\s*(?:get|__builtins__|__import__)\\b)"
@@ -182,7 +184,8 @@ static const struct rule rules[] = {
      "|\\bvars\\(\\s*(?:__builtins__|builtins)\\s*\\)"
      "|\\b__loader__\\s*\\.\\s*load_module\\b|\\bgc\\.get_(?:objects|referrers|referents)\\b"
      "|\\btype\\(\\s*lambda\\b[^\\n]*?\\)\\s*\\(|\\.__code__\\s*(?:=(?!=)|\\.replace\\()"
-     "|\\b(?:globals|locals|vars)\\(\\)\\.(?:__import__|system|popen|spawn\\w*|exec\\w*|eval|compile|"
+     "|\\b(?:globals|locals|vars)\\(\\)\\.(?:__import__|system|popen|spawn\\w*|exec\\w*|eval|"
+     "compile|"
      "getattr|Popen|check_output|getoutput)\\b"},
 
     /* ---- JavaScript ---- */
@@ -199,7 +202,8 @@ static const struct rule rules[] = {
      "\\bchild_process\\.(?:exec|execSync|spawn|spawnSync|execFile|execFileSync|fork)\\("},
     {"evasion_decoded_command", L_JS, TC_SEV_HIGH,
      "a command that was decoded or assembled from character codes is run",
-     "\\bchild_process\\.(?:exec|execSync|spawn|spawnSync|execFile|execFileSync|fork)\\(\\s*\"\\x01"},
+     "\\bchild_process\\.(?:exec|execSync|spawn|spawnSync|execFile|execFileSync|fork)\\(\\s*"
+     "\"\\x01"},
     {"js_native", L_JS, TC_SEV_HIGH, "reaches into Node internals or native code",
      "\\bprocess\\.(?:binding|dlopen|_linkedBinding)\\(|\\bprocess\\.mainModule\\b"},
     {"js_rm_root", L_JS, TC_SEV_CRITICAL, "deletes the root, home or a system directory",
@@ -212,10 +216,12 @@ static const struct rule rules[] = {
     {"evasion_object_graph", L_JS, TC_SEV_HIGH,
      "reaches the Function constructor or Node's module loader through the object graph",
      "\\.constructor\\s*\\.\\s*constructor\\b"
-     "|(?<!\\bnew\\s)\\b[\\w$]+(?:\\.[\\w$]+)*\\.constructor\\s*\\(\\s*\"|[\\])]\\s*\\.constructor\\s*\\(\\s*\""
+     "|(?<!\\bnew\\s)\\b[\\w$]+(?:\\.[\\w$]+)*\\.constructor\\s*\\(\\s*\"|[\\])]\\s*\\."
+     "constructor\\s*\\(\\s*\""
      "|\\}\\s*\\)\\s*\\.constructor\\b|\\bgetPrototypeOf\\(\\s*(?:async\\s+)?function\\b"
      "|\\[\\s*\\]\\s*\\.\\s*[\\w$]+\\s*\\.\\s*constructor\\b"
-     "|\\bmodule\\.constructor\\b|\\bModule\\._load\\b|\\b_load\\s*\\(|\\brequire\\.main\\.require\\b"
+     "|\\bmodule\\.constructor\\b|\\bModule\\._load\\b|\\b_load\\s*\\(|\\brequire\\.main\\."
+     "require\\b"
      "|(?:\\bObject\\.(?:keys|values|entries|getOwnPropertyNames|getOwnPropertyDescriptors)|"
      "\\bReflect\\.ownKeys)\\(\\s*(?:globalThis|global|window|self|process)\\s*\\)"},
     {"evasion_indirect_exec", L_JS, TC_SEV_HIGH,

@@ -19,11 +19,11 @@
 
 enum tt { T_NAME, T_STR, T_NUM, T_OP, T_NL };
 enum {
-    F_DECODED = 1,  /* produced by decoding (base64, hex, char codes, escapes, reversal, ...) */
-    F_GLUED = 2,    /* shell: glued to the word before */
-    F_ASSIGN = 4,   /* shell: NAME= with the value still to come */
-    F_VAR = 8,      /* the value of a constant variable, put in its place */
-    F_FOLDED = 16,  /* assembled from constant pieces (concatenation, format, replace, ...) */
+    F_DECODED = 1,   /* produced by decoding (base64, hex, char codes, escapes, reversal, ...) */
+    F_GLUED = 2,     /* shell: glued to the word before */
+    F_ASSIGN = 4,    /* shell: NAME= with the value still to come */
+    F_VAR = 8,       /* the value of a constant variable, put in its place */
+    F_FOLDED = 16,   /* assembled from constant pieces (concatenation, format, replace, ...) */
     F_TEMPLATE = 32, /* an f-string or template literal that interpolates something */
     F_COMPUTED = 64, /* shell: a word built at run time (adjacent expansions, ${x:1:2}, ...) */
     F_GETATTR = 128, /* a name that getattr()/Reflect.get() looked up */
@@ -1272,10 +1272,9 @@ static int js_substr(struct fold *f, size_t piece, const char *m, size_t a, size
 /* .method(...) on a constant. */
 static int sfx_method(struct fold *f, size_t j, size_t piece, int *fl)
 {
-    static const char *const casing[] = {"lower",      "upper",       "casefold",
-                                         "swapcase",   "capitalize",  "toLowerCase",
-                                         "toUpperCase", "toLocaleLowerCase", "toLocaleUpperCase",
-                                         NULL};
+    static const char *const casing[] = {
+        "lower",       "upper",       "casefold",          "swapcase",          "capitalize",
+        "toLowerCase", "toUpperCase", "toLocaleLowerCase", "toLocaleUpperCase", NULL};
     static const char *const substrs[] = {"slice", "substring", "substr", "charAt", NULL};
     const struct toks *in = f->in;
     char m[32];
@@ -1320,7 +1319,8 @@ static int sfx_method(struct fold *f, size_t j, size_t piece, int *fl)
         if ((r = replace_in(&f->v, piece, ttext(in, &in->v[a]), in->v[a].n,
                             ttext(in, &in->v[a + 2]), in->v[a + 2].n, all)) != 0)
             return r < 0 ? r : 0;
-        *fl |= (of_var ? 0 : F_FOLDED) | (in->v[a].flags & F_BUILT) | (in->v[a + 2].flags & F_BUILT);
+        *fl |=
+            (of_var ? 0 : F_FOLDED) | (in->v[a].flags & F_BUILT) | (in->v[a + 2].flags & F_BUILT);
         return (int)(a + 4 - j);
     }
     if (strcmp(m, "split") == 0) {
@@ -1531,9 +1531,9 @@ static int fr_paren(struct fold *f, size_t i, size_t *next)
 /* A use of a constant variable -> its value. */
 static bool binding_keyword(const struct toks *ts, size_t i)
 {
-    static const char *const kw[] = {"def",   "class",  "function", "for",      "as",
-                                     "import", "global", "nonlocal", "lambda",   "del",
-                                     "let",   "const",  "var",      "from",     NULL};
+    static const char *const kw[] = {"def",    "class",  "function", "for",    "as",
+                                     "import", "global", "nonlocal", "lambda", "del",
+                                     "let",    "const",  "var",      "from",   NULL};
     if (!is_t(ts, i, T_NAME))
         return false;
     char b[16];
@@ -1670,8 +1670,7 @@ static int fr_call_literal(struct fold *f, size_t i, size_t j, const char *chain
         k += 2;
     }
     /* skip further simple arguments up to ')' */
-    while (k < in->n && k - a < 8 && !IS_OP(in, k, ")") && !IS_OP(in, k, "(") &&
-           in->v[k].t != T_NL)
+    while (k < in->n && k - a < 8 && !IS_OP(in, k, ")") && !IS_OP(in, k, "(") && in->v[k].t != T_NL)
         k++;
     if (!IS_OP(in, k, ")"))
         return 0;
@@ -1793,8 +1792,7 @@ typedef int (*fold_rule)(struct fold *f, size_t i, size_t *next);
 /* One folding pass; f->changed set when anything was folded. */
 static int fold_pass(struct fold *f)
 {
-    static const fold_rule rules[] = {fr_string, fr_subscript, fr_array_join, fr_paren,
-                                      fr_chain};
+    static const fold_rule rules[] = {fr_string, fr_subscript, fr_array_join, fr_paren, fr_chain};
     int r = 0;
     for (size_t i = 0; i < f->in->n && r >= 0;) {
         size_t next = i + 1;
@@ -1874,9 +1872,9 @@ static int collect_consts(bool py, const struct toks *ts, struct kvs *consts)
             in_for = false;
         if (ts->v[i].t != T_NAME || (i > 0 && IS_OP(ts, i - 1, ".")))
             continue;
-        bool binds = in_for || (i > 0 && binding_keyword(ts, i - 1) &&
-                                !IS_NAME(ts, i - 1, "const") && !IS_NAME(ts, i - 1, "let") &&
-                                !IS_NAME(ts, i - 1, "var")) ||
+        bool binds = in_for ||
+                     (i > 0 && binding_keyword(ts, i - 1) && !IS_NAME(ts, i - 1, "const") &&
+                      !IS_NAME(ts, i - 1, "let") && !IS_NAME(ts, i - 1, "var")) ||
                      is_target(ts, i);
         if (!binds)
             continue;
@@ -1886,8 +1884,8 @@ static int collect_consts(bool py, const struct toks *ts, struct kvs *consts)
                 bad[q] = true;
     }
     for (size_t q = 0; q < nc && r >= 0; q++) {
-        if (bad[q] || cand[q].val->n > MAX_VALUE || memchr(ttext(ts, cand[q].val), 0,
-                                                            cand[q].val->n))
+        if (bad[q] || cand[q].val->n > MAX_VALUE ||
+            memchr(ttext(ts, cand[q].val), 0, cand[q].val->n))
             continue;
         char *val = malloc(cand[q].val->n + 2);
         if (!val) {
@@ -1906,13 +1904,12 @@ static int collect_consts(bool py, const struct toks *ts, struct kvs *consts)
 }
 
 static const char *const sensitive_heads[] = {
-    "os",      "sys",      "subprocess",    "builtins",   "__builtins__", "eval",
-    "exec",    "compile",  "getattr",       "__import__", "importlib",    "socket",
-    "pty",     "shutil",   "ctypes",        "codecs",     "base64",       "pickle",
-    "marshal", "open",     "child_process", "Function",   "process",      "fs",
-    "net",     "vm",       "http",          "https",      "setattr",      "requests",
-    "urllib",  "commands", "execSync",      "spawn",      "system",       "popen",
-    "dup2",    "connect",  "Popen",         "require",    NULL};
+    "os",       "sys",      "subprocess", "builtins",  "__builtins__", "eval",  "exec",
+    "compile",  "getattr",  "__import__", "importlib", "socket",       "pty",   "shutil",
+    "ctypes",   "codecs",   "base64",     "pickle",    "marshal",      "open",  "child_process",
+    "Function", "process",  "fs",         "net",       "vm",           "http",  "https",
+    "setattr",  "requests", "urllib",     "commands",  "execSync",     "spawn", "system",
+    "popen",    "dup2",     "connect",    "Popen",     "require",      NULL};
 
 static bool sensitive(const char *chain)
 {
@@ -2081,17 +2078,35 @@ static int collect_aliases(bool py, const struct toks *ts, struct kvs *al, struc
 
 /* Operations that encode, decode or assemble text from character codes. (Not ord(), .decode(),
  * .reverse() or URL decoding on their own: ordinary code uses them on names all the time.) */
-static const char *const strong_names[] = {
-    "chr",         "unichr",         "fromCharCode", "fromCodePoint", "reversed",
-    "b64decode",   "b32decode",      "b16decode",    "b85decode",     "a85decode",
-    "urlsafe_b64decode", "standard_b64decode", "decodebytes", "decodestring", "unhexlify",
-    "a2b_hex",     "a2b_base64",     "fromhex",      "atob",          "maketrans",
-    "rot13",       "rot_13",         "decompress",   NULL};
+static const char *const strong_names[] = {"chr",
+                                           "unichr",
+                                           "fromCharCode",
+                                           "fromCodePoint",
+                                           "reversed",
+                                           "b64decode",
+                                           "b32decode",
+                                           "b16decode",
+                                           "b85decode",
+                                           "a85decode",
+                                           "urlsafe_b64decode",
+                                           "standard_b64decode",
+                                           "decodebytes",
+                                           "decodestring",
+                                           "unhexlify",
+                                           "a2b_hex",
+                                           "a2b_base64",
+                                           "fromhex",
+                                           "atob",
+                                           "maketrans",
+                                           "rot13",
+                                           "rot_13",
+                                           "decompress",
+                                           NULL};
 
 static const char *const transform_methods[] = {
-    "lower",   "upper",   "casefold",    "swapcase",    "capitalize", "title",
-    "replace", "replaceAll", "format",   "split",       "slice",      "substring",
-    "substr",  "toLowerCase", "toUpperCase", "concat", "repeat", "strip", "charAt", NULL};
+    "lower",       "upper",  "casefold", "swapcase", "capitalize", "title",  "replace",
+    "replaceAll",  "format", "split",    "slice",    "substring",  "substr", "toLowerCase",
+    "toUpperCase", "concat", "repeat",   "strip",    "charAt",     NULL};
 
 /* A literal made only of format placeholders: "%s%s", "{}{}", "%c%c%c". */
 static bool only_placeholders(const char *s, size_t n)
@@ -2136,17 +2151,20 @@ static bool strong_expr(bool py, const struct toks *ts, size_t a, size_t b, cons
                 return true;
             if (IS_OP(ts, k + 1, ".") && tok_in(ts, k + 2, transform_methods))
                 return true;
-            if ((IS_OP(ts, k + 1, "%") || (IS_OP(ts, k + 1, ".") && IS_NAME(ts, k + 2, "format"))) &&
+            if ((IS_OP(ts, k + 1, "%") ||
+                 (IS_OP(ts, k + 1, ".") && IS_NAME(ts, k + 2, "format"))) &&
                 only_placeholders(ttext(ts, t), t->n))
                 return true;
             continue;
         }
         if (t->t == T_OP) {
-            if (IS_OP(ts, k, "^") || (IS_OP(ts, k, "[") && IS_OP(ts, k + 1, ":") && IS_OP(ts, k + 2, ":")))
+            if (IS_OP(ts, k, "^") ||
+                (IS_OP(ts, k, "[") && IS_OP(ts, k + 1, ":") && IS_OP(ts, k + 2, ":")))
                 return true;
             /* .reverse().join(...): reversing a string in JavaScript */
-            if (!py && IS_OP(ts, k, ".") && IS_NAME(ts, k + 1, "reverse") && IS_OP(ts, k + 2, "(") &&
-                IS_OP(ts, k + 3, ")") && IS_OP(ts, k + 4, ".") && IS_NAME(ts, k + 5, "join"))
+            if (!py && IS_OP(ts, k, ".") && IS_NAME(ts, k + 1, "reverse") &&
+                IS_OP(ts, k + 2, "(") && IS_OP(ts, k + 3, ")") && IS_OP(ts, k + 4, ".") &&
+                IS_NAME(ts, k + 5, "join"))
                 return true;
             continue;
         }
@@ -2230,7 +2248,8 @@ static int collect_taint(bool py, const struct toks *ts, struct kvs *taint)
                     char c = ttext(ts, &ts->v[e])[0];
                     if (c == ';' && depth == 0)
                         break;
-                    depth += (c == '(' || c == '[' || c == '{') - (c == ')' || c == ']' || c == '}');
+                    depth +=
+                        (c == '(' || c == '[' || c == '{') - (c == ')' || c == ']' || c == '}');
                     if (depth < 0)
                         break;
                 }
@@ -2271,11 +2290,11 @@ static int collect_taint(bool py, const struct toks *ts, struct kvs *taint)
 /* Namespaces whose lookups by a computed name are an evasion. */
 static bool namespace_chain(bool py, const char *chain)
 {
-    static const char *const py_ns[] = {"__builtins__", "builtins", "__dict__", "modules",
-                                        "__globals__",  "f_globals", "f_builtins", "f_locals",
-                                        NULL};
-    static const char *const js_ns[] = {"globalThis", "global", "window", "self", "process",
-                                        "module", "require", NULL};
+    static const char *const py_ns[] = {"__builtins__", "builtins",    "__dict__",
+                                        "modules",      "__globals__", "f_globals",
+                                        "f_builtins",   "f_locals",    NULL};
+    static const char *const js_ns[] = {"globalThis", "global", "window",  "self",
+                                        "process",    "module", "require", NULL};
     const char *last = last_component(chain);
     char head[64];
     size_t hn = strcspn(chain, ".");
@@ -2328,24 +2347,68 @@ static int name_arg(bool py, const char *res)
     if (strcmp(last, "__import__") == 0 || strcmp(last, "import_module") == 0 ||
         strcmp(last, "attrgetter") == 0 || strcmp(last, "__getattribute__") == 0)
         return 0;
-    if (!py && (strcmp(res, "require") == 0 || strcmp(res, "import") == 0 ||
-                strcmp(last, "_load") == 0))
+    if (!py &&
+        (strcmp(res, "require") == 0 || strcmp(res, "import") == 0 || strcmp(last, "_load") == 0))
         return 0;
-    if (!py && (strcmp(res, "Reflect.get") == 0 || strcmp(res, "Reflect.getOwnPropertyDescriptor") == 0))
+    if (!py &&
+        (strcmp(res, "Reflect.get") == 0 || strcmp(res, "Reflect.getOwnPropertyDescriptor") == 0))
         return 1;
     return -1;
 }
 
-static const char *const dangerous_names[] = {
-    "os",         "posix",      "nt",           "subprocess",   "commands",      "pty",
-    "system",     "popen",      "Popen",        "spawn",        "spawnSync",     "exec",
-    "execSync",   "execFile",   "execFileSync", "execv",        "execve",        "execl",
-    "execlp",     "execvp",     "eval",         "compile",      "__import__",    "__builtins__",
-    "builtins",   "getattr",    "import_module", "child_process", "require",     "Function",
-    "constructor", "binding",   "mainModule",   "process",      "globalThis",    "vm",
-    "runInThisContext", "runInNewContext", "socket", "ctypes",  "marshal",       "pickle",
-    "check_output", "getoutput", "check_call",  "__globals__",  "__subclasses__", "sh",
-    "bash",       "/bin/sh",    "/bin/bash",    "node:child_process", NULL};
+static const char *const dangerous_names[] = {"os",
+                                              "posix",
+                                              "nt",
+                                              "subprocess",
+                                              "commands",
+                                              "pty",
+                                              "system",
+                                              "popen",
+                                              "Popen",
+                                              "spawn",
+                                              "spawnSync",
+                                              "exec",
+                                              "execSync",
+                                              "execFile",
+                                              "execFileSync",
+                                              "execv",
+                                              "execve",
+                                              "execl",
+                                              "execlp",
+                                              "execvp",
+                                              "eval",
+                                              "compile",
+                                              "__import__",
+                                              "__builtins__",
+                                              "builtins",
+                                              "getattr",
+                                              "import_module",
+                                              "child_process",
+                                              "require",
+                                              "Function",
+                                              "constructor",
+                                              "binding",
+                                              "mainModule",
+                                              "process",
+                                              "globalThis",
+                                              "vm",
+                                              "runInThisContext",
+                                              "runInNewContext",
+                                              "socket",
+                                              "ctypes",
+                                              "marshal",
+                                              "pickle",
+                                              "check_output",
+                                              "getoutput",
+                                              "check_call",
+                                              "__globals__",
+                                              "__subclasses__",
+                                              "sh",
+                                              "bash",
+                                              "/bin/sh",
+                                              "/bin/bash",
+                                              "node:child_process",
+                                              NULL};
 
 static int scan_sinks(bool py, const struct toks *ts, const struct kvs *al, const struct kvs *taint,
                       struct ps_norm *n)
@@ -2471,20 +2534,24 @@ static bool abbreviates(const char *alias, size_t an, const char *name)
 static int alias_note(struct ps_norm *n, const struct toks *ts, const struct tok *as,
                       const char *target)
 {
-    static const char *const spawn_modules[] = {"os",      "subprocess", "pty",     "commands",
-                                                "posix",   "popen2",     "child_process",
-                                                "shelljs", "execa",      NULL};
+    static const char *const spawn_modules[] = {"os",    "subprocess", "pty",           "commands",
+                                                "posix", "popen2",     "child_process", "shelljs",
+                                                "execa", NULL};
     static const char *const spawn_funcs[] = {
-        "system",  "popen",   "Popen",   "spawn",    "spawnSync", "exec",       "execSync",
-        "execFile", "execFileSync", "fork", "call",   "check_call", "check_output", "run",
-        "getoutput", "getstatusoutput", "execl", "execle", "execlp", "execlpe", "execv",
-        "execve",  "execvp",  "execvpe", "spawnl",   "spawnle",   "spawnlp",    "spawnlpe",
-        "spawnv",  "spawnve", "spawnvp", "spawnvpe", "posix_spawn", "posix_spawnp", NULL};
-    static const char *const code_builtins[] = {"eval",    "exec",     "compile", "execfile",
-                                                "__import__", "getattr", "Function", "require",
-                                                NULL};
+        "system",       "popen",        "Popen",     "spawn",
+        "spawnSync",    "exec",         "execSync",  "execFile",
+        "execFileSync", "fork",         "call",      "check_call",
+        "check_output", "run",          "getoutput", "getstatusoutput",
+        "execl",        "execle",       "execlp",    "execlpe",
+        "execv",        "execve",       "execvp",    "execvpe",
+        "spawnl",       "spawnle",      "spawnlp",   "spawnlpe",
+        "spawnv",       "spawnve",      "spawnvp",   "spawnvpe",
+        "posix_spawn",  "posix_spawnp", NULL};
+    static const char *const code_builtins[] = {"eval",     "exec",       "compile",
+                                                "execfile", "__import__", "getattr",
+                                                "Function", "require",    NULL};
     static const char *const global_objs[] = {"builtins", "__builtins__", "globalThis", "global",
-                                              "window", "self", NULL};
+                                              "window",   "self",         NULL};
     const char *alias = ttext(ts, as), *last = last_component(target);
     char head[64];
     size_t hn = strcspn(target, ".");
@@ -2679,11 +2746,16 @@ struct sh {
     /* the word being read: its expansions, where the last one ended, built at run time? */
     int wexp;
     size_t exp_end, wexp_bytes;
-    bool wpex;   /* a ${...} that slices, substitutes, changes case or is indirect */
-    bool wadj;   /* two expansions side by side */
-    bool wtaint; /* a computed variable */
+    bool wpex;          /* a ${...} that slices, substitutes, changes case or is indirect */
+    bool wadj;          /* two expansions side by side */
+    bool wtaint;        /* a computed variable */
     struct kvs runners; /* functions that run their arguments as a command ("$@") */
+    size_t work;        /* tokens looked at by the evasion checks, at most SH_MAX_WORK */
 };
+
+/* Substitutions nested thousands deep make each check look at thousands of tokens: the checks
+ * of one text share this budget, then report nothing more. */
+#define SH_MAX_WORK (4u << 20)
 
 static bool name_char(char c, bool first);
 
@@ -2774,7 +2846,8 @@ static int sh_dollar_expand(struct sh *s, struct tc_buf *w)
             const char *ifs = kv_get(&s->vars, "IFS", 3);
             bool pex = sh_param_computed(c + i + 1, e > i + 1 ? e - i - 1 : 0);
             /* "${a[*]}" joins the array with IFS: with IFS emptied it glues characters */
-            if (ifs && strcmp(ifs, " \t\n") != 0 && e >= i + 4 && c[e - 1] == ']' && c[e - 2] == '*')
+            if (ifs && strcmp(ifs, " \t\n") != 0 && e >= i + 4 && c[e - 1] == ']' &&
+                c[e - 2] == '*')
                 pex = true;
             sh_expansion(s, start, pex, false);
             return r;
@@ -3078,9 +3151,9 @@ static int sh_push_word(struct sh *s, uint32_t src, const char *w, size_t n, int
 /* Commands that encode, decode, compress or shift characters. (Not sed, awk or cut: scripts
  * quote and edit text with them all the time; printf and echo only with escapes.) */
 static const char *const sh_transformers[] = {
-    "base64", "base32", "basenc", "xxd",   "od",    "rev",     "tr",     "openssl", "gzip",
-    "gunzip", "zcat",   "xz",     "unxz",  "bzip2", "bunzip2", "perl",   "python",  "python2",
-    "python3", "iconv", "uudecode", "zlib-flate", NULL};
+    "base64", "base32",  "basenc",  "xxd",   "od",       "rev",        "tr",      "openssl",
+    "gzip",   "gunzip",  "zcat",    "xz",    "unxz",     "bzip2",      "bunzip2", "perl",
+    "python", "python2", "python3", "iconv", "uudecode", "zlib-flate", NULL};
 
 /* Does a printf at k (up to b) use escapes or character conversions (\x41, \101, %b, %c)? */
 static bool sh_printf_escapes(const struct toks *ts, size_t k, size_t b)
@@ -3096,18 +3169,23 @@ static bool sh_printf_escapes(const struct toks *ts, size_t k, size_t b)
     return false;
 }
 
-/* Do the tokens [a, b) run a command that transforms text (decoders, printf escapes, tr, ...)? */
-static bool sh_transforms(const struct toks *ts, size_t a, size_t b)
+/* Do the tokens [a, b) run a command that transforms text (decoders, printf escapes, tr, ...)?
+ * Charged to *work; false once the budget is spent. */
+static bool sh_transforms(const struct toks *ts, size_t a, size_t b, size_t *work)
 {
     static const char *const printfs[] = {"printf", NULL};
+    if (b > ts->n)
+        b = ts->n;
+    if (b > a && (*work += b - a) > SH_MAX_WORK)
+        return false;
     for (size_t k = a; k < b && k < ts->n; k++) {
         if (word_is(ts, k, sh_transformers))
             return true;
         if (word_is(ts, k, printfs) && sh_printf_escapes(ts, k, b))
             return true;
         if (IS_NAME(ts, k, "echo") && k + 1 < b && is_t(ts, k + 1, T_NAME) &&
-            ttext(ts, &ts->v[k + 1])[0] == '-' && memchr(ttext(ts, &ts->v[k + 1]), 'e',
-                                                         ts->v[k + 1].n))
+            ttext(ts, &ts->v[k + 1])[0] == '-' &&
+            memchr(ttext(ts, &ts->v[k + 1]), 'e', ts->v[k + 1].n))
             return true;
     }
     return false;
@@ -3165,7 +3243,7 @@ static int sh_close_subst(struct sh *s, uint32_t src)
             r = kv_set(&s->vars, name, strlen(name), raw, strlen(raw));
             if (r >= 0)
                 r = kv_set(&s->taint, name, strlen(name),
-                           sh_transforms(ts, open + 1, ts->n) ? "1" : "0", 1);
+                           sh_transforms(ts, open + 1, ts->n, &s->work) ? "1" : "0", 1);
         }
         if (r >= 0)
             r = push(ts, T_OP, src, ")", 1, 0, 0);
@@ -3346,8 +3424,8 @@ static int sh_lex(struct sh *s)
 
 static bool sh_sep(const struct toks *ts, size_t i)
 {
-    static const char *const seps[] = {";", "&&", "||", "|", "&", "|&", "(", ")", "$(", "`",
-                                       "<(", ">(", ";;", NULL};
+    static const char *const seps[] = {";", "&&", "||", "|",  "&",  "|&", "(",
+                                       ")", "$(", "`",  "<(", ">(", ";;", NULL};
     if (ts->v[i].t == T_NL)
         return true;
     if (ts->v[i].t != T_OP)
@@ -3358,11 +3436,13 @@ static bool sh_sep(const struct toks *ts, size_t i)
 }
 
 /* The ')' (or closing '`') of the substitution opened at open. */
-static size_t sh_close_of(const struct toks *ts, size_t open)
+static size_t sh_close_of(const struct toks *ts, size_t open, size_t *work)
 {
+    if ((*work += 64) > SH_MAX_WORK)
+        return open + 1;
     int depth = 0;
     /* an unevaluated `...` is closed by ")" too (sh_close_subst) */
-    for (size_t k = open; k < ts->n && k - open < 4096; k++) {
+    for (size_t k = open; k < ts->n && k - open < 4096; k++, ++*work) {
         if (IS_OP(ts, k, "$(") || IS_OP(ts, k, "`") || IS_OP(ts, k, "(") || IS_OP(ts, k, "<(") ||
             IS_OP(ts, k, ">("))
             depth++;
@@ -3374,17 +3454,17 @@ static size_t sh_close_of(const struct toks *ts, size_t open)
 
 static bool sh_word_eq(const struct toks *ts, size_t i, const char *w)
 {
-    return is_t(ts, i, T_NAME) && ts->v[i].n == strlen(w) && memcmp(ttext(ts, &ts->v[i]), w,
-                                                                        ts->v[i].n) == 0;
+    return is_t(ts, i, T_NAME) && ts->v[i].n == strlen(w) &&
+           memcmp(ttext(ts, &ts->v[i]), w, ts->v[i].n) == 0;
 }
 
 /* Is the token at i a substitution (or a word) whose text is transformed or computed? */
-static bool sh_generated(const struct toks *ts, size_t i)
+static bool sh_generated(const struct toks *ts, size_t i, size_t *work)
 {
     if (is_t(ts, i, T_NAME))
         return (ts->v[i].flags & (F_COMPUTED | F_DECODED)) != 0;
     if (IS_OP(ts, i, "$(") || IS_OP(ts, i, "`") || IS_OP(ts, i, "<("))
-        return sh_transforms(ts, i + 1, sh_close_of(ts, i));
+        return sh_transforms(ts, i + 1, sh_close_of(ts, i, work), work);
     return false;
 }
 
@@ -3415,9 +3495,9 @@ static int sh_scan(struct sh *s)
 {
     static const char *const shells[] = {"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", NULL};
     static const char *const nodes[] = {"node", "nodejs", NULL};
-    static const char *const kw[] = {"then", "do", "else", "elif", "if", "while", "until", "!",
-                                     "{", "time", "sudo", "exec", "nohup", "env", "command",
-                                     "builtin", "nice", "timeout", NULL};
+    static const char *const kw[] = {
+        "then", "do",   "else",  "elif", "if",      "while",   "until", "!",       "{", "time",
+        "sudo", "exec", "nohup", "env",  "command", "builtin", "nice",  "timeout", NULL};
     const struct toks *ts = &s->ts;
     size_t pipe_start = 0;
     char func[64] = "", base[64];
@@ -3476,7 +3556,7 @@ static int sh_scan(struct sh *s)
         if (cw == e) {
             /* $(...) in command position (not an assignment's value) */
             if (e < ts->n && (IS_OP(ts, e, "$(") || IS_OP(ts, e, "`")) &&
-                !(e > 0 && (ts->v[e - 1].flags & F_ASSIGN)) && sh_generated(ts, e))
+                !(e > 0 && (ts->v[e - 1].flags & F_ASSIGN)) && sh_generated(ts, e, &s->work))
                 r = add_note(s->n, "evasion_computed_command", TC_SEV_HIGH, ts->v[e].src,
                              "the command to run is produced by a substitution that transforms "
                              "text");
@@ -3491,9 +3571,9 @@ static int sh_scan(struct sh *s)
         }
         sh_cmd_base(ts, cw, base, sizeof(base));
         if (strcmp(base, "eval") == 0) {
-            bool gen = e < ts->n && e == cw + 1 && sh_generated(ts, e);
+            bool gen = e < ts->n && e == cw + 1 && sh_generated(ts, e, &s->work);
             for (size_t k = cw + 1; k < e && !gen; k++)
-                gen = sh_generated(ts, k);
+                gen = sh_generated(ts, k, &s->work);
             if (gen)
                 r = add_note(s->n, "evasion_indirect_exec", TC_SEV_HIGH, c->src,
                              "eval runs text that was decoded or transformed at run time");
@@ -3505,7 +3585,7 @@ static int sh_scan(struct sh *s)
                               sh_word_eq(ts, a, "/proc/self/fd/0") || sh_word_eq(ts, a, "-")))
                 r = add_note(s->n, "evasion_indirect_exec", TC_SEV_HIGH, c->src,
                              "sources code from standard input");
-            else if (a < ts->n && IS_OP(ts, a, "<(") && sh_generated(ts, a))
+            else if (a < ts->n && IS_OP(ts, a, "<(") && sh_generated(ts, a, &s->work))
                 r = add_note(s->n, "evasion_indirect_exec", TC_SEV_HIGH, c->src,
                              "sources code that is decoded or transformed at run time");
             continue;
@@ -3525,7 +3605,7 @@ static int sh_scan(struct sh *s)
                 }
             }
             if (repl && k < e && ts->v[k].n == rn && memcmp(ttext(ts, &ts->v[k]), repl, rn) == 0 &&
-                sh_transforms(ts, pipe_start, cs))
+                sh_transforms(ts, pipe_start, cs, &s->work))
                 r = add_note(s->n, "evasion_computed_command", TC_SEV_HIGH, c->src,
                              "xargs runs a command name that was decoded or transformed at run "
                              "time");
@@ -3539,19 +3619,20 @@ static int sh_scan(struct sh *s)
                     if (k + 1 < e && is_t(ts, k + 1, T_NAME))
                         r = add_job(s->n, PS_SHELL, ttext(ts, &ts->v[k + 1]), ts->v[k + 1].n,
                                     ts->v[k + 1].src, s->depth + 1);
-                    gen |= sh_generated(ts, k + 1);
+                    gen |= sh_generated(ts, k + 1, &s->work);
                 } else if (IS_OP(ts, k, "<<<") || IS_OP(ts, k, "<")) {
-                    gen |= sh_generated(ts, k + 1);
+                    gen |= sh_generated(ts, k + 1, &s->work);
                 } else if (is_t(ts, k, T_NAME) && ttext(ts, &ts->v[k])[0] != '-') {
                     code_arg = true; /* a script file */
                 }
             }
             if (e < ts->n && IS_OP(ts, e, "<(") && e == cw + 1)
-                gen |= sh_generated(ts, e);
+                gen |= sh_generated(ts, e, &s->work);
             if (e < ts->n && e == cw + 2 && sh_word_eq(ts, cw + 1, "-c"))
-                gen |= sh_generated(ts, e);
+                gen |= sh_generated(ts, e, &s->work);
             if (!code_arg && piped)
-                gen |= sh_transforms(ts, pipe_start, cs) || sh_generated(ts, pipe_start);
+                gen |= sh_transforms(ts, pipe_start, cs, &s->work) ||
+                       sh_generated(ts, pipe_start, &s->work);
             for (size_t k = pipe_start; piped && !code_arg && k < cs && !gen; k++)
                 gen = is_t(ts, k, T_NAME) && (ts->v[k].flags & (F_COMPUTED | F_DECODED));
             if (r >= 0 && gen)
@@ -3561,16 +3642,16 @@ static int sh_scan(struct sh *s)
             continue;
         }
         enum ps_lang lang = strncmp(base, "python", 6) == 0 ? PS_PYTHON
-                            : in_list(base, nodes)         ? PS_JS
-                                                           : PS_NONE;
+                            : in_list(base, nodes)          ? PS_JS
+                                                            : PS_NONE;
         for (size_t k = cw + 1; lang != PS_NONE && k + 1 < e && r >= 0; k++) {
-            bool flag = lang == PS_PYTHON ? sh_word_eq(ts, k, "-c")
-                                          : (sh_word_eq(ts, k, "-e") || sh_word_eq(ts, k, "-p") ||
-                                             sh_word_eq(ts, k, "--eval") ||
-                                             sh_word_eq(ts, k, "--print"));
+            bool flag = lang == PS_PYTHON
+                            ? sh_word_eq(ts, k, "-c")
+                            : (sh_word_eq(ts, k, "-e") || sh_word_eq(ts, k, "-p") ||
+                               sh_word_eq(ts, k, "--eval") || sh_word_eq(ts, k, "--print"));
             if (flag && is_t(ts, k + 1, T_NAME)) {
-                r = add_job(s->n, lang, ttext(ts, &ts->v[k + 1]), ts->v[k + 1].n,
-                            ts->v[k + 1].src, s->depth + 1);
+                r = add_job(s->n, lang, ttext(ts, &ts->v[k + 1]), ts->v[k + 1].n, ts->v[k + 1].src,
+                            s->depth + 1);
                 break;
             }
         }

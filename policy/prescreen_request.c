@@ -37,9 +37,9 @@ static const char *lang_of_file(const char *path, const char *text, size_t len)
 {
     static const struct {
         const char *ext, *lang;
-    } exts[] = {{".py", "python"},      {".pyw", "python"}, {".pyi", "python"},
-                {".sh", "shell"},       {".bash", "shell"}, {".zsh", "shell"},
-                {".ksh", "shell"},      {".bats", "shell"}, {".js", "javascript"},
+    } exts[] = {{".py", "python"},      {".pyw", "python"},     {".pyi", "python"},
+                {".sh", "shell"},       {".bash", "shell"},     {".zsh", "shell"},
+                {".ksh", "shell"},      {".bats", "shell"},     {".js", "javascript"},
                 {".mjs", "javascript"}, {".cjs", "javascript"}, {".jsx", "javascript"},
                 {".ts", "javascript"},  {".mts", "javascript"}, {".cts", "javascript"}};
     const char *dot = strrchr(base_name(path), '.');
@@ -109,15 +109,17 @@ struct stdin_pattern {
 static const struct stdin_pattern stdin_patterns[] = {
     {"shell", "shell",
      SH_CMD "(?:/usr)?(?:/bin/)?(?:ba|da|z|k|mk)?sh(?:\\s+-[a-zA-Z]*[si][a-zA-Z]*|\\s+-|\\s+--)*"
-     "(?:\\s+-[a-zA-Z]*[el][a-zA-Z]*)*" SH_END
-     "|" SH_CMD "(?:\\.|source)\\s+(?:/dev/stdin|/dev/fd/0|/proc/self/fd/0|-)" SH_END
-     "|\\beval\\s+\"?\\$\\(\\s*cat\\s*(?:-\\s*)?\\)"
-     "|" SH_CMD "\\$\\(\\s*cat\\s*\\)"
-     "|\\bread\\s+(?:-r\\s+)?(\\w+)\\s*(?:;|\\n)[^\\n]*\\beval\\s+\"?\\$\\{?\\1\\b"},
-    {"shell", "python", SH_CMD "(?:/usr/bin/)?python[23]?(?:\\.\\d+)?(?:\\s+-[a-zA-Z]+)*(?:\\s+-)?" SH_END},
+            "(?:\\s+-[a-zA-Z]*[el][a-zA-Z]*)*" SH_END "|" SH_CMD
+            "(?:\\.|source)\\s+(?:/dev/stdin|/dev/fd/0|/proc/self/fd/0|-)" SH_END
+            "|\\beval\\s+\"?\\$\\(\\s*cat\\s*(?:-\\s*)?\\)"
+            "|" SH_CMD "\\$\\(\\s*cat\\s*\\)"
+            "|\\bread\\s+(?:-r\\s+)?(\\w+)\\s*(?:;|\\n)[^\\n]*\\beval\\s+\"?\\$\\{?\\1\\b"},
+    {"shell", "python",
+     SH_CMD "(?:/usr/bin/)?python[23]?(?:\\.\\d+)?(?:\\s+-[a-zA-Z]+)*(?:\\s+-)?" SH_END},
     {"shell", "javascript", SH_CMD "(?:/usr/bin/)?node(?:js)?(?:\\s+-)?" SH_END},
     {"python", "python",
-     "\\b(?:exec|eval|compile)\\s*\\(\\s*(?:sys\\.stdin|input\\s*\\(|open\\s*\\(\\s*(?:0\\b|[\"']/dev/"
+     "\\b(?:exec|eval|compile)\\s*\\(\\s*(?:sys\\.stdin|input\\s*\\(|open\\s*\\(\\s*(?:0\\b|[\"']/"
+     "dev/"
      "stdin)|io\\.open\\s*\\(\\s*0\\b|os\\.read\\s*\\(\\s*0\\b)"},
     {"python", "shell",
      "\\b(?:os\\.(?:system|popen|exec\\w*|spawn\\w*)|subprocess\\.\\w+|pty\\.spawn|commands\\.\\w+)"
@@ -185,7 +187,10 @@ const char *tc_prescreen_stdin_language(const struct tc_tool *tool, const char *
 /* A compiled program or bytecode, by its magic number: what it does cannot be screened. */
 static const char *executable_kind(const unsigned char *b, size_t n)
 {
-    if (n >= 4 && memcmp(b, "\x7f" "ELF", 4) == 0)
+    if (n >= 4 && memcmp(b,
+                         "\x7f"
+                         "ELF",
+                         4) == 0)
         return "an ELF executable or library";
     if (n >= 4 && (memcmp(b, "\xfe\xed\xfa\xce", 4) == 0 || memcmp(b, "\xfe\xed\xfa\xcf", 4) == 0 ||
                    memcmp(b, "\xce\xfa\xed\xfe", 4) == 0 || memcmp(b, "\xcf\xfa\xed\xfe", 4) == 0))
@@ -203,8 +208,13 @@ static const char *executable_kind(const unsigned char *b, size_t n)
 
 static bool archive(const unsigned char *b, size_t n)
 {
-    return (n >= 4 && memcmp(b, "PK\x03\x04", 4) == 0) || (n >= 2 && b[0] == 0x1f && b[1] == 0x8b) ||
-           (n >= 6 && memcmp(b, "\xfd" "7zXZ\0", 6) == 0) || (n >= 3 && memcmp(b, "BZh", 3) == 0) ||
+    return (n >= 4 && memcmp(b, "PK\x03\x04", 4) == 0) ||
+           (n >= 2 && b[0] == 0x1f && b[1] == 0x8b) ||
+           (n >= 6 && memcmp(b,
+                             "\xfd"
+                             "7zXZ\0",
+                             6) == 0) ||
+           (n >= 3 && memcmp(b, "BZh", 3) == 0) ||
            (n >= 6 && memcmp(b, "7z\xbc\xaf\x27\x1c", 6) == 0) ||
            (n >= 262 && memcmp(b + 257, "ustar", 5) == 0) ||
            (n >= 4 && memcmp(b, "\x28\xb5\x2f\xfd", 4) == 0);
@@ -307,7 +317,8 @@ int tc_prescreen_request(const struct tc_tool *tool, const json_t *body, json_t 
         goto done; /* the operator turned the pre-screen off for this tool */
 
     /* the code */
-    if ((r = tc_prescreen(lang, c, clen, &found)) < 0 || (r = add_all(all, found, "code", NULL)) < 0)
+    if ((r = tc_prescreen(lang, c, clen, &found)) < 0 ||
+        (r = add_all(all, found, "code", NULL)) < 0)
         goto out;
     json_decref(found);
     found = NULL;
@@ -351,10 +362,10 @@ int tc_prescreen_request(const struct tc_tool *tool, const json_t *body, json_t 
             bin[blen] = '\0';
             if (!tc_utf8_valid((const char *)bin, blen, false)) {
                 const char *kind = executable_kind(bin, blen);
-                json_t *x = kind    ? finding("opaque_executable", "high",
-                                              "a compiled program or bytecode arrives as a file: "
-                                              "the pre-screen cannot read what it does",
-                                              kind)
+                json_t *x = kind ? finding("opaque_executable", "high",
+                                           "a compiled program or bytecode arrives as a file: "
+                                           "the pre-screen cannot read what it does",
+                                           kind)
                             : archive(bin, blen)
                                 ? finding("unscreened_archive", "medium",
                                           "an archive arrives as a file: code in it is not "

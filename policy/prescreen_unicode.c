@@ -96,8 +96,8 @@ enum tc_hidden tc_hidden_class(uint32_t cp, const char **ret_name)
 
 const char *tc_hidden_kind_name(enum tc_hidden k)
 {
-    static const char *const names[] = {"none",      "bidi",      "mark",    "invisible", "separator",
-                                        "tag",       "variation", "filler",  "control",   "space"};
+    static const char *const names[] = {"none", "bidi",      "mark",   "invisible", "separator",
+                                        "tag",  "variation", "filler", "control",   "space"};
     return (unsigned)k < sizeof(names) / sizeof(names[0]) ? names[k] : "none";
 }
 
