@@ -364,7 +364,12 @@ static int kv_set(struct kvs *m, const char *k, size_t kn, const char *v, size_t
     }
     if (m->n >= MAX_ALIASES)
         return 0;
-    char *nk = strndup(k, kn), *nv = strndup(v, vn);
+    /* the key keeps all kn bytes (a name may hold a NUL); the value is a C string */
+    char *nk = malloc(kn + 1), *nv = strndup(v, vn);
+    if (nk) {
+        memcpy(nk, k, kn);
+        nk[kn] = '\0';
+    }
     if (!nk || !nv) {
         free(nk);
         free(nv);
@@ -2278,7 +2283,7 @@ static int collect_taint(bool py, const struct toks *ts, struct kvs *taint)
         size_t before = taint->n;
         for (size_t q = 0; q < cand->n && r >= 0; q++)
             if (cand->e[q].v[0] == '1')
-                r = kv_set(taint, cand->e[q].k, strlen(cand->e[q].k), "1", 1);
+                r = kv_set(taint, cand->e[q].k, cand->e[q].kn, "1", 1);
         if (taint->n == before)
             break;
     }
