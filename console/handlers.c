@@ -251,7 +251,8 @@ static json_t *code_lines(const char *code, size_t len, const json_t *findings)
     return text_lines(code, len, findings, "code", NULL, CODE_MAX_LINES);
 }
 
-#define FILE_MAX_LINES 2000  /* per file: 64 files of 1 MiB must not make a 100 MB page */
+#define FILE_MAX_LINES 2000   /* per file: 64 files of 1 MiB must not make a 100 MB page */
+#define FILES_MAX_LINES 20000 /* all files together, on top of the code's 20000 */
 #define FILE_HEX_BYTES 4096  /* of a binary file, the hex view shows the start */
 
 /* Rows of a hex view: "00000000  7f 45 4c 46 ...  |.ELF....|". */
@@ -292,6 +293,7 @@ static json_t *hex_rows(const unsigned char *b, size_t n)
 static json_t *files_view(const json_t *files, const json_t *findings)
 {
     json_t *out = json_array();
+    int budget = FILES_MAX_LINES;
     size_t i;
     json_t *f;
     json_array_foreach(files, i, f) {
@@ -326,8 +328,10 @@ static json_t *files_view(const json_t *files, const json_t *findings)
                               b64 ? "base64" : "utf8", "size", (json_int_t)len, "sha256", hex,
                               "text", is_text, "anchor", anchor, "decoded", b64 && is_text);
         if (is_text) {
-            json_object_set_new(v, "lines",
-                                text_lines(text, len, findings, "file", path, FILE_MAX_LINES));
+            int most = budget < FILE_MAX_LINES ? (budget > 0 ? budget : 0) : FILE_MAX_LINES;
+            json_t *lines = text_lines(text, len, findings, "file", path, most);
+            budget -= (int)json_array_size(lines);
+            json_object_set_new(v, "lines", lines);
         } else {
             json_object_set_new(v, "hex", hex_rows((const unsigned char *)text, len));
             json_object_set_new(v, "hex_cut", json_boolean(len > FILE_HEX_BYTES));

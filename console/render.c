@@ -43,10 +43,14 @@ int tc_escape_html(struct tc_buf *b, const char *s, size_t len)
     return r ? r : tc_buf_append(b, s + start, len - start);
 }
 
+/* Past this many markers in one value, the rest are plain "⟪U+200B⟫" text without a span:
+ * a megabyte of alternating invisible characters must not make a page too big to render. */
+#define MAX_MARKER_SPANS 4096
+
 int tc_escape_html_visible(struct tc_buf *b, const char *s, size_t len)
 {
     int r = 0;
-    size_t start = 0;
+    size_t start = 0, spans = 0;
     for (size_t i = 0; i < len && r == 0;) {
         unsigned char c = (unsigned char)s[i];
         uint32_t cp;
@@ -77,14 +81,24 @@ int tc_escape_html_visible(struct tc_buf *b, const char *s, size_t len)
             char marker[24];
             (void)tc_hidden_class(cp, &name);
             size_t mn = tc_hidden_marker(cp, marker, sizeof(marker));
-            r = tc_buf_appendf(b, "<span class=\"uc uc-%s\" title=\"U+%04X %s\">",
-                               tc_hidden_kind_name(h), (unsigned)cp, name ? name : "");
+            /* a run of the same character is one marker: "⟪U+200B⟫×300" */
+            size_t run = 1, e = i + n;
+            uint32_t next;
+            while (e < len && h != TC_HIDDEN_SPACE && tc_utf8_next(s + e, len - e, &next) == n &&
+                   next == cp)
+                e += n, run++;
+            bool span = spans++ < MAX_MARKER_SPANS;
+            if (span)
+                r = tc_buf_appendf(b, "<span class=\"uc uc-%s\" title=\"U+%04X %s\">",
+                                   tc_hidden_kind_name(h), (unsigned)cp, name ? name : "");
             /* unusual spaces are shown as themselves, highlighted; the rest by the marker */
             if (r == 0)
                 r = h == TC_HIDDEN_SPACE ? tc_buf_append(b, s + i, n) : tc_buf_append(b, marker, mn);
-            if (r == 0)
+            if (r == 0 && run > 1)
+                r = tc_buf_appendf(b, "\xc3\x97%zu", run);
+            if (r == 0 && span)
                 r = tc_buf_append(b, "</span>", 7);
-            i += n;
+            i = e;
         }
         start = i;
     }

@@ -289,6 +289,21 @@ TEST(show_makes_hidden_characters_visible)
     CHECK(tc_escape_html_visible(&b, "a\xff\xc3(b", 5) == 0);
     CHECK(b.data && strcmp(b.data, "a\xef\xbf\xbd\xef\xbf\xbd(b") == 0);
     tc_buf_free(&b);
+    /* a run of one character is one marker with a count; a flood stays bounded */
+    CHECK(eq(R("{{show x}}", "{\"x\":\"a\\u200b\\u200b\\u200bb\"}"),
+             "a<span class=\"uc uc-invisible\" title=\"U+200B ZERO WIDTH SPACE\">"
+             "\xe2\x9f\xaaU+200B\xe2\x9f\xab\xc3\x97" "3</span>b"));
+    tc_buf_init(&b, 16u << 20);
+    struct tc_buf in;
+    tc_buf_init(&in, 4u << 20);
+    for (int i = 0; i < 150000; i++) /* alternating: no runs to collapse */
+        CHECK(tc_buf_append(&in, i & 1 ? "\xe2\x80\x8b" : "\xe2\x80\x8c", 3) == 0);
+    CHECK(tc_escape_html_visible(&b, in.data, in.len) == 0);
+    CHECK(b.len < 3u << 20); /* 4096 spans, then "⟪U+200B⟫" text: a few MB, not 20 */
+    CHECK(strstr(b.data, "\xe2\x80\x8b") == NULL && strstr(b.data, "\xe2\x80\x8c") == NULL);
+    CHECK(strstr(b.data + b.len - 40, "\xe2\x9f\xaaU+200") != NULL); /* still marked at the end */
+    tc_buf_free(&in);
+    tc_buf_free(&b);
     /* only in HTML text: never in an attribute, never raw */
     CHECK(R("<a title=\"{{show x}}\">", "{\"x\":\"a\"}") == NULL && last_rc == -EINVAL);
     CHECK(R("<a {{show x}}>", "{\"x\":\"a\"}") == NULL);
