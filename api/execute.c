@@ -441,8 +441,22 @@ static enum MHD_Result block(struct tc_request *r, struct exec_state *st, json_t
     size_t i;
     json_t *f;
     json_array_foreach(st->findings, i, f) {
-        char path[48];
-        snprintf(path, sizeof(path), "code:%lld:%lld",
+        /* code:LINE:COL, stdin:LINE:COL, files[N]:LINE:COL (N: the file's index in the request) */
+        char path[96], where[32] = "code";
+        const char *src = json_string_value(json_object_get(f, "source"));
+        const char *fpath = json_string_value(json_object_get(f, "path"));
+        if (src && strcmp(src, "stdin") == 0)
+            snprintf(where, sizeof(where), "stdin");
+        else if (src && strcmp(src, "file") == 0 && fpath) {
+            size_t k;
+            json_t *file;
+            json_array_foreach(json_object_get(body, "files"), k, file)
+                if (strcmp(json_string_value(json_object_get(file, "path")) ?: "", fpath) == 0) {
+                    snprintf(where, sizeof(where), "files[%zu]", k);
+                    break;
+                }
+        }
+        snprintf(path, sizeof(path), "%s:%lld:%lld", where,
                  (long long)json_integer_value(json_object_get(f, "line")),
                  (long long)json_integer_value(json_object_get(f, "column")));
         json_array_append_new(errors, json_pack("{s:s, s:O, s:O, s:O}", "path", path, "message",
@@ -501,11 +515,12 @@ enum MHD_Result tc_api_execute(struct tc_request *r)
         goto out;
     }
 
-    /* Pre-screen: advisory (the sandbox is the enforcement), but it can block or hold. */
-    json_t *code = json_object_get(req.body, "code");
-    if (tc_prescreen(tc_prescreen_language(tool), json_string_value(code),
-                     json_string_length(code), &st->findings) < 0)
-        st->findings = json_array();
+    /* Pre-screen: advisory (the sandbox is the enforcement), but it can block or hold. Everything
+     * that can run is screened: code, files, and stdin where it runs as a program. */
+    if (tc_prescreen_request(tool, req.body, &st->findings) < 0) {
+        ret = unavailable(r, st, "the pre-screen could not run, so the call was not run");
+        goto out;
+    }
     enum tc_prescreen_action action = tc_prescreen_decide(tool, st->findings);
     if (action == TC_ACTION_BLOCK) {
         ret = block(r, st, req.body);
@@ -551,49 +566,38 @@ out:
     return ret;
 }
 
-/* POST /v1/prescreen {tool, code}: the findings and the action, without running anything. */
+/* POST /v1/prescreen: the body of POST /v1/execute, validated by the same code (a tool name
+ * with a NUL, or any other field /v1/execute refuses, is refused here too); the findings for
+ * everything that would run and the action, without running or storing anything. */
 enum MHD_Result tc_api_prescreen(struct tc_request *r)
 {
     enum MHD_Result ret;
     json_t *body = tc_request_json(r, &ret);
     if (!body)
         return ret;
-    json_t *errors = json_array();
-    const char *key;
-    json_t *v;
-    json_object_foreach(body, key, v) if (strcmp(key, "tool") && strcmp(key, "code") &&
-                                          json_array_size(errors) < 100)
-        json_array_append_new(errors, json_pack("{s:s, s:s}", "path", key, "message",
-                                                "unknown field"));
-    json_t *tool_j = json_object_get(body, "tool"), *code = json_object_get(body, "code");
-    if (!json_is_string(tool_j))
-        json_array_append_new(errors, json_pack("{s:s, s:s}", "path", "tool", "message",
-                                                "is required and must be a string"));
-    if (!json_is_string(code) || json_string_length(code) > TC_EXEC_MAX_CODE_BYTES)
-        json_array_append_new(errors, json_pack("{s:s, s:s}", "path", "code", "message",
-                                                "is required and must be a string of at most 1 MiB"));
-    if (json_array_size(errors) > 0) {
+    struct tc_exec_request req = {0};
+    json_t *errors = NULL;
+    if (tc_exec_request_parse(body, &req, &errors) < 0) {
         json_decref(body);
         return tc_respond_problem(r, 400, "validation", "Invalid request", errors,
                                   "the request does not match the schema (see errors)");
     }
-    json_decref(errors);
+    json_decref(body);
     struct tc_policy *policy = tc_server_policy(r->srv);
-    const struct tc_tool *tool = tc_policy_tool(policy, json_string_value(tool_j));
+    const struct tc_tool *tool = tc_policy_tool(policy, req.tool);
+    json_t *findings = NULL;
     if (!tool) {
         ret = tc_respond_problem(r, 404, "unknown-tool", "Unknown tool", NULL,
-                                 "no tool named '%.64s' is declared in the policy",
-                                 json_string_value(tool_j));
+                                 "no tool named '%s' is declared in the policy", req.tool);
+    } else if (tc_prescreen_request(tool, req.body, &findings) < 0) {
+        ret = tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
+                                 "the pre-screen could not run");
     } else {
-        json_t *findings = NULL;
-        if (tc_prescreen(tc_prescreen_language(tool), json_string_value(code),
-                         json_string_length(code), &findings) < 0)
-            findings = json_array();
         const char *action = tc_prescreen_action_name(tc_prescreen_decide(tool, findings));
         ret = tc_respond_json(r, 200, json_pack("{s:s, s:o, s:s}", "tool", tool->name, "findings",
                                                 findings, "action", action));
     }
     tc_policy_unref(policy);
-    json_decref(body);
+    tc_exec_request_done(&req);
     return ret;
 }

@@ -3,6 +3,7 @@
  * only through the renderer's escaping (console/render.h), never by string concatenation. */
 #include <inttypes.h>
 #include <pthread.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -188,27 +189,42 @@ static json_t *policy_words(struct tc_request *r, const char *tool_name, const j
     return o;
 }
 
-/* The code as numbered lines, each with the findings that point at it. */
-static json_t *code_lines(const char *code, size_t len, const json_t *findings)
+/* Does finding f point into this source? ("code" also takes findings recorded before findings
+ * had a source.) */
+static bool finding_in(const json_t *f, const char *source, const char *path)
+{
+    const char *src = json_string_value(json_object_get(f, "source"));
+    if (!src)
+        return strcmp(source, "code") == 0;
+    if (strcmp(src, source) != 0)
+        return false;
+    return !path || strcmp(json_string_value(json_object_get(f, "path")) ?: "", path) == 0;
+}
+
+/* A text as numbered lines, each with the findings of this source that point at it; at most
+ * max_lines, then a line that says how much is not shown. */
+static json_t *text_lines(const char *text, size_t len, const json_t *findings, const char *source,
+                          const char *path, int max_lines)
 {
     json_t *lines = json_array();
     size_t start = 0;
     int n = 1;
-    for (size_t i = 0; i <= len && n <= CODE_MAX_LINES; i++) {
-        if (i < len && code[i] != '\n')
+    for (size_t i = 0; i <= len && n <= max_lines; i++) {
+        if (i < len && text[i] != '\n')
             continue;
         if (i == len && start == len && n > 1)
             break; /* a final newline does not start an empty line */
         json_t *fl = json_array();
         size_t k;
         json_t *f;
-        json_array_foreach(findings, k, f) if (json_integer_value(json_object_get(f, "line")) == n)
+        json_array_foreach(findings, k, f) if (json_integer_value(json_object_get(f, "line")) == n &&
+                                               finding_in(f, source, path))
             json_array_append_new(fl, json_pack("{s:O, s:O, s:O}", "severity",
                                                 json_object_get(f, "severity"), "rule",
                                                 json_object_get(f, "rule"), "message",
                                                 json_object_get(f, "message")));
         json_array_append_new(lines, json_pack("{s:i, s:s%, s:o, s:b}", "n", n, "text",
-                                               code + start, i - start, "findings", fl,
+                                               text + start, i - start, "findings", fl,
                                                "flagged", json_array_size(fl) > 0));
         start = i + 1;
         n++;
@@ -217,34 +233,160 @@ static json_t *code_lines(const char *code, size_t len, const json_t *findings)
         /* Never hide code silently: say how much is not shown, and where to get all of it. */
         size_t more = 1;
         for (size_t i = start; i < len; i++)
-            more += code[i] == '\n' && i + 1 < len;
-        char text[160];
-        snprintf(text, sizeof(text), "[%zu more lines are not shown here; read the full payload"
+            more += text[i] == '\n' && i + 1 < len;
+        char msg[160];
+        snprintf(msg, sizeof(msg), "[%zu more lines are not shown here; read the full payload"
                  " with GET /v1/approvals/{id}]", more);
         json_array_append_new(lines, json_pack("{s:s, s:s, s:[{s:s, s:s, s:s}], s:b}", "n", "…",
-                                               "text", text, "findings", "severity", "notice",
+                                               "text", msg, "findings", "severity", "notice",
                                                "rule", "console", "message",
-                                               "the code is longer than the console shows",
+                                               "the text is longer than the console shows",
                                                "flagged", 1));
     }
     return lines;
 }
 
-static json_t *files_view(const json_t *files)
+/* The code as numbered lines, each with the findings that point at it. */
+static json_t *code_lines(const char *code, size_t len, const json_t *findings)
+{
+    return text_lines(code, len, findings, "code", NULL, CODE_MAX_LINES);
+}
+
+#define FILE_MAX_LINES 2000   /* per file: 64 files of 1 MiB must not make a 100 MB page */
+#define FILES_MAX_LINES 20000 /* all files together, on top of the code's 20000 */
+#define FILE_HEX_BYTES 4096  /* of a binary file, the hex view shows the start */
+
+/* Rows of a hex view: "00000000  7f 45 4c 46 ...  |.ELF....|". */
+static json_t *hex_rows(const unsigned char *b, size_t n)
+{
+    json_t *rows = json_array();
+    static const char hexd[] = "0123456789abcdef";
+    for (size_t off = 0; off < n && off < FILE_HEX_BYTES; off += 16) {
+        char hex[16 * 3 + 2], ascii[17];
+        size_t h = 0, a = 0;
+        for (size_t k = 0; k < 16; k++) {
+            if (off + k < n) {
+                unsigned char c = b[off + k];
+                hex[h++] = hexd[c >> 4];
+                hex[h++] = hexd[c & 15];
+                ascii[a++] = c >= 0x20 && c < 0x7f ? (char)c : '.';
+            } else {
+                hex[h++] = ' ';
+                hex[h++] = ' ';
+            }
+            hex[h++] = ' ';
+            if (k == 7)
+                hex[h++] = ' '; /* two groups of eight */
+        }
+        hex[h - 1] = '\0'; /* no separator after the last byte */
+        ascii[a] = '\0';
+        char offs[16];
+        snprintf(offs, sizeof(offs), "%08zx", off);
+        json_array_append_new(rows, json_pack("{s:s, s:s, s:s}", "offset", offs, "hex", hex,
+                                              "ascii", ascii));
+    }
+    return rows;
+}
+
+/* Each file as the reviewer must see it: text (also base64 that decodes to UTF-8) as numbered
+ * lines with its findings; anything else as a hex view of its start. Always the size in bytes
+ * and the SHA-256 of the exact bytes that will be written into the sandbox. */
+static json_t *files_view(const json_t *files, const json_t *findings)
 {
     json_t *out = json_array();
+    int budget = FILES_MAX_LINES;
     size_t i;
     json_t *f;
     json_array_foreach(files, i, f) {
+        const char *path = json_string_value(json_object_get(f, "path")) ?: "";
         const char *enc = json_string_value(json_object_get(f, "encoding"));
         json_t *content = json_object_get(f, "content");
+        const char *text = json_string_value(content) ?: "";
+        size_t len = json_string_length(content);
         bool b64 = enc && strcmp(enc, "base64") == 0;
-        json_array_append_new(out, json_pack("{s:O, s:s, s:b, s:O, s:I}", "path",
-                                             json_object_get(f, "path"), "encoding",
-                                             enc ? enc : "utf8", "binary", b64, "content",
-                                             content ? content : json_null(), "size",
-                                             (json_int_t)json_string_length(content)));
+        unsigned char *bin = NULL;
+        size_t blen = len;
+        if (b64) {
+            bin = malloc(len + 1);
+            if (!bin || sodium_base642bin(bin, len + 1, text, len, NULL, &blen, NULL,
+                                          sodium_base64_VARIANT_ORIGINAL) != 0) {
+                free(bin);
+                json_array_append_new(out, json_pack("{s:s, s:s, s:b}", "path", path, "encoding",
+                                                     "base64", "undecodable", 1));
+                continue;
+            }
+            text = (const char *)bin;
+            len = blen;
+        }
+        unsigned char h[crypto_hash_sha256_BYTES];
+        char hex[2 * crypto_hash_sha256_BYTES + 1];
+        crypto_hash_sha256(h, (const unsigned char *)text, len);
+        sodium_bin2hex(hex, sizeof(hex), h, sizeof(h));
+        bool is_text = tc_utf8_valid(text, len, false);
+        char anchor[32];
+        snprintf(anchor, sizeof(anchor), "f%zu-", i);
+        json_t *v = json_pack("{s:s, s:s, s:I, s:s, s:b, s:s, s:b}", "path", path, "encoding",
+                              b64 ? "base64" : "utf8", "size", (json_int_t)len, "sha256", hex,
+                              "text", is_text, "anchor", anchor, "decoded", b64 && is_text);
+        if (is_text) {
+            int most = budget < FILE_MAX_LINES ? (budget > 0 ? budget : 0) : FILE_MAX_LINES;
+            json_t *lines = text_lines(text, len, findings, "file", path, most);
+            budget -= (int)json_array_size(lines);
+            json_object_set_new(v, "lines", lines);
+        } else {
+            json_object_set_new(v, "hex", hex_rows((const unsigned char *)text, len));
+            json_object_set_new(v, "hex_cut", json_boolean(len > FILE_HEX_BYTES));
+        }
+        size_t k;
+        json_t *x;
+        json_t *ff = json_array();
+        json_array_foreach(findings, k, x) if (finding_in(x, "file", path))
+            json_array_append(ff, x);
+        json_object_set_new(v, "findings", ff);
+        json_array_append_new(out, v);
+        free(bin);
     }
+    return out;
+}
+
+/* All findings for the list on the page, each with where it points ("code", "stdin",
+ * "file PATH") and a link to the line. */
+static json_t *findings_list(const json_t *findings, const json_t *files)
+{
+    json_t *out = json_array();
+    size_t k, i;
+    json_t *x, *f;
+    json_array_foreach(findings, k, x) {
+        const char *src = json_string_value(json_object_get(x, "source")) ?: "code";
+        const char *path = json_string_value(json_object_get(x, "path"));
+        long long line = (long long)json_integer_value(json_object_get(x, "line"));
+        char href[48] = "#stdin";
+        if (strcmp(src, "code") == 0)
+            snprintf(href, sizeof(href), "#L%lld", line);
+        else if (strcmp(src, "file") == 0) {
+            snprintf(href, sizeof(href), "#files");
+            json_array_foreach(files, i, f)
+                if (path && strcmp(json_string_value(json_object_get(f, "path")) ?: "", path) == 0) {
+                    snprintf(href, sizeof(href), "#f%zu-L%lld", i, line);
+                    break;
+                }
+        }
+        json_t *v = json_deep_copy(x);
+        json_object_set_new(v, "where", json_string(strcmp(src, "file") == 0 ? "file" : src));
+        json_object_set_new(v, "href", json_string(href));
+        json_array_append_new(out, v);
+    }
+    return out;
+}
+
+/* The findings of one source (stdin), for the list under it. */
+static json_t *findings_of(const json_t *findings, const char *source)
+{
+    json_t *out = json_array();
+    size_t k;
+    json_t *x;
+    json_array_foreach(findings, k, x) if (finding_in(x, source, NULL))
+        json_array_append(out, x);
     return out;
 }
 
@@ -294,15 +436,17 @@ static enum MHD_Result approval_page(struct tc_request *r, unsigned status, cons
     else if (done && strcmp(done, "denied") == 0)
         flash = "Denied. The agent has been told.";
     json_t *data = json_pack(
-        "{s:O, s:o, s:O, s:o, s:o, s:O, s:o, s:o, s:O, s:O, s:b, s:s, s:s, s:s, s:s, s:s, s:s,"
-        " s:s*, s:s*, s:s}",
+        "{s:O, s:o, s:O, s:o, s:o, s:o, s:O, s:o, s:o, s:o, s:O, s:O, s:b, s:s, s:s, s:s, s:s, s:s,"
+        " s:s, s:s*, s:s*, s:s}",
         "approval", a, "lines",
         code_lines(json_string_value(code) ?: "", json_string_length(code), findings),
-        "findings", findings, "files", files_view(json_object_get(payload, "files")), "collect",
+        "findings", findings, "findings_list",
+        findings_list(findings, json_object_get(payload, "files")), "files",
+        files_view(json_object_get(payload, "files"), findings), "collect",
         json_object_get(payload, "collect") ? json_incref(json_object_get(payload, "collect"))
                                             : json_array(),
         "stdin",
-        json_object_get(payload, "stdin"), "policy",
+        json_object_get(payload, "stdin"), "stdin_findings", findings_of(findings, "stdin"), "policy",
         policy_words(r, json_string_value(json_object_get(a, "tool")) ?: "", payload),
         "reasons_text", json_object_get(a, "reasons") ? json_incref(json_object_get(a, "reasons")) : json_array(),
         "decisions", json_object_get(a, "decisions"), "payload_hash",
@@ -463,7 +607,7 @@ enum MHD_Result tc_console_execution(struct tc_request *r)
     json_t *findings = json_object_get(result, "findings");
     json_t *na = json_object_get(result, "network"); /* the stored result view (api/exec.c) */
     json_t *data = json_pack(
-        "{s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:O, s:o, s:o, s:o, s:o, s:O, s:o, s:o, s:o}", "id",
+        "{s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:O, s:o, s:o, s:o, s:o, s:O, s:o, s:o, s:o, s:o}", "id",
         id, "tool", PQgetvalue(res, 0, 1), "status", PQgetvalue(res, 0, 2), "created_at",
         PQgetvalue(res, 0, 3), "finished_at", str_or_null(res, 0, 4), "approval_id",
         str_or_null(res, 0, 7), "approval_status", str_or_null(res, 0, 8), "result", result,
@@ -471,7 +615,8 @@ enum MHD_Result tc_console_execution(struct tc_request *r)
         code_lines(json_string_value(code) ?: "", json_string_length(code), findings),
         "redactions", counts_list(json_object_get(result, "redactions"), "rule", "count"),
         "limits_words", limits_words(limits), "stdin", json_object_get(request, "stdin") ?: json_null(),
-        "files", files_view(json_object_get(request, "files")), "network_attempts",
+        "stdin_findings", findings_of(findings, "stdin"),
+        "files", files_view(json_object_get(request, "files"), findings), "network_attempts",
         json_is_array(na) ? json_incref(na) : json_array(), "enforced",
         counts_list(json_object_get(result, "enforced"), "limit", "how"));
     PQclear(res);

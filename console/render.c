@@ -12,6 +12,7 @@
 #include "common/buf.h"
 #include "common/embedded.h"
 #include "common/util.h"
+#include "policy/prescreen_unicode.h"
 
 #define MAX_NODES 8192
 #define MAX_NAME 64
@@ -40,6 +41,68 @@ int tc_escape_html(struct tc_buf *b, const char *s, size_t len)
         start = i + 1;
     }
     return r ? r : tc_buf_append(b, s + start, len - start);
+}
+
+/* Past this many markers in one value, the rest are plain "⟪U+200B⟫" text without a span:
+ * a megabyte of alternating invisible characters must not make a page too big to render. */
+#define MAX_MARKER_SPANS 4096
+
+int tc_escape_html_visible(struct tc_buf *b, const char *s, size_t len)
+{
+    int r = 0;
+    size_t start = 0, spans = 0;
+    for (size_t i = 0; i < len && r == 0;) {
+        unsigned char c = (unsigned char)s[i];
+        uint32_t cp;
+        size_t n = c < 0x80 ? 1 : tc_utf8_next(s + i, len - i, &cp);
+        if (c < 0x80)
+            cp = c;
+        enum tc_hidden h = n ? tc_hidden_class(cp, NULL) : TC_HIDDEN_NONE;
+        /* a CR that ends a line (CRLF, or the end of the value) is just a line end */
+        if (cp == '\r' && (i + 1 == len || s[i + 1] == '\n'))
+            h = TC_HIDDEN_NONE;
+        if (n && h == TC_HIDDEN_NONE) {
+            if (c == '&' || c == '<' || c == '>' || c == '"' || c == '\'' || c == '`') {
+                r = tc_escape_html(b, s + start, i + 1 - start);
+                start = i + 1;
+            }
+            i += n;
+            continue;
+        }
+        /* flush the plain text before this character */
+        r = tc_escape_html(b, s + start, i - start);
+        if (r)
+            break;
+        if (n == 0) { /* not UTF-8: a replacement character, never the raw byte */
+            r = tc_buf_append(b, "\xef\xbf\xbd", 3);
+            i++;
+        } else {
+            const char *name = NULL;
+            char marker[24];
+            (void)tc_hidden_class(cp, &name);
+            size_t mn = tc_hidden_marker(cp, marker, sizeof(marker));
+            /* a run of the same character is one marker: "⟪U+200B⟫×300" */
+            size_t run = 1, e = i + n;
+            uint32_t next;
+            while (e < len && h != TC_HIDDEN_SPACE && tc_utf8_next(s + e, len - e, &next) == n &&
+                   next == cp)
+                e += n, run++;
+            bool span = spans++ < MAX_MARKER_SPANS;
+            if (span)
+                r = tc_buf_appendf(b, "<span class=\"uc uc-%s\" title=\"U+%04X %s\">",
+                                   tc_hidden_kind_name(h), (unsigned)cp, name ? name : "");
+            /* unusual spaces are shown as themselves, highlighted; the rest by the marker */
+            if (r == 0)
+                r = h == TC_HIDDEN_SPACE ? tc_buf_append(b, s + i, n) : tc_buf_append(b, marker, mn);
+            if (r == 0 && run > 1)
+                r = tc_buf_appendf(b, "\xc3\x97%zu", run);
+            if (r == 0 && span)
+                r = tc_buf_append(b, "</span>", 7);
+            i = e;
+        }
+        start = i;
+    }
+    return r ? r : tc_escape_html(b, s + start, len - start);
 }
 
 static bool url_allowed(const char *s, size_t len)
@@ -277,7 +340,7 @@ static bool same_context(const struct hstate *a, const struct hstate *b)
 
 /* ---- parse ---- */
 
-enum nkind { N_TEXT, N_VAR, N_RAW, N_EACH, N_IF, N_UNLESS, N_PARTIAL };
+enum nkind { N_TEXT, N_VAR, N_RAW, N_SHOW, N_EACH, N_IF, N_UNLESS, N_PARTIAL };
 
 struct node {
     enum nkind kind;
@@ -499,6 +562,9 @@ static struct node *parse_list(struct parser *ps, int depth, const char **ret_cl
         } else if (ilen > 4 && memcmp(in, "raw ", 4) == 0) {
             kind = N_RAW;
             name = in + 4;
+        } else if (ilen > 5 && memcmp(in, "show ", 5) == 0) {
+            kind = N_SHOW;
+            name = in + 5;
         }
         while (name < ie && is_space(*name))
             name++;
@@ -515,6 +581,8 @@ static struct node *parse_list(struct parser *ps, int depth, const char **ret_cl
                 n->len = nlen;
                 if (kind == N_PARTIAL && ps->st.m != M_TEXT)
                     perr(ps, open, -EINVAL, "a partial may only be included in HTML text");
+                else if (kind == N_SHOW && ps->st.m != M_TEXT)
+                    perr(ps, open, -EINVAL, "show is only allowed in HTML text");
                 else if (kind != N_PARTIAL)
                     var_context(ps, open, kind == N_RAW, &n->esc);
             }
@@ -628,6 +696,8 @@ static int emit(struct renderer *R, enum nkind kind, enum esc esc, const json_t 
     }
     if (kind == N_RAW)
         return tc_buf_append(&R->out, s, len);
+    if (kind == N_SHOW)
+        return tc_escape_html_visible(&R->out, s, len);
     switch (esc) {
     case E_URL_START: return tc_escape_url(&R->out, s, len);
     case E_URL_PART: return tc_escape_url_component(&R->out, s, len);
@@ -648,6 +718,7 @@ static int render_list(struct renderer *R, const struct node *n)
             break;
         case N_VAR:
         case N_RAW:
+        case N_SHOW:
             r = emit(R, n->kind, n->esc, resolve(R, n->s, n->len, &tmp));
             break;
         case N_IF:

@@ -12,6 +12,11 @@
  *                                 false: missing, null, false, 0, "", [] and {}
  *   {{> name}}                    include console/templates/name.html (in HTML text only)
  *   {{raw x}}                     the value unescaped: the one explicit opt-in (HTML text only)
+ *   {{show x}}                    the value escaped, with every character a reader would not see
+ *                                 (bidi controls, zero-width and invisible characters, U+2028,
+ *                                 tag characters, variation selectors, fillers, controls) shown
+ *                                 as a marked "⟪U+202E⟫" and invalid UTF-8 as U+FFFD (HTML text
+ *                                 only: code, stdin, file contents)
  *   {{! comment }}
  * Substitutions are refused (a render error, never silent output) inside tags outside a
  * quoted value, in unquoted values, in on* / style / srcdoc / srcset attributes, in
@@ -46,6 +51,10 @@ int tc_render(const char *name, const json_t *data, char **ret_out, size_t *ret_
  * 0 or -E2BIG/-ENOMEM from the buffer. */
 struct tc_buf;
 int tc_escape_html(struct tc_buf *b, const char *s, size_t len);
+/* tc_escape_html, and each hidden character (prescreen_unicode.h) as
+ * <span class="uc uc-KIND" title="U+XXXX NAME">⟪U+XXXX⟫</span> (unusual spaces as themselves
+ * inside such a span); bytes that are not UTF-8 as U+FFFD. The raw character never appears. */
+int tc_escape_html_visible(struct tc_buf *b, const char *s, size_t len);
 /* A URL that starts an attribute value: http(s) and relative URLs, else "#"; HTML-escaped. */
 int tc_escape_url(struct tc_buf *b, const char *s, size_t len);
 /* Percent-encode every byte outside [A-Za-z0-9-._~]. */

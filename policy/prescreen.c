@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "policy/prescreen_norm.h"
+#include "policy/prescreen_unicode.h"
 
 enum { L_PY = 1, L_SH = 2, L_JS = 4, L_ALL = 7 };
 
@@ -24,6 +25,8 @@ struct rule {
 #define END     "(?=[\\s;|&)\"'`]|$)"
 #define SHELLS  "(?:sudo\\s+)?(?:\\S*/)?(?:ba|z|da|k|c|tc)?sh\\b"
 #define SYSDIRS "(?:etc|usr|var|home|boot|bin|sbin|lib|lib64|root|opt|srv|dev|proc|sys)"
+/* Python namespaces that hold the builtins or a module's globals */
+#define PYNS "(?:__builtins__|\\bbuiltins|\\bglobals\\(\\)|\\blocals\\(\\)|\\bvars\\(\\))"
 
 static const struct rule rules[] = {
     /* ---- every language (shell commands also hide in string literals) ---- */
@@ -74,7 +77,8 @@ static const struct rule rules[] = {
      "\\bopenssl\\s+(?:enc\\s+)?-?base64\\s+-d"
      "|\\btr\\s+[\"']?(?:A-Za-z|a-zA-Z)[\"']?\\s+[\"']?(?:N-ZA-Mn-za-m|n-za-mN-ZA-M))[^\\n;]*\\|"
      "\\s*" SHELLS "|\\becho\\s+\"\\x01[^\\n]*\\|\\s*" SHELLS
-     "|\\beval\\s+\"\\x01|\\b(?:ba|z|da)?sh\\s+-c\\s+\"\\x01|\\b(?:ba|z|da)?sh\\s+<<<\\s*\"\\x01"},
+     "|\\beval\\s+\"\\x01|\\b(?:ba|z|da)?sh\\s+-c\\s+\"\\x01|\\b(?:ba|z|da)?sh\\s+<<<\\s*\"\\x01"
+     "|(?:^|[\\s;&|(])(?:\\.|source|(?:ba|z|da)?sh)\\s+<\\(\\s*echo\\s+\"\\x01"},
     {"credential_read", L_ALL, TC_SEV_HIGH,
      "reads credential files (SSH keys, cloud credentials, shadow)",
      "(?:~|\\$HOME|\\$\\{HOME\\}|/home/[\\w.-]+|/root)/\\.ssh\\b"
@@ -86,6 +90,12 @@ static const struct rule rules[] = {
      "|\\.kube/config\\b|(?<![\\w.])\\.netrc\\b|\\.git-credentials\\b|\\.config/"
      "gcloud\\b|(?<![\\w.])\\.pgpass\\b"
      "|/proc/(?:self|\\d+)/environ\\b|(?<![\\w.])\\.gnupg\\b|\\.azure/|\\.password-store\\b"},
+    {"pickle_gadget", L_ALL, TC_SEV_CRITICAL,
+     "a pickle that imports a command or code runner (runs it when loaded)",
+     "\\bc(?:os|posix|nt|subprocess|builtins|__builtin__|commands|pty)[ \\n]"
+     "(?:system|popen|Popen|exec\\w*|eval|spawn\\w*|check_output|getoutput|call|run)\\b"
+     "|\\x8c[\\x01-\\x20](?:os|posix|nt|subprocess|builtins)\\x94?\\x8c[\\x01-\\x20]"
+     "(?:system|popen|Popen|exec\\w*|eval|check_output|getoutput)"},
     {"cloud_metadata", L_ALL, TC_SEV_HIGH, "queries a cloud instance metadata service",
      "169\\.254\\.169\\.254|metadata\\.google\\.internal|100\\.100\\.100\\.200|fd00:ec2::254"},
     {"persistence", L_ALL, TC_SEV_HIGH,
@@ -122,19 +132,24 @@ static const struct rule rules[] = {
 
     /* ---- Python ---- */
     {"py_exec_decoded", L_PY, TC_SEV_CRITICAL, "decoded or obfuscated code is executed",
-     "(?:(?<![\\w.])|(?:__builtins__|builtins)(?:\\.__dict__)?\\.)(?:exec|eval|compile|execfile)\\("
+     "(?:(?<![\\w.])|" PYNS "(?:\\.__dict__)?\\.)(?:exec|eval|compile|execfile)\\("
      "\\s*\"\\x01"},
     {"py_exec_remote", L_PY, TC_SEV_CRITICAL, "code downloaded at run time is executed",
-     "(?:(?<![\\w.])|(?:__builtins__|builtins)(?:\\.__dict__)?\\.)(?:exec|eval)\\([^\\n]*(?:"
+     "(?:(?<![\\w.])|" PYNS "(?:\\.__dict__)?\\.)(?:exec|eval)\\([^\\n]*(?:"
      "urlopen|requests\\.get|urllib\\.request|http\\.client)"},
     {"py_exec", L_PY, TC_SEV_HIGH, "dynamic code execution (exec/eval/compile)",
-     "(?:(?<![\\w.])|(?:__builtins__|builtins)(?:\\.__dict__)?\\.)(?:exec|eval|execfile)\\(|(?<!["
+     "(?:(?<![\\w.])|" PYNS "(?:\\.__dict__)?\\.)(?:exec|eval|execfile)\\(|(?<!["
      "\\w.])compile\\([^\\n]*\"exec\""
-     "|(?:__builtins__|builtins)(?:\\.__dict__)?\\.(?:exec|eval|compile)\\b"},
+     "|" PYNS "(?:\\.__dict__)?\\.(?:exec|eval|compile)\\b"},
     {"py_shell", L_PY, TC_SEV_MEDIUM, "runs a command through os or subprocess",
      "\\bos\\.(?:system|popen\\d?|exec[lv]p?e?|spawn[lv]p?e?|posix_spawnp?)\\("
      "|\\bsubprocess\\.(?:run|call|check_call|check_output|Popen|getoutput|getstatusoutput)\\(|"
      "\\bcommands\\.getoutput\\("},
+    {"evasion_decoded_command", L_PY, TC_SEV_HIGH,
+     "a command that was decoded or assembled from character codes is run",
+     "\\b(?:os\\.(?:system|popen\\d?|exec\\w*|spawn\\w*|posix_spawnp?)|subprocess\\.\\w+|"
+     "commands\\."
+     "getoutput|pty\\.spawn)\\(\\s*\\[?\\s*\"\\x01"},
     {"py_pty_spawn", L_PY, TC_SEV_HIGH, "spawns an interactive shell on a pseudo-terminal",
      "\\bpty\\.spawn\\("},
     {"py_rmtree_root", L_PY, TC_SEV_CRITICAL, "deletes the root, home or a system directory",
@@ -154,6 +169,24 @@ static const struct rule rules[] = {
      "\\bsocket\\.socket\\(|\\bsocket\\.create_connection\\("},
     {"py_setuid", L_PY, TC_SEV_MEDIUM, "changes process identity",
      "\\bos\\.set(?:e?[ug]id|res[ug]id)\\("},
+    /* Evasion: these constructs exist to reach what a plain call would show. */
+    {"evasion_object_graph", L_PY, TC_SEV_HIGH,
+     "walks the object graph (subclasses of object, function globals, frames, the builtins "
+     "dictionary) to reach code a plain call would show",
+     "(?:\\bobject|\\btype|__class__|__base__|__bases__\\s*\\[[^\\]\\n]*\\]|__mro__\\s*\\[[^\\]\\n]"
+     "*\\])"
+     "\\s*\\.\\s*__subclasses__\\b"
+     "|\\.__globals__\\b|\\bfunc_globals\\b|\\bf_builtins\\b"
+     "|\\bf_globals\\s*(?:\\[|\\.\\s*(?:get|__builtins__|__import__)\\b)"
+     "|\\b(?:gi|cr|ag)_frame\\s*\\.\\s*f_(?:globals|locals|builtins)\\b"
+     "|\\b__builtins__\\s*(?:\\[|\\.\\s*(?:__dict__|get|__import__|__loader__)\\b)"
+     "|\\.__builtins__\\b|\\bbuiltins\\s*\\.\\s*(?:__dict__|__import__)\\b"
+     "|\\bvars\\(\\s*(?:__builtins__|builtins)\\s*\\)"
+     "|\\b__loader__\\s*\\.\\s*load_module\\b|\\bgc\\.get_(?:objects|referrers|referents)\\b"
+     "|\\btype\\(\\s*lambda\\b[^\\n]*?\\)\\s*\\(|\\.__code__\\s*(?:=(?!=)|\\.replace\\()"
+     "|\\b(?:globals|locals|vars)\\(\\)\\.(?:__import__|system|popen|spawn\\w*|exec\\w*|eval|"
+     "compile|"
+     "getattr|Popen|check_output|getoutput)\\b"},
 
     /* ---- JavaScript ---- */
     {"js_eval_decoded", L_JS, TC_SEV_CRITICAL, "decoded or obfuscated code is executed",
@@ -161,12 +194,16 @@ static const struct rule rules[] = {
      "\\(\\s*\"\\x01"
      "|\\bnew Function\\([^)]*\"\\x01|\\bvm\\.\\w+\\(\\s*\"\\x01"},
     {"js_eval", L_JS, TC_SEV_HIGH, "dynamic code execution (eval, Function, vm)",
-     "(?:(?<![\\w.$])|\\b(?:window|global|globalThis)\\.)eval\\(|\\bnew "
-     "Function\\(|(?<![\\w.$])Function\\(\\s*\""
+     "(?:(?<![\\w.$])|\\b(?:window|global|globalThis|self)\\.)eval\\(|\\bnew "
+     "Function\\(|(?<![\\w.$])Function\\s*\\("
      "|\\bvm\\.(?:runInNewContext|runInThisContext|runInContext|Script|compileFunction)\\b|\\bset(?"
      ":Timeout|Interval)\\(\\s*\""},
     {"js_child_process", L_JS, TC_SEV_MEDIUM, "runs a command through child_process",
      "\\bchild_process\\.(?:exec|execSync|spawn|spawnSync|execFile|execFileSync|fork)\\("},
+    {"evasion_decoded_command", L_JS, TC_SEV_HIGH,
+     "a command that was decoded or assembled from character codes is run",
+     "\\bchild_process\\.(?:exec|execSync|spawn|spawnSync|execFile|execFileSync|fork)\\(\\s*"
+     "\"\\x01"},
     {"js_native", L_JS, TC_SEV_HIGH, "reaches into Node internals or native code",
      "\\bprocess\\.(?:binding|dlopen|_linkedBinding)\\(|\\bprocess\\.mainModule\\b"},
     {"js_rm_root", L_JS, TC_SEV_CRITICAL, "deletes the root, home or a system directory",
@@ -176,6 +213,22 @@ static const struct rule rules[] = {
      "|\\.bashrc|\\.profile|\\.zshrc|authorized_keys)"},
     {"js_socket", L_JS, TC_SEV_MEDIUM, "opens a raw network socket",
      "\\bnet\\.(?:connect|createConnection|Socket)\\b"},
+    {"evasion_object_graph", L_JS, TC_SEV_HIGH,
+     "reaches the Function constructor or Node's module loader through the object graph",
+     "\\.constructor\\s*\\.\\s*constructor\\b"
+     "|(?<!\\bnew\\s)\\b[\\w$]+(?:\\.[\\w$]+)*\\.constructor\\s*\\(\\s*\"|[\\])]\\s*\\."
+     "constructor\\s*\\(\\s*\""
+     "|\\}\\s*\\)\\s*\\.constructor\\b|\\bgetPrototypeOf\\(\\s*(?:async\\s+)?function\\b"
+     "|\\[\\s*\\]\\s*\\.\\s*[\\w$]+\\s*\\.\\s*constructor\\b"
+     "|\\bmodule\\.constructor\\b|\\bModule\\._load\\b|\\b_load\\s*\\(|\\brequire\\.main\\."
+     "require\\b"
+     "|(?:\\bObject\\.(?:keys|values|entries|getOwnPropertyNames|getOwnPropertyDescriptors)|"
+     "\\bReflect\\.ownKeys)\\(\\s*(?:globalThis|global|window|self|process)\\s*\\)"},
+    {"evasion_indirect_exec", L_JS, TC_SEV_HIGH,
+     "runs generated code indirectly (eval or Function passed around as a value, indirect eval)",
+     "(?:[(,=:?|&]|\\breturn)\\s*(?:eval|Function)\\s*(?:[),;\\]]|$)"
+     "|\\b(?:eval|Function)\\s*\\.\\s*(?:call|apply|bind)\\s*\\("
+     "|\\b(?:globalThis|global|window|self)\\.Function\\s*\\("},
 
     /* ---- shell ---- */
     {"sh_eval", L_SH, TC_SEV_MEDIUM, "evaluates a constructed command", "(?:^|[\\s;&|(])eval\\s"},
@@ -251,7 +304,8 @@ struct flist {
     size_t n, alloc;
 };
 
-/* Copy up to TC_PRESCREEN_MAX_EXCERPT bytes as valid UTF-8 without control characters. */
+/* Copy up to TC_PRESCREEN_MAX_EXCERPT bytes as valid UTF-8 without control characters; a
+ * bidi control or invisible character becomes a visible "⟪U+202E⟫". */
 static void make_excerpt(char *dst, const char *s, size_t n)
 {
     size_t o = 0, i = 0;
@@ -273,8 +327,18 @@ static void make_excerpt(char *dst, const char *s, size_t n)
             i++;
             continue;
         }
-        size_t len = c >= 0xf0 && c < 0xf5 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
-        if (len && i + len <= n && tc_utf8_valid(s + i, len, false)) {
+        uint32_t cp;
+        size_t len = tc_utf8_next(s + i, n - i, &cp);
+        enum tc_hidden h = len ? tc_hidden_class(cp, NULL) : TC_HIDDEN_NONE;
+        if (len && h != TC_HIDDEN_NONE && h != TC_HIDDEN_SPACE) {
+            char m[24];
+            size_t mn = tc_hidden_marker(cp, m, sizeof(m));
+            if (o + mn > TC_PRESCREEN_MAX_EXCERPT)
+                break;
+            memcpy(dst + o, m, mn);
+            o += mn;
+            i += len;
+        } else if (len) {
             if (o + len > TC_PRESCREEN_MAX_EXCERPT)
                 break;
             memcpy(dst + o, s + i, len);
@@ -364,6 +428,129 @@ static int fcmp(const void *a, const void *b)
     return strcmp(x->rule, y->rule);
 }
 
+/* ---- characters a reviewer cannot see ---- */
+
+static const struct rule hidden_rules[] = {
+    {"bidi_control", L_ALL, TC_SEV_HIGH,
+     "Unicode bidirectional control character: the code may run differently from how it reads "
+     "(Trojan Source, CVE-2021-42574)",
+     NULL},
+    {"hidden_text", L_ALL, TC_SEV_HIGH,
+     "invisible characters that can carry text or form names (Unicode tag characters, Hangul or "
+     "Khmer fillers)",
+     NULL},
+    {"invisible_character", L_ALL, TC_SEV_MEDIUM,
+     "invisible or zero-width character, line separator, variation selector or control "
+     "character: what runs is not what a reader sees",
+     NULL},
+    {"mixed_script_identifier", L_ALL, TC_SEV_MEDIUM,
+     "a word mixes Latin with Cyrillic or Greek letters (look-alike characters)", NULL},
+};
+
+static bool is_cyr_greek(uint32_t cp)
+{
+    return (cp >= 0x0370 && cp <= 0x03ff) || (cp >= 0x0400 && cp <= 0x052f);
+}
+
+static bool is_word(uint32_t cp)
+{
+    return (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') || (cp >= '0' && cp <= '9') ||
+           cp == '_' || (cp >= 0xc0 && cp != 0xd7 && cp != 0xf7 && cp < 0x2000);
+}
+
+static int scan_hidden(const char *code, size_t len, struct flist *f)
+{
+    uint32_t prev = 0;
+    size_t line = 1, last[4] = {0, 0, 0, 0};
+    size_t wstart = 0;
+    bool w_latin = false, w_other = false, in_word = false;
+    int r = 0;
+    for (size_t i = 0; i < len && r >= 0;) {
+        uint32_t cp, next = 0;
+        size_t n = tc_utf8_next(code + i, len - i, &cp);
+        if (n == 0) { /* invalid byte: not text we can judge */
+            i++;
+            prev = 0xfffd;
+            in_word = false;
+            continue;
+        }
+        if (i + n < len)
+            (void)tc_utf8_next(code + i + n, len - i - n, &next);
+        enum tc_hidden h = tc_hidden_class(cp, NULL);
+        int rule = -1;
+        switch (h) {
+        case TC_HIDDEN_BIDI:
+            rule = 0;
+            break;
+        case TC_HIDDEN_TAG:
+        case TC_HIDDEN_FILLER:
+            rule = 1;
+            break;
+        case TC_HIDDEN_INVISIBLE:
+            /* joiners inside emoji sequences and non-Latin words; a BOM at the start */
+            if ((cp == 0x200d || cp == 0x200c) && prev >= 0x80 && next >= 0x80)
+                break;
+            if (cp == 0xfeff && i == 0)
+                break;
+            rule = 2;
+            break;
+        case TC_HIDDEN_VARIATION:
+            if (cp != 0xfe0e && cp != 0xfe0f) /* text/emoji presentation: ordinary */
+                rule = 2;
+            break;
+        case TC_HIDDEN_MARK:
+        case TC_HIDDEN_SEPARATOR:
+            rule = 2;
+            break;
+        case TC_HIDDEN_CONTROL:
+            if (!(cp == '\r' && next == '\n') && cp != '\f')
+                rule = 2;
+            break;
+        default:
+            break;
+        }
+        if (rule >= 0 && last[rule] != line) {
+            last[rule] = line;
+            size_t ls = i, le = i;
+            while (ls > 0 && code[ls - 1] != '\n' && i - ls < 40)
+                ls--;
+            while (le < len && code[le] != '\n' && le - i < 60)
+                le++;
+            r = add_finding(f, &hidden_rules[rule], hidden_rules[rule].sev,
+                            hidden_rules[rule].message, (uint32_t)i, code + ls, le - ls);
+        }
+        /* words mixing Latin and Cyrillic/Greek letters */
+        if (is_word(cp)) {
+            if (!in_word)
+                wstart = i, w_latin = w_other = false, in_word = true;
+            w_latin |= (cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z');
+            w_other |= is_cyr_greek(cp);
+        }
+        if ((!is_word(cp) || i + n >= len) && in_word) {
+            if (w_latin && w_other && last[3] != line && r >= 0) {
+                last[3] = line;
+                size_t we = is_word(cp) ? i + n : i;
+                r = add_finding(f, &hidden_rules[3], hidden_rules[3].sev, hidden_rules[3].message,
+                                (uint32_t)wstart, code + wstart, we - wstart);
+            }
+            in_word = false;
+        }
+        if (cp == '\n')
+            line++;
+        prev = cp;
+        i += n;
+    }
+    return r;
+}
+
+static int fcmp_severity(const void *a, const void *b)
+{
+    const struct finding *x = a, *y = b;
+    if (x->sev != y->sev)
+        return x->sev > y->sev ? -1 : 1;
+    return fcmp(a, b);
+}
+
 int tc_prescreen(const char *language, const char *code, size_t len, json_t **ret_findings)
 {
     enum ps_lang lang = lang_of(language);
@@ -381,8 +568,13 @@ int tc_prescreen(const char *language, const char *code, size_t len, json_t **re
         len = TC_PRESCREEN_MAX_CODE;
     if (!(arr = json_array()))
         return -ENOMEM;
-    if (lang == PS_NONE || len == 0)
+    if (len == 0 || !language || strcmp(language, "none") == 0)
         goto done;
+    /* hidden characters in any language (also "other"); the rules only in the three we know */
+    if ((r = scan_hidden(code, len, &f)) < 0)
+        goto out;
+    if (lang == PS_NONE)
+        goto positions;
     if (!(md = pcre2_match_data_create(4, NULL)) || !(mc = pcre2_match_context_create(NULL))) {
         r = -ENOMEM;
         goto out;
@@ -441,6 +633,7 @@ int tc_prescreen(const char *language, const char *code, size_t len, json_t **re
     if (r < 0)
         goto out;
 
+positions:
     /* line and column of each finding in the original code */
     {
         size_t line = 1, ls = 0, pos = 0;
@@ -464,7 +657,13 @@ int tc_prescreen(const char *language, const char *code, size_t len, json_t **re
         if (f.n > 1)
             qsort(f.v, f.n, sizeof(*f.v), fcmp);
     }
-    for (size_t k = 0; k < f.n && k < TC_PRESCREEN_MAX_FINDINGS; k++) {
+    if (f.n > TC_PRESCREEN_MAX_FINDINGS) {
+        /* too many: keep the most severe (then the earliest), so the decision sees them */
+        qsort(f.v, f.n, sizeof(*f.v), fcmp_severity);
+        f.n = TC_PRESCREEN_MAX_FINDINGS;
+        qsort(f.v, f.n, sizeof(*f.v), fcmp);
+    }
+    for (size_t k = 0; k < f.n; k++) {
         json_t *o =
             json_pack("{s:s, s:s, s:I, s:I, s:s, s:s}", "rule", f.v[k].rule, "severity",
                       tc_severity_name(f.v[k].sev), "line", (json_int_t)f.v[k].line, "column",

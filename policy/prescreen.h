@@ -22,13 +22,36 @@ enum tc_prescreen_action {
 #define TC_PRESCREEN_MAX_FINDINGS 100
 #define TC_PRESCREEN_MAX_EXCERPT  120
 
-/* language: "python" | "shell" | "javascript"; "none", "other", NULL or anything else: no rules
- * (an empty array). On success returns 0 and sets *ret_findings to a new JSON array of findings
+/* language: "python" | "shell" | "javascript"; any other language but "none" (e.g. "other"):
+ * only the check for hidden characters (bidi controls, invisible characters); "none" or NULL:
+ * an empty array. On success returns 0 and sets *ret_findings to a new JSON array of findings
  * [{rule, severity ("low"|"medium"|"high"|"critical"), line (1-based), column (1-based, bytes),
  *   excerpt (<= 120 bytes, valid UTF-8), message}], sorted by line, column and rule, at most
  * TC_PRESCREEN_MAX_FINDINGS. Any bytes are accepted (NUL, invalid UTF-8). -ENOMEM on failure
  * (ret untouched). Thread-safe. */
 int tc_prescreen(const char *language, const char *code, size_t len, json_t **ret_findings);
+
+/* Everything in an execute request that can run, screened (body: a request that passed
+ * tc_exec_request_parse, i.e. tool, code, and optional stdin and files):
+ * - code, with the tool's rule set (tc_prescreen_language);
+ * - every file of files[], decoded from base64: as python/shell/javascript by its name (.py,
+ *   .sh, .js, ...) or its #! line, else with the tool's rule set (code can exec, source or
+ *   import any file); a file that is not UTF-8 text is not scanned but reported: a compiled
+ *   program or bytecode (ELF, Mach-O, PE, wasm, .pyc) as "opaque_executable" (high), an
+ *   archive as "unscreened_archive" (medium), anything else as "unscreened_binary" (low);
+ * - stdin, as the language that runs it (tc_prescreen_stdin_language), or, when nothing does
+ *   as far as the pre-screen can tell, as data with every finding lowered to "low".
+ * Findings as tc_prescreen()'s, each with "source": "code" | "stdin" | "file" and, for a file,
+ * "path" (line and column point into that source). In request order; past
+ * TC_PRESCREEN_MAX_FINDINGS the most severe are kept. Rule set "none": an empty array.
+ * 0 or -ENOMEM (ret untouched). */
+int tc_prescreen_request(const struct tc_tool *tool, const json_t *body, json_t **ret_findings);
+
+/* The language stdin runs as, or NULL when it is data: the tool's command reads its program
+ * from stdin (an interpreter with "-", "-s", /dev/stdin or no program operand), or the code
+ * hands stdin to an interpreter (`bash`, `sh -s`, `cat | sh`, `. /dev/stdin`,
+ * `eval "$(cat)"`, exec(sys.stdin.read()), os.system("sh"), eval(readFileSync(0)), ...). */
+const char *tc_prescreen_stdin_language(const struct tc_tool *tool, const char *code, size_t len);
 
 /* The rule set a tool's code is scanned with: tool->raw "prescreen".rules if set, else
  * tool->language ("other" when unset). Borrowed string. */

@@ -18,7 +18,17 @@
 #include "policy/prescreen.h"
 
 enum tt { T_NAME, T_STR, T_NUM, T_OP, T_NL };
-enum { F_DECODED = 1, F_GLUED = 2, F_ASSIGN = 4, F_QUOTED = 8 };
+enum {
+    F_DECODED = 1,   /* produced by decoding (base64, hex, char codes, escapes, reversal, ...) */
+    F_GLUED = 2,     /* shell: glued to the word before */
+    F_ASSIGN = 4,    /* shell: NAME= with the value still to come */
+    F_VAR = 8,       /* the value of a constant variable, put in its place */
+    F_FOLDED = 16,   /* assembled from constant pieces (concatenation, format, replace, ...) */
+    F_TEMPLATE = 32, /* an f-string or template literal that interpolates something */
+    F_COMPUTED = 64, /* shell: a word built at run time (adjacent expansions, ${x:1:2}, ...) */
+    F_GETATTR = 128, /* a name that getattr()/Reflect.get() looked up */
+};
+#define F_SH_ADJ F_GETATTR /* shell: a word of expansions side by side ("$a$b") */
 
 struct tok {
     uint8_t t, flags;
@@ -303,42 +313,70 @@ simple:
 
 struct kv {
     char *k, *v;
+    size_t kn;
 };
+#define KV_SLOTS (2 * MAX_ALIASES) /* open addressing, at most half full */
 struct kvs {
     struct kv e[MAX_ALIASES];
     size_t n;
+    uint16_t slot[KV_SLOTS]; /* index + 1 into e, 0: empty */
 };
+
+static uint32_t kv_hash(const char *k, size_t kn)
+{
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < kn; i++)
+        h = (h ^ (unsigned char)k[i]) * 16777619u;
+    return h;
+}
+
+/* The slot of key k: where it is, or the empty slot where it would go. */
+static size_t kv_slot(const struct kvs *m, const char *k, size_t kn)
+{
+    size_t s = kv_hash(k, kn) % KV_SLOTS;
+    while (m->slot[s]) {
+        const struct kv *e = &m->e[m->slot[s] - 1];
+        if (e->kn == kn && memcmp(e->k, k, kn) == 0)
+            break;
+        s = (s + 1) % KV_SLOTS;
+    }
+    return s;
+}
 
 static const char *kv_get(const struct kvs *m, const char *k, size_t kn)
 {
-    for (size_t i = m->n; i-- > 0;)
-        if (strlen(m->e[i].k) == kn && memcmp(m->e[i].k, k, kn) == 0)
-            return m->e[i].v;
-    return NULL;
+    size_t s = kv_slot(m, k, kn);
+    return m->slot[s] ? m->e[m->slot[s] - 1].v : NULL;
 }
 
 static int kv_set(struct kvs *m, const char *k, size_t kn, const char *v, size_t vn)
 {
     if (vn > MAX_VALUE)
         vn = MAX_VALUE;
-    for (size_t i = 0; i < m->n; i++)
-        if (strlen(m->e[i].k) == kn && memcmp(m->e[i].k, k, kn) == 0) {
-            char *nv = strndup(v, vn);
-            if (!nv)
-                return -ENOMEM;
-            free(m->e[i].v);
-            m->e[i].v = nv;
-            return 0;
-        }
+    size_t s = kv_slot(m, k, kn);
+    if (m->slot[s]) {
+        char *nv = strndup(v, vn);
+        if (!nv)
+            return -ENOMEM;
+        free(m->e[m->slot[s] - 1].v);
+        m->e[m->slot[s] - 1].v = nv;
+        return 0;
+    }
     if (m->n >= MAX_ALIASES)
         return 0;
-    char *nk = strndup(k, kn), *nv = strndup(v, vn);
+    /* the key keeps all kn bytes (a name may hold a NUL); the value is a C string */
+    char *nk = malloc(kn + 1), *nv = strndup(v, vn);
+    if (nk) {
+        memcpy(nk, k, kn);
+        nk[kn] = '\0';
+    }
     if (!nk || !nv) {
         free(nk);
         free(nv);
         return -ENOMEM;
     }
-    m->e[m->n++] = (struct kv){nk, nv};
+    m->e[m->n] = (struct kv){nk, nv, kn};
+    m->slot[s] = (uint16_t)(++m->n);
     return 0;
 }
 
@@ -349,6 +387,7 @@ static void kv_free(struct kvs *m)
         free(m->e[i].v);
     }
     m->n = 0;
+    memset(m->slot, 0, sizeof(m->slot));
 }
 
 /* ---- output helpers ---- */
@@ -432,6 +471,23 @@ static bool ident_char(unsigned char c)
     return ident_start(c) || (c >= '0' && c <= '9');
 }
 
+/* Does the text of an f-string (py) or template literal interpolate anything? */
+static bool has_interpolation(bool py, const char *s, size_t n)
+{
+    for (size_t k = 0; k < n; k++) {
+        if (py && s[k] == '{') {
+            if (k + 1 < n && s[k + 1] == '{') {
+                k++;
+                continue;
+            }
+            return true;
+        }
+        if (!py && s[k] == '$' && k + 1 < n && s[k + 1] == '{')
+            return true;
+    }
+    return false;
+}
+
 static int lex_pyjs(bool py, const char *c, size_t len, int depth, uint32_t origin, struct toks *ts)
 {
     struct tc_buf sb;
@@ -469,12 +525,12 @@ static int lex_pyjs(bool py, const char *c, size_t len, int depth, uint32_t orig
         }
         /* string, with an optional Python prefix */
         size_t q = i;
-        bool raw = false;
+        bool raw = false, fstr = false;
         if (py) {
             while (q < len && q - i < 2 && strchr("rRbBuUfF", c[q]) && c[q])
-                raw |= c[q] == 'r' || c[q] == 'R', q++;
+                raw |= c[q] == 'r' || c[q] == 'R', fstr |= c[q] == 'f' || c[q] == 'F', q++;
             if (q == len || (c[q] != '\'' && c[q] != '"'))
-                q = i, raw = false;
+                q = i, raw = false, fstr = false;
         }
         if (q < len && (c[q] == '\'' || c[q] == '"' || (!py && c[q] == '`'))) {
             char quote = c[q];
@@ -516,7 +572,10 @@ static int lex_pyjs(bool py, const char *c, size_t len, int depth, uint32_t orig
                 r = -ENOMEM;
                 break;
             }
-            r = push(ts, T_STR, SRC(i), sb.data ? sb.data : "", sb.len, dec ? F_DECODED : 0, 0);
+            int fl = dec ? F_DECODED : 0;
+            if ((fstr || quote == '`') && has_interpolation(py, sb.data ? sb.data : "", sb.len))
+                fl |= F_TEMPLATE;
+            r = push(ts, T_STR, SRC(i), sb.data ? sb.data : "", sb.len, fl, 0);
             i = k < len ? k + (triple ? 3 : (c[k] == '\n' ? 0 : 1)) : len;
             continue;
         }
@@ -630,8 +689,960 @@ static bool decode_as(const char *how, const char *s, size_t n, struct tc_buf *o
     return false;
 }
 
-/* One folding pass; *changed set when anything was folded. */
-static int fold_pass(bool py, struct toks *in, struct toks *out, struct ps_norm *nm, bool *changed)
+/* ---- folding: one function per rule ----
+ *
+ * fold_pass() walks the tokens once and, at each position, tries the rules below in order. A
+ * rule either folds (pushes its result to f->out, sets *next past what it consumed and returns
+ * 1), does not apply (returns 0, pushes nothing) or fails (-ENOMEM). Passes repeat until
+ * nothing changes (at most MAX_PASSES), so a rule only needs to see constants that earlier
+ * passes produced: `getattr(__import__("o" + "s"), "system")` folds in three passes.
+ *
+ * Flags on the string a rule produces: F_DECODED when it was decoded (base64, hex, rot13, char
+ * codes, reversal, slicing, joining characters), F_FOLDED when it was assembled from pieces
+ * (concatenation, format, replace, case changes, f-strings or templates with constant parts).
+ * Either marks a name built at run time: handed to getattr/import/require/a namespace lookup,
+ * it is an evasion finding (nobody writes `getattr(os, "sys" + "tem")` for readability). */
+
+struct fold {
+    bool py;
+    const struct toks *in;
+    struct toks *out;
+    struct ps_norm *nm;
+    const struct kvs *consts; /* single-assignment string variables: flag byte + value */
+    struct tc_buf v;          /* the value being built */
+    bool changed;
+    size_t grown, budget; /* bytes folds added beyond what they replaced; at most budget */
+};
+
+/* May a fold replace the tokens [i, next) by a value of n bytes? Growth is budgeted over the
+ * whole text, so that however folds are nested the normalised code stays within a few times
+ * the size of the code (and the code after them is still scanned). */
+static bool growth_ok(struct fold *f, size_t i, size_t next, size_t n)
+{
+    size_t was = 0;
+    for (size_t k = i; k < next && k < f->in->n; k++)
+        was += f->in->v[k].n + 1;
+    if (n <= was)
+        return true;
+    if (f->grown + (n - was) > f->budget)
+        return false;
+    f->grown += n - was;
+    return true;
+}
+
+#define F_BUILT (F_DECODED | F_FOLDED)
+
+/* Folds that can make a value larger than their input (a join with a separator, replace,
+ * format) give up past this: names and commands are short, and nesting such folds must not
+ * turn a few hundred bytes of code into megabytes of normalised text. */
+#define MAX_GROWN (MAX_VALUE / 4)
+/* A constant variable's value is put in place of its uses only up to this size: names and
+ * commands are short, and a long value used many times must not fill the token pool. */
+#define MAX_CONST_USE 1024
+
+static int note_built(struct fold *f, uint32_t src, const char *what)
+{
+    return add_note(f->nm, "evasion_computed_name", TC_SEV_HIGH, src, what);
+}
+
+/* Replace v[piece..] with s[0..n). */
+static int v_set_piece(struct tc_buf *v, size_t piece, const char *s, size_t n)
+{
+    v->len = piece;
+    if (v->data)
+        v->data[piece] = '\0';
+    return tc_buf_append(v, s, n);
+}
+
+static void reverse_bytes(char *s, size_t n)
+{
+    for (size_t a = 0, b = n; a + 1 < b; a++, b--) {
+        char tmp = s[a];
+        s[a] = s[b - 1];
+        s[b - 1] = tmp;
+    }
+}
+
+/* An integer literal, optionally negative, at i: its value in *ret and the tokens used, or 0. */
+static size_t int_at(const struct toks *ts, size_t i, long long *ret)
+{
+    bool neg = IS_OP(ts, i, "-");
+    size_t k = i + neg;
+    if (!is_t(ts, k, T_NUM) || ts->v[k].num < 0)
+        return 0;
+    *ret = neg ? -ts->v[k].num : ts->v[k].num;
+    return k + 1 - i;
+}
+
+/* The value of a constant variable (NULL if name is not one); *fl gets its flags. */
+static const char *const_value(const struct fold *f, const char *name, size_t n, int *fl)
+{
+    const char *v = f->consts ? kv_get(f->consts, name, n) : NULL;
+    if (!v || !v[0])
+        return NULL;
+    *fl = (unsigned char)v[0] & 0x7f;
+    return v + 1;
+}
+
+/* f"..{'x'}.." / `..${"x"}..` whose interpolations are all literals or constant variables:
+ * the value into f->v (1), or 0 when some part is not constant. */
+static int template_fold(struct fold *f, const struct tok *t, int *fl)
+{
+    const char *s = ttext(f->in, t);
+    size_t n = t->n;
+    int r = 0;
+    tc_buf_reset(&f->v);
+    for (size_t k = 0; k < n && r >= 0;) {
+        bool open = f->py ? s[k] == '{' : (s[k] == '$' && k + 1 < n && s[k + 1] == '{');
+        if (f->py && (s[k] == '{' || s[k] == '}') && k + 1 < n && s[k + 1] == s[k]) {
+            r = tc_buf_append(&f->v, s + k, 1); /* {{ and }} are literal braces */
+            k += 2;
+            continue;
+        }
+        if (!open) {
+            r = tc_buf_append(&f->v, s + k, 1);
+            k++;
+            continue;
+        }
+        size_t a = k + (f->py ? 1 : 2), e = a;
+        while (e < n && s[e] != '}')
+            e++;
+        if (e >= n)
+            return 0;
+        size_t b = e;
+        while (a < b && s[a] == ' ')
+            a++;
+        while (b > a && s[b - 1] == ' ')
+            b--;
+        if (b - a >= 2 && (s[a] == '\'' || s[a] == '"') && s[b - 1] == s[a] &&
+            !memchr(s + a + 1, s[a], b - a - 2) && !memchr(s + a + 1, '\\', b - a - 2)) {
+            r = tc_buf_append(&f->v, s + a + 1, b - a - 2);
+        } else {
+            int cf = 0;
+            const char *cv = ident_like(s + a, b - a) ? const_value(f, s + a, b - a, &cf) : NULL;
+            if (!cv)
+                return 0;
+            *fl |= cf;
+            r = tc_buf_append(&f->v, cv, strlen(cv));
+        }
+        k = e + 1;
+        if (f->v.len > MAX_GROWN)
+            return 0;
+    }
+    return r < 0 ? r : 1;
+}
+
+/* An f-string or template literal that is nothing but interpolations: f"{a}{b}". */
+static bool template_only_parts(bool py, const char *s, size_t n)
+{
+    size_t parts = 0;
+    for (size_t k = 0; k < n;) {
+        bool open = py ? s[k] == '{' : (s[k] == '$' && k + 1 < n && s[k + 1] == '{');
+        if (!open || (py && k + 1 < n && s[k + 1] == '{'))
+            return false;
+        const char *e = memchr(s + k, '}', n - k);
+        if (!e)
+            return false;
+        k = (size_t)(e - s) + 1;
+        parts++;
+    }
+    return parts >= 2;
+}
+
+/* "...".format(...) or "..." % (...): substitute {} / {N} / %s %c %d %% with constants.
+ * 0 when a placeholder or an argument is not one we evaluate. */
+static int format_apply(struct fold *f, size_t piece, bool percent, const struct toks *in,
+                        const size_t *args, size_t nargs)
+{
+    struct tc_buf o;
+    char fmt[1024];
+    size_t fn = f->v.len - piece, next = 0;
+    int r = 0, ok = 1;
+    if (fn >= sizeof(fmt))
+        return 0;
+    memcpy(fmt, f->v.data + piece, fn);
+    tc_buf_init(&o, MAX_VALUE * 16);
+    for (size_t k = 0; k < fn && ok && r >= 0;) {
+        char c = fmt[k];
+        size_t arg = SIZE_MAX;
+        char conv = 's';
+        if (!percent && (c == '{' || c == '}') && k + 1 < fn && fmt[k + 1] == c) {
+            r = tc_buf_append(&o, &c, 1);
+            k += 2;
+            continue;
+        }
+        if (!percent && c == '{') {
+            size_t e = k + 1;
+            long long idx = -1;
+            while (e < fn && fmt[e] >= '0' && fmt[e] <= '9' && e - k < 4)
+                idx = (idx < 0 ? 0 : idx * 10) + (fmt[e++] - '0');
+            if (e >= fn || fmt[e] != '}') {
+                ok = 0;
+                break;
+            }
+            arg = idx >= 0 ? (size_t)idx : next++;
+            k = e + 1;
+        } else if (percent && c == '%' && k + 1 < fn) {
+            conv = fmt[k + 1];
+            k += 2;
+            if (conv == '%') {
+                r = tc_buf_append(&o, "%", 1);
+                continue;
+            }
+            if (conv != 's' && conv != 'c' && conv != 'd' && conv != 'i') {
+                ok = 0;
+                break;
+            }
+            arg = next++;
+        } else if (!percent && c == '}') {
+            ok = 0;
+            break;
+        } else {
+            r = tc_buf_append(&o, &c, 1);
+            k++;
+            continue;
+        }
+        if (arg >= nargs) {
+            ok = 0;
+            break;
+        }
+        const struct tok *a = &in->v[args[arg]];
+        if (a->t == T_STR && conv != 'c' && conv != 'd' && conv != 'i') {
+            r = tc_buf_append(&o, ttext(in, a), a->n);
+        } else if (a->t == T_NUM && a->num >= 0 && conv == 'c') {
+            r = put_utf8(&o, (unsigned long)a->num);
+        } else if (a->t == T_NUM && a->num >= 0) {
+            char num[24];
+            int m = snprintf(num, sizeof(num), "%lld", a->num);
+            r = tc_buf_append(&o, num, (size_t)m);
+        } else {
+            ok = 0;
+        }
+    }
+    if (o.len > MAX_GROWN)
+        ok = 0;
+    if (ok && r >= 0)
+        r = v_set_piece(&f->v, piece, o.data ? o.data : "", o.len);
+    tc_buf_free(&o);
+    return r < 0 ? r : ok;
+}
+
+/* Literal arguments (strings or non-negative integers) from a to the closing ')' or ']':
+ * indexes into args (at most max), the index of the closing token in *ret_end; false if any
+ * argument is something else. */
+static bool literal_args(const struct toks *in, size_t a, const char *close, size_t *args,
+                         size_t max, size_t *nargs, size_t *ret_end)
+{
+    size_t k = a;
+    *nargs = 0;
+    while (k < in->n && !IS_OP(in, k, close)) {
+        if (!(is_t(in, k, T_STR) && !(in->v[k].flags & F_TEMPLATE)) &&
+            !(is_t(in, k, T_NUM) && in->v[k].num >= 0))
+            return false;
+        if (*nargs == max)
+            return false;
+        args[(*nargs)++] = k++;
+        if (IS_OP(in, k, ","))
+            k++;
+        else if (!IS_OP(in, k, close))
+            return false;
+    }
+    if (!IS_OP(in, k, close))
+        return false;
+    *ret_end = k;
+    return true;
+}
+
+/* ---- suffixes of a string: each returns the tokens it consumed (> 0), 0 or -ENOMEM ---- */
+
+/* Python slicing and indexing of a constant: s[::-1], s[2:-2], s[0]. */
+static int sfx_slice(struct fold *f, size_t j, size_t piece, int *fl)
+{
+    const struct toks *in = f->in;
+    long long fld[3] = {0, 0, 1};
+    bool set[3] = {false, false, false};
+    int nf = 0;
+    size_t k = j + 1;
+    if (!IS_OP(in, j, "["))
+        return 0;
+    for (;;) {
+        size_t used = nf < 3 ? int_at(in, k, &fld[nf]) : 0;
+        if (used)
+            set[nf] = true, k += used;
+        nf++;
+        if (IS_OP(in, k, ":") && nf < 3) {
+            k++;
+            continue;
+        }
+        break;
+    }
+    if (!IS_OP(in, k, "]") || (nf == 1 && !set[0]) || (set[2] && fld[2] == 0))
+        return 0;
+    long long len = (long long)(f->v.len - piece);
+    char *s = f->v.data ? f->v.data + piece : NULL;
+    struct tc_buf o;
+    int r = 0;
+    tc_buf_init(&o, MAX_VALUE * 16);
+    if (nf == 1) { /* indexing */
+        long long x = fld[0] < 0 ? fld[0] + len : fld[0];
+        if (x < 0 || x >= len) {
+            tc_buf_free(&o);
+            return 0;
+        }
+        r = tc_buf_append(&o, s + x, 1);
+    } else {
+        long long step = set[2] ? fld[2] : 1;
+        long long lo = set[0] ? fld[0] : (step > 0 ? 0 : len - 1);
+        long long hi = set[1] ? fld[1] : (step > 0 ? len : -len - 1);
+        if (lo < 0)
+            lo += len;
+        if (hi < 0)
+            hi += len;
+        if (step > 0) {
+            lo = lo < 0 ? 0 : lo > len ? len : lo;
+            hi = hi < 0 ? 0 : hi > len ? len : hi;
+            for (long long x = lo; x < hi && r >= 0; x += step)
+                r = tc_buf_append(&o, s + x, 1);
+        } else {
+            lo = lo >= len ? len - 1 : lo;
+            hi = hi < -1 ? -1 : hi;
+            for (long long x = lo; x > hi && x >= 0 && r >= 0; x += step)
+                r = tc_buf_append(&o, s + x, 1);
+        }
+    }
+    if (r >= 0)
+        r = v_set_piece(&f->v, piece, o.data ? o.data : "", o.len);
+    tc_buf_free(&o);
+    /* indexing or a plain slice of a variable's value is ordinary (OP[0]); reversing or
+     * stepping through it, or slicing a literal, is not */
+    bool plain = nf == 1 || !set[2] || fld[2] == 1;
+    if (!(piece == 0 && (*fl & F_VAR) && plain))
+        *fl |= F_DECODED;
+    return r < 0 ? r : (int)(k + 1 - j);
+}
+
+/* Python's "%s%s" % ("a", "b"). */
+static int sfx_percent(struct fold *f, size_t j, size_t piece, int *fl)
+{
+    const struct toks *in = f->in;
+    size_t args[16], nargs = 0, end;
+    if (!f->py || !IS_OP(in, j, "%"))
+        return 0;
+    if (is_t(in, j + 1, T_STR) || is_t(in, j + 1, T_NUM)) {
+        if (in->v[j + 1].t == T_STR && (in->v[j + 1].flags & F_TEMPLATE))
+            return 0;
+        args[0] = j + 1, nargs = 1, end = j + 1;
+    } else if (!IS_OP(in, j + 1, "(") || !literal_args(in, j + 2, ")", args, 16, &nargs, &end)) {
+        return 0;
+    }
+    int r = format_apply(f, piece, true, in, args, nargs);
+    if (r <= 0)
+        return r;
+    *fl |= F_FOLDED;
+    for (size_t k = 0; k < nargs; k++)
+        *fl |= in->v[args[k]].t == T_STR ? in->v[args[k]].flags : 0;
+    return (int)(end + 1 - j);
+}
+
+static int case_map(struct tc_buf *v, size_t piece, const char *how)
+{
+    bool up = strcmp(how, "upper") == 0 || strcmp(how, "toUpperCase") == 0;
+    bool sw = strcmp(how, "swapcase") == 0;
+    bool cap = strcmp(how, "capitalize") == 0;
+    for (size_t k = piece; k < v->len; k++) {
+        char c = v->data[k];
+        bool lo = c >= 'a' && c <= 'z', hi = c >= 'A' && c <= 'Z';
+        bool want_up = sw ? lo : cap ? k == piece : up;
+        if (want_up && lo)
+            v->data[k] = (char)(c - 32);
+        else if (!want_up && hi)
+            v->data[k] = (char)(c + 32);
+    }
+    return 0;
+}
+
+/* v[piece..] with every (or the first) occurrence of a replaced by b: 0, 1 when the result would
+ * grow past MAX_GROWN (v unchanged), or -ENOMEM. */
+static int replace_in(struct tc_buf *v, size_t piece, const char *a, size_t an, const char *b,
+                      size_t bn, bool all)
+{
+    struct tc_buf o;
+    int r = 0;
+    bool done = false;
+    if (an == 0)
+        return 0;
+    tc_buf_init(&o, MAX_VALUE * 16);
+    for (size_t k = piece; k < v->len && r >= 0;) {
+        if (!done && k + an <= v->len && memcmp(v->data + k, a, an) == 0) {
+            r = tc_buf_append(&o, b, bn);
+            k += an;
+            done = !all;
+        } else {
+            r = tc_buf_append(&o, v->data + k, 1);
+            k++;
+        }
+        if (o.len > MAX_GROWN && o.len > v->len - piece) {
+            tc_buf_free(&o);
+            return 1; /* too big: not folded */
+        }
+    }
+    if (r >= 0)
+        r = v_set_piece(v, piece, o.data ? o.data : "", o.len);
+    tc_buf_free(&o);
+    return r;
+}
+
+/* sep.join([...]) / sep.join((...)) / sep.join(map(chr, [...])) / sep.join("chars"):
+ * *ret_end is the index of the call's closing ')'. 1, 0 or -ENOMEM. */
+static int join_args(struct fold *f, size_t piece, size_t a, size_t *ret_end, int *fl)
+{
+    const struct toks *in = f->in;
+    struct tc_buf sep, jb;
+    size_t k = a, cnt = 0;
+    int r = 0, ok = 0;
+    if (is_t(in, k, T_STR) && !(in->v[k].flags & F_TEMPLATE) && IS_OP(in, k + 1, ")")) {
+        /* joining the characters of a string */
+        const char *s = ttext(in, &in->v[k]);
+        tc_buf_init(&jb, MAX_VALUE * 16);
+        for (size_t x = 0; x < in->v[k].n && r >= 0; x++) {
+            if (x && f->v.len > piece)
+                r = tc_buf_append(&jb, f->v.data + piece, f->v.len - piece);
+            if (r >= 0)
+                r = tc_buf_append(&jb, s + x, 1);
+            if (jb.len > MAX_GROWN) {
+                tc_buf_free(&jb);
+                return 0;
+            }
+        }
+        if (r >= 0)
+            r = v_set_piece(&f->v, piece, jb.data ? jb.data : "", jb.len);
+        tc_buf_free(&jb);
+        *fl |= in->v[k].flags | F_DECODED;
+        *ret_end = k + 1;
+        return r < 0 ? r : 1;
+    }
+    bool is_map = IS_NAME(in, k, "map") && IS_OP(in, k + 1, "(") && IS_NAME(in, k + 2, "chr") &&
+                  IS_OP(in, k + 3, ",");
+    if (is_map)
+        k += 4;
+    if (!IS_OP(in, k, "[") && !IS_OP(in, k, "("))
+        return 0;
+    tc_buf_init(&sep, MAX_VALUE * 16);
+    tc_buf_init(&jb, MAX_VALUE * 16);
+    if (f->v.len > piece)
+        r = tc_buf_append(&sep, f->v.data + piece, f->v.len - piece);
+    k++;
+    bool good = true;
+    while (good && r >= 0 && k < in->n && !IS_OP(in, k, "]") && !IS_OP(in, k, ")")) {
+        if (cnt && sep.len && !is_map)
+            r = tc_buf_append(&jb, sep.data, sep.len);
+        if (!is_map && is_t(in, k, T_STR) && !(in->v[k].flags & F_TEMPLATE)) {
+            r = tc_buf_append(&jb, ttext(in, &in->v[k]), in->v[k].n);
+            *fl |= in->v[k].flags;
+        } else if (is_map && is_t(in, k, T_NUM) && in->v[k].num >= 0 && in->v[k].num < 0x110000) {
+            r = put_utf8(&jb, (unsigned long)in->v[k].num);
+        } else {
+            good = false;
+        }
+        cnt++, k++;
+        if (IS_OP(in, k, ","))
+            k++;
+        if (jb.len > MAX_GROWN)
+            good = false;
+    }
+    if (good && r >= 0 && cnt && (IS_OP(in, k, "]") || IS_OP(in, k, ")"))) {
+        k++;
+        if (is_map && IS_OP(in, k, ")"))
+            k++;
+        if (IS_OP(in, k, ")")) {
+            r = v_set_piece(&f->v, piece, jb.data ? jb.data : "", jb.len);
+            *fl |= F_DECODED;
+            *ret_end = k;
+            ok = 1;
+        }
+    }
+    tc_buf_free(&sep);
+    tc_buf_free(&jb);
+    return r < 0 ? r : ok;
+}
+
+/* .split(sep) [.reverse()] .join(sep2) on a constant. */
+static int split_join(struct fold *f, size_t piece, size_t j, int *fl)
+{
+    const struct toks *in = f->in;
+    /* j: the "split" name; its argument at j + 2 */
+    if (!is_t(in, j + 2, T_STR) || !IS_OP(in, j + 3, ")"))
+        return 0;
+    size_t k = j + 4;
+    bool rev = false;
+    if (IS_OP(in, k, ".") && IS_NAME(in, k + 1, "reverse") && IS_OP(in, k + 2, "(") &&
+        IS_OP(in, k + 3, ")"))
+        rev = true, k += 4;
+    if (!(IS_OP(in, k, ".") && IS_NAME(in, k + 1, "join") && IS_OP(in, k + 2, "(") &&
+          ((is_t(in, k + 3, T_STR) && IS_OP(in, k + 4, ")")) || IS_OP(in, k + 3, ")"))))
+        return 0;
+    const char *sp = ttext(in, &in->v[j + 2]);
+    size_t spn = in->v[j + 2].n;
+    const char *js = IS_OP(in, k + 3, ")") ? "," : ttext(in, &in->v[k + 3]);
+    size_t jn = IS_OP(in, k + 3, ")") ? 1 : in->v[k + 3].n;
+    size_t end = IS_OP(in, k + 3, ")") ? k + 3 : k + 4;
+    /* split into parts (characters when sep is empty), then join (reversed) */
+    const char *s = f->v.data ? f->v.data + piece : "";
+    size_t n = f->v.len - piece, nparts = 0;
+    size_t starts[512], lens[512];
+    for (size_t x = 0; x <= n && nparts < 512;) {
+        if (spn == 0) {
+            if (x == n)
+                break;
+            starts[nparts] = x, lens[nparts++] = 1, x++;
+            continue;
+        }
+        const char *hit = x < n ? memmem(s + x, n - x, sp, spn) : NULL;
+        size_t e = hit ? (size_t)(hit - s) : n;
+        starts[nparts] = x, lens[nparts++] = e - x;
+        if (!hit)
+            break;
+        x = e + spn;
+        if (x == n) {
+            starts[nparts] = n, lens[nparts++] = 0;
+            break;
+        }
+    }
+    if (nparts == 512)
+        return 0;
+    struct tc_buf o;
+    int r = 0;
+    tc_buf_init(&o, MAX_VALUE * 16);
+    for (size_t q = 0; q < nparts && r >= 0; q++) {
+        size_t p = rev ? nparts - 1 - q : q;
+        if (q)
+            r = tc_buf_append(&o, js, jn);
+        if (r >= 0)
+            r = tc_buf_append(&o, s + starts[p], lens[p]);
+        if (o.len > MAX_GROWN) {
+            tc_buf_free(&o);
+            return 0;
+        }
+    }
+    if (r >= 0)
+        r = v_set_piece(&f->v, piece, o.data ? o.data : "", o.len);
+    tc_buf_free(&o);
+    *fl |= F_DECODED;
+    return r < 0 ? r : (int)(end + 1 - j);
+}
+
+/* JavaScript substring-like methods with integer arguments. */
+static int js_substr(struct fold *f, size_t piece, const char *m, size_t a, size_t *ret_end)
+{
+    const struct toks *in = f->in;
+    long long x[2] = {0, 0};
+    int nx = 0;
+    size_t k = a;
+    while (nx < 2) {
+        size_t used = int_at(in, k, &x[nx]);
+        if (!used)
+            break;
+        k += used, nx++;
+        if (IS_OP(in, k, ","))
+            k++;
+    }
+    if (!IS_OP(in, k, ")") || nx == 0)
+        return 0;
+    long long len = (long long)(f->v.len - piece), lo, hi;
+    if (strcmp(m, "substr") == 0) {
+        lo = x[0] < 0 ? (x[0] + len < 0 ? 0 : x[0] + len) : x[0];
+        hi = nx > 1 ? lo + x[1] : len;
+    } else if (strcmp(m, "charAt") == 0) {
+        lo = x[0], hi = x[0] + 1;
+    } else {
+        lo = x[0], hi = nx > 1 ? x[1] : len;
+        if (strcmp(m, "slice") == 0) {
+            lo = lo < 0 ? lo + len : lo;
+            hi = hi < 0 ? hi + len : hi;
+        } else if (lo > hi) {
+            long long t = lo;
+            lo = hi, hi = t;
+        }
+    }
+    lo = lo < 0 ? 0 : lo > len ? len : lo;
+    hi = hi < lo ? lo : hi > len ? len : hi;
+    char tmp[1024];
+    if (hi - lo >= (long long)sizeof(tmp))
+        return 0;
+    memcpy(tmp, f->v.data + piece + lo, (size_t)(hi - lo));
+    *ret_end = k;
+    return v_set_piece(&f->v, piece, tmp, (size_t)(hi - lo)) < 0 ? -ENOMEM : 1;
+}
+
+/* .method(...) on a constant. */
+static int sfx_method(struct fold *f, size_t j, size_t piece, int *fl)
+{
+    static const char *const casing[] = {
+        "lower",       "upper",       "casefold",          "swapcase",          "capitalize",
+        "toLowerCase", "toUpperCase", "toLocaleLowerCase", "toLocaleUpperCase", NULL};
+    static const char *const substrs[] = {"slice", "substring", "substr", "charAt", NULL};
+    const struct toks *in = f->in;
+    char m[32];
+    int r;
+    if (!IS_OP(in, j, ".") || !is_t(in, j + 1, T_NAME) || !IS_OP(in, j + 2, "(") ||
+        in->v[j + 1].n >= sizeof(m))
+        return 0;
+    snprintf(m, sizeof(m), "%.*s", (int)in->v[j + 1].n, ttext(in, &in->v[j + 1]));
+    size_t a = j + 3, end = 0;
+    if (strcmp(m, "decode") == 0 || strcmp(m, "encode") == 0 || strcmp(m, "toString") == 0) {
+        if (IS_OP(in, a, ")"))
+            return 4;
+        if (!(is_t(in, a, T_STR) && IS_OP(in, a + 1, ")")))
+            return 0;
+        if (strcmp(m, "encode") != 0) {
+            char how[32];
+            struct tc_buf d;
+            snprintf(how, sizeof(how), "%.*s", (int)in->v[a].n, ttext(in, &in->v[a]));
+            tc_buf_init(&d, MAX_VALUE * 16);
+            if (decode_as(how, f->v.data ? f->v.data + piece : "", f->v.len - piece, &d)) {
+                if ((r = v_set_piece(&f->v, piece, d.data ? d.data : "", d.len)) < 0) {
+                    tc_buf_free(&d);
+                    return r;
+                }
+                *fl |= F_DECODED;
+            }
+            tc_buf_free(&d);
+        }
+        return 5;
+    }
+    /* normalising a variable's value (name.upper(), key.replace("-", "_")) is ordinary;
+     * changing the case of, or replacing in, a literal is not */
+    bool of_var = piece == 0 && (*fl & F_VAR);
+    if (in_list(m, casing) && IS_OP(in, a, ")")) {
+        case_map(&f->v, piece, m);
+        *fl |= of_var ? 0 : F_FOLDED;
+        return 4;
+    }
+    if ((strcmp(m, "replace") == 0 || strcmp(m, "replaceAll") == 0) && is_t(in, a, T_STR) &&
+        IS_OP(in, a + 1, ",") && is_t(in, a + 2, T_STR) && IS_OP(in, a + 3, ")")) {
+        bool all = f->py || strcmp(m, "replaceAll") == 0;
+        if ((r = replace_in(&f->v, piece, ttext(in, &in->v[a]), in->v[a].n,
+                            ttext(in, &in->v[a + 2]), in->v[a + 2].n, all)) != 0)
+            return r < 0 ? r : 0;
+        *fl |=
+            (of_var ? 0 : F_FOLDED) | (in->v[a].flags & F_BUILT) | (in->v[a + 2].flags & F_BUILT);
+        return (int)(a + 4 - j);
+    }
+    if (strcmp(m, "split") == 0) {
+        r = split_join(f, piece, j + 1, fl);
+        return r > 0 ? r + 1 : r;
+    }
+    if (strcmp(m, "join") == 0) {
+        if ((r = join_args(f, piece, a, &end, fl)) <= 0)
+            return r;
+        return (int)(end + 1 - j);
+    }
+    if (strcmp(m, "format") == 0) {
+        size_t args[16], nargs;
+        if (!literal_args(in, a, ")", args, 16, &nargs, &end))
+            return 0;
+        if ((r = format_apply(f, piece, false, in, args, nargs)) <= 0)
+            return r;
+        *fl |= F_FOLDED;
+        for (size_t k = 0; k < nargs; k++)
+            *fl |= in->v[args[k]].t == T_STR ? in->v[args[k]].flags : 0;
+        return (int)(end + 1 - j);
+    }
+    if (strcmp(m, "concat") == 0 && !f->py) {
+        size_t args[16], nargs;
+        if (!literal_args(in, a, ")", args, 16, &nargs, &end))
+            return 0;
+        for (size_t k = 0; k < nargs; k++) {
+            const struct tok *t = &in->v[args[k]];
+            if ((r = tc_buf_append(&f->v, ttext(in, t), t->n)) < 0)
+                return r;
+            *fl |= t->t == T_STR ? t->flags : 0;
+        }
+        *fl |= F_FOLDED;
+        return (int)(end + 1 - j);
+    }
+    if (!f->py && in_list(m, substrs)) {
+        if ((r = js_substr(f, piece, m, a, &end)) <= 0)
+            return r;
+        *fl |= F_DECODED;
+        return (int)(end + 1 - j);
+    }
+    return 0;
+}
+
+/* Suffixes that bind tighter than '+' (slicing, methods, Python's %), applied to the piece. */
+static int sfx_tight(struct fold *f, size_t j, size_t piece, int *fl)
+{
+    int n = sfx_slice(f, j, piece, fl);
+    if (n == 0)
+        n = sfx_method(f, j, piece, fl);
+    if (n == 0)
+        n = sfx_percent(f, j, piece, fl);
+    return n;
+}
+
+static bool tight_follows(const struct fold *f, size_t j)
+{
+    return IS_OP(f->in, j, ".") || IS_OP(f->in, j, "[") || IS_OP(f->in, j, "(") ||
+           (f->py && IS_OP(f->in, j, "%"));
+}
+
+/* + "literal" (and Python's implicit "a" "b"), with the new piece's own suffixes folded; rolled
+ * back when a suffix of that piece does not fold ("x" + "y".join(z) is not ("x" + "y").join). */
+static int sfx_concat(struct fold *f, size_t j, size_t *piece, int *fl)
+{
+    const struct toks *in = f->in;
+    size_t k = j;
+    if (IS_OP(in, k, "+") && is_t(in, k + 1, T_STR))
+        k++;
+    else if (!(f->py && is_t(in, k, T_STR)))
+        return 0;
+    if (in->v[k].flags & F_TEMPLATE)
+        return 0;
+    size_t old_len = f->v.len, np = f->v.len;
+    int nfl = *fl | in->v[k].flags | F_FOLDED, r;
+    if ((r = tc_buf_append(&f->v, ttext(in, &in->v[k]), in->v[k].n)) < 0)
+        return r;
+    size_t e = k + 1;
+    for (int guard = 0; guard < 64; guard++) {
+        int n = sfx_tight(f, e, np, &nfl);
+        if (n < 0)
+            return n;
+        if (n == 0)
+            break;
+        e += (size_t)n;
+    }
+    if (tight_follows(f, e)) {
+        f->v.len = old_len;
+        if (f->v.data)
+            f->v.data[old_len] = '\0';
+        return 0;
+    }
+    *piece = np;
+    *fl = nfl;
+    return (int)(e - j);
+}
+
+/* ---- rules ---- */
+
+/* A string literal and the operations on it that can be evaluated. */
+static int fr_string(struct fold *f, size_t i, size_t *next)
+{
+    const struct tok *t = &f->in->v[i];
+    int fl = t->flags, r;
+    bool folded = false;
+    size_t j = i + 1, piece = 0;
+    if (t->t != T_STR)
+        return 0;
+    if (fl & F_TEMPLATE) {
+        int cf = 0;
+        if ((r = template_fold(f, t, &cf)) <= 0)
+            return r;
+        fl = (fl & ~F_TEMPLATE) | F_FOLDED | cf;
+        folded = true;
+    } else {
+        tc_buf_reset(&f->v);
+        if ((r = tc_buf_append(&f->v, ttext(f->in, t), t->n)) < 0)
+            return r;
+    }
+    for (int guard = 0; guard < 64; guard++) {
+        int n = sfx_concat(f, j, &piece, &fl);
+        if (n == 0)
+            n = sfx_tight(f, j, piece, &fl);
+        if (n < 0)
+            return n;
+        if (n == 0)
+            break;
+        j += (size_t)n;
+        folded = true;
+    }
+    if (!folded || !growth_ok(f, i, j, f->v.len))
+        return 0;
+    if ((r = push(f->out, T_STR, t->src, f->v.data ? f->v.data : "", f->v.len, fl, 0)) < 0)
+        return r;
+    *next = j;
+    return 1;
+}
+
+/* x["name"] -> x.name */
+static int fr_subscript(struct fold *f, size_t i, size_t *next)
+{
+    const struct toks *in = f->in;
+    struct toks *out = f->out;
+    int r;
+    if (!IS_OP(in, i, "[") || !is_t(in, i + 1, T_STR) || !IS_OP(in, i + 2, "]") || !out->n ||
+        !(out->v[out->n - 1].t == T_NAME || teq(out, out->n - 1, T_OP, ")") ||
+          teq(out, out->n - 1, T_OP, "]")) ||
+        !ident_like(ttext(in, &in->v[i + 1]), in->v[i + 1].n))
+        return 0;
+    const struct tok *s = &in->v[i + 1];
+    /* the name keeps its flags: scan_sinks() judges it with the object it indexes */
+    if ((r = push(out, T_OP, in->v[i].src, ".", 1, 0, 0)) < 0 ||
+        (r = push(out, T_NAME, in->v[i].src, ttext(in, s), s->n, s->flags & F_BUILT, 0)) < 0)
+        return r;
+    *next = i + 3;
+    return 1;
+}
+
+/* ["a", "b"].join("") (JavaScript) */
+static int fr_array_join(struct fold *f, size_t i, size_t *next)
+{
+    const struct toks *in = f->in;
+    size_t k = i + 1, cnt = 0;
+    int r = 0;
+    if (f->py || !IS_OP(in, i, "["))
+        return 0;
+    while (is_t(in, k, T_STR) && !(in->v[k].flags & F_TEMPLATE)) {
+        k++, cnt++;
+        if (IS_OP(in, k, ","))
+            k++;
+    }
+    if (!cnt || !IS_OP(in, k, "]") || !IS_OP(in, k + 1, ".") || !IS_NAME(in, k + 2, "join") ||
+        !IS_OP(in, k + 3, "(") || !is_t(in, k + 4, T_STR) || !IS_OP(in, k + 5, ")"))
+        return 0;
+    int fl = F_DECODED;
+    tc_buf_reset(&f->v);
+    for (size_t a = i + 1, m = 0; a < k && r >= 0; a++)
+        if (in->v[a].t == T_STR) {
+            if (m++)
+                r = tc_buf_append(&f->v, ttext(in, &in->v[k + 4]), in->v[k + 4].n);
+            if (r >= 0)
+                r = tc_buf_append(&f->v, ttext(in, &in->v[a]), in->v[a].n);
+            fl |= in->v[a].flags;
+        }
+    if (r < 0 ||
+        (r = push(f->out, T_STR, in->v[i].src, f->v.data ? f->v.data : "", f->v.len, fl, 0)) < 0)
+        return r;
+    *next = k + 6;
+    return 1;
+}
+
+/* ("literal") -> "literal" when the parentheses group, not call */
+static int fr_paren(struct fold *f, size_t i, size_t *next)
+{
+    const struct toks *in = f->in;
+    const struct toks *out = f->out;
+    if (!IS_OP(in, i, "(") || !is_t(in, i + 1, T_STR) || !IS_OP(in, i + 2, ")") ||
+        (in->v[i + 1].flags & F_TEMPLATE))
+        return 0;
+    if (out->n && (out->v[out->n - 1].t == T_NAME || out->v[out->n - 1].t == T_STR ||
+                   teq(out, out->n - 1, T_OP, ")") || teq(out, out->n - 1, T_OP, "]")))
+        return 0;
+    int r = copy_tok(f->out, in, i + 1);
+    *next = i + 3;
+    return r < 0 ? r : 1;
+}
+
+/* A use of a constant variable -> its value. */
+static bool binding_keyword(const struct toks *ts, size_t i)
+{
+    static const char *const kw[] = {"def",    "class",  "function", "for",    "as",
+                                     "import", "global", "nonlocal", "lambda", "del",
+                                     "let",    "const",  "var",      "from",   NULL};
+    if (!is_t(ts, i, T_NAME))
+        return false;
+    char b[16];
+    if (ts->v[i].n >= sizeof(b))
+        return false;
+    snprintf(b, sizeof(b), "%.*s", (int)ts->v[i].n, ttext(ts, &ts->v[i]));
+    return in_list(b, kw);
+}
+
+/* NAME (, NAME)* = ... : the names being assigned (targets). */
+static bool is_target(const struct toks *ts, size_t i)
+{
+    size_t k = i + 1;
+    while (IS_OP(ts, k, ",") && is_t(ts, k + 1, T_NAME))
+        k += 2;
+    if (IS_OP(ts, k, "=") && !IS_OP(ts, k + 1, "="))
+        return true;
+    /* compound assignment: += -= ... := (but not <= >= !=) */
+    return k == i + 1 && is_t(ts, k, T_OP) && strchr("+-*/%|&^@:?", ttext(ts, &ts->v[k])[0]) &&
+           IS_OP(ts, k + 1, "=");
+}
+
+static int fr_const(struct fold *f, size_t i, size_t *next)
+{
+    const struct toks *in = f->in;
+    const struct tok *t = &in->v[i];
+    int fl = 0;
+    if (t->t != T_NAME || !f->consts || !f->consts->n || (i > 0 && IS_OP(in, i - 1, ".")) ||
+        (i > 0 && binding_keyword(in, i - 1)) || IS_OP(in, i + 1, "(") || is_target(in, i) ||
+        (IS_OP(in, i + 1, ":") && i > 0 &&
+         (IS_OP(in, i - 1, "{") || IS_OP(in, i - 1, ",") || IS_OP(in, i - 1, "("))))
+        return 0;
+    const char *v = const_value(f, ttext(in, t), t->n, &fl);
+    if (!v || strlen(v) > MAX_CONST_USE || !growth_ok(f, i, i + 1, strlen(v)))
+        return 0;
+    int r = push(f->out, T_STR, t->src, v, strlen(v), fl | F_VAR, 0);
+    *next = i + 1;
+    return r < 0 ? r : 1;
+}
+
+/* chr(N), String.fromCharCode(N, ...), bytes([N, ...]) */
+static int fr_char_codes(struct fold *f, size_t i, size_t j, const char *chain, size_t *next)
+{
+    const struct toks *in = f->in;
+    size_t a = j + 1;
+    int r = 0;
+    if (!(strcmp(chain, "chr") == 0 || strcmp(chain, "unichr") == 0 ||
+          strcmp(chain, "String.fromCharCode") == 0 || strcmp(chain, "String.fromCodePoint") == 0 ||
+          ((strcmp(chain, "bytes") == 0 || strcmp(chain, "bytearray") == 0) && IS_OP(in, a, "["))))
+        return 0;
+    bool br = IS_OP(in, a, "[");
+    size_t k = a + br, cnt = 0;
+    tc_buf_reset(&f->v);
+    while (is_t(in, k, T_NUM) && r >= 0) {
+        if (in->v[k].num < 0 || in->v[k].num >= 0x110000)
+            return 0;
+        r = put_utf8(&f->v, (unsigned long)in->v[k].num);
+        k++, cnt++;
+        if (IS_OP(in, k, ","))
+            k++;
+    }
+    if (r < 0)
+        return r;
+    if (br && IS_OP(in, k, "]"))
+        k++;
+    if (!cnt || !IS_OP(in, k, ")"))
+        return 0;
+    if ((r = push(f->out, T_STR, in->v[i].src, f->v.data ? f->v.data : "", f->v.len, F_DECODED,
+                  0)) < 0)
+        return r;
+    *next = k + 1;
+    return 1;
+}
+
+/* reversed("abc") -> "cba" */
+static int fr_reversed(struct fold *f, size_t i, size_t j, const char *chain, size_t *next)
+{
+    const struct toks *in = f->in;
+    if (strcmp(chain, "reversed") != 0 || !is_t(in, j + 1, T_STR) || !IS_OP(in, j + 2, ")") ||
+        (in->v[j + 1].flags & F_TEMPLATE))
+        return 0;
+    tc_buf_reset(&f->v);
+    int r = tc_buf_append(&f->v, ttext(in, &in->v[j + 1]), in->v[j + 1].n);
+    if (r < 0)
+        return r;
+    if (f->v.data)
+        reverse_bytes(f->v.data, f->v.len);
+    if ((r = push(f->out, T_STR, in->v[i].src, f->v.data ? f->v.data : "", f->v.len,
+                  in->v[j + 1].flags | F_DECODED, 0)) < 0)
+        return r;
+    *next = j + 3;
+    return 1;
+}
+
+static bool is_importer(bool py, const char *chain)
+{
+    const char *last = last_component(chain);
+    if (strcmp(last, "import_module") == 0 || strcmp(last, "__import__") == 0)
+        return true;
+    return !py && (strcmp(chain, "require") == 0 || strcmp(chain, "import") == 0);
+}
+
+/* f("literal" [, "how"] ...) for decoders, codecs, pass-through conversions and importers. */
+static int fr_call_literal(struct fold *f, size_t i, size_t j, const char *chain, size_t *next)
 {
     static const char *const decoders[] = {"b64decode",
                                            "standard_b64decode",
@@ -650,336 +1661,260 @@ static int fold_pass(bool py, struct toks *in, struct toks *out, struct ps_norm 
                                            NULL};
     static const char *const passthru[] = {
         "bytes", "str", "bytearray", "String", "Buffer.from", "TextDecoder.decode", NULL};
-    static const char *const importers[] = {"__import__", "importlib.import_module", "require",
-                                            "importlib.__import__", NULL};
-    struct tc_buf v;
-    char chain[256];
+    const struct toks *in = f->in;
+    const char *last = last_component(chain);
+    size_t a = j + 1, k = a + 1;
+    char how[64] = "";
     int r = 0;
-
-    tc_buf_init(&v, MAX_VALUE * 16);
-    for (size_t i = 0; i < in->n && r >= 0;) {
-        const struct tok *t = &in->v[i];
-        tc_buf_reset(&v);
-        if (t->t == T_STR) {
-            size_t j = i + 1;
-            int fl = t->flags;
-            bool folded = false;
-            if ((r = tc_buf_append(&v, ttext(in, t), t->n)) < 0)
-                break;
-            for (int guard = 0; guard < 64; guard++) {
-                if (IS_OP(in, j, "+") && is_t(in, j + 1, T_STR)) { /* "a" + "b" */
-                    r = tc_buf_append(&v, ttext(in, &in->v[j + 1]), in->v[j + 1].n);
-                    fl |= in->v[j + 1].flags, j += 2, folded = true;
-                } else if (py && is_t(in, j, T_STR)) { /* "a" "b" */
-                    r = tc_buf_append(&v, ttext(in, &in->v[j]), in->v[j].n);
-                    fl |= in->v[j].flags, j += 1, folded = true;
-                } else if (IS_OP(in, j, "[") && IS_OP(in, j + 1, ":") && IS_OP(in, j + 2, ":") &&
-                           IS_OP(in, j + 3, "-") && is_t(in, j + 4, T_NUM) &&
-                           in->v[j + 4].num == 1 && IS_OP(in, j + 5, "]")) { /* s[::-1] */
-                    for (size_t a = 0, b = v.len; a + 1 < b; a++, b--) {
-                        char tmp = v.data[a];
-                        v.data[a] = v.data[b - 1];
-                        v.data[b - 1] = tmp;
-                    }
-                    fl |= F_DECODED, j += 6, folded = true;
-                } else if (IS_OP(in, j, ".") && is_t(in, j + 1, T_NAME) && IS_OP(in, j + 2, "(")) {
-                    chain_at(in, j + 1, chain, sizeof(chain));
-                    if ((strcmp(chain, "decode") == 0 || strcmp(chain, "encode") == 0 ||
-                         strcmp(chain, "toString") == 0) &&
-                        (IS_OP(in, j + 3, ")") ||
-                         (is_t(in, j + 3, T_STR) && IS_OP(in, j + 4, ")")))) {
-                        if (is_t(in, j + 3, T_STR) && strcmp(chain, "encode") != 0) {
-                            char how[32];
-                            snprintf(how, sizeof(how), "%.*s", (int)in->v[j + 3].n,
-                                     ttext(in, &in->v[j + 3]));
-                            struct tc_buf d;
-                            tc_buf_init(&d, MAX_VALUE * 16);
-                            if (decode_as(how, v.data, v.len, &d)) {
-                                tc_buf_reset(&v);
-                                r = tc_buf_append(&v, d.data ? d.data : "", d.len);
-                                fl |= F_DECODED;
-                            }
-                            tc_buf_free(&d);
-                        }
-                        j += IS_OP(in, j + 3, ")") ? 4 : 5;
-                        folded = true;
-                    } else if (strcmp(chain, "split") == 0 && is_t(in, j + 3, T_STR) &&
-                               in->v[j + 3].n == 0 && IS_OP(in, j + 4, ")") &&
-                               IS_OP(in, j + 5, ".") && IS_NAME(in, j + 6, "reverse") &&
-                               IS_OP(in, j + 7, "(") && IS_OP(in, j + 8, ")") &&
-                               IS_OP(in, j + 9, ".") && IS_NAME(in, j + 10, "join") &&
-                               IS_OP(in, j + 11, "(") && is_t(in, j + 12, T_STR) &&
-                               in->v[j + 12].n == 0 && IS_OP(in, j + 13, ")")) {
-                        for (size_t a = 0, b = v.len; a + 1 < b; a++, b--) {
-                            char tmp = v.data[a];
-                            v.data[a] = v.data[b - 1];
-                            v.data[b - 1] = tmp;
-                        }
-                        fl |= F_DECODED, j += 14, folded = true;
-                    } else if (strcmp(chain, "join") == 0) {
-                        /* sep.join([s, s, ...]) / sep.join((..)) / sep.join(map(chr, [n, ..])) */
-                        const char *sep = ttext(in, t);
-                        size_t sepn = t->n, k = j + 3, cnt = 0;
-                        bool is_map = IS_NAME(in, k, "map") && IS_OP(in, k + 1, "(") &&
-                                      IS_NAME(in, k + 2, "chr") && IS_OP(in, k + 3, ",");
-                        if (is_map)
-                            k += 4;
-                        if (IS_OP(in, k, "[") || IS_OP(in, k, "(")) {
-                            struct tc_buf jb;
-                            tc_buf_init(&jb, MAX_VALUE * 16);
-                            k++;
-                            bool ok = true;
-                            while (ok && k < in->n && !IS_OP(in, k, "]") && !IS_OP(in, k, ")")) {
-                                if (cnt && sepn && !is_map)
-                                    r = tc_buf_append(&jb, sep, sepn);
-                                if (!is_map && is_t(in, k, T_STR))
-                                    r = tc_buf_append(&jb, ttext(in, &in->v[k]), in->v[k].n);
-                                else if (is_map && is_t(in, k, T_NUM) && in->v[k].num >= 0 &&
-                                         in->v[k].num < 0x110000)
-                                    r = put_utf8(&jb, (unsigned long)in->v[k].num);
-                                else
-                                    ok = false;
-                                cnt++, k++;
-                                if (IS_OP(in, k, ","))
-                                    k++;
-                            }
-                            if (ok && cnt && (IS_OP(in, k, "]") || IS_OP(in, k, ")"))) {
-                                k++;
-                                if (is_map && IS_OP(in, k, ")"))
-                                    k++;
-                                if (IS_OP(in, k, ")")) {
-                                    tc_buf_reset(&v);
-                                    r = tc_buf_append(&v, jb.data ? jb.data : "", jb.len);
-                                    fl |= F_DECODED;
-                                    j = k + 1;
-                                    folded = true;
-                                }
-                            }
-                            tc_buf_free(&jb);
-                        }
-                        if (!folded)
-                            break;
-                    } else
-                        break;
-                } else
-                    break;
-                if (r < 0)
-                    break;
-            }
-            if (r < 0)
-                break;
-            *changed |= folded;
-            r = push(out, T_STR, t->src, v.data ? v.data : "", v.len, fl, 0);
-            i = j;
-            continue;
-        }
-        if (t->t == T_OP && IS_OP(in, i, "[") && is_t(in, i + 1, T_STR) && IS_OP(in, i + 2, "]") &&
-            out->n &&
-            (out->v[out->n - 1].t == T_NAME || teq(out, out->n - 1, T_OP, ")") ||
-             teq(out, out->n - 1, T_OP, "]")) &&
-            ident_like(ttext(in, &in->v[i + 1]), in->v[i + 1].n)) {
-            /* x["name"] -> x.name */
-            if ((r = push(out, T_OP, t->src, ".", 1, 0, 0)) < 0 ||
-                (r = push(out, T_NAME, in->v[i + 1].src, ttext(in, &in->v[i + 1]), in->v[i + 1].n,
-                          in->v[i + 1].flags, 0)) < 0)
-                break;
-            if (in->v[i + 1].flags & F_DECODED)
-                r = add_note(nm, "obfuscated_attribute", TC_SEV_MEDIUM, t->src,
-                             "attribute looked up by a computed (decoded or concatenated) name");
-            *changed = true;
-            i += 3;
-            continue;
-        }
-        if (t->t == T_OP && IS_OP(in, i, "[") && !py) {
-            /* ["a", "b"].join("") */
-            size_t k = i + 1, cnt = 0;
-            while (is_t(in, k, T_STR)) {
-                k++, cnt++;
-                if (IS_OP(in, k, ","))
-                    k++;
-            }
-            if (cnt && IS_OP(in, k, "]") && IS_OP(in, k + 1, ".") && IS_NAME(in, k + 2, "join") &&
-                IS_OP(in, k + 3, "(") && is_t(in, k + 4, T_STR) && IS_OP(in, k + 5, ")")) {
-                size_t m = 0;
-                for (size_t a = i + 1; a < k; a++)
-                    if (in->v[a].t == T_STR) {
-                        if (m++ &&
-                            (r = tc_buf_append(&v, ttext(in, &in->v[k + 4]), in->v[k + 4].n)) < 0)
-                            break;
-                        if ((r = tc_buf_append(&v, ttext(in, &in->v[a]), in->v[a].n)) < 0)
-                            break;
-                    }
-                if (r < 0 ||
-                    (r = push(out, T_STR, t->src, v.data ? v.data : "", v.len, F_DECODED, 0)) < 0)
-                    break;
-                *changed = true;
-                i = k + 6;
-                continue;
-            }
-        }
-        if (t->t == T_NAME && !(i > 0 && IS_OP(in, i - 1, "."))) {
-            size_t j = chain_at(in, i, chain, sizeof(chain));
-            const char *last = last_component(chain);
-            if (IS_OP(in, j, "(")) {
-                size_t a = j + 1;
-                /* chr(N), String.fromCharCode(N, ...), bytes([N, ...]) */
-                if (strcmp(chain, "chr") == 0 || strcmp(chain, "unichr") == 0 ||
-                    strcmp(chain, "String.fromCharCode") == 0 ||
-                    ((strcmp(chain, "bytes") == 0 || strcmp(chain, "bytearray") == 0) &&
-                     IS_OP(in, a, "["))) {
-                    bool br = IS_OP(in, a, "[");
-                    size_t k = a + br, cnt = 0;
-                    bool ok = true;
-                    while (ok && is_t(in, k, T_NUM)) {
-                        if (in->v[k].num < 0 || in->v[k].num >= 0x110000)
-                            ok = false;
-                        else
-                            r = put_utf8(&v, (unsigned long)in->v[k].num);
-                        k++, cnt++;
-                        if (IS_OP(in, k, ","))
-                            k++;
-                    }
-                    if (br && IS_OP(in, k, "]"))
-                        k++;
-                    if (ok && cnt && IS_OP(in, k, ")")) {
-                        if (r < 0 || (r = push(out, T_STR, t->src, v.data ? v.data : "", v.len,
-                                               F_DECODED, 0)) < 0)
-                            break;
-                        *changed = true;
-                        i = k + 1;
-                        continue;
-                    }
-                    tc_buf_reset(&v);
-                }
-                if (is_t(in, a, T_STR) && (IS_OP(in, a + 1, ")") || IS_OP(in, a + 1, ","))) {
-                    const struct tok *s = &in->v[a];
-                    size_t k = a + 1;
-                    char how[64] = "";
-                    if (IS_OP(in, k, ",") && is_t(in, k + 1, T_STR)) {
-                        snprintf(how, sizeof(how), "%.*s", (int)in->v[k + 1].n,
-                                 ttext(in, &in->v[k + 1]));
-                        k += 2;
-                    }
-                    /* skip further simple arguments up to ')' */
-                    while (k < in->n && k - a < 8 && !IS_OP(in, k, ")") && !IS_OP(in, k, "(") &&
-                           in->v[k].t != T_NL)
-                        k++;
-                    if (IS_OP(in, k, ")")) {
-                        bool done = false;
-                        int fl = s->flags;
-                        if (in_list(last, decoders)) {
-                            done = decode_as(last, ttext(in, s), s->n, &v);
-                            fl |= F_DECODED;
-                            if (done)
-                                r = add_note(nm, "encoded_literal", TC_SEV_LOW, t->src,
-                                             "encoded string literal decoded at run time");
-                        } else if ((strcmp(chain, "codecs.decode") == 0 ||
-                                    strcmp(chain, "codecs.encode") == 0 ||
-                                    strcmp(chain, "decode") == 0) &&
-                                   how[0]) {
-                            done = decode_as(how, ttext(in, s), s->n, &v);
-                            fl |= F_DECODED;
-                            if (done)
-                                r = add_note(nm, "encoded_literal", TC_SEV_LOW, t->src,
-                                             "encoded string literal decoded at run time");
-                        } else if (in_list(chain, passthru)) {
-                            if (!how[0] || !(done = decode_as(how, ttext(in, s), s->n, &v))) {
-                                tc_buf_reset(&v);
-                                r = tc_buf_append(&v, ttext(in, s), s->n);
-                                done = true;
-                            } else
-                                fl |= F_DECODED;
-                        } else if (in_list(chain, importers) && s->n && s->n < 128) {
-                            const char *m = ttext(in, s);
-                            size_t mn = s->n;
-                            if (mn > 5 && memcmp(m, "node:", 5) == 0)
-                                m += 5, mn -= 5;
-                            if (py || (s->flags & F_DECODED))
-                                r = add_note(nm, "dynamic_import", TC_SEV_MEDIUM, t->src,
-                                             "module imported by a computed name");
-                            if (r >= 0)
-                                r = push(out, T_NAME, t->src, m, mn, 0, 0);
-                            if (r < 0)
-                                break;
-                            *changed = true;
-                            i = k + 1;
-                            continue;
-                        }
-                        if (r < 0)
-                            break;
-                        if (done) {
-                            if ((r = push(out, T_STR, t->src, v.data ? v.data : "", v.len, fl, 0)) <
-                                0)
-                                break;
-                            *changed = true;
-                            i = k + 1;
-                            continue;
-                        }
-                        tc_buf_reset(&v);
-                    }
-                }
-                /* getattr(x.y, "name") -> x.y.name */
-                if (strcmp(chain, "getattr") == 0 && is_t(in, a, T_NAME)) {
-                    char obj[256];
-                    size_t k = chain_at(in, a, obj, sizeof(obj));
-                    if (IS_OP(in, k, ",") && is_t(in, k + 1, T_STR) &&
-                        ident_like(ttext(in, &in->v[k + 1]), in->v[k + 1].n) &&
-                        (IS_OP(in, k + 2, ")") || IS_OP(in, k + 2, ","))) {
-                        const struct tok *s = &in->v[k + 1];
-                        size_t e = k + 2;
-                        while (e < in->n && !IS_OP(in, e, ")") && e - k < 8)
-                            e++;
-                        if (IS_OP(in, e, ")")) {
-                            for (size_t x = a; x < k && r >= 0; x++)
-                                r = copy_tok(out, in, x);
-                            if (r >= 0)
-                                r = push(out, T_OP, t->src, ".", 1, 0, 0);
-                            if (r >= 0)
-                                r = push(out, T_NAME, s->src, ttext(in, s), s->n, 0, 0);
-                            if (r >= 0 && (s->flags & F_DECODED))
-                                r = add_note(
-                                    nm, "obfuscated_attribute", TC_SEV_MEDIUM, t->src,
-                                    "getattr() with a computed (decoded or concatenated) name");
-                            if (r < 0)
-                                break;
-                            *changed = true;
-                            i = e + 1;
-                            continue;
-                        }
-                    }
-                }
-                /* globals()/vars()/locals() behave like the builtins namespace for lookups */
-                if ((strcmp(chain, "globals") == 0 || strcmp(chain, "vars") == 0 ||
-                     strcmp(chain, "locals") == 0) &&
-                    IS_OP(in, a, ")")) {
-                    if ((r = push(out, T_NAME, t->src, "__builtins__", 12, 0, 0)) < 0)
-                        break;
-                    *changed = true;
-                    i = a + 1;
-                    continue;
-                }
-            }
-            /* copy the chain as is */
-            for (size_t x = i; x < j && r >= 0; x++)
-                r = copy_tok(out, in, x);
-            i = j;
-            continue;
-        }
-        r = copy_tok(out, in, i);
-        i++;
+    if (!is_t(in, a, T_STR) || (in->v[a].flags & F_TEMPLATE) ||
+        !(IS_OP(in, a + 1, ")") || IS_OP(in, a + 1, ",")))
+        return 0;
+    const struct tok *s = &in->v[a];
+    if (IS_OP(in, k, ",") && is_t(in, k + 1, T_STR)) {
+        snprintf(how, sizeof(how), "%.*s", (int)in->v[k + 1].n, ttext(in, &in->v[k + 1]));
+        k += 2;
     }
-    tc_buf_free(&v);
+    /* skip further simple arguments up to ')' */
+    while (k < in->n && k - a < 8 && !IS_OP(in, k, ")") && !IS_OP(in, k, "(") && in->v[k].t != T_NL)
+        k++;
+    if (!IS_OP(in, k, ")"))
+        return 0;
+    if (is_importer(f->py, chain) && s->n && s->n < 128) {
+        const char *m = ttext(in, s);
+        size_t mn = s->n;
+        if (mn > 5 && memcmp(m, "node:", 5) == 0)
+            m += 5, mn -= 5;
+        /* __import__ reached through function globals or frames keeps its evasion visible */
+        const char *dunder = strstr(chain, "__.");
+        if (dunder || strstr(chain, "f_globals") || strstr(chain, "f_builtins"))
+            r = add_note(f->nm, "evasion_object_graph", TC_SEV_HIGH, in->v[i].src,
+                         "imports through an object reached by walking the object graph");
+        if (r < 0)
+            return r;
+        if (s->flags & F_BUILT)
+            r = note_built(f, in->v[i].src, "module imported by a name built at run time");
+        else if (f->py)
+            r = add_note(f->nm, "dynamic_import", TC_SEV_LOW, in->v[i].src,
+                         "module imported by name at run time");
+        if (r >= 0)
+            r = push(f->out, T_NAME, in->v[i].src, m, mn, 0, 0);
+        *next = k + 1;
+        return r < 0 ? r : 1;
+    }
+    int fl = s->flags;
+    bool done = false;
+    tc_buf_reset(&f->v);
+    if (in_list(last, decoders)) {
+        done = decode_as(last, ttext(in, s), s->n, &f->v);
+        fl |= F_DECODED;
+    } else if ((strcmp(chain, "codecs.decode") == 0 || strcmp(chain, "codecs.encode") == 0 ||
+                strcmp(chain, "decode") == 0) &&
+               how[0]) {
+        done = decode_as(how, ttext(in, s), s->n, &f->v);
+        fl |= F_DECODED;
+    } else if (in_list(chain, passthru)) {
+        if (!how[0] || !(done = decode_as(how, ttext(in, s), s->n, &f->v))) {
+            tc_buf_reset(&f->v);
+            if ((r = tc_buf_append(&f->v, ttext(in, s), s->n)) < 0)
+                return r;
+            done = true;
+        } else {
+            fl |= F_DECODED;
+        }
+    }
+    if (!done)
+        return 0;
+    if ((fl & F_DECODED) && !(s->flags & F_DECODED) && strcmp(chain, "codecs.encode") != 0 &&
+        (r = add_note(f->nm, "encoded_literal", TC_SEV_LOW, in->v[i].src,
+                      "encoded string literal decoded at run time")) < 0)
+        return r;
+    if ((r = push(f->out, T_STR, in->v[i].src, f->v.data ? f->v.data : "", f->v.len, fl, 0)) < 0)
+        return r;
+    *next = k + 1;
+    return 1;
+}
+
+/* getattr(x.y, "name"[, default]) and Reflect.get(x.y, "name") -> x.y.name */
+static int fr_getattr(struct fold *f, size_t i, size_t j, const char *chain, size_t *next)
+{
+    const struct toks *in = f->in;
+    char obj[256];
+    size_t a = j + 1;
+    int r = 0;
+    if (!(strcmp(chain, "getattr") == 0 || strcmp(chain, "builtins.getattr") == 0 ||
+          (!f->py && strcmp(chain, "Reflect.get") == 0)) ||
+        !is_t(in, a, T_NAME))
+        return 0;
+    size_t k = chain_at(in, a, obj, sizeof(obj));
+    if (!IS_OP(in, k, ",") || !is_t(in, k + 1, T_STR) ||
+        !ident_like(ttext(in, &in->v[k + 1]), in->v[k + 1].n) ||
+        !(IS_OP(in, k + 2, ")") || IS_OP(in, k + 2, ",")))
+        return 0;
+    const struct tok *s = &in->v[k + 1];
+    size_t e = k + 2;
+    while (e < in->n && !IS_OP(in, e, ")") && e - k < 8)
+        e++;
+    if (!IS_OP(in, e, ")"))
+        return 0;
+    for (size_t x = a; x < k && r >= 0; x++)
+        r = copy_tok(f->out, in, x);
+    if (r >= 0)
+        r = push(f->out, T_OP, in->v[i].src, ".", 1, 0, 0);
+    if (r >= 0)
+        r = push(f->out, T_NAME, in->v[i].src, ttext(in, s), s->n,
+                 (s->flags & F_BUILT) ? (s->flags & F_BUILT) | F_GETATTR : 0, 0);
+    *next = e + 1;
+    return r < 0 ? r : 1;
+}
+
+/* A dotted name followed by a call: the call rules, else the chain copied as is. */
+static int fr_chain(struct fold *f, size_t i, size_t *next)
+{
+    const struct toks *in = f->in;
+    char chain[256];
+    int r;
+    if (in->v[i].t != T_NAME || (i > 0 && IS_OP(in, i - 1, ".")))
+        return 0;
+    size_t j = chain_at(in, i, chain, sizeof(chain));
+    if ((r = fr_const(f, i, next)) != 0)
+        return r;
+    if (IS_OP(in, j, "(")) {
+        if ((r = fr_char_codes(f, i, j, chain, next)) != 0 ||
+            (r = fr_reversed(f, i, j, chain, next)) != 0 ||
+            (r = fr_call_literal(f, i, j, chain, next)) != 0 ||
+            (r = fr_getattr(f, i, j, chain, next)) != 0)
+            return r;
+    }
+    r = 0;
+    for (size_t x = i; x < j && r >= 0; x++)
+        r = copy_tok(f->out, in, x);
+    *next = j;
+    return r < 0 ? r : 2; /* copied, not folded */
+}
+
+typedef int (*fold_rule)(struct fold *f, size_t i, size_t *next);
+
+/* One folding pass; f->changed set when anything was folded. */
+static int fold_pass(struct fold *f)
+{
+    static const fold_rule rules[] = {fr_string, fr_subscript, fr_array_join, fr_paren, fr_chain};
+    int r = 0;
+    for (size_t i = 0; i < f->in->n && r >= 0;) {
+        size_t next = i + 1;
+        int got = 0;
+        for (size_t k = 0; k < TC_ARRAY_SIZE(rules) && got == 0; k++)
+            got = rules[k](f, i, &next);
+        if (got < 0)
+            return got;
+        if (got == 0)
+            r = copy_tok(f->out, f->in, i);
+        else if (got == 1)
+            f->changed = true;
+        i = next > i ? next : i + 1;
+    }
+    return r;
+}
+
+/* The end of a statement (not of an argument). */
+static bool stmt_end_strict(const struct toks *ts, size_t i)
+{
+    return i >= ts->n || ts->v[i].t == T_NL || IS_OP(ts, i, ";") || IS_OP(ts, i, "}");
+}
+
+/* Single-assignment string constants: NAME = "..." (or a, b = "x", "y") at the start of a
+ * statement, with no other binding of NAME anywhere (another assignment, a compound one, a
+ * for/as/def/import target). The value is stored behind a flag byte. */
+static int collect_consts(bool py, const struct toks *ts, struct kvs *consts)
+{
+    struct {
+        size_t tok;
+        const struct tok *val;
+    } cand[MAX_ALIASES];
+    size_t nc = 0;
+    int r = 0;
+    kv_free(consts);
+    for (size_t i = 0; i < ts->n && nc < MAX_ALIASES; i++) {
+        bool start = i == 0 || ts->v[i - 1].t == T_NL || IS_OP(ts, i - 1, ";") ||
+                     (!py && IS_OP(ts, i - 1, "{"));
+        if (!start)
+            continue;
+        size_t k = i;
+        if (!py && (IS_NAME(ts, k, "const") || IS_NAME(ts, k, "let") || IS_NAME(ts, k, "var")))
+            k++;
+        size_t names = k, nn = 0;
+        while (is_t(ts, k, T_NAME) && nn < 8) {
+            nn++, k++;
+            if (!IS_OP(ts, k, ","))
+                break;
+            k++;
+        }
+        if (!nn || !IS_OP(ts, k, "=") || IS_OP(ts, k + 1, "="))
+            continue;
+        size_t v = k + 1, nv = 0;
+        while (is_t(ts, v, T_STR) && !(ts->v[v].flags & F_TEMPLATE) && nv < 8) {
+            nv++, v++;
+            if (!IS_OP(ts, v, ","))
+                break;
+            v++;
+        }
+        if (nv != nn || !stmt_end_strict(ts, v))
+            continue;
+        for (size_t q = 0; q < nn && nc < MAX_ALIASES; q++)
+            cand[nc].tok = names + 2 * q, cand[nc++].val = &ts->v[k + 1 + 2 * q];
+    }
+    if (!nc)
+        return 0;
+    /* every other binding of a candidate disqualifies it */
+    bool *bad = calloc(nc, sizeof(*bad));
+    if (!bad)
+        return -ENOMEM;
+    bool in_for = false;
+    for (size_t i = 0; i < ts->n; i++) {
+        if (IS_NAME(ts, i, "for"))
+            in_for = true;
+        else if (ts->v[i].t == T_NL || IS_NAME(ts, i, "in") || IS_NAME(ts, i, "of") ||
+                 IS_OP(ts, i, ";") || IS_OP(ts, i, ":"))
+            in_for = false;
+        if (ts->v[i].t != T_NAME || (i > 0 && IS_OP(ts, i - 1, ".")))
+            continue;
+        bool binds = in_for ||
+                     (i > 0 && binding_keyword(ts, i - 1) && !IS_NAME(ts, i - 1, "const") &&
+                      !IS_NAME(ts, i - 1, "let") && !IS_NAME(ts, i - 1, "var")) ||
+                     is_target(ts, i);
+        if (!binds)
+            continue;
+        for (size_t q = 0; q < nc; q++)
+            if (!bad[q] && q < nc && cand[q].tok != i && ts->v[i].n == ts->v[cand[q].tok].n &&
+                memcmp(ttext(ts, &ts->v[i]), ttext(ts, &ts->v[cand[q].tok]), ts->v[i].n) == 0)
+                bad[q] = true;
+    }
+    for (size_t q = 0; q < nc && r >= 0; q++) {
+        if (bad[q] || cand[q].val->n > MAX_VALUE ||
+            memchr(ttext(ts, cand[q].val), 0, cand[q].val->n))
+            continue;
+        char *val = malloc(cand[q].val->n + 2);
+        if (!val) {
+            r = -ENOMEM;
+            break;
+        }
+        val[0] = (char)(0x80 | (cand[q].val->flags & F_BUILT));
+        memcpy(val + 1, ttext(ts, cand[q].val), cand[q].val->n);
+        val[cand[q].val->n + 1] = '\0';
+        const struct tok *nt = &ts->v[cand[q].tok];
+        r = kv_set(consts, ttext(ts, nt), nt->n, val, cand[q].val->n + 1);
+        free(val);
+    }
+    free(bad);
     return r;
 }
 
 static const char *const sensitive_heads[] = {
-    "os",      "sys",      "subprocess",    "builtins",   "__builtins__", "eval",
-    "exec",    "compile",  "getattr",       "__import__", "importlib",    "socket",
-    "pty",     "shutil",   "ctypes",        "codecs",     "base64",       "pickle",
-    "marshal", "open",     "child_process", "Function",   "process",      "fs",
-    "net",     "vm",       "http",          "https",      "setattr",      "requests",
-    "urllib",  "commands", "execSync",      "spawn",      "system",       "popen",
-    "dup2",    "connect",  "Popen",         NULL};
+    "os",       "sys",      "subprocess", "builtins",  "__builtins__", "eval",  "exec",
+    "compile",  "getattr",  "__import__", "importlib", "socket",       "pty",   "shutil",
+    "ctypes",   "codecs",   "base64",     "pickle",    "marshal",      "open",  "child_process",
+    "Function", "process",  "fs",         "net",       "vm",           "http",  "https",
+    "setattr",  "requests", "urllib",     "commands",  "execSync",     "spawn", "system",
+    "popen",    "dup2",     "connect",    "Popen",     "require",      NULL};
 
 static bool sensitive(const char *chain)
 {
@@ -1008,7 +1943,11 @@ static bool stmt_end(const struct toks *ts, size_t i)
     return i >= ts->n || ts->v[i].t == T_NL || IS_OP(ts, i, ";") || IS_OP(ts, i, ",");
 }
 
-static int collect_aliases(bool py, const struct toks *ts, struct kvs *al)
+static int alias_note(struct ps_norm *n, const struct toks *ts, const struct tok *as,
+                      const char *target);
+
+/* Import and assignment aliases into al; a misleading one is also a note in n. */
+static int collect_aliases(bool py, const struct toks *ts, struct kvs *al, struct ps_norm *n)
 {
     char chain[256], tgt[512], full[640];
     int r = 0;
@@ -1023,6 +1962,8 @@ static int collect_aliases(bool py, const struct toks *ts, struct kvs *al)
                 if (IS_NAME(ts, e, "as") && is_t(ts, e + 1, T_NAME)) {
                     const struct tok *a = &ts->v[e + 1];
                     r = kv_set(al, ttext(ts, a), a->n, chain, strlen(chain));
+                    if (r >= 0)
+                        r = alias_note(n, ts, a, chain);
                     e += 2;
                 }
                 if (!IS_OP(ts, e, ","))
@@ -1043,6 +1984,8 @@ static int collect_aliases(bool py, const struct toks *ts, struct kvs *al)
                     as = &ts->v[k + 1], k += 2;
                 snprintf(full, sizeof(full), "%s.%.*s", chain, (int)nm->n, ttext(ts, nm));
                 r = kv_set(al, ttext(ts, as), as->n, full, strlen(full));
+                if (r >= 0 && as != nm)
+                    r = alias_note(n, ts, as, full);
                 if (!IS_OP(ts, k, ","))
                     break;
                 k++;
@@ -1076,6 +2019,8 @@ static int collect_aliases(bool py, const struct toks *ts, struct kvs *al)
                 else
                     snprintf(full, sizeof(full), "%s", chain);
                 r = kv_set(al, ttext(ts, as), as->n, full, strlen(full));
+                if (r >= 0)
+                    r = alias_note(n, ts, as, full);
             }
         } else {
             size_t k = i;
@@ -1100,6 +2045,8 @@ static int collect_aliases(bool py, const struct toks *ts, struct kvs *al)
                         nm = &ts->v[x - 2];
                     snprintf(full, sizeof(full), "%s.%.*s", tgt, (int)nm->n, ttext(ts, nm));
                     r = kv_set(al, ttext(ts, as), as->n, full, strlen(full));
+                    if (r >= 0)
+                        r = alias_note(n, ts, as, full);
                 }
                 continue;
             }
@@ -1113,12 +2060,519 @@ static int collect_aliases(bool py, const struct toks *ts, struct kvs *al)
                 resolve(al, chain, tgt, sizeof(tgt));
                 if (IS_OP(ts, ce, "(")) /* x = os.popen() etc. are results, not aliases */
                     continue;
-                if (sensitive(tgt))
+                if (sensitive(tgt)) {
                     r = kv_set(al, ttext(ts, &ts->v[k]), ts->v[k].n, tgt, strlen(tgt));
+                    if (r >= 0)
+                        r = alias_note(n, ts, &ts->v[k], tgt);
+                }
             }
         }
     }
     return r;
+}
+
+/* ---- evasion: names built at run time, misleading aliases ----
+ *
+ * Folding resolves what it can; what it cannot resolve is judged by its shape. A name handed
+ * to getattr/__import__/import_module/require/import()/Reflect.get, or used to index a
+ * namespace (globals(), vars(x), __builtins__, sys.modules, __dict__, globalThis, process, a
+ * module), that is computed with character codes, decoding, reversal, slicing, joining
+ * characters, XOR, or from a variable that was, is an evasion: ordinary code names what it
+ * calls. Building a name from a literal prefix and a variable ("do_" + cmd) is ordinary
+ * dispatch and is not flagged. */
+
+/* Operations that encode, decode or assemble text from character codes. (Not ord(), .decode(),
+ * .reverse() or URL decoding on their own: ordinary code uses them on names all the time.) */
+static const char *const strong_names[] = {"chr",
+                                           "unichr",
+                                           "fromCharCode",
+                                           "fromCodePoint",
+                                           "reversed",
+                                           "b64decode",
+                                           "b32decode",
+                                           "b16decode",
+                                           "b85decode",
+                                           "a85decode",
+                                           "urlsafe_b64decode",
+                                           "standard_b64decode",
+                                           "decodebytes",
+                                           "decodestring",
+                                           "unhexlify",
+                                           "a2b_hex",
+                                           "a2b_base64",
+                                           "fromhex",
+                                           "atob",
+                                           "maketrans",
+                                           "rot13",
+                                           "rot_13",
+                                           "decompress",
+                                           NULL};
+
+static const char *const transform_methods[] = {
+    "lower",       "upper",  "casefold", "swapcase", "capitalize", "title",  "replace",
+    "replaceAll",  "format", "split",    "slice",    "substring",  "substr", "toLowerCase",
+    "toUpperCase", "concat", "repeat",   "strip",    "charAt",     NULL};
+
+/* A literal made only of format placeholders: "%s%s", "{}{}", "%c%c%c". */
+static bool only_placeholders(const char *s, size_t n)
+{
+    size_t k = 0, parts = 0;
+    while (k < n) {
+        if (s[k] == '%' && k + 1 < n && strchr("scdi", s[k + 1]))
+            k += 2, parts++;
+        else if (s[k] == '{') {
+            const char *e = memchr(s + k, '}', n - k);
+            if (!e || (size_t)(e - s) - k > 3)
+                return false;
+            k = (size_t)(e - s) + 1, parts++;
+        } else
+            return false;
+    }
+    return parts >= 2;
+}
+
+static bool tok_in(const struct toks *ts, size_t i, const char *const *list)
+{
+    char b[32];
+    if (!is_t(ts, i, T_NAME) || ts->v[i].n >= sizeof(b))
+        return false;
+    snprintf(b, sizeof(b), "%.*s", (int)ts->v[i].n, ttext(ts, &ts->v[i]));
+    return in_list(b, list);
+}
+
+/* Does the expression in tokens [a, b) compute a name in an obfuscating way? */
+static bool strong_expr(bool py, const struct toks *ts, size_t a, size_t b, const struct kvs *taint)
+{
+    if (b > a + 256)
+        b = a + 256;
+    for (size_t k = a; k < b && k < ts->n; k++) {
+        const struct tok *t = &ts->v[k];
+        if (t->t == T_STR) {
+            if (t->flags & F_BUILT)
+                return true;
+            if ((t->flags & F_TEMPLATE) && template_only_parts(py, ttext(ts, t), t->n))
+                return true;
+            if (IS_OP(ts, k + 1, "[")) /* slicing or indexing a literal */
+                return true;
+            if (IS_OP(ts, k + 1, ".") && tok_in(ts, k + 2, transform_methods))
+                return true;
+            if ((IS_OP(ts, k + 1, "%") ||
+                 (IS_OP(ts, k + 1, ".") && IS_NAME(ts, k + 2, "format"))) &&
+                only_placeholders(ttext(ts, t), t->n))
+                return true;
+            continue;
+        }
+        if (t->t == T_OP) {
+            if (IS_OP(ts, k, "^") ||
+                (IS_OP(ts, k, "[") && IS_OP(ts, k + 1, ":") && IS_OP(ts, k + 2, ":")))
+                return true;
+            /* .reverse().join(...): reversing a string in JavaScript */
+            if (!py && IS_OP(ts, k, ".") && IS_NAME(ts, k + 1, "reverse") &&
+                IS_OP(ts, k + 2, "(") && IS_OP(ts, k + 3, ")") && IS_OP(ts, k + 4, ".") &&
+                IS_NAME(ts, k + 5, "join"))
+                return true;
+            continue;
+        }
+        if (t->t != T_NAME)
+            continue;
+        if (tok_in(ts, k, strong_names))
+            return true;
+        if (!(k > 0 && IS_OP(ts, k - 1, ".")) && !IS_OP(ts, k + 1, "(") &&
+            kv_get(taint, ttext(ts, t), t->n))
+            return true;
+    }
+    return false;
+}
+
+/* The index after the expression that starts at a (up to a ',' or the closing bracket at
+ * depth 0). */
+static size_t expr_end(const struct toks *ts, size_t a)
+{
+    int depth = 0;
+    size_t k = a;
+    for (; k < ts->n && k - a < 4096; k++) {
+        if (is_t(ts, k, T_OP)) {
+            char c = ttext(ts, &ts->v[k])[0];
+            if (c == '(' || c == '[' || c == '{')
+                depth++;
+            else if (c == ')' || c == ']' || c == '}') {
+                if (depth == 0)
+                    break;
+                depth--;
+            } else if (c == ',' && depth == 0)
+                break;
+        } else if (ts->v[k].t == T_NL && depth == 0)
+            break;
+    }
+    return k;
+}
+
+/* Is the name at i a binding of it (an assignment target, a loop variable, def/class/as/import
+ * target)? in_for: between "for" and "in"/"of". */
+static bool binds_at(const struct toks *ts, size_t i, bool in_for)
+{
+    return in_for || is_target(ts, i) || (i > 0 && binding_keyword(ts, i - 1));
+}
+
+/* Variables assigned from an obfuscating expression and bound nowhere else (names reused across
+ * functions, like name or key, are not traced). A few rounds, so taint flows from variable to
+ * variable; each round walks the tokens twice. */
+static int collect_taint(bool py, const struct toks *ts, struct kvs *taint)
+{
+    struct kvs *cand = calloc(1, sizeof(*cand));
+    int r = 0;
+    if (!cand)
+        return -ENOMEM;
+    for (int round = 0; round < 3 && r >= 0; round++) {
+        kv_free(cand);
+        for (size_t i = 0; i < ts->n && r >= 0; i++) {
+            bool start = i == 0 || ts->v[i - 1].t == T_NL || IS_OP(ts, i - 1, ";") ||
+                         IS_OP(ts, i - 1, "{") || IS_OP(ts, i - 1, ":");
+            if (!start)
+                continue;
+            size_t k = i;
+            if (!py && (IS_NAME(ts, k, "const") || IS_NAME(ts, k, "let") || IS_NAME(ts, k, "var")))
+                k++;
+            if (!is_t(ts, k, T_NAME))
+                continue;
+            size_t eq = k + 1;
+            if (is_t(ts, eq, T_OP) && !IS_OP(ts, eq, "=") && IS_OP(ts, eq + 1, "=") &&
+                strchr("+-*/%|&^@", ttext(ts, &ts->v[eq])[0]))
+                eq++;
+            if (!IS_OP(ts, eq, "=") || IS_OP(ts, eq + 1, "="))
+                continue;
+            const struct tok *nt = &ts->v[k];
+            if (kv_get(taint, ttext(ts, nt), nt->n) || kv_get(cand, ttext(ts, nt), nt->n))
+                continue;
+            size_t e = eq + 1;
+            int depth = 0;
+            for (; e < ts->n && e - eq < 4096; e++) {
+                if (ts->v[e].t == T_NL && depth == 0)
+                    break;
+                if (is_t(ts, e, T_OP)) {
+                    char c = ttext(ts, &ts->v[e])[0];
+                    if (c == ';' && depth == 0)
+                        break;
+                    depth +=
+                        (c == '(' || c == '[' || c == '{') - (c == ')' || c == ']' || c == '}');
+                    if (depth < 0)
+                        break;
+                }
+            }
+            if (strong_expr(py, ts, eq + 1, e, taint))
+                r = kv_set(cand, ttext(ts, nt), nt->n, "0", 1);
+        }
+        if (r < 0 || cand->n == 0)
+            break;
+        /* count the bindings of each candidate, in one walk */
+        bool in_for = false;
+        for (size_t i = 0; i < ts->n && r >= 0; i++) {
+            if (IS_NAME(ts, i, "for"))
+                in_for = true;
+            else if (ts->v[i].t == T_NL || IS_NAME(ts, i, "in") || IS_NAME(ts, i, "of") ||
+                     IS_OP(ts, i, ";") || IS_OP(ts, i, ":"))
+                in_for = false;
+            if (ts->v[i].t != T_NAME || (i > 0 && IS_OP(ts, i - 1, ".")))
+                continue;
+            const char *c = kv_get(cand, ttext(ts, &ts->v[i]), ts->v[i].n);
+            if (c && c[0] < '2' && binds_at(ts, i, in_for)) {
+                char next[2] = {(char)(c[0] + 1), '\0'};
+                r = kv_set(cand, ttext(ts, &ts->v[i]), ts->v[i].n, next, 1);
+            }
+        }
+        size_t before = taint->n;
+        for (size_t q = 0; q < cand->n && r >= 0; q++)
+            if (cand->e[q].v[0] == '1')
+                r = kv_set(taint, cand->e[q].k, cand->e[q].kn, "1", 1);
+        if (taint->n == before)
+            break;
+    }
+    kv_free(cand);
+    free(cand);
+    return r;
+}
+
+/* Namespaces whose lookups by a computed name are an evasion. */
+static bool namespace_chain(bool py, const char *chain)
+{
+    static const char *const py_ns[] = {"__builtins__", "builtins",    "__dict__",
+                                        "modules",      "__globals__", "f_globals",
+                                        "f_builtins",   "f_locals",    NULL};
+    static const char *const js_ns[] = {"globalThis", "global", "window",  "self",
+                                        "process",    "module", "require", NULL};
+    const char *last = last_component(chain);
+    char head[64];
+    size_t hn = strcspn(chain, ".");
+    snprintf(head, sizeof(head), "%.*s", (int)(hn < 63 ? hn : 63), chain);
+    /* environment variables are looked up by built names all the time */
+    if (strstr(chain, ".env") || strstr(chain, "environ"))
+        return false;
+    if (py)
+        return in_list(last, py_ns) || in_list(head, py_ns) || sensitive(chain);
+    return in_list(head, js_ns) || in_list(last, js_ns) || sensitive(chain);
+}
+
+static size_t match_close(const struct toks *ts, size_t open)
+{
+    int depth = 0;
+    for (size_t k = open; k < ts->n && k - open < 4096; k++) {
+        if (!is_t(ts, k, T_OP))
+            continue;
+        char c = ttext(ts, &ts->v[k])[0];
+        if (c == '(' || c == '[' || c == '{')
+            depth++;
+        else if ((c == ')' || c == ']' || c == '}') && --depth == 0)
+            return k;
+    }
+    return ts->n;
+}
+
+/* Argument number arg of the call whose '(' is at open: its range [*a, *b); false if absent. */
+static bool call_arg(const struct toks *ts, size_t open, int arg, size_t *a, size_t *b)
+{
+    size_t k = open + 1;
+    for (int x = 0; x < arg; x++) {
+        k = expr_end(ts, k);
+        if (!IS_OP(ts, k, ","))
+            return false;
+        k++;
+    }
+    *a = k;
+    *b = expr_end(ts, k);
+    return *b > *a;
+}
+
+/* Which argument of this call names what is looked up (-1: not a name sink). */
+static int name_arg(bool py, const char *res)
+{
+    const char *last = last_component(res);
+    if (strcmp(res, "getattr") == 0 || strcmp(res, "builtins.getattr") == 0 ||
+        strcmp(res, "object.__getattribute__") == 0 || strcmp(res, "type.__getattribute__") == 0)
+        return 1;
+    if (strcmp(last, "__import__") == 0 || strcmp(last, "import_module") == 0 ||
+        strcmp(last, "attrgetter") == 0 || strcmp(last, "__getattribute__") == 0)
+        return 0;
+    if (!py &&
+        (strcmp(res, "require") == 0 || strcmp(res, "import") == 0 || strcmp(last, "_load") == 0))
+        return 0;
+    if (!py &&
+        (strcmp(res, "Reflect.get") == 0 || strcmp(res, "Reflect.getOwnPropertyDescriptor") == 0))
+        return 1;
+    return -1;
+}
+
+static const char *const dangerous_names[] = {"os",
+                                              "posix",
+                                              "nt",
+                                              "subprocess",
+                                              "commands",
+                                              "pty",
+                                              "system",
+                                              "popen",
+                                              "Popen",
+                                              "spawn",
+                                              "spawnSync",
+                                              "exec",
+                                              "execSync",
+                                              "execFile",
+                                              "execFileSync",
+                                              "execv",
+                                              "execve",
+                                              "execl",
+                                              "execlp",
+                                              "execvp",
+                                              "eval",
+                                              "compile",
+                                              "__import__",
+                                              "__builtins__",
+                                              "builtins",
+                                              "getattr",
+                                              "import_module",
+                                              "child_process",
+                                              "require",
+                                              "Function",
+                                              "constructor",
+                                              "binding",
+                                              "mainModule",
+                                              "process",
+                                              "globalThis",
+                                              "vm",
+                                              "runInThisContext",
+                                              "runInNewContext",
+                                              "socket",
+                                              "ctypes",
+                                              "marshal",
+                                              "pickle",
+                                              "check_output",
+                                              "getoutput",
+                                              "check_call",
+                                              "__globals__",
+                                              "__subclasses__",
+                                              "sh",
+                                              "bash",
+                                              "/bin/sh",
+                                              "/bin/bash",
+                                              "node:child_process",
+                                              NULL};
+
+static int scan_sinks(bool py, const struct toks *ts, const struct kvs *al, const struct kvs *taint,
+                      struct ps_norm *n)
+{
+    char chain[256], res[512];
+    int r = 0, sinks = 0; /* arguments examined, each up to 4096 tokens: bounded */
+    for (size_t i = 0; i < ts->n && r >= 0; i++) {
+        if (ts->v[i].t == T_STR && (ts->v[i].flags & F_BUILT) && ts->v[i].n < 32) {
+            char v[32];
+            snprintf(v, sizeof(v), "%.*s", (int)ts->v[i].n, ttext(ts, &ts->v[i]));
+            if (in_list(v, dangerous_names))
+                r = add_note(n, "evasion_computed_name", TC_SEV_HIGH, ts->v[i].src,
+                             "a string assembled or decoded at run time spells the name of a "
+                             "process-spawning or code-executing function or module");
+            continue;
+        }
+        if (ts->v[i].t == T_NAME && i > 1 && IS_OP(ts, i - 1, ".") && (ts->v[i].flags & F_BUILT)) {
+            /* x["na" + "me"] / getattr(x, "na" + "me") folded into x.name: decoded names and
+             * getattr always count; a name assembled from constant pieces when it indexes a
+             * namespace, a module, a call's result or an array (config[key.upper()] is fine) */
+            char nm[32];
+            snprintf(nm, sizeof(nm), "%.*s", (int)(ts->v[i].n < 31 ? ts->v[i].n : 31),
+                     ttext(ts, &ts->v[i]));
+            bool hit = (ts->v[i].flags & F_GETATTR) || in_list(nm, dangerous_names) ||
+                       is_t(ts, i - 2, T_OP); /* ...)[..], ...][..] */
+            if (!hit) {
+                size_t st = i - 2;
+                while (st >= 2 && IS_OP(ts, st - 1, ".") && is_t(ts, st - 2, T_NAME))
+                    st -= 2;
+                chain_at(ts, st, chain, sizeof(chain));
+                resolve(al, chain, res, sizeof(res));
+                hit = namespace_chain(py, res);
+            }
+            if (hit)
+                r = add_note(n, "evasion_computed_name", TC_SEV_HIGH, ts->v[i].src,
+                             "an attribute, global or module is looked up by a name built at run "
+                             "time (joined, concatenated, decoded, reversed or from character "
+                             "codes)");
+            continue;
+        }
+        if (ts->v[i].t != T_NAME || (i > 0 && IS_OP(ts, i - 1, ".")))
+            continue;
+        size_t j = chain_at(ts, i, chain, sizeof(chain));
+        resolve(al, chain, res, sizeof(res));
+        size_t a, b;
+        /* {"run": os.system} / {"run": staticmethod(os.system)} / setattr(x, "run", os.system):
+         * a spawn function filed under another name */
+        if (strchr(res, '.') && !IS_OP(ts, j, "(") && !IS_OP(ts, j, ".")) {
+            size_t k = i;
+            if (k >= 2 && IS_OP(ts, k - 1, "(") &&
+                (IS_NAME(ts, k - 2, "staticmethod") || IS_NAME(ts, k - 2, "classmethod")))
+                k -= 2;
+            if (k >= 2 && (IS_OP(ts, k - 1, ":") || IS_OP(ts, k - 1, ",")) &&
+                is_t(ts, k - 2, T_STR) && ts->v[k - 2].n && ts->v[k - 2].n < 64 &&
+                (IS_OP(ts, k - 1, ":") || (k >= 5 && IS_NAME(ts, k - 5, "setattr"))) &&
+                (r = alias_note(n, ts, &ts->v[k - 2], res)) < 0)
+                break;
+        }
+        if (IS_OP(ts, j, "(")) {
+            int arg = name_arg(py, res);
+            const char *last = last_component(res);
+            /* namespace.get(name) */
+            if (arg < 0 && strcmp(last, "get") == 0 && strchr(res, '.')) {
+                char obj[512];
+                snprintf(obj, sizeof(obj), "%.*s", (int)(last - res - 1), res);
+                if (namespace_chain(py, obj))
+                    arg = 0;
+            }
+            if (arg >= 0 && sinks++ < 4096 && call_arg(ts, j, arg, &a, &b) &&
+                strong_expr(py, ts, a, b, taint)) {
+                r = add_note(n, "evasion_computed_name", TC_SEV_HIGH, ts->v[i].src,
+                             "a module, attribute or global is looked up by a name computed at "
+                             "run time (character codes, decoding, reversal, slicing or joining)");
+                continue;
+            }
+            /* globals()[...], vars(x)[...], locals().get(...) */
+            if (py && (strcmp(chain, "globals") == 0 || strcmp(chain, "locals") == 0 ||
+                       strcmp(chain, "vars") == 0)) {
+                if (sinks++ >= 4096)
+                    continue;
+                size_t c = match_close(ts, j);
+                size_t o = c + 1;
+                if (IS_OP(ts, o, ".") && IS_NAME(ts, o + 1, "get") && IS_OP(ts, o + 2, "("))
+                    o += 2;
+                else if (!IS_OP(ts, o, "["))
+                    continue;
+                if (call_arg(ts, o, 0, &a, &b) && strong_expr(py, ts, a, b, taint))
+                    r = add_note(n, "evasion_computed_name", TC_SEV_HIGH, ts->v[i].src,
+                                 "a namespace is indexed by a name computed at run time");
+            }
+            continue;
+        }
+        if (IS_OP(ts, j, "[") && namespace_chain(py, res) && sinks++ < 4096 &&
+            call_arg(ts, j, 0, &a, &b) && strong_expr(py, ts, a, b, taint))
+            r = add_note(n, "evasion_computed_name", TC_SEV_HIGH, ts->v[i].src,
+                         "a namespace or module is indexed by a name computed at run time");
+    }
+    return r;
+}
+
+/* Is alias an abbreviation of name, or name of alias (case and '_'/'$' ignored)? */
+static bool abbreviates(const char *alias, size_t an, const char *name)
+{
+    char x[80], y[80];
+    size_t xn = 0, yn = 0;
+    for (size_t k = 0; k < an && xn + 1 < sizeof(x); k++)
+        if (alias[k] != '_' && alias[k] != '$')
+            x[xn++] = (char)((alias[k] >= 'A' && alias[k] <= 'Z') ? alias[k] + 32 : alias[k]);
+    for (size_t k = 0; name[k] && yn + 1 < sizeof(y); k++)
+        if (name[k] != '_' && name[k] != '$')
+            y[yn++] = (char)((name[k] >= 'A' && name[k] <= 'Z') ? name[k] + 32 : name[k]);
+    if (!xn || !yn)
+        return true;
+    const char *s = xn <= yn ? x : y, *l = xn <= yn ? y : x;
+    size_t sn = xn <= yn ? xn : yn, ln = xn <= yn ? yn : xn, q = 0;
+    for (size_t k = 0; k < ln && q < sn; k++)
+        q += l[k] == s[q];
+    return q == sn;
+}
+
+/* An alias of a process-spawning module/function under an unrelated name, or of a
+ * code-execution builtin under any other name. */
+static int alias_note(struct ps_norm *n, const struct toks *ts, const struct tok *as,
+                      const char *target)
+{
+    static const char *const spawn_modules[] = {"os",    "subprocess", "pty",           "commands",
+                                                "posix", "popen2",     "child_process", "shelljs",
+                                                "execa", NULL};
+    static const char *const spawn_funcs[] = {
+        "system",       "popen",        "Popen",     "spawn",
+        "spawnSync",    "exec",         "execSync",  "execFile",
+        "execFileSync", "fork",         "call",      "check_call",
+        "check_output", "run",          "getoutput", "getstatusoutput",
+        "execl",        "execle",       "execlp",    "execlpe",
+        "execv",        "execve",       "execvp",    "execvpe",
+        "spawnl",       "spawnle",      "spawnlp",   "spawnlpe",
+        "spawnv",       "spawnve",      "spawnvp",   "spawnvpe",
+        "posix_spawn",  "posix_spawnp", NULL};
+    static const char *const code_builtins[] = {"eval",     "exec",       "compile",
+                                                "execfile", "__import__", "getattr",
+                                                "Function", "require",    NULL};
+    static const char *const global_objs[] = {"builtins", "__builtins__", "globalThis", "global",
+                                              "window",   "self",         NULL};
+    const char *alias = ttext(ts, as), *last = last_component(target);
+    char head[64];
+    size_t hn = strcspn(target, ".");
+    snprintf(head, sizeof(head), "%.*s", (int)(hn < 63 ? hn : 63), target);
+    if (as->n == strlen(target) && memcmp(alias, target, as->n) == 0)
+        return 0;
+    if (in_list(last, code_builtins) && (strcmp(head, target) == 0 || in_list(head, global_objs)))
+        return add_note(n, "evasion_alias", TC_SEV_HIGH, as->src,
+                        "a code-execution builtin (eval, exec, Function, __import__, getattr) "
+                        "is given another name");
+    if (!in_list(head, spawn_modules) || (strcmp(head, target) != 0 && !in_list(last, spawn_funcs)))
+        return 0;
+    if (abbreviates(alias, as->n, last))
+        return 0;
+    return add_note(n, "evasion_alias", TC_SEV_HIGH, as->src,
+                    "a process-spawning module or function goes by an unrelated name");
 }
 
 static const char *const shell_sinks[] = {
@@ -1225,35 +2679,57 @@ static int normalise_pyjs(bool py, const char *code, size_t len, int depth, uint
                           struct ps_norm *n)
 {
     struct toks a, b;
-    struct kvs *al = calloc(1, sizeof(*al));
-    int r;
+    struct kvs *al = calloc(1, sizeof(*al)), *consts = calloc(1, sizeof(*consts)),
+               *taint = calloc(1, sizeof(*taint));
+    /* folds may add at most four times the code's size (plus a little for tiny code) */
+    struct fold f = {.py = py, .nm = n, .consts = consts, .budget = 4 * len + 65536};
+    int r = -ENOMEM;
 
-    if (!al)
-        return -ENOMEM;
     toks_init(&a);
     toks_init(&b);
+    tc_buf_init(&f.v, MAX_VALUE * 16);
+    if (!al || !consts || !taint)
+        goto out;
     if ((r = lex_pyjs(py, code, len, depth, origin, &a)) < 0)
         goto out;
     for (int pass = 0; pass < MAX_PASSES; pass++) {
-        bool changed = false;
         b.n = 0;
         tc_buf_reset(&b.pool);
-        if ((r = fold_pass(py, &a, &b, n, &changed)) < 0)
+        if ((r = collect_consts(py, &a, consts)) < 0)
             goto out;
+        f.in = &a;
+        f.out = &b;
+        f.changed = false;
+        if ((r = fold_pass(&f)) < 0) {
+            if (r != -E2BIG)
+                goto out;
+            /* a cap was reached: keep the last complete pass, never give up the whole text */
+            r = 0;
+            break;
+        }
         struct toks tmp = a;
         a = b;
         b = tmp;
-        if (!changed)
+        if (!f.changed)
             break;
     }
-    if ((r = collect_aliases(py, &a, al)) < 0)
+    if ((r = collect_aliases(py, &a, al, n)) < 0 || (r = collect_taint(py, &a, taint)) < 0 ||
+        (r = scan_sinks(py, &a, al, taint, n)) < 0)
         goto out;
     r = emit_pyjs(py, &a, al, depth, n);
 out:
     toks_free(&a);
     toks_free(&b);
-    kv_free(al);
+    tc_buf_free(&f.v);
+    if (al)
+        kv_free(al);
+    if (consts)
+        kv_free(consts);
+    if (taint)
+        kv_free(taint);
     free(al);
+    free(consts);
+    free(taint);
     return r;
 }
 
@@ -1271,7 +2747,65 @@ struct sh {
     bool subq[64];  /* it was "$( inside double quotes */
     int nsub;
     bool cmdpos;
+    struct kvs taint; /* variables whose value was computed ("1") or not ("0") */
+    /* the word being read: its expansions, where the last one ended, built at run time? */
+    int wexp;
+    size_t exp_end, wexp_bytes;
+    bool wpex;          /* a ${...} that slices, substitutes, changes case or is indirect */
+    bool wadj;          /* two expansions side by side */
+    bool wtaint;        /* a computed variable */
+    struct kvs runners; /* functions that run their arguments as a command ("$@") */
+    size_t work;        /* tokens looked at by the evasion checks, at most SH_MAX_WORK */
 };
+
+/* Substitutions nested thousands deep make each check look at thousands of tokens: the checks
+ * of one text share this budget, then report nothing more. */
+#define SH_MAX_WORK (4u << 20)
+
+static bool name_char(char c, bool first);
+
+static bool sh_tainted(const struct sh *s, const char *name, size_t n)
+{
+    const char *t = kv_get(&s->taint, name, n);
+    return t && t[0] == '1';
+}
+
+/* Text between "${" and "}": does it slice, substitute, change case, transform or expand
+ * indirectly (${x:1:2} ${x//a/b} ${x^^} ${x,,} ${x@P} ${!x}), rather than take a default,
+ * a length or trim (${x:-y} ${#x} ${x%.txt})? */
+static bool sh_param_computed(const char *p, size_t n)
+{
+    if (n == 0 || p[0] == '#')
+        return false;
+    if (p[0] == '!') /* ${!x} is indirect; ${!a[@]} ${!a[*]} ${!pre@} ${!pre*} list names */
+        return !(p[n - 1] == '@' || p[n - 1] == '*' ||
+                 (n >= 3 && p[n - 1] == ']' && (p[n - 2] == '@' || p[n - 2] == '*')));
+    size_t k = 0;
+    while (k < n && name_char(p[k], k == 0))
+        k++;
+    if (k < n && p[k] == '[') {
+        const char *e = memchr(p + k, ']', n - k);
+        k = e ? (size_t)(e - p) + 1 : n;
+    }
+    if (k >= n)
+        return false;
+    if (p[k] == ':') {
+        char nx = k + 1 < n ? p[k + 1] : '\0';
+        return !(nx == '-' || nx == '=' || nx == '?' || nx == '+');
+    }
+    return p[k] == '/' || p[k] == '^' || p[k] == ',' || p[k] == '@';
+}
+
+/* One more expansion in the current word, from start to s->i. */
+static void sh_expansion(struct sh *s, size_t start, bool pex, bool tainted)
+{
+    if (s->wexp > 0 && start == s->exp_end)
+        s->wadj = true;
+    s->wtaint |= tainted;
+    s->wpex |= pex;
+    s->wexp++;
+    s->exp_end = s->i;
+}
 
 static bool sh_opchar(char c)
 {
@@ -1286,10 +2820,22 @@ static bool name_char(char c, bool first)
 }
 
 /* $NAME, ${NAME}, ${IFS}, $IFS: append the expansion (or the text itself when unknown). */
+static int sh_dollar_expand(struct sh *s, struct tc_buf *w);
+
+/* $NAME, ${...}: the expansion, counted as such (not as literal text of the word). */
 static int sh_dollar(struct sh *s, struct tc_buf *w)
 {
+    size_t before = w->len;
+    int r = sh_dollar_expand(s, w);
+    s->wexp_bytes += w->len - before;
+    return r;
+}
+
+static int sh_dollar_expand(struct sh *s, struct tc_buf *w)
+{
     const char *c = s->c;
-    size_t i = s->i + 1, st, en;
+    size_t i = s->i + 1, st, en, start = s->i;
+    int r;
     if (i < s->len && c[i] == '{') {
         st = i + 1;
         en = st;
@@ -1300,8 +2846,15 @@ static int sh_dollar(struct sh *s, struct tc_buf *w)
             size_t e = i;
             while (e < s->len && c[e] != '}' && c[e] != '\n')
                 e++;
-            int r = tc_buf_append(w, c + s->i, (e < s->len ? e + 1 : e) - s->i);
+            r = tc_buf_append(w, c + s->i, (e < s->len ? e + 1 : e) - s->i);
             s->i = e < s->len ? e + 1 : e;
+            const char *ifs = kv_get(&s->vars, "IFS", 3);
+            bool pex = sh_param_computed(c + i + 1, e > i + 1 ? e - i - 1 : 0);
+            /* "${a[*]}" joins the array with IFS: with IFS emptied it glues characters */
+            if (ifs && strcmp(ifs, " \t\n") != 0 && e >= i + 4 && c[e - 1] == ']' &&
+                c[e - 2] == '*')
+                pex = true;
+            sh_expansion(s, start, pex, false);
             return r;
         }
         s->i = en + 1;
@@ -1311,6 +2864,16 @@ static int sh_dollar(struct sh *s, struct tc_buf *w)
         while (en < s->len && name_char(c[en], en == st))
             en++;
         if (en == st) {
+            if (i < s->len && ((c[i] >= '0' && c[i] <= '9') || strchr("@*#?$!-", c[i]))) {
+                /* $1, $@, $?: a parameter we do not know; "$*" joins with IFS, which glues
+                 * the pieces together once IFS is emptied */
+                const char *ifs = kv_get(&s->vars, "IFS", 3);
+                bool glue = c[i] == '*' && ifs && strcmp(ifs, " \t\n") != 0;
+                r = tc_buf_append(w, c + s->i, 2);
+                s->i += 2;
+                sh_expansion(s, start, glue, false);
+                return r;
+            }
             s->i++;
             return tc_buf_append(w, "$", 1);
         }
@@ -1318,10 +2881,11 @@ static int sh_dollar(struct sh *s, struct tc_buf *w)
     }
     if (en - st == 3 && memcmp(c + st, "IFS", 3) == 0)
         return tc_buf_append(w, " ", 1);
+    sh_expansion(s, start, false, sh_tainted(s, c + st, en - st));
     const char *v = kv_get(&s->vars, c + st, en - st);
     if (v)
         return tc_buf_append(w, v, strlen(v));
-    int r = tc_buf_append(w, "$", 1);
+    r = tc_buf_append(w, "$", 1);
     return r < 0 ? r : tc_buf_append(w, c + st, en - st);
 }
 
@@ -1337,8 +2901,11 @@ static int sh_raw_subst(struct sh *s, struct tc_buf *w)
             lvl--;
         e++;
     }
+    size_t start = s->i;
     int r = tc_buf_append(w, s->c + s->i, e - s->i);
     s->i = e;
+    s->wexp_bytes += e - start;
+    sh_expansion(s, start, false, false);
     return r;
 }
 
@@ -1391,7 +2958,11 @@ static int sh_word(struct sh *s, struct tc_buf *w, bool *dec)
             continue;
         }
         if (ch == '"') {
+            /* quotes do not separate expansions: "$a""$b" is $a$b */
+            bool at = s->i == s->exp_end;
             s->i++;
+            if (at)
+                s->exp_end = s->i;
             while (s->i < s->len && c[s->i] != '"' && r >= 0) {
                 char d = c[s->i];
                 if (d == '\\' && s->i + 1 < s->len && strchr("\"\\$`\n", c[s->i + 1]) &&
@@ -1408,8 +2979,15 @@ static int sh_word(struct sh *s, struct tc_buf *w, bool *dec)
                     s->i++;
                 }
             }
+            at = s->i == s->exp_end;
             if (s->i < s->len)
                 s->i++;
+            if (at)
+                s->exp_end = s->i;
+            continue;
+        }
+        if (ch == '$' && s->i + 2 < s->len && c[s->i + 1] == '(' && c[s->i + 2] == '(') {
+            r = sh_raw_subst(s, w); /* $(( arithmetic )): a number */
             continue;
         }
         if (ch == '$' && s->i + 1 < s->len && c[s->i + 1] == '(') {
@@ -1575,6 +3153,49 @@ static int sh_push_word(struct sh *s, uint32_t src, const char *w, size_t n, int
 }
 
 /* At ")" or closing "`": fold the substitution if it is a constant pipeline. */
+/* Commands that encode, decode, compress or shift characters. (Not sed, awk or cut: scripts
+ * quote and edit text with them all the time; printf and echo only with escapes.) */
+static const char *const sh_transformers[] = {
+    "base64", "base32",  "basenc",  "xxd",   "od",       "rev",        "tr",      "openssl",
+    "gzip",   "gunzip",  "zcat",    "xz",    "unxz",     "bzip2",      "bunzip2", "perl",
+    "python", "python2", "python3", "iconv", "uudecode", "zlib-flate", NULL};
+
+/* Does a printf at k (up to b) use escapes or character conversions (\x41, \101, %b, %c)? */
+static bool sh_printf_escapes(const struct toks *ts, size_t k, size_t b)
+{
+    for (size_t x = k + 1; x < b && x < ts->n && is_t(ts, x, T_NAME); x++) {
+        const char *w = ttext(ts, &ts->v[x]);
+        size_t n = ts->v[x].n;
+        for (size_t y = 0; y + 1 < n; y++)
+            if ((w[y] == '\\' && strchr("x0123456789u", w[y + 1])) ||
+                (w[y] == '%' && strchr("bco", w[y + 1])))
+                return true;
+    }
+    return false;
+}
+
+/* Do the tokens [a, b) run a command that transforms text (decoders, printf escapes, tr, ...)?
+ * Charged to *work; false once the budget is spent. */
+static bool sh_transforms(const struct toks *ts, size_t a, size_t b, size_t *work)
+{
+    static const char *const printfs[] = {"printf", NULL};
+    if (b > ts->n)
+        b = ts->n;
+    if (b > a && (*work += b - a) > SH_MAX_WORK)
+        return false;
+    for (size_t k = a; k < b && k < ts->n; k++) {
+        if (word_is(ts, k, sh_transformers))
+            return true;
+        if (word_is(ts, k, printfs) && sh_printf_escapes(ts, k, b))
+            return true;
+        if (IS_NAME(ts, k, "echo") && k + 1 < b && is_t(ts, k + 1, T_NAME) &&
+            ttext(ts, &ts->v[k + 1])[0] == '-' &&
+            memchr(ttext(ts, &ts->v[k + 1]), 'e', ts->v[k + 1].n))
+            return true;
+    }
+    return false;
+}
+
 static int sh_close_subst(struct sh *s, uint32_t src)
 {
     struct toks *ts = &s->ts;
@@ -1600,6 +3221,8 @@ static int sh_close_subst(struct sh *s, uint32_t src)
             snprintf(name, sizeof(name), "%.*s", (int)(a->n - 1 < 127 ? a->n - 1 : 127),
                      ttext(ts, a));
             r = kv_set(&s->vars, name, strlen(name), v.data ? v.data : "", v.len);
+            if (r >= 0)
+                r = kv_set(&s->taint, name, strlen(name), (ndec || esc) ? "1" : "0", 1);
             if (r >= 0) {
                 struct tc_buf m;
                 tc_buf_init(&m, MAX_VALUE * 16);
@@ -1612,9 +3235,24 @@ static int sh_close_subst(struct sh *s, uint32_t src)
                 tc_buf_free(&m);
             }
         } else if (r >= 0)
-            r = sh_push_word(s, osrc, v.data ? v.data : "", v.len, F_DECODED);
-    } else
-        r = push(ts, T_OP, src, ")", 1, 0, 0);
+            r = sh_push_word(s, osrc, v.data ? v.data : "", v.len, (ndec || esc) ? F_DECODED : 0);
+    } else {
+        /* x=$(...) that we cannot evaluate: x is unknown from here on, and computed when the
+         * substitution transforms text (printf, base64, tr, rev, xxd, ...) */
+        if (open > 0 && (ts->v[open - 1].flags & F_ASSIGN)) {
+            const struct tok *a = &ts->v[open - 1];
+            char name[128], raw[130];
+            snprintf(name, sizeof(name), "%.*s", (int)(a->n - 1 < 127 ? a->n - 1 : 127),
+                     ttext(ts, a));
+            snprintf(raw, sizeof(raw), "$%s", name);
+            r = kv_set(&s->vars, name, strlen(name), raw, strlen(raw));
+            if (r >= 0)
+                r = kv_set(&s->taint, name, strlen(name),
+                           sh_transforms(ts, open + 1, ts->n, &s->work) ? "1" : "0", 1);
+        }
+        if (r >= 0)
+            r = push(ts, T_OP, src, ")", 1, 0, 0);
+    }
     tc_buf_free(&v);
     return r;
 }
@@ -1704,6 +3342,10 @@ static int sh_lex(struct sh *s)
         bool dec = false;
         tc_buf_reset(&w);
         bool glued = st > 0 && !strchr(" \t\n", c[st - 1]);
+        s->wexp = 0;
+        s->wpex = s->wadj = s->wtaint = false;
+        s->wexp_bytes = 0;
+        s->exp_end = SIZE_MAX;
         if ((r = sh_word(s, &w, &dec)) < 0)
             break;
         if (s->i == st) { /* nothing consumed: avoid looping */
@@ -1714,10 +3356,37 @@ static int sh_lex(struct sh *s)
         size_t eq = 0;
         while (eq < w.len && name_char(wd[eq], eq == 0))
             eq++;
-        bool assign = s->cmdpos && eq > 0 && eq < w.len && wd[eq] == '=';
-        int flags = (dec ? F_DECODED : 0) | (glued ? F_GLUED : 0);
+        bool append = s->cmdpos && eq > 0 && eq + 1 < w.len && wd[eq] == '+' && wd[eq + 1] == '=';
+        bool assign = append || (s->cmdpos && eq > 0 && eq < w.len && wd[eq] == '=');
+        /* literal text of the word (of the value, for an assignment) */
+        size_t lit = w.len > s->wexp_bytes ? w.len - s->wexp_bytes : 0;
+        size_t prefix = assign ? eq + 1 + append : 0;
+        bool comp = s->wpex || (s->wtaint && lit <= prefix);
+        /* "$a$b" builds a name; "${DIR}${NAME}" that holds a '/' is a path */
+        bool adj = s->wadj && lit <= prefix && !memchr(wd + prefix, '/', w.len - prefix);
+        int flags = (dec ? F_DECODED : 0) | (glued ? F_GLUED : 0) | (comp ? F_COMPUTED : 0) |
+                    (adj ? F_SH_ADJ : 0);
+        if (append) {
+            /* x+=piece: a value assembled piece by piece is computed */
+            const char *old = kv_get(&s->vars, wd, eq);
+            struct tc_buf nv;
+            tc_buf_init(&nv, MAX_VALUE * 2);
+            r = tc_buf_append(&nv, old ? old : "", old ? strlen(old) : 0);
+            if (r >= 0)
+                r = tc_buf_append(&nv, wd + eq + 2, w.len - eq - 2);
+            if (r >= 0)
+                r = kv_set(&s->vars, wd, eq, nv.data ? nv.data : "", nv.len);
+            tc_buf_free(&nv);
+            if (r >= 0)
+                r = kv_set(&s->taint, wd, eq, "1", 1);
+            if (r >= 0)
+                r = sh_push_word(s, SRC(st), wd, w.len, flags);
+            continue;
+        }
         if (assign) {
             r = kv_set(&s->vars, wd, eq, wd + eq + 1, w.len - eq - 1);
+            if (r >= 0)
+                r = kv_set(&s->taint, wd, eq, (comp || dec || adj) ? "1" : "0", 1);
             if (r >= 0 && eq + 1 == w.len)
                 flags |= F_ASSIGN;
             if (r >= 0)
@@ -1733,8 +3402,12 @@ static int sh_lex(struct sh *s)
             }
         }
         if (s->ts.n && IS_NAME(&s->ts, s->ts.n - 1, "alias") && eq > 0 && eq < w.len &&
-            wd[eq] == '=')
+            wd[eq] == '=') {
             r = kv_set(&s->aliases, wd, eq, wd + eq + 1, w.len - eq - 1);
+            /* the alias's text runs wherever the alias is used: scan it as code */
+            if (r >= 0)
+                r = add_job(s->n, PS_SHELL, wd + eq + 1, w.len - eq - 1, SRC(st), s->depth + 1);
+        }
         if (r >= 0)
             r = sh_push_word(s, SRC(st), wd, w.len, flags);
         bool keep_cmdpos = false;
@@ -1750,6 +3423,245 @@ static int sh_lex(struct sh *s)
 #undef SRC
     tc_buf_free(&w);
     return r == -E2BIG ? 0 : r;
+}
+
+/* ---- shell: commands built or code generated at run time ---- */
+
+static bool sh_sep(const struct toks *ts, size_t i)
+{
+    static const char *const seps[] = {";", "&&", "||", "|",  "&",  "|&", "(",
+                                       ")", "$(", "`",  "<(", ">(", ";;", NULL};
+    if (ts->v[i].t == T_NL)
+        return true;
+    if (ts->v[i].t != T_OP)
+        return false;
+    char b[4];
+    snprintf(b, sizeof(b), "%.*s", (int)(ts->v[i].n < 3 ? ts->v[i].n : 3), ttext(ts, &ts->v[i]));
+    return in_list(b, seps);
+}
+
+/* The ')' (or closing '`') of the substitution opened at open. */
+static size_t sh_close_of(const struct toks *ts, size_t open, size_t *work)
+{
+    if ((*work += 64) > SH_MAX_WORK)
+        return open + 1;
+    int depth = 0;
+    /* an unevaluated `...` is closed by ")" too (sh_close_subst) */
+    for (size_t k = open; k < ts->n && k - open < 4096; k++, ++*work) {
+        if (IS_OP(ts, k, "$(") || IS_OP(ts, k, "`") || IS_OP(ts, k, "(") || IS_OP(ts, k, "<(") ||
+            IS_OP(ts, k, ">("))
+            depth++;
+        else if (IS_OP(ts, k, ")") && --depth == 0)
+            return k;
+    }
+    return open + 4096 < ts->n ? open + 4096 : ts->n;
+}
+
+static bool sh_word_eq(const struct toks *ts, size_t i, const char *w)
+{
+    return is_t(ts, i, T_NAME) && ts->v[i].n == strlen(w) &&
+           memcmp(ttext(ts, &ts->v[i]), w, ts->v[i].n) == 0;
+}
+
+/* Is the token at i a substitution (or a word) whose text is transformed or computed? */
+static bool sh_generated(const struct toks *ts, size_t i, size_t *work)
+{
+    if (is_t(ts, i, T_NAME))
+        return (ts->v[i].flags & (F_COMPUTED | F_DECODED)) != 0;
+    if (IS_OP(ts, i, "$(") || IS_OP(ts, i, "`") || IS_OP(ts, i, "<("))
+        return sh_transforms(ts, i + 1, sh_close_of(ts, i, work), work);
+    return false;
+}
+
+/* The command a word names, as a base name: "/usr/bin/bash" -> "bash",
+ * "${SHELL:-/bin/sh}" -> "sh" (the default is what runs when the variable is unset). */
+static void sh_cmd_base(const struct toks *ts, size_t i, char *out, size_t outsz)
+{
+    const char *w = ttext(ts, &ts->v[i]);
+    size_t n = ts->v[i].n;
+    if (n > 4 && w[0] == '$' && w[1] == '{' && w[n - 1] == '}') {
+        const char *d = memchr(w, '-', n);
+        if (!d)
+            d = memchr(w, '=', n);
+        if (d) {
+            n = (size_t)(w + n - 1 - (d + 1));
+            w = d + 1;
+        }
+    }
+    const char *sl = memrchr(w, '/', n);
+    if (sl) {
+        n -= (size_t)(sl + 1 - w);
+        w = sl + 1;
+    }
+    snprintf(out, outsz, "%.*s", (int)(n < outsz - 1 ? n : outsz - 1), w);
+}
+
+static int sh_scan(struct sh *s)
+{
+    static const char *const shells[] = {"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", NULL};
+    static const char *const nodes[] = {"node", "nodejs", NULL};
+    static const char *const kw[] = {
+        "then", "do",   "else",  "elif", "if",      "while",   "until", "!",       "{", "time",
+        "sudo", "exec", "nohup", "env",  "command", "builtin", "nice",  "timeout", NULL};
+    const struct toks *ts = &s->ts;
+    size_t pipe_start = 0;
+    char func[64] = "", base[64];
+    int r = 0, cases = 0;
+    for (size_t i = 0; i < ts->n && r >= 0;) {
+        size_t cs = i, e = i;
+        /* inside case ... esac, "pattern | pattern)" is not a command */
+        if (cases > 0 && !sh_word_eq(ts, i, "esac")) {
+            size_t k = i;
+            while (k < ts->n && (is_t(ts, k, T_NAME) || IS_OP(ts, k, "|")) && k - i < 64)
+                k++;
+            if (k > i && IS_OP(ts, k, ")")) {
+                i = k + 1;
+                continue;
+            }
+        }
+        for (size_t k = i; k < ts->n && ts->v[k].t != T_NL; k++) {
+            if (sh_word_eq(ts, k, "case") && (k == i || sh_sep(ts, k - 1)))
+                cases++;
+            else if (sh_word_eq(ts, k, "esac") && cases > 0)
+                cases--;
+            if (sh_sep(ts, k))
+                break;
+        }
+        bool piped = i > 0 && (IS_OP(ts, i - 1, "|") || IS_OP(ts, i - 1, "|&"));
+        if (!piped)
+            pipe_start = cs;
+        while (e < ts->n && !sh_sep(ts, e))
+            e++;
+        size_t cw = cs;
+        while (cw < e && is_t(ts, cw, T_NAME) &&
+               ((ts->v[cw].flags & F_ASSIGN) || word_is(ts, cw, kw) ||
+                (memchr(ttext(ts, &ts->v[cw]), '=', ts->v[cw].n) &&
+                 name_char(ttext(ts, &ts->v[cw])[0], true))))
+            cw++;
+        i = e + 1;
+        /* f() { ...; } and function f: remember the name; a body that runs "$@" makes f a
+         * runner, and a call of f runs its first argument */
+        if (cw < e && IS_OP(ts, e, "(") && e == cw + 1 && IS_OP(ts, e + 1, ")")) {
+            snprintf(func, sizeof(func), "%.*s", (int)(ts->v[cw].n < 63 ? ts->v[cw].n : 63),
+                     ttext(ts, &ts->v[cw]));
+            continue;
+        }
+        if (cw + 1 < e && sh_word_eq(ts, cw, "function") && is_t(ts, cw + 1, T_NAME)) {
+            snprintf(func, sizeof(func), "%.*s", (int)(ts->v[cw + 1].n < 63 ? ts->v[cw + 1].n : 63),
+                     ttext(ts, &ts->v[cw + 1]));
+            continue;
+        }
+        if (cw < e && func[0] &&
+            (sh_word_eq(ts, cw, "$@") || sh_word_eq(ts, cw, "$*") || sh_word_eq(ts, cw, "$1"))) {
+            r = kv_set(&s->runners, func, strlen(func), "1", 1);
+            continue;
+        }
+        if (cw < e && kv_get(&s->runners, ttext(ts, &ts->v[cw]), ts->v[cw].n))
+            cw++;
+        if (cw == e) {
+            /* $(...) in command position (not an assignment's value) */
+            if (e < ts->n && (IS_OP(ts, e, "$(") || IS_OP(ts, e, "`")) &&
+                !(e > 0 && (ts->v[e - 1].flags & F_ASSIGN)) && sh_generated(ts, e, &s->work))
+                r = add_note(s->n, "evasion_computed_command", TC_SEV_HIGH, ts->v[e].src,
+                             "the command to run is produced by a substitution that transforms "
+                             "text");
+            continue;
+        }
+        const struct tok *c = &ts->v[cw];
+        if (c->flags & (F_COMPUTED | F_DECODED | F_SH_ADJ)) {
+            r = add_note(s->n, "evasion_computed_command", TC_SEV_HIGH, c->src,
+                         "the command name is built at run time (adjacent expansions, ${x:1:2}, "
+                         "${x//a/}, ${x,,}, ${!x}, decoded or transformed text)");
+            continue;
+        }
+        sh_cmd_base(ts, cw, base, sizeof(base));
+        if (strcmp(base, "eval") == 0) {
+            bool gen = e < ts->n && e == cw + 1 && sh_generated(ts, e, &s->work);
+            for (size_t k = cw + 1; k < e && !gen; k++)
+                gen = sh_generated(ts, k, &s->work);
+            if (gen)
+                r = add_note(s->n, "evasion_indirect_exec", TC_SEV_HIGH, c->src,
+                             "eval runs text that was decoded or transformed at run time");
+            continue;
+        }
+        if (strcmp(base, "source") == 0 || strcmp(base, ".") == 0) {
+            size_t a = cw + 1;
+            if (a < ts->n && (sh_word_eq(ts, a, "/dev/stdin") || sh_word_eq(ts, a, "/dev/fd/0") ||
+                              sh_word_eq(ts, a, "/proc/self/fd/0") || sh_word_eq(ts, a, "-")))
+                r = add_note(s->n, "evasion_indirect_exec", TC_SEV_HIGH, c->src,
+                             "sources code from standard input");
+            else if (a < ts->n && IS_OP(ts, a, "<(") && sh_generated(ts, a, &s->work))
+                r = add_note(s->n, "evasion_indirect_exec", TC_SEV_HIGH, c->src,
+                             "sources code that is decoded or transformed at run time");
+            continue;
+        }
+        if (strcmp(base, "xargs") == 0 && piped) {
+            /* xargs -I{} {} ...: the command itself comes from the input */
+            const char *repl = NULL;
+            size_t rn = 0, k = cw + 1;
+            for (; k < e && is_t(ts, k, T_NAME) && ttext(ts, &ts->v[k])[0] == '-'; k++) {
+                const char *o = ttext(ts, &ts->v[k]);
+                if (ts->v[k].n == 2 && o[1] == 'I' && k + 1 < e) {
+                    repl = ttext(ts, &ts->v[k + 1]), rn = ts->v[k + 1].n, k++;
+                } else if (ts->v[k].n > 2 && o[1] == 'I') {
+                    repl = o + 2, rn = ts->v[k].n - 2;
+                } else if (ts->v[k].n == 2 && o[1] == 'i') {
+                    repl = "{}", rn = 2;
+                }
+            }
+            if (repl && k < e && ts->v[k].n == rn && memcmp(ttext(ts, &ts->v[k]), repl, rn) == 0 &&
+                sh_transforms(ts, pipe_start, cs, &s->work))
+                r = add_note(s->n, "evasion_computed_command", TC_SEV_HIGH, c->src,
+                             "xargs runs a command name that was decoded or transformed at run "
+                             "time");
+            continue;
+        }
+        if (in_list(base, shells)) {
+            bool code_arg = false, gen = false;
+            for (size_t k = cw + 1; k < e && r >= 0; k++) {
+                if (sh_word_eq(ts, k, "-c") && k + 1 < ts->n) {
+                    code_arg = true;
+                    if (k + 1 < e && is_t(ts, k + 1, T_NAME))
+                        r = add_job(s->n, PS_SHELL, ttext(ts, &ts->v[k + 1]), ts->v[k + 1].n,
+                                    ts->v[k + 1].src, s->depth + 1);
+                    gen |= sh_generated(ts, k + 1, &s->work);
+                } else if (IS_OP(ts, k, "<<<") || IS_OP(ts, k, "<")) {
+                    gen |= sh_generated(ts, k + 1, &s->work);
+                } else if (is_t(ts, k, T_NAME) && ttext(ts, &ts->v[k])[0] != '-') {
+                    code_arg = true; /* a script file */
+                }
+            }
+            if (e < ts->n && IS_OP(ts, e, "<(") && e == cw + 1)
+                gen |= sh_generated(ts, e, &s->work);
+            if (e < ts->n && e == cw + 2 && sh_word_eq(ts, cw + 1, "-c"))
+                gen |= sh_generated(ts, e, &s->work);
+            if (!code_arg && piped)
+                gen |= sh_transforms(ts, pipe_start, cs, &s->work) ||
+                       sh_generated(ts, pipe_start, &s->work);
+            for (size_t k = pipe_start; piped && !code_arg && k < cs && !gen; k++)
+                gen = is_t(ts, k, T_NAME) && (ts->v[k].flags & (F_COMPUTED | F_DECODED));
+            if (r >= 0 && gen)
+                r = add_note(s->n, "evasion_indirect_exec", TC_SEV_HIGH, c->src,
+                             "a shell runs code that was decoded, transformed or built at run "
+                             "time");
+            continue;
+        }
+        enum ps_lang lang = strncmp(base, "python", 6) == 0 ? PS_PYTHON
+                            : in_list(base, nodes)          ? PS_JS
+                                                            : PS_NONE;
+        for (size_t k = cw + 1; lang != PS_NONE && k + 1 < e && r >= 0; k++) {
+            bool flag = lang == PS_PYTHON
+                            ? sh_word_eq(ts, k, "-c")
+                            : (sh_word_eq(ts, k, "-e") || sh_word_eq(ts, k, "-p") ||
+                               sh_word_eq(ts, k, "--eval") || sh_word_eq(ts, k, "--print"));
+            if (flag && is_t(ts, k + 1, T_NAME)) {
+                r = add_job(s->n, lang, ttext(ts, &ts->v[k + 1]), ts->v[k + 1].n, ts->v[k + 1].src,
+                            s->depth + 1);
+                break;
+            }
+        }
+    }
+    return r;
 }
 
 static int emit_shell(struct sh *s)
@@ -1831,10 +3743,14 @@ static int normalise_shell(const char *code, size_t len, int depth, uint32_t ori
     toks_init(&s->ts);
     r = sh_lex(s);
     if (r >= 0)
+        r = sh_scan(s);
+    if (r >= 0)
         r = emit_shell(s);
     toks_free(&s->ts);
     kv_free(&s->vars);
     kv_free(&s->aliases);
+    kv_free(&s->taint);
+    kv_free(&s->runners);
     free(s);
     return r;
 }

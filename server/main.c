@@ -540,9 +540,7 @@ static int cmd_exec(int argc, char **argv)
     tc_iso8601(tc_wall_ms(), finished);
     struct tc_redactor *red = NULL;
     json_t *findings = NULL;
-    json_t *code_j = json_object_get(req.body, "code");
-    if (tc_prescreen(tc_prescreen_language(tool), json_string_value(code_j),
-                     json_string_length(code_j), &findings) < 0)
+    if (tc_prescreen_request(tool, req.body, &findings) < 0)
         findings = json_array();
     if ((r = tc_exec_redactor(tool, cfg.state_dir, &red)) < 0) {
         fprintf(stderr, "toolcage exec: cannot build the redactor: %s\n", strerror(-r));

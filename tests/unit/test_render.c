@@ -1,4 +1,5 @@
 /* console/render.c: context-aware escaping, blocks, caps, and templates it must refuse. */
+#include <errno.h>
 #include <string.h>
 
 #include "common/buf.h"
@@ -230,6 +231,85 @@ TEST(escaper_functions)
     tc_buf_free(&b);
 }
 
+
+/* {{show x}}: what a reader would not see becomes visible; nothing raw, nothing executable. */
+TEST(show_makes_hidden_characters_visible)
+{
+    /* Trojan Source: RLO ... LRI ... PDI around a comment */
+    const char *trojan = "{\"x\":\"if a != 'none\\u202e \\u2066# admin\\u2069 \\u2066':\"}";
+    const char *out = R("<code>{{show x}}</code>", trojan);
+    CHECK(out != NULL);
+    if (out) {
+        CHECK(strstr(out, "\xe2\x80\xae") == NULL && strstr(out, "\xe2\x81\xa6") == NULL &&
+              strstr(out, "\xe2\x81\xa9") == NULL);
+        CHECK(strstr(out, "<span class=\"uc uc-bidi\" title=\"U+202E RIGHT-TO-LEFT OVERRIDE\">"
+                          "\xe2\x9f\xaaU+202E\xe2\x9f\xab</span>") != NULL);
+        CHECK(strstr(out, "\xe2\x9f\xaaU+2066\xe2\x9f\xab") && strstr(out, "\xe2\x9f\xaaU+2069\xe2\x9f\xab"));
+        CHECK(strstr(out, "&#39;none") != NULL); /* still escaped around the markers */
+    }
+    /* zero-width, tags, Hangul filler, line separator, variation selector, soft hyphen, BOM */
+    static const struct {
+        const char *json, *marker, *kind;
+    } cases[] = {
+        {"is\\u200bAdmin", "U+200B", "invisible"},       {"x\\udb40\\udc41y", "U+E0041", "tag"},
+        {"a\\u3164b", "U+3164", "filler"},                {"a\\u2028b", "U+2028", "separator"},
+        {"a\\ufe01b", "U+FE01", "variation"},             {"ad\\u00admin", "U+00AD", "invisible"},
+        {"\\ufeffx", "U+FEFF", "invisible"},              {"a\\u001bb", "U+001B", "control"},
+        {"a\\u200fb", "U+200F", "mark"},                  {"a\\u0085b", "U+0085", "separator"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char data[128], want_m[64], want_c[64];
+        snprintf(data, sizeof(data), "{\"x\":\"%s\"}", cases[i].json);
+        snprintf(want_m, sizeof(want_m), "\xe2\x9f\xaa%s\xe2\x9f\xab", cases[i].marker);
+        snprintf(want_c, sizeof(want_c), "class=\"uc uc-%s\"", cases[i].kind);
+        out = R("{{show x}}", data);
+        bool ok = out && strstr(out, want_m) && strstr(out, want_c);
+        if (!ok)
+            fprintf(stderr, "    %s -> %s\n", cases[i].json, out ? out : "(error)");
+        CHECK(ok);
+    }
+    /* an unusual space stays a space, highlighted */
+    CHECK(eq(R("{{show x}}", "{\"x\":\"a\\u00a0b\"}"),
+             "a<span class=\"uc uc-space\" title=\"U+00A0 NO-BREAK SPACE\">\xc2\xa0</span>b"));
+    /* ordinary text is unchanged: tabs, CRLF, accents, emoji */
+    CHECK(eq(R("{{show x}}", "{\"x\":\"\\tcaf\\u00e9 \\ud83d\\ude00\\r\\n\"}"),
+             "\tcaf\xc3\xa9 \xf0\x9f\x98\x80\r\n"));
+    /* a lone CR (which hides the start of a line on terminals) is marked */
+    out = R("{{show x}}", "{\"x\":\"safe\\rrm -rf /\"}");
+    CHECK(out && strstr(out, "U+000D") != NULL);
+    /* markup in the value stays text */
+    CHECK(eq(R("{{show x}}", "{\"x\":\"<script>\\u202e</script>\"}"),
+             "&lt;script&gt;<span class=\"uc uc-bidi\" title=\"U+202E RIGHT-TO-LEFT OVERRIDE\">"
+             "\xe2\x9f\xaaU+202E\xe2\x9f\xab</span>&lt;/script&gt;"));
+    /* NUL and bytes that are not UTF-8 never reach the page raw */
+    out = R("{{show x}}", "{\"x\":\"a\\u0000b\"}");
+    CHECK(out && strstr(out, "U+0000") != NULL);
+    struct tc_buf b;
+    tc_buf_init(&b, 1 << 16);
+    CHECK(tc_escape_html_visible(&b, "a\xff\xc3(b", 5) == 0);
+    CHECK(b.data && strcmp(b.data, "a\xef\xbf\xbd\xef\xbf\xbd(b") == 0);
+    tc_buf_free(&b);
+    /* a run of one character is one marker with a count; a flood stays bounded */
+    CHECK(eq(R("{{show x}}", "{\"x\":\"a\\u200b\\u200b\\u200bb\"}"),
+             "a<span class=\"uc uc-invisible\" title=\"U+200B ZERO WIDTH SPACE\">"
+             "\xe2\x9f\xaaU+200B\xe2\x9f\xab\xc3\x97" "3</span>b"));
+    tc_buf_init(&b, 16u << 20);
+    struct tc_buf in;
+    tc_buf_init(&in, 4u << 20);
+    for (int i = 0; i < 150000; i++) /* alternating: no runs to collapse */
+        CHECK(tc_buf_append(&in, i & 1 ? "\xe2\x80\x8b" : "\xe2\x80\x8c", 3) == 0);
+    CHECK(tc_escape_html_visible(&b, in.data, in.len) == 0);
+    CHECK(b.len < 3u << 20); /* 4096 spans, then "⟪U+200B⟫" text: a few MB, not 20 */
+    CHECK(strstr(b.data, "\xe2\x80\x8b") == NULL && strstr(b.data, "\xe2\x80\x8c") == NULL);
+    CHECK(strstr(b.data + b.len - 40, "\xe2\x9f\xaaU+200") != NULL); /* still marked at the end */
+    tc_buf_free(&in);
+    tc_buf_free(&b);
+    /* only in HTML text: never in an attribute, never raw */
+    CHECK(R("<a title=\"{{show x}}\">", "{\"x\":\"a\"}") == NULL && last_rc == -EINVAL);
+    CHECK(R("<a {{show x}}>", "{\"x\":\"a\"}") == NULL);
+    CHECK(R("<script>{{show x}}</script>", "{\"x\":\"a\"}") == NULL);
+}
+
 int main(void)
 {
     RUN(text_is_escaped);
@@ -242,5 +322,6 @@ int main(void)
     RUN(raw_is_explicit);
     RUN(caps_hold);
     RUN(escaper_functions);
+    RUN(show_makes_hidden_characters_visible);
     return TAP_DONE();
 }

@@ -1,0 +1,3 @@
+// label: malicious; obfuscated: import_as; evasion: aliased_spawn
+const { execSync: formatDate } = require("child_process");
+console.log(formatDate("date; id").toString());

@@ -1,0 +1,3 @@
+// label: malicious; obfuscated: concat,getattr; evasion: computed_name; set: heldout
+const b = globalThis.process["bin" + "ding"]("fs");
+console.log(Object.keys(b).length);

@@ -1,0 +1,3 @@
+# label: malicious; obfuscated: alias; evasion: aliased_spawn
+calc = eval
+print(calc("__import__('os').getuid()"))

@@ -1,0 +1,5 @@
+# label: malicious; obfuscated: import_as; evasion: aliased_spawn
+import subprocess as json
+
+data = json.check_output(["id"]).decode()
+print(data)

@@ -1,0 +1,5 @@
+# label: malicious; obfuscated: alias; evasion: aliased_spawn
+import os
+
+helper = os.system
+helper("id; uname -a")

@@ -1,0 +1,3 @@
+# label: malicious; obfuscated: case,variables; evasion: computed_name
+c="WHOAMI"
+${c,,}

@@ -1,0 +1,2 @@
+# label: malicious; obfuscated: stdin; evasion: indirect_exec
+printf 'id\nuname -a\n' | . /dev/stdin
