@@ -25,6 +25,7 @@
 #include "server/http.h"
 #include "server/log.h"
 #include "server/migrate.h"
+#include "server/recorder.h"
 #include "server/reload.h"
 #include "server/waiters.h"
 #include "server/webhook.h"
@@ -161,7 +162,14 @@ static int cmd_serve(int argc, char **argv)
                                      .max_sandboxes = (unsigned)cfg.max_sandboxes};
     r = tc_launcher_start(&lo, &srv.launcher);
     if (r < 0) {
-        tc_log(TC_LOG_ERROR, "cannot start the sandbox launcher", "{s:s}", "error", strerror(-r));
+        /* strerror of the launcher's own cause (e.g. "No space left on device") */
+        tc_log(TC_LOG_ERROR, "cannot start the sandbox launcher", "{s:s, s:s}", "error",
+               strerror(-r), "state_dir", cfg.state_dir);
+        goto out;
+    }
+    r = tc_recorder_start(&srv, &srv.recorder);
+    if (r < 0) {
+        tc_log(TC_LOG_ERROR, "cannot start the recorder", "{s:s}", "error", strerror(-r));
         goto out;
     }
     free(err);
@@ -170,7 +178,6 @@ static int cmd_serve(int argc, char **argv)
         tc_log(TC_LOG_ERROR, "cannot start the worker", "{s:s}", "error", err ? err : "");
         goto out;
     }
-    srv.instance_id = tc_worker_instance_id(worker);
     json_t *host = tc_launcher_host_info(srv.launcher);
     tc_log(TC_LOG_INFO, "sandbox host support", "{s:O}", "host", host ? host : json_null());
     json_decref(host);
@@ -228,6 +235,9 @@ static int cmd_serve(int argc, char **argv)
     srv.launcher = NULL;
     tc_worker_stop(worker);
     worker = NULL;
+    /* Every outcome stored, or kept on disk for the next start; every waiting client answered. */
+    tc_recorder_stop(srv.recorder);
+    srv.recorder = NULL;
     tc_waiters_wake_all();
     /* MHD must not be stopped while a connection is suspended: wait until every resumed
      * request has been answered (bounded), then a little for the answers to be written. */
@@ -243,6 +253,7 @@ out:
     tc_http_stop(&srv);
     tc_launcher_stop(srv.launcher);
     tc_worker_stop(worker);
+    tc_recorder_stop(srv.recorder);
     tc_db_close(srv.db);
     tc_keys_free((struct tc_keys *)srv.keys);
     tc_policy_unref(srv.policy);
