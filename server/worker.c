@@ -329,12 +329,24 @@ static int reserve_slot(struct tc_worker *w)
     return r;
 }
 
+/* Anything queued at all? (A slot is reserved only then: an idle poll holding one would
+ * turn a direct call away as "overloaded".) */
+static bool queued_work(struct tc_worker *w)
+{
+    PGresult *r = tc_db_exec(w->conn, "SELECT 1 FROM executions WHERE status = 'queued' LIMIT 1",
+                             0, NULL);
+    bool any = r && PQntuples(r) == 1;
+    PQclear(r);
+    return any;
+}
+
 static void claim(struct tc_worker *w)
 {
     unsigned cap = (unsigned)w->srv->cfg->max_sandboxes / 2 + 1;
     /* Only with the instance lock (a sweeper could otherwise take the row for a dead
      * instance's) and with a slot to run it in (else it waits, queued, for a slot). */
-    while (!w->stopping && w->srv->instance_locked && w->running < cap && reserve_slot(w) == 0) {
+    while (!w->stopping && w->srv->instance_locked && w->running < cap && queued_work(w) &&
+           reserve_slot(w) == 0) {
         char me[16];
         int my_id = w->srv->instance_id;
         snprintf(me, sizeof(me), "%d", my_id);
