@@ -2,7 +2,7 @@
 // running past the sweep interval, interrupted calls say whether they started (and the
 // markers agree), approved calls that never started run once elsewhere, approved calls that
 // started are never re-run and are flagged for a human.
-import { test, after } from 'node:test';
+import { test, after, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { spawn } from 'node:child_process';
@@ -15,13 +15,17 @@ import {
 const dir = tmpdir('kill');
 const { policy, markers: mdir } = faultPolicy(dir);
 const servers = [];
-after(async () => {
-  for (const s of servers.reverse()) {
+/** Stop every server of the test (each test's servers would claim the next test's queue). */
+async function stopAll() {
+  const errors = [];
+  for (const s of servers.splice(0).reverse()) {
     if (s.exited) fs.rmSync(s.stateDir, { recursive: true, force: true });
-    else await s.stop();
+    else await s.stop().catch((e) => { errors.push(e); return s.kill(); });
   }
-  fs.rmSync(dir, { recursive: true, force: true });
-}, { timeout: 60_000 * SLOW });
+  if (errors.length) throw errors[0];
+}
+afterEach(stopAll, { timeout: 120_000 * SLOW });
+after(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 async function approve(server, approvalId) {
   const r = await server.request('POST', `/v1/approvals/${approvalId}/approve`, { key: server.keys.reviewer, json: {} });
@@ -136,22 +140,27 @@ test('kill -9 while claimed approved calls wait for their start record: requeued
   const a = new Server('faults-kill-unstarted', { policy, serveEnv: { TOOLCAGE_MAX_SANDBOXES: '2' } });
   servers.push(a);
   await a.start();
-  const direct = Array.from({ length: 2 }, () => call(a, tag(), { sleepS: 2 }));
-  await sleep(400);
+  const dtags = [tag(), tag()];
+  const direct = dtags.map((tg) => call(a, tg, { sleepS: 2 }));
+  // Both programs running (their start records written) before anything else.
+  assert.ok(await waitFor(() => dtags.every((tg) => markers(mdir, tg).start === 1), 10_000 * SLOW), 'the direct calls did not start');
   const held = await approved(a, a, 2, 0.5);
   // Hold the audit chain's head: nothing can append (the start records wait), claims can.
   const locker = lockAuditHead(a);
-  await sleep(300);
-  // The direct calls end, their slots free up, the worker claims the approved calls, the
-  // launcher holds them ready, and their start records wait on the lock.
-  const claimed = await waitFor(async () => Number((await a.sql(`SELECT count(*) FROM executions
-    WHERE status = 'running' AND code_started_at IS NULL
-    AND id IN (${held.map((h) => `'${h.body.id}'`).join(', ')})`)).trim()) === 2, 10_000 * SLOW);
-  assert.ok(claimed, 'the approved calls were not claimed');
-  await sleep(300);
-  await a.kill();
+  try {
+    await sleep(300);
+    // The direct calls end, their slots free up, the worker claims the approved calls, the
+    // launcher holds them ready, and their start records wait on the lock.
+    const claimed = await waitFor(async () => Number((await a.sql(`SELECT count(*) FROM executions
+      WHERE status = 'running' AND code_started_at IS NULL
+      AND id IN (${held.map((h) => `'${h.body.id}'`).join(', ')})`)).trim()) === 2, 10_000 * SLOW);
+    assert.ok(claimed, 'the approved calls were not claimed');
+    await sleep(300);
+    await a.kill();
+  } finally {
+    await locker.release();
+  }
   const tKill = performance.now();
-  await locker.release();
   const directCalls = await Promise.all(direct);
   for (const h of held) assert.equal(markers(mdir, h.tag).start, 0, `${h.tag} ran before the kill`);
 
