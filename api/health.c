@@ -20,11 +20,13 @@ enum MHD_Result tc_api_readyz(struct tc_request *r)
         launcher = tc_launcher_alive(r->srv->launcher);
         tc_server_end(r->srv);
     }
-    bool ok = db && launcher;
+    bool locked = r->srv->instance_locked; /* without it, it runs nothing new */
+    bool ok = db && launcher && locked;
     return tc_respond_json(r, ok ? 200 : 503,
-                           json_pack("{s:s, s:{s:s, s:s}}", "status", ok ? "ready" : "unavailable",
+                           json_pack("{s:s, s:{s:s, s:s, s:s}}", "status", ok ? "ready" : "unavailable",
                                      "checks", "database", db ? "ok" : "fail", "launcher",
-                                     launcher ? "ok" : "fail"));
+                                     launcher ? "ok" : "fail", "instance_lock",
+                                     locked ? "ok" : "fail"));
 }
 
 enum MHD_Result tc_api_openapi(struct tc_request *r)

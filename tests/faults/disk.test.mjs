@@ -71,9 +71,12 @@ async function serveWith(name, { stateDir, logPath, serveEnv = {} }) {
   return s;
 }
 
+/** SIGTERM; the exit status, after checking the log for sanitizer reports. */
 async function sigterm(s) {
   s.proc.kill('SIGTERM');
   const e = await s.exit;
+  const report = fs.readFileSync(s.logPath, 'utf8').match(/^.*(ERROR: (Address|Leak)Sanitizer|runtime error:).*$/m);
+  assert.ok(!report, `sanitizer report in ${s.logPath}: ${report?.[0]}`);
   return e;
 }
 
@@ -118,7 +121,7 @@ test('a full log disk: lines are dropped, counted, and the count is reported lat
 test('outcomes not stored at shutdown (PostgreSQL down) wait on disk and are stored at the next start', async (t) => {
   const t0 = performance.now();
   const stateDir = tmpdir('disk-spill-state');
-  const s = await serveWith('faults-disk-spill', { stateDir, logPath: path.join(dir, 'spill.server.log') });
+  const s = await serveWith('faults-disk-spill', { stateDir, logPath: path.join(path.dirname(a.logPath), 'faults-disk-spill.server.log') });
   const tags = [tag(), tag(), tag()];
   const pending = tags.map((tg) => call(s, tg, { sleepS: 1.5 }));
   await sleep(500);
