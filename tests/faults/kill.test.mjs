@@ -9,6 +9,7 @@ import { spawn } from 'node:child_process';
 import { Server, PSQL } from '../integration/harness.mjs';
 import {
   faultPolicy, tmpdir, call, tag, checkCalls, checkAudit, report, settled, markers, sleep,
+  consoleSession, consolePage,
   SLOW, SWEEP_WITHIN_MS,
 } from './lib.mjs';
 
@@ -95,6 +96,13 @@ test('kill -9 of a lone server mid-run; its successor sweeps and requeues', asyn
   const ex = await b.request('GET', `/v1/executions/${f.body.id}`, { key: b.keys.agent });
   assert.equal(ex.json.needs_review, true);
   assert.equal(ex.json.started, true);
+  // ... and to humans in the console: the execution page, the approval page, the list.
+  const cookie = await consoleSession(b, 'reviewer');
+  assert.match(await consolePage(b, cookie, `/console/executions/${f.body.id}`), /id="needs-review"/);
+  assert.match(await consolePage(b, cookie, `/console/approvals/${f.body.approval_id}`), /id="needs-review"/);
+  assert.match(await consolePage(b, cookie, '/console/executions'), /needs review/);
+  const fine = held.find((h) => rows.get(h.tag).status === 'completed');
+  if (fine) assert.doesNotMatch(await consolePage(b, cookie, `/console/executions/${fine.body.id}`), /id="needs-review"/);
   // Long after: still one run each.
   await sleep(3500);
   for (const c of calls) assert.ok(markers(mdir, c.tag).start <= 1, c.tag);

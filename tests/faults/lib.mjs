@@ -9,7 +9,7 @@
 //
 // The suite needs a PostgreSQL cluster of its own (scripts/test gives it one): it restarts it.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { promisify } from 'node:util';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -303,6 +303,33 @@ export function logLines(server, re) {
   return fs.readFileSync(server.logPath, 'utf8').split('\n').filter((l) => re.test(l)).map((l) => {
     try { return JSON.parse(l); } catch { return { raw: l }; }
   });
+}
+
+/** A console session cookie for a new user of tenant a with `role`. */
+export async function consoleSession(server, role) {
+  const name = `${role}-${crypto.randomBytes(4).toString('hex')}`;
+  const child = spawn(BIN, ['users', 'add', '--name', name, '--role', role, '--tenant', server.tenants.a],
+    { env: { ...process.env, ...server.env }, stdio: ['pipe', 'ignore', 'inherit'] });
+  child.stdin.end('correct horse battery staple\n');
+  assert.equal(await new Promise((resolve) => child.on('exit', resolve)), 0);
+  const page = await fetch(`${server.base}/console/signin`);
+  const pre = page.headers.getSetCookie().map((c) => c.split(';')[0]).join('; ');
+  const csrf = (await page.text()).match(/name="csrf" value="([^"]+)"/)[1];
+  const res = await fetch(`${server.base}/console/signin`, {
+    method: 'POST', redirect: 'manual',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: pre, origin: server.base },
+    body: new URLSearchParams({ csrf, name, password: 'correct horse battery staple' }),
+  });
+  assert.equal(res.status, 303, await res.text());
+  return res.headers.getSetCookie().map((c) => c.split(';')[0]).join('; ');
+}
+
+/** A console page's HTML (asserting 200). */
+export async function consolePage(server, cookie, p) {
+  const res = await fetch(`${server.base}${p}`, { headers: { cookie } });
+  const html = await res.text();
+  assert.equal(res.status, 200, html.slice(0, 300));
+  return html;
 }
 
 export { sleep, SLOW };
