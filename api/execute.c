@@ -421,7 +421,10 @@ static bool lease_credentials(struct tc_request *r, struct exec_state *st,
             .ids = {.exec_id = st->id, .tenant_id = r->principal.tenant_id, .tool = st->tool,
                     .request_id = r->request_id, .claimed_by = st->claimed_by, .actor = actor},
             .action = "execution.refused", .view = view, .release_credentials = true};
-        (void)tc_recorder_finish(r->srv->recorder, &o);
+        if (tc_server_begin(r->srv)) { /* the recorder stops only after this section */
+            (void)tc_recorder_finish(r->srv->recorder, &o);
+            tc_server_end(r->srv);
+        }
     }
     json_decref(actor);
     json_decref(view);
