@@ -96,7 +96,8 @@ test('a server on a full state disk refuses to start and names the cause', async
 
 test('a full log disk: lines are dropped, counted, and the count is reported later', async (t) => {
   const m = await tmpfs('logs', '1m', 64);
-  const s = await serveWith('faults-disk-log', { stateDir: tmpdir('disk-log-state'), logPath: path.join(m, 'server.log') });
+  const stateDir = tmpdir('disk-log-state');
+  const s = await serveWith('faults-disk-log', { stateDir, logPath: path.join(m, 'server.log') });
   try {
     const big = fill(m);
     const calls = [];
@@ -115,6 +116,7 @@ test('a full log disk: lines are dropped, counted, and the count is reported lat
     report(t, 'full log disk', { ...counts, dropped_reported: notes[0].dropped });
   } finally {
     await sigterm(s);
+    fs.rmSync(stateDir, { recursive: true, force: true });
   }
 });
 
