@@ -2,6 +2,7 @@
  * human (202 + approval) or record it and run it in the launcher without holding a worker
  * thread, record the result with its audit record, and answer. */
 #include <sodium.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -19,6 +20,7 @@
 #include "server/finish.h"
 #include "server/log.h"
 #include "server/metrics.h"
+#include "server/recorder.h"
 
 struct exec_state {
     struct tc_request *r;
@@ -26,8 +28,9 @@ struct exec_state {
     char tool[65];
     char created_at[32];
     int64_t limits[TC_LIMIT__COUNT];
-    int submit_rc;
-    json_t *result;      /* written by the launcher's reader thread before it resumes us */
+    int claimed_by;      /* this instance, when the execution was recorded as running */
+    int record_rc;       /* from the recorder (server/recorder.h), before it resumes us */
+    json_t *view;        /* the stored Execution (or what is stored instead), or NULL */
     char idem_key[256];  /* non-empty while this request owns an Idempotency-Key */
     struct tc_redactor *redactor; /* the tool's redaction rules */
     json_t *findings;    /* the pre-screen's */
@@ -39,7 +42,7 @@ static void exec_state_free(void *p)
     struct exec_state *st = p;
     if (!st)
         return;
-    json_decref(st->result);
+    json_decref(st->view);
     json_decref(st->findings);
     tc_redactor_free(st->redactor);
     tc_grant_free(st->grant);
@@ -59,11 +62,72 @@ static void hash_hex(const char *data, size_t len, char out[65])
     sodium_bin2hex(out, 65, h, sizeof(h));
 }
 
-static void on_result_cb(void *userdata, json_t *result)
+/* Give back a sandbox slot taken with tc_launcher_reserve() and not used. */
+static void release_slot(struct tc_server *srv)
+{
+    if (tc_server_begin(srv)) {
+        tc_launcher_unreserve(srv->launcher);
+        tc_server_end(srv);
+    }
+}
+
+/* ---- running: the recorder stores the start and the outcome, connected client or not ---- */
+
+/* The API's Execution object of a launcher result (on a recorder thread). */
+static json_t *build_view(void *userdata, json_t *result)
 {
     struct exec_state *st = userdata;
-    st->result = json_incref(result);
+    char finished[32];
+    tc_iso8601(tc_wall_ms(), finished);
+    struct tc_exec_filter filter = {.redactor = st->redactor};
+    filter.secrets = tc_grant_values(st->grant, &filter.nsecrets);
+    json_t *view = tc_exec_view(st->id, st->tool, result, st->limits, st->created_at, finished,
+                                &filter, st->findings);
+    if (view && !tc_grant_empty(st->grant))
+        json_object_set_new(view, "credentials", tc_grant_summary(st->grant));
+    return view;
+}
+
+/* Stored (or not yet): answer the client, if it is still there. */
+static void on_recorded(void *userdata, int rc, json_t *view)
+{
+    struct exec_state *st = userdata;
+    st->record_rc = rc;
+    st->view = json_incref(view);
     tc_request_resume(st->r);
+}
+
+static void record_outcome(struct exec_state *st, json_t *result)
+{
+    struct tc_request *r = st->r;
+    json_t *actor = actor_of(r);
+    struct tc_record_outcome o = {
+        .ids = {.exec_id = st->id, .tenant_id = r->principal.tenant_id, .tool = st->tool,
+                .request_id = r->request_id, .claimed_by = st->claimed_by, .actor = actor},
+        .action = "execution.complete", .raw = result, .build = build_view,
+        .done = on_recorded, .userdata = st, .release_credentials = !tc_grant_empty(st->grant)};
+    if (!actor || tc_recorder_finish(r->srv->recorder, &o) < 0)
+        on_recorded(st, -ENOMEM, NULL);
+    json_decref(actor);
+}
+
+static void on_result_cb(void *userdata, json_t *result)
+{
+    record_outcome(userdata, result);
+}
+
+/* The sandbox is set up: the recorder writes execution.start, then tells it to go. */
+static void on_ready_cb(void *userdata, const char *id)
+{
+    struct exec_state *st = userdata;
+    struct tc_request *r = st->r;
+    json_t *actor = actor_of(r);
+    struct tc_record_ids ids = {.exec_id = st->id, .tenant_id = r->principal.tenant_id,
+                                .tool = st->tool, .request_id = r->request_id,
+                                .claimed_by = st->claimed_by, .actor = actor};
+    (void)id;
+    (void)tc_recorder_start_run(r->srv->recorder, &ids);
+    json_decref(actor);
 }
 
 /* ---- Idempotency-Key ---- */
@@ -217,7 +281,7 @@ static bool insert_execution(struct tc_request *r, struct exec_state *st, json_t
     json_decref(lj);
     json_t *event = execute_event(r, st, body, approval ? "held" : "allowed");
     char instance[16];
-    snprintf(instance, sizeof(instance), "%d", r->srv->instance_id);
+    snprintf(instance, sizeof(instance), "%d", st->claimed_by);
     const char *cb = json_string_value(json_object_get(body, "callback_url"));
     bool ok = false;
     PGconn *c = (req_text && limits_text && event) ? tc_db_acquire(r->srv->db, 5000) : NULL;
@@ -285,8 +349,16 @@ out:
     return ok;
 }
 
-static enum MHD_Result unavailable(struct tc_request *r, struct exec_state *st, const char *why)
+static enum MHD_Result unavailable(struct tc_request *r, struct exec_state *st, const char *fmt,
+                                   ...) __attribute__((format(printf, 3, 4)));
+static enum MHD_Result unavailable(struct tc_request *r, struct exec_state *st, const char *fmt,
+                                   ...)
 {
+    char why[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
     idem_end(r, st, 503, NULL, NULL);
     return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL, "%s", why);
 }
@@ -294,50 +366,20 @@ static enum MHD_Result unavailable(struct tc_request *r, struct exec_state *st, 
 static enum MHD_Result on_resumed(struct tc_request *r)
 {
     struct exec_state *st = r->state;
-    if (st->submit_rc == -EAGAIN) {
-        idem_end(r, st, 503, NULL, NULL);
-        return tc_respond_problem(r, 503, "overloaded", "Too many sandboxes", NULL,
-                                  "every sandbox slot is busy; retry later");
+    /* Fail closed: only a stored outcome is handed out. -ESTALE: another outcome was stored
+     * first (this process had lost its claim); the client learns the stored one. */
+    json_t *view = st->view;
+    if ((st->record_rc == 0 || st->record_rc == -ESTALE) && view) {
+        tc_log(TC_LOG_INFO, "execution finished", "{s:s, s:s, s:s, s:O, s:O, s:b}", "request_id",
+               r->request_id, "execution_id", st->id, "tool", st->tool, "status",
+               json_object_get(view, "status"), "duration_ms",
+               json_object_get(view, "duration_ms"), "stored_first", st->record_rc == 0);
+        st->view = NULL;
+        idem_end(r, st, 200, view, NULL);
+        return tc_respond_json(r, 200, view);
     }
-    char finished[32];
-    tc_iso8601(tc_wall_ms(), finished);
-    json_t *result = st->submit_rc < 0
-                         ? json_pack("{s:s, s:s}", "status", "error", "error",
-                                     "the sandbox launcher is not available")
-                         : json_incref(st->result);
-    struct tc_exec_filter filter = {.redactor = st->redactor};
-    filter.secrets = tc_grant_values(st->grant, &filter.nsecrets);
-    json_t *view = tc_exec_view(st->id, st->tool, result, st->limits, st->created_at, finished,
-                                &filter, st->findings);
-    json_decref(result);
-    if (!view)
-        return MHD_NO;
-    if (!tc_grant_empty(st->grant))
-        json_object_set_new(view, "credentials", tc_grant_summary(st->grant));
-    tc_metrics_execution(st->tool, json_string_value(json_object_get(view, "status")),
-                         json_integer_value(json_object_get(view, "duration_ms")));
-    /* Fail closed: a result that could not be recorded is not handed out. */
-    PGconn *c = tc_db_acquire(r->srv->db, 5000);
-    json_t *actor = actor_of(r);
-    /* The execution has ended: its leases and tokens end with it. */
-    if (c && !tc_grant_empty(st->grant) && tc_broker_release(c, r->srv->keys, st->id) < 0)
-        tc_log(TC_LOG_ERROR, "revoking an execution's credentials failed", "{s:s, s:s}",
-               "request_id", r->request_id, "execution_id", st->id);
-    int rc = c ? tc_execution_finish(c, r->srv->keys, r->principal.tenant_id, actor, st->tool,
-                                     st->id, r->request_id, view, "execution.complete")
-               : -EIO;
-    tc_db_release(r->srv->db, c);
-    json_decref(actor);
-    if (rc < 0) {
-        tc_metrics_audit_failure();
-        json_decref(view);
-        return unavailable(r, st, "the execution ran but its result could not be recorded");
-    }
-    tc_log(TC_LOG_INFO, "execution finished", "{s:s, s:s, s:s, s:O, s:O}", "request_id",
-           r->request_id, "execution_id", st->id, "tool", st->tool, "status",
-           json_object_get(view, "status"), "duration_ms", json_object_get(view, "duration_ms"));
-    idem_end(r, st, 200, view, NULL);
-    return tc_respond_json(r, 200, view);
+    return unavailable(r, st, "the execution's outcome is not stored yet (it is kept and will"
+                              " be); read it with GET /v1/executions/%s", st->id);
 }
 
 /* Lease what the tool's policy grants (after the execution is recorded, before it runs).
@@ -367,11 +409,23 @@ static bool lease_credentials(struct tc_request *r, struct exec_state *st,
     json_t *view = tc_exec_view(st->id, st->tool, res, st->limits, st->created_at, finished,
                                 &filter, st->findings);
     json_t *actor = actor_of(r);
-    int frc = c && view ? tc_execution_finish(c, r->srv->keys, r->principal.tenant_id, actor,
-                                              st->tool, st->id, r->request_id, view,
-                                              "execution.refused")
-                        : -EIO;
+    struct tc_finish f = {.tenant_id = r->principal.tenant_id, .exec_id = st->id,
+                          .tool = st->tool, .request_id = r->request_id,
+                          .claimed_by = st->claimed_by, .actor = actor, .view = view,
+                          .action = "execution.refused"};
+    int frc = c && view ? tc_execution_finish(c, r->srv->keys, &f) : -EIO;
     tc_db_release(r->srv->db, c);
+    if (frc < 0 && view) {
+        /* The database went away meanwhile: the refusal is stored later, never left running. */
+        struct tc_record_outcome o = {
+            .ids = {.exec_id = st->id, .tenant_id = r->principal.tenant_id, .tool = st->tool,
+                    .request_id = r->request_id, .claimed_by = st->claimed_by, .actor = actor},
+            .action = "execution.refused", .view = view, .release_credentials = true};
+        if (tc_server_begin(r->srv)) { /* the recorder stops only after this section */
+            (void)tc_recorder_finish(r->srv->recorder, &o);
+            tc_server_end(r->srv);
+        }
+    }
     json_decref(actor);
     json_decref(view);
     json_decref(res);
@@ -536,26 +590,58 @@ enum MHD_Result tc_api_execute(struct tc_request *r)
         ret = MHD_NO;
         goto out;
     }
+    /* Refused before anything is recorded: no execution row, no audit record, no debris. */
+    if (!r->srv->instance_locked) {
+        ret = unavailable(r, st, "this server is reconnecting to its database");
+        goto out;
+    }
+    int rr = -ESHUTDOWN;
+    if (tc_server_begin(r->srv)) {
+        rr = tc_launcher_reserve(r->srv->launcher);
+        tc_server_end(r->srv);
+    }
+    if (rr == -EAGAIN) {
+        idem_end(r, st, 503, NULL, NULL);
+        ret = tc_respond_problem(r, 503, "overloaded", "Too many sandboxes", NULL,
+                                 "every sandbox slot is busy; retry later");
+        goto out;
+    }
+    if (rr < 0) {
+        ret = unavailable(r, st, "the sandbox launcher is not available");
+        goto out;
+    }
+    st->claimed_by = r->srv->instance_id;
     if (!insert_execution(r, st, req.body, NULL, NULL)) {
+        release_slot(r->srv);
         tc_metrics_audit_failure();
         ret = unavailable(r, st, "the execution could not be recorded, so it was not run");
         goto out;
     }
-    if (!lease_credentials(r, st, tool, spec, &ret))
+    if (!lease_credentials(r, st, tool, spec, &ret)) {
+        release_slot(r->srv);
         goto out;
+    }
     r->state = TC_STEAL(st);
     r->state_free = exec_state_free;
     struct exec_state *s = r->state;
+    /* Held until the recorder has written execution.start (on_ready_cb). */
+    json_object_set_new(spec, "hold", json_true());
+    struct tc_launcher_job job = {.done = on_result_cb, .ready = on_ready_cb, .userdata = s,
+                                  .reserved = true};
     /* Suspend before submitting: the result may arrive before this function returns. */
     tc_request_suspend(r, on_resumed);
+    int src = -ESHUTDOWN;
     if (tc_server_begin(r->srv)) {
-        s->submit_rc = tc_launcher_submit(r->srv->launcher, spec, on_result_cb, s);
+        src = tc_launcher_submit_job(r->srv->launcher, spec, &job);
         tc_server_end(r->srv);
-    } else {
-        s->submit_rc = -ESHUTDOWN; /* recorded as an error result: nothing ran */
     }
-    if (s->submit_rc < 0)
-        tc_request_resume(r);
+    if (src < 0) {
+        /* Nothing ran: that is the outcome, recorded like any other (then we answer). */
+        json_t *res = json_pack("{s:s, s:s}", "status", "error", "error",
+                                "the sandbox launcher is not available");
+        record_outcome(s, res);
+        json_decref(res);
+    }
     ret = MHD_YES;
 out:
     json_decref(spec);

@@ -30,7 +30,8 @@ static int load(struct tc_request *r, const char *id, json_t **ret_view)
         "SELECT e.result::text, e.tool, e.status,"
         " to_char(e.created_at, 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), e.limits::text,"
         " to_char(e.finished_at, 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), a.id, a.status,"
-        " to_char(a.expires_at, 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+        " to_char(a.expires_at, 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"
+        " e.code_started_at IS NOT NULL, e.needs_review, e.late_result::text"
         " FROM executions e LEFT JOIN approvals a ON a.execution_id = e.id"
         " WHERE e.id = $1 AND e.tenant_id = $2", 2, p);
     tc_db_release(r->srv->db, c);
@@ -62,6 +63,15 @@ static int load(struct tc_request *r, const char *id, json_t **ret_view)
         }
         if (view && !PQgetisnull(res, 0, 5))
             json_object_set_new(view, "finished_at", json_string(PQgetvalue(res, 0, 5)));
+    }
+    if (view && PQgetisnull(res, 0, 0)) /* not finished (or never run): the row says */
+        json_object_set_new(view, "started", json_boolean(strcmp(PQgetvalue(res, 0, 9), "t") == 0));
+    if (view && strcmp(PQgetvalue(res, 0, 10), "t") == 0) /* set after the outcome, too */
+        json_object_set_new(view, "needs_review", json_true());
+    if (view && !PQgetisnull(res, 0, 11)) {
+        json_t *late = json_loads(PQgetvalue(res, 0, 11), 0, NULL);
+        if (late)
+            json_object_set_new(view, "late_result", late);
     }
     if (view && !PQgetisnull(res, 0, 6)) {
         json_object_set_new(view, "approval_id", json_string(PQgetvalue(res, 0, 6)));

@@ -6,6 +6,7 @@
 #include "sandbox/sandbox.h"
 #include "server/db.h"
 #include "server/metrics.h"
+#include "server/recorder.h"
 
 enum MHD_Result tc_api_healthz(struct tc_request *r)
 {
@@ -20,11 +21,13 @@ enum MHD_Result tc_api_readyz(struct tc_request *r)
         launcher = tc_launcher_alive(r->srv->launcher);
         tc_server_end(r->srv);
     }
-    bool ok = db && launcher;
+    bool locked = r->srv->instance_locked; /* without it, it runs nothing new */
+    bool ok = db && launcher && locked;
     return tc_respond_json(r, ok ? 200 : 503,
-                           json_pack("{s:s, s:{s:s, s:s}}", "status", ok ? "ready" : "unavailable",
+                           json_pack("{s:s, s:{s:s, s:s, s:s}}", "status", ok ? "ready" : "unavailable",
                                      "checks", "database", db ? "ok" : "fail", "launcher",
-                                     launcher ? "ok" : "fail"));
+                                     launcher ? "ok" : "fail", "instance_lock",
+                                     locked ? "ok" : "fail"));
 }
 
 enum MHD_Result tc_api_openapi(struct tc_request *r)
@@ -37,8 +40,10 @@ enum MHD_Result tc_api_openapi(struct tc_request *r)
 
 enum MHD_Result tc_api_metrics(struct tc_request *r)
 {
-    struct tc_metrics_gauges g = {.approvals_pending = -1};
-    if (tc_server_begin(r->srv)) {
+    struct tc_metrics_gauges g = {.approvals_pending = -1,
+                                  .instance_locked = r->srv->instance_locked};
+    if (tc_server_begin(r->srv)) { /* the launcher and the recorder stop after this section */
+        g.outcomes_unstored = tc_recorder_pending(r->srv->recorder);
         g.sandboxes_in_flight = tc_launcher_in_flight(r->srv->launcher);
         g.launcher_restarts = tc_launcher_restarts(r->srv->launcher);
         tc_server_end(r->srv);

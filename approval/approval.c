@@ -162,7 +162,12 @@ static int close_approval(PGconn *c, const struct tc_keys *keys, const char *app
     if (!exec_ok(c, "UPDATE approvals SET status = $2, decided_at = now() WHERE id = $1", 2, p))
         return -EIO;
     const char *p2[] = {execution_id, exec_status};
-    if (!exec_ok(c, "UPDATE executions SET status = $2, finished_at = now() WHERE id = $1", 2, p2))
+    /* Guarded like every transition (migrations/0008): only a call still held closes so. */
+    PGresult *res = tc_db_exec(c, "UPDATE executions SET status = $2, finished_at = now()"
+                                " WHERE id = $1 AND status = 'pending_approval'", 2, p2);
+    bool closed = res && strcmp(PQcmdTuples(res), "1") == 0;
+    PQclear(res);
+    if (!closed)
         return -EIO;
     /* Finished without running: wake its long-polls on every instance (at commit). */
     if (!exec_ok(c, "SELECT pg_notify('toolcage_done', $1)", 1, p2))
@@ -353,8 +358,10 @@ json_t *tc_approval_get(PGconn *c, const char *tenant_id, const char *approval_i
         " " TS("a.decided_at") ","
         " coalesce((SELECT json_agg(json_build_object('decider', d.decider, 'decision', d.decision,"
         "   'reason', d.reason, 'created_at', " TS("d.created_at") ") ORDER BY d.created_at)"
-        "   FROM approval_decisions d WHERE d.approval_id = a.id), '[]')::text"
-        " FROM approvals a WHERE a.id = $1 AND a.tenant_id = $2", 2, p);
+        "   FROM approval_decisions d WHERE d.approval_id = a.id), '[]')::text,"
+        " e.status, e.needs_review"
+        " FROM approvals a JOIN executions e ON e.id = a.execution_id"
+        " WHERE a.id = $1 AND a.tenant_id = $2", 2, p);
     if (!r) {
         *ret_err = -EIO;
         return NULL;
@@ -381,6 +388,10 @@ json_t *tc_approval_get(PGconn *c, const char *tenant_id, const char *approval_i
         PQgetvalue(r, 0, 10), "created_at", PQgetvalue(r, 0, 11), "expires_at",
         PQgetvalue(r, 0, 12), "decided_at",
         undecided ? NULL : PQgetvalue(r, 0, 13), "decisions", decisions);
+    if (o) {
+        json_object_set_new(o, "execution_status", json_string(PQgetvalue(r, 0, 15)));
+        json_object_set_new(o, "needs_review", json_boolean(strcmp(PQgetvalue(r, 0, 16), "t") == 0));
+    }
     PQclear(r);
     if (o && undecided)
         json_object_set_new(o, "decided_at", json_null());

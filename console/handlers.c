@@ -542,7 +542,7 @@ enum MHD_Result tc_console_executions(struct tc_request *r)
         return db_down(r);
     PGresult *res = tc_db_exec(c,
         "SELECT e.id, e.tool, e.status, " TS("e.created_at") ", e.result->>'exit_code',"
-        " e.result->>'duration_ms', e.result->>'killed_reason', a.id"
+        " e.result->>'duration_ms', e.result->>'killed_reason', a.id, e.needs_review"
         " FROM executions e LEFT JOIN approvals a ON a.execution_id = e.id"
         " WHERE e.tenant_id = $1 AND ($2::text IS NULL OR e.status = $2)"
         " AND ($3::uuid IS NULL OR e.id < $3::uuid) ORDER BY e.id DESC LIMIT 51", 3, p);
@@ -553,11 +553,11 @@ enum MHD_Result tc_console_executions(struct tc_request *r)
     int n = PQntuples(res);
     for (int i = 0; i < n && i < 50; i++)
         json_array_append_new(items, json_pack(
-            "{s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:o}", "id", PQgetvalue(res, i, 0), "tool",
+            "{s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:b}", "id", PQgetvalue(res, i, 0), "tool",
             PQgetvalue(res, i, 1), "status", PQgetvalue(res, i, 2), "created_at",
             PQgetvalue(res, i, 3), "exit_code", str_or_null(res, i, 4), "duration_ms",
             str_or_null(res, i, 5), "killed_reason", str_or_null(res, i, 6), "approval_id",
-            str_or_null(res, i, 7)));
+            str_or_null(res, i, 7), "needs_review", strcmp(PQgetvalue(res, i, 8), "t") == 0));
     json_t *next = n > 50 ? json_string(PQgetvalue(res, 49, 0)) : json_null();
     PQclear(res);
     json_t *opts = json_array();
@@ -590,7 +590,8 @@ enum MHD_Result tc_console_execution(struct tc_request *r)
         return db_down(r);
     PGresult *res = tc_db_exec(c,
         "SELECT e.result::text, e.tool, e.status, " TS("e.created_at") ", " TS("e.finished_at") ","
-        " e.request::text, e.limits::text, a.id, a.status"
+        " e.request::text, e.limits::text, a.id, a.status, e.needs_review,"
+        " e.code_started_at IS NOT NULL, e.late_result->>'status'"
         " FROM executions e LEFT JOIN approvals a ON a.execution_id = e.id"
         " WHERE e.id = $1 AND e.tenant_id = $2", 2, p);
     tc_db_release(r->srv->db, c);
@@ -619,6 +620,12 @@ enum MHD_Result tc_console_execution(struct tc_request *r)
         "files", files_view(json_object_get(request, "files"), findings), "network_attempts",
         json_is_array(na) ? json_incref(na) : json_array(), "enforced",
         counts_list(json_object_get(result, "enforced"), "limit", "how"));
+    if (data) {
+        /* an interrupted approved call that may have had its effect (see docs/approvals.md) */
+        json_object_set_new(data, "needs_review", json_boolean(strcmp(PQgetvalue(res, 0, 9), "t") == 0));
+        json_object_set_new(data, "started", json_boolean(strcmp(PQgetvalue(res, 0, 10), "t") == 0));
+        json_object_set_new(data, "late_status", str_or_null(res, 0, 11));
+    }
     PQclear(res);
     json_decref(result);
     json_decref(request);

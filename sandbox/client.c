@@ -27,6 +27,7 @@ struct pending {
     struct pending *next;
     char id[72];
     tc_launcher_cb cb;
+    tc_launcher_ready_cb ready;
     void *userdata;
 };
 
@@ -51,6 +52,7 @@ struct tc_launcher {
     bool hello_done; /* the first spawn attempt finished (ok or failed) */
     int hello_err;
     unsigned restarts, in_flight, spawns;
+    unsigned reserved; /* slots promised by tc_launcher_reserve(), not yet submitted */
     struct pending *pending;
     json_t *host_info;
 };
@@ -195,8 +197,10 @@ static void run_generation(struct tc_launcher *l)
     json_t *hi = r == 0 && payload ? json_loads(payload, 0, NULL) : NULL;
     free(payload);
     payload = NULL;
-    if (r == 0 && (!hi || json_object_get(hi, "error")))
-        r = -EIO;
+    if (r == 0 && (!hi || json_object_get(hi, "error"))) {
+        json_int_t e = json_integer_value(json_object_get(hi, "errno"));
+        r = e > 0 && e < 4096 ? -(int)e : -EIO; /* the launcher's own cause, e.g. ENOSPC */
+    }
 
     pthread_mutex_lock(&l->mu);
     l->spawns++;
@@ -228,7 +232,22 @@ static void run_generation(struct tc_launcher *l)
         }
         if (r < 0)
             break;
-        if (h.type == TC_WIRE_RESULT) {
+        if (h.type == TC_WIRE_READY) {
+            /* A held sandbox is set up: its owner says go (or cancels) when it is ready. */
+            tc_launcher_ready_cb ready = NULL;
+            void *ud = NULL;
+            pthread_mutex_lock(&l->mu);
+            for (struct pending *p = l->pending; p; p = p->next)
+                if (strcmp(p->id, h.id) == 0) {
+                    ready = p->ready;
+                    ud = p->userdata;
+                    break;
+                }
+            pthread_mutex_unlock(&l->mu);
+            /* The pending entry outlives this call: its result comes later on this thread. */
+            if (ready)
+                ready(ud, h.id);
+        } else if (h.type == TC_WIRE_RESULT) {
             json_t *res = payload ? json_loads(payload, 0, NULL) : NULL;
             struct pending **pp, *p = NULL;
             pthread_mutex_lock(&l->mu);
@@ -372,30 +391,75 @@ fail:
     return r;
 }
 
+int tc_launcher_reserve(struct tc_launcher *l)
+{
+    int r = 0;
+    if (!l)
+        return -EPIPE;
+    pthread_mutex_lock(&l->mu);
+    if (!l->alive || l->stopping)
+        r = -EPIPE;
+    else if (l->in_flight + l->reserved >= l->max)
+        r = -EAGAIN;
+    else
+        l->reserved++;
+    pthread_mutex_unlock(&l->mu);
+    return r;
+}
+
+void tc_launcher_unreserve(struct tc_launcher *l)
+{
+    if (!l)
+        return;
+    pthread_mutex_lock(&l->mu);
+    if (l->reserved > 0)
+        l->reserved--;
+    pthread_mutex_unlock(&l->mu);
+}
+
 int tc_launcher_submit(struct tc_launcher *l, json_t *spec, tc_launcher_cb cb, void *userdata)
 {
-    struct tc_spec parsed;
-    struct pending *p;
-    char *s;
-    int r;
+    struct tc_launcher_job job = {.done = cb, .userdata = userdata};
+    return tc_launcher_submit_job(l, spec, &job);
+}
 
-    if (!l || !cb)
-        return -EINVAL;
-    if (tc_spec_parse(spec, &parsed, NULL, 0) < 0)
-        return -EINVAL;
-    p = calloc(1, sizeof(*p));
-    if (!p) {
-        tc_spec_release(&parsed);
-        return -ENOMEM;
+int tc_launcher_submit_job(struct tc_launcher *l, json_t *spec, const struct tc_launcher_job *job)
+{
+    struct tc_spec parsed;
+    struct pending *p = NULL;
+    char *s = NULL;
+    int r;
+    bool reserved = job && job->reserved;
+
+    if (!l || !job || !job->done) {
+        r = -EINVAL;
+        goto out;
     }
-    snprintf(p->id, sizeof(p->id), "%s", parsed.id);
-    p->cb = cb;
-    p->userdata = userdata;
+    if (tc_spec_parse(spec, &parsed, NULL, 0) < 0) {
+        r = -EINVAL;
+        goto out;
+    }
+    /* A held program waits for tc_launcher_go(): only with someone to say it. */
+    bool hold = parsed.hold;
+    p = calloc(1, sizeof(*p));
+    if (p)
+        snprintf(p->id, sizeof(p->id), "%s", parsed.id);
     tc_spec_release(&parsed);
+    if (hold != (job->ready != NULL)) {
+        r = -EINVAL;
+        goto out;
+    }
+    if (!p) {
+        r = -ENOMEM;
+        goto out;
+    }
+    p->cb = job->done;
+    p->ready = job->ready;
+    p->userdata = job->userdata;
     s = json_dumps(spec, JSON_COMPACT);
     if (!s) {
-        free(p);
-        return -ENOMEM;
+        r = -ENOMEM;
+        goto out;
     }
 
     if (strlen(s) > TC_WIRE_MAX_PAYLOAD) {
@@ -403,12 +467,15 @@ int tc_launcher_submit(struct tc_launcher *l, json_t *spec, tc_launcher_cb cb, v
         goto out;
     }
     pthread_mutex_lock(&l->mu);
+    if (reserved && l->reserved > 0)
+        l->reserved--; /* this submission takes the promised slot, whatever happens next */
+    reserved = false;
     if (!l->alive || l->stopping) {
         pthread_mutex_unlock(&l->mu);
         r = -EPIPE;
         goto out;
     }
-    if (l->in_flight >= l->max) {
+    if (!(job->reserved) && l->in_flight + l->reserved >= l->max) {
         pthread_mutex_unlock(&l->mu);
         r = -EAGAIN;
         goto out;
@@ -451,9 +518,29 @@ int tc_launcher_submit(struct tc_launcher *l, json_t *spec, tc_launcher_cb cb, v
         }
     }
 out:
+    if (reserved)
+        tc_launcher_unreserve(l);
     free(p);
     free(s);
     return r;
+}
+
+int tc_launcher_go(struct tc_launcher *l, const char *id)
+{
+    int r;
+    if (!l || !tc_spec_id_valid(id))
+        return -EINVAL;
+    pthread_mutex_lock(&l->mu);
+    if (!l->alive) {
+        pthread_mutex_unlock(&l->mu);
+        return -EPIPE;
+    }
+    int sock = l->sock;
+    pthread_mutex_lock(&l->send_mu);
+    pthread_mutex_unlock(&l->mu);
+    r = tc_wire_send(sock, TC_WIRE_GO, id, NULL, 0);
+    pthread_mutex_unlock(&l->send_mu);
+    return r < 0 ? -EPIPE : 0;
 }
 
 int tc_launcher_cancel(struct tc_launcher *l, const char *id)

@@ -47,6 +47,7 @@
 #define TICK_MS             50
 #define MAX_SLOTS           1024
 #define SETUP_QUIET_MS      5 /* see setting_up() */
+#define HOLD_MAX_MS         60000 /* a held sandbox the server never released (see hold()) */
 
 enum wkind { W_CLIENT = 1, W_SIGNAL, W_PIDFD, W_STDIN, W_STDOUT, W_STDERR, W_CTL, W_NOTIFY, W_EGRESS, W_SHELL };
 
@@ -82,6 +83,8 @@ struct sbx {
     struct stream out, err;
     int ctl_fd, notify_fd;
     int sync_fd; /* the shell's, until go */
+    int cfg_fd;  /* PID 1's configuration, between prepare() and release() */
+    bool held;   /* set up, waiting for TC_WIRE_GO (spec "hold") */
 
     struct tc_cgroup cg;
     bool has_cg;
@@ -281,6 +284,8 @@ static void teardown(struct launcher *L, struct sbx *s)
     unwatch_close(L, &s->notify_fd);
     if (s->sync_fd >= 0)
         close(s->sync_fd);
+    if (s->cfg_fd >= 0)
+        close(s->cfg_fd);
     if (s->pid > 0 && !s->exited) {
         /* only on setup failure paths: the child is ours, reap it */
         kill(s->pid, SIGKILL);
@@ -323,7 +328,7 @@ static void teardown(struct launcher *L, struct sbx *s)
     memset(s, 0, sizeof(*s));
     s->slot = slot;
     s->pidfd = s->stdin_fd = s->out.fd = s->err.fd = s->ctl_fd = s->notify_fd = s->ws_fd =
-        s->sync_fd = s->gv_fd = -1;
+        s->sync_fd = s->gv_fd = s->cfg_fd = -1;
     L->running--;
 }
 
@@ -696,35 +701,55 @@ static int watch_streams(struct launcher *L, struct sbx *s)
     return 0;
 }
 
-static int go(struct launcher *L, struct sbx *s)
+/* Everything before PID 1 is released: its configuration, the limits, the egress listener. */
+static int prepare(struct launcher *L, struct sbx *s)
 {
-    int r, cfg_fd = -1;
+    int r;
 
     /* PID 1 exec's toolcage-init and reads everything it needs from this memfd. */
-    cfg_fd = tc_child_config(&s->spec, &L->sc, s->ws_path + strlen(L->scratch) + 1 /* "ws/<id>" */,
-                             !L->cg.has[TC_CG_MEMORY], !L->cg.has[TC_CG_PIDS]);
-    if (cfg_fd < 0)
-        return cfg_fd;
+    s->cfg_fd = tc_child_config(&s->spec, &L->sc, s->ws_path + strlen(L->scratch) + 1 /* "ws/<id>" */,
+                                !L->cg.has[TC_CG_MEMORY], !L->cg.has[TC_CG_PIDS]);
+    if (s->cfg_fd < 0) {
+        r = s->cfg_fd;
+        s->cfg_fd = -1;
+        return r;
+    }
     if (s->has_cg && (r = tc_cg_set_limits(&s->cg, &s->spec.limits)) < 0)
-        goto out;
+        return r;
     /* Network allowlist: the proxy's listener goes into the sandbox's network namespace
      * before PID 1 is released (and brings lo up). */
     if (s->spec.network_allow &&
         (r = tc_egress_link_attach(L->egress, s->pid, s->spec.network_allow, &s->egress_handle)) <
             0)
-        goto out;
-    r = tc_shell_go(s->sync_fd, cfg_fd);
+        return r;
+    return 0;
+}
+
+/* Let the shell go: from here on the program may run. */
+static int release(struct launcher *L, struct sbx *s)
+{
+    int r = tc_shell_go(s->sync_fd, s->cfg_fd);
     close(s->sync_fd);
     s->sync_fd = -1;
+    close(s->cfg_fd);
+    s->cfg_fd = -1;
     if (r == -EPIPE || r == -ECONNRESET)
         r = 0; /* it died on its way (a failed cgroup join): its report is on ctl_fd */
     else if (r < 0)
-        goto out;
+        return r;
     s->setup_until_ms = now_ms() + SETUP_QUIET_MS;
-    r = watch_streams(L, s);
-out:
-    close(cfg_fd);
-    return r;
+    return watch_streams(L, s);
+}
+
+/* A "hold" spec: everything is set up; tell the server and wait for TC_WIRE_GO (or CANCEL).
+ * The server records that the program starts before it says go, so that a crash at any
+ * point leaves a record that tells whether the program can have run. The wall-time limit
+ * counts from go; HOLD_MAX_MS bounds the wait. */
+static void hold(struct launcher *L, struct sbx *s)
+{
+    s->held = true;
+    s->deadline_ms = now_ms() + HOLD_MAX_MS;
+    (void)tc_wire_send(L->sock, TC_WIRE_READY, s->id, NULL, 0);
 }
 
 /* gvisor: runsc in the sandbox's cgroup, with the stdio pipes; its pidfd stands for PID 1. */
@@ -830,7 +855,7 @@ static int prepare_gvisor(struct launcher *L, struct sbx *s, char *err, size_t e
 
 /* gvisor: bundle, cgroups with limits (pids with runsc's headroom), then runsc. 0 or -errno
  * (err says why for the bundle). */
-static int start_gvisor(struct launcher *L, struct sbx *s, char *err, size_t errlen)
+static int setup_gvisor(struct launcher *L, struct sbx *s, char *err, size_t errlen)
 {
     if (prepare_gvisor(L, s, err, errlen) < 0)
         return -EINVAL;
@@ -846,7 +871,7 @@ static int start_gvisor(struct launcher *L, struct sbx *s, char *err, size_t err
         if ((r = tc_cg_set_limits(&s->cg, &lim)) < 0)
             return r;
     }
-    return spawn_gvisor(L, s);
+    return 0;
 }
 
 static void start_sandbox(struct launcher *L, const char *hdr_id, char *payload)
@@ -944,12 +969,18 @@ static void start_sandbox(struct launcher *L, const char *hdr_id, char *payload)
         start_fail(L, s, "workspace %s", err);
         return;
     }
-    if (s->gvisor && (r = start_gvisor(L, s, err, sizeof(err))) == -EINVAL) {
+    if (s->gvisor && (r = setup_gvisor(L, s, err, sizeof(err))) == -EINVAL) {
         start_fail(L, s, "gvisor %s", err);
         return;
     }
     if (!s->gvisor)
-        r = go(L, s);
+        r = prepare(L, s);
+    if (r == 0 && s->spec.hold) {
+        hold(L, s);
+        return;
+    }
+    if (r == 0)
+        r = s->gvisor ? spawn_gvisor(L, s) : release(L, s);
     if (r < 0) {
         start_fail(L, s, "spawn: %s", strerror(-r));
         return;
@@ -958,6 +989,29 @@ static void start_sandbox(struct launcher *L, const char *hdr_id, char *payload)
 fail_parsed:
     tc_spec_release(&parsed);
     json_decref(spec);
+}
+
+/* TC_WIRE_GO: start a held sandbox's program, with its full wall time from now. */
+static void go(struct launcher *L, const char *id)
+{
+    for (unsigned i = 0; i < L->max; i++) {
+        struct sbx *s = &L->slots[i];
+        if (!s->used || !s->held || strcmp(s->id, id) != 0)
+            continue;
+        s->held = false;
+        s->start_ms = now_ms();
+        s->deadline_ms = s->start_ms + s->spec.limits.wall_ms;
+        int r = s->gvisor ? spawn_gvisor(L, s) : release(L, s);
+        if (r < 0)
+            start_fail(L, s, "spawn: %s", strerror(-r));
+        return;
+    }
+}
+
+/* A held sandbox ends without its program having run. */
+static void drop_held(struct launcher *L, struct sbx *s, const char *why)
+{
+    fail_teardown(L, s, why);
 }
 
 /* ---------------- main loop ---------------- */
@@ -987,9 +1041,18 @@ static void on_client(struct launcher *L)
             send_error(L, h.id, "empty spec");
         break;
     case TC_WIRE_CANCEL:
-        for (unsigned i = 0; i < L->max; i++)
-            if (L->slots[i].used && strcmp(L->slots[i].id, h.id) == 0)
-                kill_sbx(L, &L->slots[i], "cancelled");
+        for (unsigned i = 0; i < L->max; i++) {
+            struct sbx *s = &L->slots[i];
+            if (!s->used || strcmp(s->id, h.id) != 0)
+                continue;
+            if (s->held)
+                drop_held(L, s, "cancelled before the program started");
+            else
+                kill_sbx(L, s, "cancelled");
+        }
+        break;
+    case TC_WIRE_GO:
+        go(L, h.id);
         break;
     case TC_WIRE_SHUTDOWN:
         L->stopping = true;
@@ -1008,6 +1071,13 @@ static void tick(struct launcher *L)
         uint64_t cpu;
         if (!s->used || s->exited)
             continue;
+        if (s->held) {
+            if (L->stopping)
+                drop_held(L, s, "cancelled before the program started");
+            else if (now >= s->deadline_ms)
+                drop_held(L, s, "the server did not start the program in time");
+            continue;
+        }
         if (L->stopping)
             kill_sbx(L, s, "cancelled");
         else if (now >= s->deadline_ms)
@@ -1356,7 +1426,7 @@ int tc_launcher_main(int argc, char **argv)
         struct sbx *s = &L.slots[i];
         s->slot = i;
         s->pidfd = s->stdin_fd = s->out.fd = s->err.fd = s->ctl_fd = s->notify_fd = s->ws_fd =
-            s->sync_fd = s->gv_fd = -1;
+            s->sync_fd = s->gv_fd = s->cfg_fd = -1;
     }
     r = setup(&L, state_dir);
     if (r < 0) {
@@ -1364,7 +1434,8 @@ int tc_launcher_main(int argc, char **argv)
         snprintf(msg, sizeof(msg), "launcher setup failed: %s",
                  L.setup_error[0] ? L.setup_error : strerror(-r));
         fprintf(stderr, "toolcage launcher: %s\n", msg); /* the server's stderr */
-        json_t *hi = json_pack("{s:s}", "error", msg);
+        /* the cause travels too: the server reports ENOSPC as such, not as "I/O error" */
+        json_t *hi = json_pack("{s:s, s:i}", "error", msg, "errno", -r);
         char *s = hi ? json_dumps(hi, JSON_COMPACT) : NULL;
         if (s)
             tc_wire_send(L.sock, TC_WIRE_HELLO, NULL, s, strlen(s));

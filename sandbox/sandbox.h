@@ -23,6 +23,10 @@
  *                (1..256 entries): the egress proxy at 127.0.0.1:3128, HTTP(S)_PROXY set
  *   limits       {wall_ms, cpu_ms, memory_bytes, pids, file_size_bytes, nofile,
  *                 output_bytes, workspace_bytes, tmp_bytes}  (all integers, all required)
+ *   hold         bool, optional: set everything up, then send TC_WIRE_READY and start the
+ *                program only on TC_WIRE_GO (tc_launcher_go); CANCEL ends it without running.
+ *                The wall time counts from go; a sandbox not released within 60 s ends with
+ *                an error. Lets the server record that the program starts before it can run.
  *
  * Result (JSON object):
  *   id, status ("completed" exit 0 | "failed" exit != 0 | "timeout" | "killed" | "error"),
@@ -63,8 +67,27 @@ int tc_launcher_start(const struct tc_launcher_options *opts, struct tc_launcher
  * callbacks get a result with status "error". */
 typedef void (*tc_launcher_cb)(void *userdata, json_t *result);
 
+/* Called once for a "hold" spec when its sandbox is set up, from the client's reader thread
+ * (must not block: queue the work). Answer with tc_launcher_go() or tc_launcher_cancel(). */
+typedef void (*tc_launcher_ready_cb)(void *userdata, const char *id);
+
+struct tc_launcher_job {
+    tc_launcher_cb done;        /* required */
+    tc_launcher_ready_cb ready; /* required with "hold": true in the spec, NULL without */
+    void *userdata;
+    bool reserved;              /* takes a slot promised by tc_launcher_reserve() */
+};
+
 /* 0, -EINVAL (spec fails validation), -EAGAIN (too many in flight), -EPIPE (launcher gone). */
 int tc_launcher_submit(struct tc_launcher *l, json_t *spec, tc_launcher_cb cb, void *userdata);
+/* The same with a ready callback and/or a reserved slot (consumed even on failure). */
+int tc_launcher_submit_job(struct tc_launcher *l, json_t *spec, const struct tc_launcher_job *job);
+/* Promise one slot to a later submission, so that a caller can refuse work before recording
+ * it: 0, -EAGAIN (every slot is in flight or promised), -EPIPE (no launcher). */
+int tc_launcher_reserve(struct tc_launcher *l);
+void tc_launcher_unreserve(struct tc_launcher *l);
+/* Start a held sandbox's program (see "hold"). 0 or -EPIPE. */
+int tc_launcher_go(struct tc_launcher *l, const char *id);
 /* Ask the launcher to kill a running sandbox; its callback still runs. */
 int tc_launcher_cancel(struct tc_launcher *l, const char *id);
 /* Blocking convenience for the CLI and tests. */

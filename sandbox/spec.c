@@ -273,7 +273,7 @@ int tc_spec_parse(json_t *spec, struct tc_spec *ret, char *err, size_t errlen)
     static const char *const known[] = {"id",     "backend",   "argv",    "env",
                                         "cwd",    "stdin_b64", "files",   "collect",
                                         "mounts", "hostname",  "network", "limits",
-                                        "secret_files"};
+                                        "secret_files", "hold"};
     struct tc_spec s = {0};
     const char *key;
     json_t *val, *v;
@@ -305,6 +305,11 @@ int tc_spec_parse(json_t *spec, struct tc_spec *ret, char *err, size_t errlen)
     v = json_object_get(spec, "network");
     if (v && (r = parse_network(v, &s.network_allow, err, errlen)) < 0)
         return r;
+
+    v = json_object_get(spec, "hold");
+    if (v && !json_is_boolean(v))
+        return fail(err, errlen, "hold: boolean required");
+    s.hold = json_is_true(v);
 
     v = json_object_get(spec, "cwd");
     if (v && (!json_is_string(v) || !abspath_valid(json_string_value(v))))

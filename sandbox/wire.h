@@ -15,6 +15,8 @@ enum tc_wire_type {
     TC_WIRE_CANCEL,    /* server -> launcher: id only */
     TC_WIRE_RESULT,    /* launcher -> server: result JSON */
     TC_WIRE_SHUTDOWN,  /* server -> launcher: kill everything and exit */
+    TC_WIRE_READY,     /* launcher -> server: id only; a "hold" sandbox is set up, waiting */
+    TC_WIRE_GO,        /* server -> launcher: id only; start the held sandbox's program */
     TC_WIRE_TYPE_MAX_,
 };
 

@@ -29,7 +29,7 @@ static const struct opt options[] = {
     {"TOOLCAGE_POLICY", OPT_STRING, "examples/policy.json", 0, 0, OFF(policy_path),
      "tool policy file"},
     {"TOOLCAGE_STATE_DIR", OPT_STRING, "/var/lib/toolcage", 0, 0, OFF(state_dir),
-     "directory for the launcher's scratch space"},
+     "directory for the launcher's scratch space and for outcomes not stored yet (outcomes/)"},
     {"TOOLCAGE_LOG_LEVEL", OPT_LOGLEVEL, "info", 0, 0, OFF(log_level), "debug, info, warn or error"},
     {"TOOLCAGE_THREADS", OPT_INT, "4", 1, 256, OFF(threads), "HTTP worker threads"},
     {"TOOLCAGE_DB_POOL", OPT_INT, "8", 1, 256, OFF(db_pool), "PostgreSQL connections"},

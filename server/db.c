@@ -1,6 +1,7 @@
 #include "server/db.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sodium.h>
 #include <stdlib.h>
@@ -16,19 +17,57 @@ struct tc_db {
     PGconn **free_list;
 };
 
+/* Every statement is bounded: a stuck query must not pin a worker forever. */
+static bool session_setup(PGconn *c)
+{
+    PGresult *r = PQexec(c, "SET statement_timeout = '30s'; SET TIME ZONE 'UTC'");
+    bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    PQclear(r);
+    return ok;
+}
+
 PGconn *tc_db_connect(const char *conninfo, char **ret_error)
 {
     PGconn *c = PQconnectdb(conninfo);
-    if (!c || PQstatus(c) != CONNECTION_OK) {
+    if (!c || PQstatus(c) != CONNECTION_OK || !session_setup(c)) {
         if (ret_error)
             *ret_error = strdup(c ? PQerrorMessage(c) : "out of memory");
         PQfinish(c);
         return NULL;
     }
-    /* Every statement is bounded: a stuck query must not pin a worker forever. */
-    PGresult *r = PQexec(c, "SET statement_timeout = '30s'; SET TIME ZONE 'UTC'");
-    PQclear(r);
     return c;
+}
+
+bool tc_db_conn_ok(PGconn *c)
+{
+    if (!c || PQstatus(c) != CONNECTION_OK)
+        return false;
+    if (PQtransactionStatus(c) != PQTRANS_IDLE)
+        return true; /* in use: its next result says */
+    /* An idle connection has nothing to read. A backend that was terminated, or a server
+     * that restarted, sent an error and closed: libpq only notices at the next query, which
+     * would then fail (and with it a request that had nothing to do with the restart). */
+    struct pollfd p = {.fd = PQsocket(c), .events = POLLIN};
+    int n;
+    do
+        n = poll(&p, 1, 0);
+    while (n < 0 && errno == EINTR);
+    if (n == 0)
+        return true;
+    (void)PQconsumeInput(c);
+    return false; /* unsolicited input on a connection that does not LISTEN: start afresh */
+}
+
+bool tc_db_ensure(PGconn **c, const char *conninfo)
+{
+    if (tc_db_conn_ok(*c))
+        return true;
+    if (*c) {
+        PQreset(*c);
+        return PQstatus(*c) == CONNECTION_OK && session_setup(*c);
+    }
+    *c = tc_db_connect(conninfo, NULL);
+    return *c != NULL;
 }
 
 int tc_db_open(const char *conninfo, unsigned size, struct tc_db **ret_db, char **ret_error)
@@ -92,15 +131,14 @@ PGconn *tc_db_acquire(struct tc_db *db, int timeout_ms)
     PGconn *c = db->free_list[--db->nfree];
     pthread_mutex_unlock(&db->lock);
 
-    if (PQstatus(c) != CONNECTION_OK) {
-        /* The database restarted or the socket broke: one reconnect attempt, outside the lock. */
+    if (!tc_db_conn_ok(c)) {
+        /* The database restarted, the backend was terminated or the socket broke: one
+         * reconnect attempt, outside the lock. */
         PQreset(c);
-        if (PQstatus(c) != CONNECTION_OK) {
+        if (PQstatus(c) != CONNECTION_OK || !session_setup(c)) {
             tc_db_release(db, c);
             return NULL;
         }
-        PGresult *r = PQexec(c, "SET statement_timeout = '30s'; SET TIME ZONE 'UTC'");
-        PQclear(r);
     }
     return c;
 }

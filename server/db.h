@@ -26,6 +26,13 @@ bool tc_db_command(PGconn *conn, const char *sql);
 void tc_db_bytea_hex(const unsigned char *b, size_t n, char *out);
 bool tc_db_bytea_parse(const char *s, unsigned char *out, size_t n);
 
+/* True when c is connected and, if idle, the server has not closed it meanwhile (checked
+ * without a round trip). A connection found broken is left to tc_db_ensure() or the pool. */
+bool tc_db_conn_ok(PGconn *c);
+/* Make *c usable: keep it if tc_db_conn_ok(), else reset it (or connect when NULL).
+ * For connections outside the pool (worker, recorder). True when usable. */
+bool tc_db_ensure(PGconn **c, const char *conninfo);
+
 /* True when the server answers SELECT 1. */
 bool tc_db_ping(struct tc_db *db);
 /* Single connection without a pool (CLI commands). */

@@ -47,6 +47,9 @@ enum MHD_Result tc_http_queue(struct tc_request *r, unsigned status, struct MHD_
     if (!resp)
         return MHD_NO;
     add_common_headers(r, resp);
+    /* Every "try again later" says when (a handler may have set its own value). */
+    if ((status == 503 || status == 429) && !MHD_get_response_header(resp, "Retry-After"))
+        MHD_add_response_header(resp, "Retry-After", status == 503 ? "1" : "60");
     r->status = status;
     enum MHD_Result ret = MHD_queue_response(r->conn, status, resp);
     MHD_destroy_response(resp);

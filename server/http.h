@@ -23,7 +23,11 @@ struct tc_server {
     struct tc_launcher *launcher;
     struct MHD_Daemon *mhd;
     const struct tc_keys *keys;
-    int instance_id; /* this process in the instances table (see server/worker.h) */
+    /* This process in the instances table, and whether it holds its instance lock now
+     * (written by the worker, see server/worker.h): without the lock, it starts nothing. */
+    _Atomic int instance_id;
+    _Atomic bool instance_locked;
+    struct tc_recorder *recorder; /* writes starts and outcomes (server/recorder.h) */
     pthread_mutex_t policy_lock;
     /* Shutdown: readers hold run_lock while they use the launcher or suspend a request;
      * the main thread takes it for writing to set stopping, after which neither happens. */

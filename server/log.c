@@ -6,8 +6,17 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static enum tc_log_level min_level = TC_LOG_INFO;
+static unsigned long long dropped; /* lines that could not be written; under stderr's lock */
+
+/* One write(2) of a whole line to stderr (unbuffered; EINTR retried). */
+static bool put_line(const char *s, size_t len)
+{
+    fflush(stderr);
+    return tc_write_all(STDERR_FILENO, s, len) == 0;
+}
 static const char *const level_names[] = {"debug", "info", "warn", "error"};
 
 void tc_log_set_level(enum tc_log_level level) { min_level = level; }
@@ -40,12 +49,27 @@ void tc_log(enum tc_log_level level, const char *msg, const char *fields, ...)
     json_object_set_new(o, "msg", json_string(msg));
     char *line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(o);
-    if (line) {
-        /* one fputs per line: stdio locks the stream, so lines from threads never interleave */
-        flockfile(stderr);
-        fputs(line, stderr);
-        fputc('\n', stderr);
-        funlockfile(stderr);
-        free(line);
+    if (!line) {
+        dropped++;
+        return;
     }
+    /* stderr's lock keeps lines from threads apart (and guards the count) */
+    flockfile(stderr);
+    if (dropped > 0) {
+        /* Lines were lost (a full disk, say): say so, with how many, as soon as one can be
+         * written again. A leading newline ends a line a failed write may have cut. */
+        char note[160];
+        tc_iso8601(tc_wall_ms(), when);
+        int n = snprintf(note, sizeof(note),
+                         "\n{\"ts\":\"%s\",\"level\":\"warn\",\"msg\":\"log lines were dropped\","
+                         "\"dropped\":%llu}\n", when, dropped);
+        if (n > 0 && (size_t)n < sizeof(note) && put_line(note, (size_t)n))
+            dropped = 0;
+    }
+    size_t len = strlen(line);
+    line[len] = '\n'; /* json_dumps' NUL: the line goes out in one write */
+    if (dropped > 0 || !put_line(line, len + 1))
+        dropped++;
+    funlockfile(stderr);
+    free(line);
 }

@@ -25,6 +25,7 @@
 #include "server/http.h"
 #include "server/log.h"
 #include "server/migrate.h"
+#include "server/recorder.h"
 #include "server/reload.h"
 #include "server/verifier.h"
 #include "server/waiters.h"
@@ -208,7 +209,14 @@ static int cmd_serve(int argc, char **argv)
                                      .max_sandboxes = (unsigned)cfg.max_sandboxes};
     r = tc_launcher_start(&lo, &srv.launcher);
     if (r < 0) {
-        tc_log(TC_LOG_ERROR, "cannot start the sandbox launcher", "{s:s}", "error", strerror(-r));
+        /* strerror of the launcher's own cause (e.g. "No space left on device") */
+        tc_log(TC_LOG_ERROR, "cannot start the sandbox launcher", "{s:s, s:s}", "error",
+               strerror(-r), "state_dir", cfg.state_dir);
+        goto out;
+    }
+    r = tc_recorder_start(&srv, &srv.recorder);
+    if (r < 0) {
+        tc_log(TC_LOG_ERROR, "cannot start the recorder", "{s:s}", "error", strerror(-r));
         goto out;
     }
     free(err);
@@ -217,7 +225,6 @@ static int cmd_serve(int argc, char **argv)
         tc_log(TC_LOG_ERROR, "cannot start the worker", "{s:s}", "error", err ? err : "");
         goto out;
     }
-    srv.instance_id = tc_worker_instance_id(worker);
     if ((r = tc_verifier_start(&srv, &srv.verifier)) < 0) {
         tc_log(TC_LOG_ERROR, "cannot start the audit verifier", "{s:s}", "error", strerror(-r));
         goto out;
@@ -284,6 +291,9 @@ static int cmd_serve(int argc, char **argv)
     srv.launcher = NULL;
     tc_worker_stop(worker);
     worker = NULL;
+    /* Every outcome stored, or kept on disk for the next start; every waiting client answered. */
+    tc_recorder_stop(srv.recorder);
+    srv.recorder = NULL;
     tc_waiters_wake_all();
     tc_verifier_stop(srv.verifier); /* its waiting requests resume */
     /* MHD must not be stopped while a connection is suspended: wait until every resumed
@@ -301,6 +311,7 @@ out:
     tc_launcher_stop(srv.launcher);
     tc_worker_stop(worker);
     tc_verifier_free(srv.verifier);
+    tc_recorder_stop(srv.recorder);
     tc_db_close(srv.db);
     tc_keys_free((struct tc_keys *)srv.keys);
     tc_policy_unref(srv.policy);

@@ -156,6 +156,17 @@ int tc_metrics_render(const struct tc_metrics_gauges *g, struct tc_buf *o)
                            "# TYPE toolcage_launcher_restarts_total counter\n"
                            "toolcage_launcher_restarts_total %u\n",
                            audit_failures, g->sandboxes_in_flight, g->launcher_restarts);
+    if (r == 0)
+        r = tc_buf_appendf(o,
+                           "# HELP toolcage_outcomes_unstored Execution outcomes kept in memory or on"
+                           " disk until the database takes them.\n"
+                           "# TYPE toolcage_outcomes_unstored gauge\n"
+                           "toolcage_outcomes_unstored %u\n"
+                           "# HELP toolcage_instance_locked 1 while this process holds its instance"
+                           " lock (it runs nothing new without it).\n"
+                           "# TYPE toolcage_instance_locked gauge\n"
+                           "toolcage_instance_locked %d\n",
+                           g->outcomes_unstored, g->instance_locked ? 1 : 0);
     if (r == 0 && g->approvals_pending >= 0)
         r = tc_buf_appendf(o,
                            "# HELP toolcage_approvals_pending Approval requests waiting for a decision.\n"

@@ -2,6 +2,7 @@
  * sets (route patterns, status codes, tool names from the policy), and past the table's
  * capacity new label sets fold into "other". */
 #pragma once
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "common/buf.h"
@@ -14,6 +15,8 @@ struct tc_metrics_gauges {
     unsigned sandboxes_in_flight;
     unsigned launcher_restarts;
     int64_t approvals_pending; /* -1 when unknown */
+    unsigned outcomes_unstored; /* kept by the recorder, not stored yet (server/recorder.h) */
+    bool instance_locked;       /* this process holds its instance lock */
 };
 /* Render the text exposition format (version 0.0.4). */
 int tc_metrics_render(const struct tc_metrics_gauges *g, struct tc_buf *out);

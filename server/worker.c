@@ -11,6 +11,7 @@
 
 #include "api/exec.h"
 #include "approval/approval.h"
+#include "audit/audit.h"
 #include "broker/leases.h"
 #include "common/util.h"
 #include "policy/policy.h"
@@ -21,36 +22,46 @@
 #include "server/http.h"
 #include "server/log.h"
 #include "server/metrics.h"
+#include "server/recorder.h"
 #include "server/waiters.h"
 #include "server/webhook.h"
 
 #define INSTANCE_LOCK_CLASS "7715"
+#define HEARTBEAT_MS 500
+#define MAX_SUSPECTS 64
 
 struct job {
     struct tc_worker *w;
     char id[37], tenant_id[37], key_id[37], tool[65], request_id[65], created_at[32];
+    int claimed_by; /* this instance's id when it claimed the job */
     int64_t limits[TC_LIMIT__COUNT];
-    json_t *result;   /* set by the launcher callback */
     json_t *findings; /* the pre-screen's, from the approval */
     struct tc_grant *grant; /* credentials leased to this run (broker/leases.h) */
-    struct job *next;
+};
+
+/* An instance seen with executions `running` and its lock free, since when (this clock). */
+struct suspect {
+    int id;
+    int64_t since_ms;
+    bool seen;
 };
 
 struct tc_worker {
     struct tc_server *srv;
-    pthread_t thread;
-    bool started;
+    pthread_t thread, monitor;
+    bool started, monitor_started;
     int wake_fd; /* eventfd: stop requested or a job finished */
     pthread_mutex_t lock;
-    struct job *done; /* finished jobs for the worker thread to record */
-    _Atomic bool stopping; /* read by the worker thread without the lock */
-    unsigned running;
-    PGconn *lock_conn, *listen_conn, *conn;
-    int instance_id;
-    char instance_str[16];
+    pthread_cond_t monitor_cv;
+    _Atomic bool stopping; /* read by the threads without the lock */
+    _Atomic unsigned running; /* claimed jobs not recorded yet */
+    PGconn *lock_conn; /* the monitor thread's */
+    PGconn *listen_conn, *conn; /* the worker thread's */
+    struct suspect suspects[MAX_SUSPECTS];
+    size_t nsuspects;
 };
 
-int tc_worker_instance_id(const struct tc_worker *w) { return w ? w->instance_id : 0; }
+int tc_worker_instance_id(const struct tc_worker *w) { return w ? w->srv->instance_id : 0; }
 
 static void wake(struct tc_worker *w)
 {
@@ -63,21 +74,9 @@ static void job_free(struct job *j)
 {
     if (!j)
         return;
-    json_decref(j->result);
     json_decref(j->findings);
     tc_grant_free(j->grant);
     free(j);
-}
-
-static void on_job_result(void *userdata, json_t *result)
-{
-    struct job *j = userdata;
-    j->result = json_incref(result);
-    pthread_mutex_lock(&j->w->lock);
-    j->next = j->w->done;
-    j->w->done = j;
-    pthread_mutex_unlock(&j->w->lock);
-    wake(j->w);
 }
 
 static json_t *actor_key(const char *key_id)
@@ -85,8 +84,11 @@ static json_t *actor_key(const char *key_id)
     return json_pack("{s:s, s:s}", "type", "api_key", "id", key_id);
 }
 
-static void record(struct tc_worker *w, struct job *j, json_t *result, const char *action)
+/* The Execution object of a launcher result (on a recorder thread). */
+static json_t *job_view(void *userdata, json_t *result)
 {
+    struct job *j = userdata;
+    struct tc_worker *w = j->w;
     char finished[32];
     tc_iso8601(tc_wall_ms(), finished);
     /* The tool's redaction rules as the policy says now; all rules if the tool is gone. */
@@ -104,23 +106,56 @@ static void record(struct tc_worker *w, struct job *j, json_t *result, const cha
     tc_redactor_free(red);
     if (view && !tc_grant_empty(j->grant))
         json_object_set_new(view, "credentials", tc_grant_summary(j->grant));
-    /* Ended (or interrupted, or refused): its leases and tokens end with it. */
-    if (tc_broker_release(w->conn, w->srv->keys, j->id) < 0)
-        tc_log(TC_LOG_ERROR, "revoking an execution's credentials failed", "{s:s}",
-               "execution_id", j->id);
+    return view;
+}
+
+static void job_recorded(void *userdata, int rc, json_t *view)
+{
+    struct job *j = userdata;
+    struct tc_worker *w = j->w;
+    if (rc == -ETIMEDOUT)
+        tc_log(TC_LOG_WARN, "an approved execution's outcome is not stored yet; it is kept",
+               "{s:s}", "execution_id", j->id);
+    job_free(j);
+    w->running--;
+    wake(w);
+}
+
+/* Hand the outcome to the recorder, which stores it (retrying, never dropping it), revokes
+ * the execution's leases and tokens, and then frees the job. */
+static void record(struct tc_worker *w, struct job *j, json_t *result, const char *action)
+{
     json_t *actor = actor_key(j->key_id);
-    if (!view || tc_execution_finish(w->conn, w->srv->keys, j->tenant_id, actor, j->tool, j->id,
-                                     j->request_id, view, action) < 0) {
-        tc_metrics_audit_failure();
-        tc_log(TC_LOG_ERROR, "recording an approved execution failed", "{s:s, s:s}",
-               "execution_id", j->id, "error", PQerrorMessage(w->conn));
-    } else {
-        tc_metrics_execution(j->tool, json_string_value(json_object_get(view, "status")),
-                             json_integer_value(json_object_get(view, "duration_ms")));
+    struct tc_record_outcome o = {
+        .ids = {.exec_id = j->id, .tenant_id = j->tenant_id, .tool = j->tool,
+                .request_id = j->request_id, .claimed_by = j->claimed_by, .actor = actor},
+        .action = action, .raw = result, .build = job_view, .done = job_recorded,
+        .userdata = j, .release_credentials = true};
+    if (!actor || tc_recorder_finish(w->srv->recorder, &o) < 0) {
+        tc_log(TC_LOG_ERROR, "recording an approved execution failed: out of memory", "{s:s}",
+               "execution_id", j->id);
+        job_recorded(j, -ENOMEM, NULL);
     }
-    tc_waiters_wake(j->id);
     json_decref(actor);
-    json_decref(view);
+}
+
+static void on_job_result(void *userdata, json_t *result)
+{
+    struct job *j = userdata;
+    record(j->w, j, result, "execution.complete");
+}
+
+/* The launcher has the sandbox ready: record the start, then it runs. */
+static void on_job_ready(void *userdata, const char *id)
+{
+    struct job *j = userdata;
+    json_t *actor = actor_key(j->key_id);
+    struct tc_record_ids ids = {.exec_id = j->id, .tenant_id = j->tenant_id, .tool = j->tool,
+                                .request_id = j->request_id, .claimed_by = j->claimed_by,
+                                .actor = actor};
+    (void)id;
+    (void)tc_recorder_start_run(j->w->srv->recorder, &ids);
+    json_decref(actor);
 }
 
 static void refuse(struct tc_worker *w, struct job *j, const char *why)
@@ -132,6 +167,60 @@ static void refuse(struct tc_worker *w, struct job *j, const char *why)
     json_decref(res);
 }
 
+/* Give back a sandbox slot taken with reserve_slot() and not used. */
+static void release_slot(struct tc_worker *w)
+{
+    if (tc_server_begin(w->srv)) {
+        tc_launcher_unreserve(w->srv->launcher);
+        tc_server_end(w->srv);
+    }
+}
+
+/* Put a claimed execution that never started back in the queue (the launcher is stopping
+ * or gone): an approved call is not lost to a restart. In the caller's transaction. */
+static bool requeue_tx(PGconn *c, const struct tc_keys *keys, const char *exec_id,
+                       const char *tenant_id, const char *tool, int claimed_by, const char *why)
+{
+    char claimed[16];
+    snprintf(claimed, sizeof(claimed), "%d", claimed_by);
+    const char *p[] = {exec_id, claimed};
+    PGresult *r = tc_db_exec(c,
+        "UPDATE executions SET status = 'queued', claimed_by = NULL, started_at = NULL"
+        " WHERE id = $1 AND status = 'running' AND claimed_by = $2::int"
+        " AND code_started_at IS NULL RETURNING attempts", 2, p);
+    bool ok = r && PQntuples(r) == 1;
+    int attempts = ok ? (int)strtol(PQgetvalue(r, 0, 0), NULL, 10) : 0;
+    PQclear(r);
+    if (!ok)
+        return false;
+    json_t *ev = json_pack("{s:s, s:s, s:{s:s, s:s}, s:s, s:s, s:i, s:i, s:s}", "action",
+                           "execution.requeued", "tenant_id", tenant_id, "actor", "type",
+                           "system", "id", "worker", "tool", tool, "execution_id", exec_id,
+                           "instance", claimed_by, "attempts", attempts, "reason", why);
+    ok = ev && tc_audit_append_tx(c, keys, ev, NULL) == 0 &&
+         tc_db_command(c, "NOTIFY toolcage_queue");
+    json_decref(ev);
+    return ok;
+}
+
+static void requeue(struct tc_worker *w, struct job *j, const char *why)
+{
+    bool ok = tc_db_command(w->conn, "BEGIN") &&
+              requeue_tx(w->conn, w->srv->keys, j->id, j->tenant_id, j->tool, j->claimed_by, why);
+    ok = tc_db_command(w->conn, ok ? "COMMIT" : "ROLLBACK") && ok;
+    if (!ok) {
+        refuse(w, j, why); /* it did not run: closed as an error rather than left running */
+        return;
+    }
+    if (tc_broker_release(w->conn, w->srv->keys, j->id) < 0)
+        tc_log(TC_LOG_WARN, "revoking a requeued execution's credentials failed", "{s:s}",
+               "execution_id", j->id);
+    tc_log(TC_LOG_INFO, "claimed execution put back in the queue", "{s:s, s:s}", "execution_id",
+           j->id, "reason", why);
+    job_free(j);
+    w->running--;
+}
+
 /* Start one claimed execution: only the stored, approved payload runs. */
 static void start_job(struct tc_worker *w, struct job *j)
 {
@@ -141,8 +230,8 @@ static void start_job(struct tc_worker *w, struct job *j)
                                       " AND status = 'approved'", 1, p);
     if (!r || PQntuples(r) != 1) {
         PQclear(r);
+        release_slot(w);
         refuse(w, j, "no approved approval for this execution");
-        job_free(j);
         return;
     }
     json_t *payload = json_loads(PQgetvalue(r, 0, 0), 0, NULL);
@@ -203,20 +292,22 @@ static void start_job(struct tc_worker *w, struct job *j)
             why = lease_why ? lease_why : "the credentials of this tool could not be leased";
     }
     if (why) {
+        release_slot(w);
         refuse(w, j, why);
-        job_free(j);
     } else {
+        /* Held until the recorder has written its start (on_job_ready). */
+        json_object_set_new(spec, "hold", json_true());
+        struct tc_launcher_job lj = {.done = on_job_result, .ready = on_job_ready,
+                                     .userdata = j, .reserved = true};
         int rc = -ESHUTDOWN;
         if (tc_server_begin(w->srv)) {
-            rc = tc_launcher_submit(w->srv->launcher, spec, on_job_result, j);
+            rc = tc_launcher_submit_job(w->srv->launcher, spec, &lj);
             tc_server_end(w->srv);
         }
-        if (rc < 0) {
-            refuse(w, j, rc == -EAGAIN ? "no sandbox slot was free" : "the launcher is unavailable");
-            job_free(j);
-        } else {
-            w->running++;
-        }
+        if (rc == -EPIPE || rc == -ESHUTDOWN)
+            requeue(w, j, "the launcher is unavailable");
+        else if (rc < 0)
+            refuse(w, j, "the sandbox could not be submitted");
     }
     free(lease_why);
     json_decref(spec);
@@ -227,30 +318,60 @@ static void start_job(struct tc_worker *w, struct job *j)
     tc_policy_unref(policy);
 }
 
+/* A sandbox slot for one more claim: 0, or the launcher has none free (or is gone). */
+static int reserve_slot(struct tc_worker *w)
+{
+    int r = -ESHUTDOWN;
+    if (tc_server_begin(w->srv)) {
+        r = tc_launcher_reserve(w->srv->launcher);
+        tc_server_end(w->srv);
+    }
+    return r;
+}
+
+/* Anything queued at all? (A slot is reserved only then: an idle poll holding one would
+ * turn a direct call away as "overloaded".) */
+static bool queued_work(struct tc_worker *w)
+{
+    PGresult *r = tc_db_exec(w->conn, "SELECT 1 FROM executions WHERE status = 'queued' LIMIT 1",
+                             0, NULL);
+    bool any = r && PQntuples(r) == 1;
+    PQclear(r);
+    return any;
+}
+
 static void claim(struct tc_worker *w)
 {
     unsigned cap = (unsigned)w->srv->cfg->max_sandboxes / 2 + 1;
-    while (!w->stopping && w->running < cap) {
-        const char *p[] = {w->instance_str};
+    /* Only with the instance lock (a sweeper could otherwise take the row for a dead
+     * instance's) and with a slot to run it in (else it waits, queued, for a slot). */
+    while (!w->stopping && w->srv->instance_locked && w->running < cap && queued_work(w) &&
+           reserve_slot(w) == 0) {
+        char me[16];
+        int my_id = w->srv->instance_id;
+        snprintf(me, sizeof(me), "%d", my_id);
+        const char *p[] = {me};
         PGresult *r = tc_db_exec(
             w->conn,
-            "UPDATE executions SET status = 'running', claimed_by = $1, started_at = now()"
+            "UPDATE executions SET status = 'running', claimed_by = $1, started_at = now(),"
+            " attempts = attempts + 1"
             " WHERE id = (SELECT id FROM executions WHERE status = 'queued'"
             "             ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED)"
             " RETURNING id, tenant_id, coalesce(api_key_id::text, ''), tool,"
             " coalesce(request_id, ''), to_char(created_at, 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"
             " limits::text",
             1, p);
-        if (!r || PQntuples(r) != 1) {
-            PQclear(r);
-            return;
-        }
-        struct job *j = calloc(1, sizeof(*j));
+        struct job *j = r && PQntuples(r) == 1 ? calloc(1, sizeof(*j)) : NULL;
         if (!j) {
+            /* Nothing queued (or out of memory: the row stays claimed; a restart's sweep
+             * requeues it, it never started). */
             PQclear(r);
+            release_slot(w);
             return;
         }
+        w->running++;
         j->w = w;
+        j->claimed_by = my_id;
         snprintf(j->id, sizeof(j->id), "%s", PQgetvalue(r, 0, 0));
         snprintf(j->tenant_id, sizeof(j->tenant_id), "%s", PQgetvalue(r, 0, 1));
         snprintf(j->key_id, sizeof(j->key_id), "%s", PQgetvalue(r, 0, 2));
@@ -265,40 +386,52 @@ static void claim(struct tc_worker *w)
         json_decref(lim);
         PQclear(r);
         tc_log(TC_LOG_INFO, "claimed approved execution", "{s:s, s:i}", "execution_id", j->id,
-               "instance", w->instance_id);
+               "instance", my_id);
         start_job(w, j);
     }
 }
 
-static void record_finished(struct tc_worker *w)
-{
-    pthread_mutex_lock(&w->lock);
-    struct job *list = w->done;
-    w->done = NULL;
-    pthread_mutex_unlock(&w->lock);
-    while (list) {
-        struct job *j = list;
-        list = j->next;
-        record(w, j, j->result, "execution.complete");
-        job_free(j);
-        w->running--;
-    }
-}
+/* ---- the sweeper ---- */
 
-/* Executions claimed by a process whose advisory lock is free: that process is gone. */
-static void sweep_interrupted(struct tc_worker *w)
+/* Close one dead instance's running executions (at most 100 per call), in one transaction
+ * that holds its lock: requeue approved calls that never started, mark the rest
+ * interrupted. */
+static void sweep_instance(struct tc_worker *w, int dead)
 {
-    PGresult *r = tc_db_exec(
-        w->conn,
+    PGconn *c = w->conn;
+    char id[16];
+    snprintf(id, sizeof(id), "%d", dead);
+    const char *p[] = {id};
+    char released[100][37];
+    int nreleased = 0, interrupted = 0, requeued = 0;
+    if (!tc_db_command(c, "BEGIN"))
+        return;
+    /* Its lock free now (and kept free until we commit), and silent for the grace period. */
+    PGresult *r = tc_db_exec(c,
+        "SELECT pg_try_advisory_xact_lock(" INSTANCE_LOCK_CLASS ", $1::int)"
+        " AND coalesce((SELECT heartbeat_at < now() - make_interval(secs => $2::float8 / 1000)"
+        "               FROM instances WHERE id = $1::int), true)",
+        2, (const char *const[]){id, TC_STRINGIFY(TC_SWEEP_GRACE_MS)});
+    bool dead_now = r && strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+    PQclear(r);
+    if (!dead_now) {
+        tc_db_command(c, "ROLLBACK");
+        return;
+    }
+    /* Declared dead first: should it come back, it is fenced (see the monitor). */
+    PQclear(tc_db_exec(c, "UPDATE instances SET dead_at = coalesce(dead_at, now()) WHERE id = $1::int",
+                       1, p));
+    r = tc_db_exec(c,
         "SELECT e.id, e.tenant_id, coalesce(e.api_key_id::text, ''), e.tool,"
         " coalesce(e.request_id, ''), to_char(e.created_at, 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"
-        " e.limits::text FROM executions e"
-        " WHERE e.status = 'running' AND e.claimed_by IS NOT NULL AND NOT EXISTS ("
-        "   SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.classid = " INSTANCE_LOCK_CLASS
-        "   AND l.objid = e.claimed_by AND l.objsubid = 2 AND l.granted) LIMIT 100",
-        0, NULL);
-    for (int i = 0; r && i < PQntuples(r); i++) {
-        struct job j = {.w = w};
+        " e.limits::text, e.code_started_at IS NOT NULL, coalesce(a.status = 'approved', false),"
+        " e.attempts"
+        " FROM executions e LEFT JOIN approvals a ON a.execution_id = e.id"
+        " WHERE e.status = 'running' AND e.claimed_by = $1::int"
+        " ORDER BY e.created_at LIMIT 100 FOR UPDATE OF e", 1, p);
+    bool ok = r != NULL;
+    for (int i = 0; ok && i < PQntuples(r); i++) {
+        struct job j = {.w = w, .claimed_by = dead};
         snprintf(j.id, sizeof(j.id), "%s", PQgetvalue(r, i, 0));
         snprintf(j.tenant_id, sizeof(j.tenant_id), "%s", PQgetvalue(r, i, 1));
         snprintf(j.key_id, sizeof(j.key_id), "%s", PQgetvalue(r, i, 2));
@@ -309,14 +442,219 @@ static void sweep_interrupted(struct tc_worker *w)
         for (int k = 0; k < TC_LIMIT__COUNT; k++)
             j.limits[k] = json_integer_value(json_object_get(lim, tc_limit_names[k]));
         json_decref(lim);
-        json_t *res = json_pack("{s:s, s:s}", "status", "failed", "error", "interrupted");
-        tc_log(TC_LOG_WARN, "execution interrupted by a crashed server process", "{s:s}",
-               "execution_id", j.id);
-        record(w, &j, res, "execution.interrupted");
-        json_decref(res);
+        bool started = strcmp(PQgetvalue(r, i, 7), "t") == 0;
+        bool approved = strcmp(PQgetvalue(r, i, 8), "t") == 0;
+        int attempts = (int)strtol(PQgetvalue(r, i, 9), NULL, 10);
+        if (approved && !started && attempts < TC_MAX_ATTEMPTS) {
+            /* It never began: running it now is running it once, as approved. */
+            ok = requeue_tx(c, w->srv->keys, j.id, j.tenant_id, j.tool, dead,
+                            "the instance that claimed it died before it started");
+            requeued++;
+        } else {
+            char finished[32];
+            tc_iso8601(tc_wall_ms(), finished);
+            json_t *res = json_pack("{s:s, s:s}", "status", "failed", "error",
+                                    started ? "interrupted_after_start"
+                                            : "interrupted_before_start");
+            struct tc_exec_filter filter = {0};
+            json_t *view = res ? tc_exec_view(j.id, j.tool, res, j.limits, j.created_at, finished,
+                                              &filter, NULL)
+                               : NULL;
+            json_decref(res);
+            json_t *actor = actor_key(j.key_id);
+            /* An approved call that began may have had its effect: never re-run, a human
+             * looks (console, API "needs_review"). */
+            bool review = approved && started;
+            if (view)
+                json_object_set_new(view, "needs_review", json_boolean(review));
+            struct tc_finish f = {.tenant_id = j.tenant_id, .exec_id = j.id, .tool = j.tool,
+                                  .request_id = j.request_id[0] ? j.request_id : NULL,
+                                  .claimed_by = dead, .actor = actor, .view = view,
+                                  .action = "execution.interrupted", .needs_review = review};
+            ok = view && actor && tc_execution_finish_tx(c, w->srv->keys, &f) == 0;
+            json_decref(view);
+            json_decref(actor);
+            interrupted++;
+            tc_log(TC_LOG_WARN, "execution interrupted by a dead server process",
+                   "{s:s, s:i, s:b, s:b}", "execution_id", j.id, "instance", dead, "started",
+                   started, "needs_review", review);
+        }
+        if (nreleased < 100)
+            snprintf(released[nreleased++], sizeof(released[0]), "%s", j.id);
     }
     PQclear(r);
+    ok = tc_db_command(c, ok ? "COMMIT" : "ROLLBACK") && ok;
+    if (!ok) {
+        tc_log(TC_LOG_WARN, "sweeping a dead instance failed; retried", "{s:i, s:s}", "instance",
+               dead, "error", PQerrorMessage(c));
+        return;
+    }
+    if (interrupted || requeued)
+        tc_log(TC_LOG_INFO, "swept a dead instance", "{s:i, s:i, s:i}", "instance", dead,
+               "interrupted", interrupted, "requeued", requeued);
+    for (int i = 0; i < nreleased; i++) {
+        if (tc_broker_release(c, w->srv->keys, released[i]) < 0)
+            tc_log(TC_LOG_ERROR, "revoking an execution's credentials failed", "{s:s}",
+                   "execution_id", released[i]);
+        tc_waiters_wake(released[i]);
+    }
 }
+
+/* Instances with running executions and a free lock. One seen so, continuously, for the
+ * grace period is swept: a live process that lost its lock (PostgreSQL restarted) takes it
+ * back well within it. */
+static void sweep_interrupted(struct tc_worker *w)
+{
+    char me[16];
+    snprintf(me, sizeof(me), "%d", (int)w->srv->instance_id);
+    const char *p[] = {me};
+    PGresult *r = tc_db_exec(
+        w->conn,
+        "SELECT DISTINCT e.claimed_by FROM executions e"
+        " WHERE e.status = 'running' AND e.claimed_by IS NOT NULL AND e.claimed_by <> $1::int"
+        " AND NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory'"
+        "   AND l.classid = " INSTANCE_LOCK_CLASS " AND l.objid = e.claimed_by"
+        "   AND l.objsubid = 2 AND l.granted) LIMIT 32",
+        1, p);
+    if (!r)
+        return;
+    int64_t now = tc_now_ms();
+    for (size_t k = 0; k < w->nsuspects; k++)
+        w->suspects[k].seen = false;
+    int due[32], ndue = 0;
+    for (int i = 0; i < PQntuples(r); i++) {
+        int id = (int)strtol(PQgetvalue(r, i, 0), NULL, 10);
+        size_t k = 0;
+        while (k < w->nsuspects && w->suspects[k].id != id)
+            k++;
+        if (k == w->nsuspects) {
+            if (k == MAX_SUSPECTS)
+                continue;
+            w->suspects[w->nsuspects++] = (struct suspect){.id = id, .since_ms = now};
+        }
+        w->suspects[k].seen = true;
+        if (now - w->suspects[k].since_ms >= TC_SWEEP_GRACE_MS && ndue < 32)
+            due[ndue++] = id;
+    }
+    PQclear(r);
+    /* Forget those not seen this time (their lock is held again, or nothing runs there). */
+    size_t kept = 0;
+    for (size_t k = 0; k < w->nsuspects; k++)
+        if (w->suspects[k].seen)
+            w->suspects[kept++] = w->suspects[k];
+    w->nsuspects = kept;
+    for (int i = 0; i < ndue && w->srv->instance_locked && !w->stopping; i++)
+        sweep_instance(w, due[i]);
+}
+
+/* ---- the instance lock ---- */
+
+/* Register this process and take its lock (on lock_conn). 0 or -EIO. */
+static int register_instance(struct tc_worker *w)
+{
+    char host[64] = "";
+    gethostname(host, sizeof(host) - 1);
+    const char *p[] = {host};
+    PGresult *r = tc_db_exec(w->lock_conn,
+                             "INSERT INTO instances (hostname) VALUES ($1) RETURNING id", 1, p);
+    if (!r)
+        return -EIO;
+    char id[16];
+    snprintf(id, sizeof(id), "%s", PQgetvalue(r, 0, 0));
+    PQclear(r);
+    const char *p2[] = {id};
+    r = tc_db_exec(w->lock_conn, "SELECT pg_advisory_lock(" INSTANCE_LOCK_CLASS ", $1::int)", 1,
+                   p2);
+    if (!r)
+        return -EIO;
+    PQclear(r);
+    w->srv->instance_id = (int)strtol(id, NULL, 10);
+    return 0;
+}
+
+/* 1 alive (heartbeat written), 0 declared dead by a sweeper (fenced), -EIO. */
+static int heartbeat(struct tc_worker *w)
+{
+    char id[16];
+    snprintf(id, sizeof(id), "%d", (int)w->srv->instance_id);
+    const char *p[] = {id};
+    PGresult *r = tc_db_exec(w->lock_conn,
+                             "UPDATE instances SET heartbeat_at = now()"
+                             " WHERE id = $1::int AND dead_at IS NULL RETURNING 1", 1, p);
+    int rc = !r ? -EIO : PQntuples(r) == 1 ? 1 : 0;
+    PQclear(r);
+    return rc;
+}
+
+/* Take the lock back after a reconnect. True when held again. */
+static bool relock(struct tc_worker *w)
+{
+    if (!tc_db_ensure(&w->lock_conn, w->srv->cfg->database_url))
+        return false;
+    int old = w->srv->instance_id;
+    char id[16];
+    snprintf(id, sizeof(id), "%d", old);
+    const char *p[] = {id};
+    PGresult *r = tc_db_exec(w->lock_conn,
+                             "SELECT pg_try_advisory_lock(" INSTANCE_LOCK_CLASS ", $1::int)", 1, p);
+    bool got = r && strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+    PQclear(r);
+    if (!got)
+        return false; /* a sweeper holds it this instant, or the old session lingers */
+    int hb = heartbeat(w);
+    if (hb == 1)
+        return true;
+    PQclear(tc_db_exec(w->lock_conn, "SELECT pg_advisory_unlock(" INSTANCE_LOCK_CLASS ", $1::int)",
+                       1, p));
+    if (hb < 0)
+        return false;
+    /* Fenced: its running executions were closed as interrupted while it was away (their
+     * results, when they come, are kept as late results). It carries on as a new instance. */
+    if (register_instance(w) < 0)
+        return false;
+    tc_log(TC_LOG_WARN, "this process was declared dead while it had lost its database lock;"
+                        " it carries on as a new instance", "{s:i, s:i}", "old_instance", old,
+           "instance", (int)w->srv->instance_id);
+    return true;
+}
+
+/* The monitor thread: heartbeat while the lock is held; reconnect and take it back when the
+ * lock connection broke. */
+static void *monitor_main(void *arg)
+{
+    struct tc_worker *w = arg;
+    pthread_mutex_lock(&w->lock);
+    while (!w->stopping) {
+        pthread_mutex_unlock(&w->lock);
+        bool locked = w->srv->instance_locked;
+        if (locked && heartbeat(w) != 1) {
+            w->srv->instance_locked = false;
+            tc_log(TC_LOG_WARN, "the instance lock is lost; this process claims, starts and sweeps"
+                                " nothing until it has it back", "{s:i, s:s}", "instance",
+                   (int)w->srv->instance_id, "error", PQerrorMessage(w->lock_conn));
+            locked = false;
+        }
+        if (!locked && relock(w)) {
+            w->srv->instance_locked = true;
+            tc_log(TC_LOG_INFO, "the instance lock is held again", "{s:i}", "instance",
+                   (int)w->srv->instance_id);
+            wake(w);
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int64_t wait = locked ? HEARTBEAT_MS : 200;
+        ts.tv_nsec += (long)(wait * 1000000);
+        ts.tv_sec += ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        pthread_mutex_lock(&w->lock);
+        if (!w->stopping)
+            pthread_cond_timedwait(&w->monitor_cv, &w->lock, &ts);
+    }
+    pthread_mutex_unlock(&w->lock);
+    return NULL;
+}
+
+/* ---- the worker thread ---- */
 
 static void drain_notifications(struct tc_worker *w, bool *ret_queue)
 {
@@ -331,20 +669,14 @@ static void drain_notifications(struct tc_worker *w, bool *ret_queue)
     }
 }
 
-static bool reconnect(PGconn **c, const char *conninfo)
-{
-    if (*c && PQstatus(*c) == CONNECTION_OK)
-        return true;
-    if (*c)
-        PQreset(*c);
-    else
-        *c = tc_db_connect(conninfo, NULL);
-    return *c && PQstatus(*c) == CONNECTION_OK;
-}
-
 static bool listen_on(struct tc_worker *w)
 {
-    if (!reconnect(&w->listen_conn, w->srv->cfg->database_url))
+    /* Not tc_db_ensure(): a LISTEN connection has notifications to read, by design. */
+    if (w->listen_conn && PQstatus(w->listen_conn) != CONNECTION_OK)
+        PQreset(w->listen_conn);
+    else if (!w->listen_conn)
+        w->listen_conn = tc_db_connect(w->srv->cfg->database_url, NULL);
+    if (!w->listen_conn || PQstatus(w->listen_conn) != CONNECTION_OK)
         return false;
     PGresult *r = PQexec(w->listen_conn, "LISTEN toolcage_queue; LISTEN toolcage_done");
     bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
@@ -369,31 +701,29 @@ static void *worker_main(void *arg)
         bool queue = false;
         if (listening)
             drain_notifications(w, &queue);
-        if (!reconnect(&w->conn, w->srv->cfg->database_url))
-            continue;
-        record_finished(w);
-        pthread_mutex_lock(&w->lock);
-        bool stopping = w->stopping;
-        pthread_mutex_unlock(&w->lock);
-        if (stopping) {
+        if (w->stopping) {
             if (w->running == 0)
                 break;
             continue;
         }
+        if (!tc_db_ensure(&w->conn, w->srv->cfg->database_url))
+            continue;
         int64_t now = tc_now_ms();
         tc_waiters_expire(now);
         if (!listening || PQstatus(w->listen_conn) != CONNECTION_OK)
             listening = listen_on(w);
-        if (queue || now - last_sweep >= 1000) {
+        /* Without its lock the process claims nothing and sweeps nothing (see worker.h). */
+        bool locked = w->srv->instance_locked;
+        if (locked && (queue || now - last_sweep >= 1000)) {
             claim(w);
         }
         if (now - last_sweep >= 1000) {
             last_sweep = now;
-            if (tc_approval_expire_due(w->conn, w->srv->keys) < 0)
+            if (locked && tc_approval_expire_due(w->conn, w->srv->keys) < 0)
                 tc_log(TC_LOG_WARN, "approval expiry sweep failed", NULL);
             tc_webhook_deliver_due(w->conn, w->srv->keys, w->srv->cfg->webhook_allow_private);
         }
-        if (now - last_interrupt >= 2000) {
+        if (locked && now - last_interrupt >= 1000) {
             last_interrupt = now;
             sweep_interrupted(w);
         }
@@ -409,25 +739,17 @@ int tc_worker_start(struct tc_server *srv, struct tc_worker **ret_worker, char *
     w->srv = srv;
     w->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     pthread_mutex_init(&w->lock, NULL);
+    pthread_cond_init(&w->monitor_cv, NULL);
     w->lock_conn = tc_db_connect(srv->cfg->database_url, ret_error);
     w->conn = w->lock_conn ? tc_db_connect(srv->cfg->database_url, ret_error) : NULL;
     if (w->wake_fd < 0 || !w->conn)
         goto fail;
-    char host[64] = "";
-    gethostname(host, sizeof(host) - 1);
-    const char *p[] = {host};
-    PGresult *r = tc_db_exec(w->lock_conn, "INSERT INTO instances (hostname) VALUES ($1) RETURNING id",
-                             1, p);
-    if (!r)
+    if (register_instance(w) < 0)
         goto fail_db;
-    w->instance_id = (int)strtol(PQgetvalue(r, 0, 0), NULL, 10);
-    snprintf(w->instance_str, sizeof(w->instance_str), "%d", w->instance_id);
-    PQclear(r);
-    const char *p2[] = {w->instance_str};
-    r = tc_db_exec(w->lock_conn, "SELECT pg_advisory_lock(" INSTANCE_LOCK_CLASS ", $1::int)", 1, p2);
-    if (!r)
-        goto fail_db;
-    PQclear(r);
+    srv->instance_locked = true;
+    if (pthread_create(&w->monitor, NULL, monitor_main, w) != 0)
+        goto fail;
+    w->monitor_started = true;
     if (pthread_create(&w->thread, NULL, worker_main, w) != 0)
         goto fail;
     w->started = true;
@@ -447,6 +769,7 @@ void tc_worker_quiesce(struct tc_worker *w)
         return;
     pthread_mutex_lock(&w->lock);
     w->stopping = true;
+    pthread_cond_broadcast(&w->monitor_cv);
     pthread_mutex_unlock(&w->lock);
     wake(w);
 }
@@ -455,18 +778,18 @@ void tc_worker_stop(struct tc_worker *w)
 {
     if (!w)
         return;
-    if (w->started) {
-        pthread_mutex_lock(&w->lock);
-        w->stopping = true;
-        pthread_mutex_unlock(&w->lock);
-        wake(w);
+    tc_worker_quiesce(w);
+    if (w->started)
         pthread_join(w->thread, NULL);
-    }
+    if (w->monitor_started)
+        pthread_join(w->monitor, NULL);
     PQfinish(w->conn);
     PQfinish(w->listen_conn);
     PQfinish(w->lock_conn); /* releases the instance lock */
+    w->srv->instance_locked = false;
     if (w->wake_fd >= 0)
         close(w->wake_fd);
+    pthread_cond_destroy(&w->monitor_cv);
     pthread_mutex_destroy(&w->lock);
     free(w);
 }

@@ -1,6 +1,7 @@
 // Two `toolcage serve` processes on one database: every approved call runs exactly once,
 // whichever process claims it; a process killed (SIGKILL) in the middle of a run leaves the
-// run marked failed ("interrupted") by the other one, never run a second time.
+// run marked failed ("interrupted_after_start", flagged for review) by the other one, never
+// run a second time.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -72,16 +73,18 @@ test('kill -9 of the process running a claimed call: the other marks it interrup
   const e = await waitFinished(survivor, held.id, 30);
   const lag = performance.now() - tKill;
   assert.equal(e.status, 'failed', JSON.stringify(e));
-  assert.equal(e.error, 'interrupted');
+  assert.equal(e.error, 'interrupted_after_start');
+  assert.equal(e.started, true);
+  assert.equal(e.needs_review, true);
   assert.ok(lag < 5000 * SLOW, `marked interrupted ${lag.toFixed(0)} ms after the kill`);
   assert.ok(!e.stdout.includes(`finished-${tag}`));
 
   // Past the point where the sleep would have ended: still one outcome, no second run.
   await sleep(6000);
   const trail = await auditOf(survivor, held.id);
-  assert.deepEqual(actions(trail), ['execute', 'approval.approved', 'execution.interrupted']);
-  const row = await sqlJson(survivor, `SELECT json_build_object('status', status, 'error', result->>'error') FROM executions WHERE id = ${lit(held.id)}`);
-  assert.deepEqual(row, { status: 'failed', error: 'interrupted' });
+  assert.deepEqual(actions(trail), ['execute', 'approval.approved', 'execution.start', 'execution.interrupted']);
+  const row = await sqlJson(survivor, `SELECT json_build_object('status', status, 'error', result->>'error', 'needs_review', needs_review) FROM executions WHERE id = ${lit(held.id)}`);
+  assert.deepEqual(row, { status: 'failed', error: 'interrupted_after_start', needs_review: true });
   const ran = fs.readFileSync(survivor.logPath, 'utf8').split('\n').filter((l) => l.includes('claimed approved execution') && l.includes(held.id));
   assert.equal(ran.length, 0, 'the survivor claimed the interrupted execution again');
 

@@ -69,12 +69,12 @@ test('a gated call is held (202 + Location), shown to reviewers, and runs once a
   assert.ok(row.claimed_by > 0 && row.started, JSON.stringify(row));
 
   const trail = await auditOf(server, held.id);
-  assert.deepEqual(actions(trail), ['execute', 'approval.approved', 'execution.complete']);
+  assert.deepEqual(actions(trail), ['execute', 'approval.approved', 'execution.start', 'execution.complete']);
   assert.equal(trail[0].decision, 'held');
   assert.equal(trail[0].approval_id, held.approval_id);
   assert.equal(trail[1].reason, 'looks right');
   assert.equal(trail[1].status, 'approved');
-  assert.equal(trail[2].status, 'completed');
+  assert.equal(trail[3].status, 'completed');
 
   // Decided: a second decision conflicts, and the list moved it out of "pending".
   assertProblem(await decide(server, held.approval_id, 'approve', { key: server.keys.admin }), 409, 'not-pending');
@@ -185,7 +185,7 @@ test('manual_only needs two distinct approvers by default; one key counts once',
   const done = await waitFinished(server, held.id);
   assert.equal(done.stdout, `two-man-${t}\n`);
   const trail = await auditOf(server, held.id);
-  assert.deepEqual(actions(trail), ['execute', 'approval.approved', 'approval.approved', 'execution.complete']);
+  assert.deepEqual(actions(trail), ['execute', 'approval.approved', 'approval.approved', 'execution.start', 'execution.complete']);
   assert.deepEqual(trail.slice(1, 3).map((r) => [r.status, r.approvals, r.required]), [['pending', 1, 2], ['approved', 2, 2]]);
 });
 
@@ -228,7 +228,7 @@ test('50 concurrent decisions on one approval: exactly one wins, the run happens
   const decisions = await sqlJson(server, `SELECT count(*) FROM approval_decisions WHERE approval_id = ${lit(held.approval_id)}`);
   assert.equal(decisions, 1);
   const trail = actions(await auditOf(server, held.id));
-  assert.deepEqual(trail, winner === 'approved' ? ['execute', 'approval.approved', 'execution.complete'] : ['execute', 'approval.denied']);
+  assert.deepEqual(trail, winner === 'approved' ? ['execute', 'approval.approved', 'execution.start', 'execution.complete'] : ['execute', 'approval.denied']);
 });
 
 test('cancel: the requesting tenant withdraws a pending call; afterwards 409', async () => {

@@ -97,15 +97,20 @@ async function metric(name, labels = {}) {
   return total;
 }
 
-test('an execute leaves an execute record, then an execution.complete record with the result', async () => {
+test('an execute leaves an execute record, an execution.start record, then an execution.complete record with the result', async () => {
   const code = 'echo hi; echo oops >&2; exit 3';
   const res = await server.execute({ tool: 'shell', code, stdin: 'some input' });
   const run = res.json;
   assert.equal(run.status, 'failed');
-  const [ex, done, ...more] = await recordsOf(run.id);
-  assert.equal(more.length, 0, 'exactly two records per execution');
-  assert.ok(ex && done, 'both records present');
-  assert.ok(ex.seq < done.seq, 'execute comes before execution.complete');
+  const [ex, start, done, ...more] = await recordsOf(run.id);
+  assert.equal(more.length, 0, 'exactly three records per execution');
+  assert.ok(ex && start && done, 'all records present');
+  assert.ok(ex.seq < start.seq && start.seq < done.seq, 'execute, then execution.start, then execution.complete');
+  // the start is recorded before the program may run, by the instance that runs it
+  assert.equal(start.record.action, 'execution.start');
+  assert.equal(start.record.execution_id, run.id);
+  assert.ok(Number.isInteger(start.record.instance), JSON.stringify(start.record));
+  assert.equal(done.record.started, true);
   assert.match(ex.hash, HEX64);
 
   const r = ex.record;
@@ -189,7 +194,7 @@ test('key and console user creation are audited, without the key or the password
 test('a timed-out execution is recorded with its status and killed reason', async () => {
   const { json: run } = await server.execute({ tool: 'shell', code: 'sleep 20', limits: { timeout_ms: 300 } });
   assert.equal(run.status, 'timeout');
-  const [, done] = await recordsOf(run.id);
+  const [, , done] = await recordsOf(run.id);
   assert.equal(done.record.status, 'timeout');
   assert.equal(done.record.killed_reason, 'timeout');
   assert.equal(done.record.exit_code, run.exit_code);
@@ -345,7 +350,7 @@ test('only auditors, admins and operators may read the trail (agent and reviewer
 test("one tenant never sees another tenant's records (list, get by seq, export)", async () => {
   const { json: other } = await server.execute({ tool: 'shell', code: 'echo tenant b' }, { key: server.keys.otherAgent });
   const bRecords = (await listAll({}, server.keys.otherAdmin)).filter((e) => e.record.execution_id === other.id);
-  assert.equal(bRecords.length, 2);
+  assert.equal(bRecords.length, 3); // execute, execution.start, execution.complete
   const bTenant = bRecords[0].record.tenant_id;
 
   const mine = await listAll({}, server.keys.auditor);

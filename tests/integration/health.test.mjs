@@ -17,7 +17,7 @@ test('GET /healthz answers {"status":"ok"} without a key', async () => {
 test('GET /readyz reports the database and the launcher as ok', async () => {
   const res = await server.request('GET', '/readyz');
   assert.equal(res.status, 200, res.text);
-  assert.deepEqual(res.json, { status: 'ready', checks: { database: 'ok', launcher: 'ok' } });
+  assert.deepEqual(res.json, { status: 'ready', checks: { database: 'ok', launcher: 'ok', instance_lock: 'ok' } });
 });
 
 test('GET /openapi.yaml serves the contract this suite validates against', async () => {

@@ -838,6 +838,114 @@ TEST(cancel)
     check_clean();
 }
 
+/* "hold": the program waits for tc_launcher_go(); its wall time counts from go; a cancel
+ * ends it unrun; a slot can be promised ahead (tc_launcher_reserve). */
+struct held {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int ready;
+    json_t *res;
+};
+
+static void held_ready(void *ud, const char *id)
+{
+    struct held *h = ud;
+    (void)id;
+    pthread_mutex_lock(&h->mu);
+    h->ready++;
+    pthread_cond_broadcast(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+}
+
+static void held_done(void *ud, json_t *res)
+{
+    struct held *h = ud;
+    pthread_mutex_lock(&h->mu);
+    h->res = json_incref(res);
+    pthread_cond_broadcast(&h->cv);
+    pthread_mutex_unlock(&h->mu);
+}
+
+/* Wait (up to ms) until the callback count or result is there. */
+static void held_wait(struct held *h, bool for_result, int ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&h->mu);
+    while (!(for_result ? h->res != NULL : h->ready > 0))
+        if (pthread_cond_timedwait(&h->cv, &h->mu, &ts) != 0)
+            break;
+    pthread_mutex_unlock(&h->mu);
+}
+
+TEST(hold_go_cancel_reserve)
+{
+    /* go: runs, with its whole wall time counted from go (held longer than the limit) */
+    struct held h = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    json_t *s = spec_sh("sleep 0.1; echo ran");
+    set_limit(s, "wall_ms", 400);
+    json_object_set_new(s, "hold", json_true());
+    char id[80];
+    snprintf(id, sizeof(id), "%s", str(s, "id"));
+    struct tc_launcher_job job = {.done = held_done, .ready = held_ready, .userdata = &h};
+    CHECK(tc_launcher_submit_job(L, s, &job) == 0);
+    held_wait(&h, false, 5000);
+    CHECK(h.ready == 1);
+    usleep(600 * 1000);
+    CHECK(h.res == NULL); /* nothing runs before go */
+    CHECK(tc_launcher_go(L, id) == 0);
+    held_wait(&h, true, 5000);
+    CHECK(strcmp(str(h.res, "status"), "completed") == 0);
+    CHECK(strcmp(OUT(h.res), "ran\n") == 0);
+    json_decref(h.res);
+    json_decref(s);
+
+    /* cancel while held: ends unrun */
+    struct held c = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    s = spec_sh("echo ran");
+    json_object_set_new(s, "hold", json_true());
+    snprintf(id, sizeof(id), "%s", str(s, "id"));
+    job.userdata = &c;
+    CHECK(tc_launcher_submit_job(L, s, &job) == 0);
+    held_wait(&c, false, 5000);
+    CHECK(tc_launcher_cancel(L, id) == 0);
+    held_wait(&c, true, 5000);
+    CHECK(strcmp(str(c.res, "status"), "error") == 0);
+    CHECK(strstr(str(c.res, "error"), "before the program started") != NULL);
+    CHECK(strcmp(OUT(c.res), "") == 0);
+    json_decref(c.res);
+
+    /* "hold" and a ready callback go together */
+    struct tc_launcher_job no_ready = {.done = held_done, .userdata = &c};
+    CHECK(tc_launcher_submit_job(L, s, &no_ready) == -EINVAL);
+    json_object_del(s, "hold");
+    CHECK(tc_launcher_submit_job(L, s, &job) == -EINVAL);
+    json_object_set_new(s, "hold", json_string("yes"));
+    CHECK(tc_launcher_submit_job(L, s, &job) == -EINVAL);
+    json_decref(s);
+
+    /* promised slots count against the limit until submitted or given back */
+    int n = 0;
+    while (n < 100 && tc_launcher_reserve(L) == 0)
+        n++;
+    CHECK(n == 64);
+    CHECK(tc_launcher_reserve(L) == -EAGAIN);
+    s = spec_sh("true");
+    CHECK(tc_launcher_submit(L, s, held_done, &c) == -EAGAIN);
+    json_decref(s);
+    while (n-- > 0)
+        tc_launcher_unreserve(L);
+    CHECK(tc_launcher_reserve(L) == 0);
+    tc_launcher_unreserve(L);
+    check_clean();
+}
+
 struct conc {
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -1374,6 +1482,7 @@ int main(int argc, char **argv)
     RUN(exec_failure);
     RUN(invalid_specs_rejected);
     RUN(cancel);
+    RUN(hold_go_cancel_reserve);
     RUN(pool_shells_killed);
     RUN(fifty_concurrent);
     RUN(launcher_death_fails_pending_and_restarts);
