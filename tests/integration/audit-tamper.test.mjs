@@ -303,8 +303,20 @@ test('(e2) fail closed after the run: a result whose completion record cannot be
   assertProblem(res, 503, 'unavailable');
   assert.ok(!res.text.includes('secret-result'));
   assert.equal(await metric('toolcage_audit_write_failures_total'), failures0 + 1);
-  // The stored execution has no result either (the UPDATE rolled back with the record).
+  // Nothing was stored with the refused record (the UPDATE rolled back with it)...
   assert.equal((await server.sql(`SELECT status FROM executions WHERE id = '${id}'`)).trim(), 'running');
+  // ...but the outcome is kept and retried (issue 12): once appending works again it is stored
+  // with exactly one outcome record, and nothing is left pending.
+  const until = Date.now() + 30000 * SLOW;
+  let status = 'running';
+  while (status === 'running' && Date.now() < until) {
+    await new Promise((r) => setTimeout(r, 200));
+    status = (await server.sql(`SELECT status FROM executions WHERE id = '${id}'`)).trim();
+  }
+  assert.equal(status, 'completed', 'the kept outcome was stored after the grant came back');
+  assert.equal((await server.sql(`SELECT count(*) FROM audit_log WHERE record->>'execution_id' = '${id}'
+    AND record->>'action' = 'execution.complete'`)).trim(), '1');
+  assert.equal(await metric('toolcage_outcomes_unstored'), 0);
   await assertIntact();
 });
 
