@@ -48,7 +48,13 @@ static const struct opt options[] = {
     {"TOOLCAGE_PREVIOUS_MASTER_KEY_FILES", OPT_STRING, NULL, 0, 0, OFF(previous_master_key_files),
      "comma-separated earlier master keys, to open secrets not yet re-sealed (see docs/credentials.md)"},
     {"TOOLCAGE_WEBHOOK_ALLOW_PRIVATE", OPT_BOOL, "0", 0, 1, OFF(webhook_allow_private),
-     "1: webhooks may target loopback and private addresses"},
+     "1: webhooks may target loopback and private addresses (never cloud metadata)"},
+    {"TOOLCAGE_WEBHOOK_CONCURRENCY", OPT_INT, "32", 1, 1024, OFF(webhook_concurrency),
+     "webhook deliveries in flight at once, per server process"},
+    {"TOOLCAGE_WEBHOOK_TENANT_CONCURRENCY", OPT_INT, "4", 1, 1024, OFF(webhook_tenant_concurrency),
+     "one tenant's webhook deliveries in flight at once, over all server processes"},
+    {"TOOLCAGE_WEBHOOK_MAX_ATTEMPTS", OPT_INT, "10", 1, 30, OFF(webhook_max_attempts),
+     "attempts per webhook delivery (backoff 1 s, 2 s, 4 s ... 1 h) before it is given up"},
 };
 
 static int parse_listen(const char *v, struct tc_config *cfg)

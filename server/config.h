@@ -23,6 +23,9 @@ struct tc_config {
     char *master_key_file;
     char *previous_master_key_files; /* comma-separated; NULL when unset */
     bool webhook_allow_private;
+    int64_t webhook_concurrency;        /* deliveries in flight, this process */
+    int64_t webhook_tenant_concurrency; /* one tenant's deliveries in flight, all processes */
+    int64_t webhook_max_attempts;
 };
 
 /* Fill cfg from the environment. On a bad value returns -EINVAL and sets *ret_error

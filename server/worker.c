@@ -22,7 +22,6 @@
 #include "server/log.h"
 #include "server/metrics.h"
 #include "server/waiters.h"
-#include "server/webhook.h"
 
 #define INSTANCE_LOCK_CLASS "7715"
 
@@ -391,7 +390,6 @@ static void *worker_main(void *arg)
             last_sweep = now;
             if (tc_approval_expire_due(w->conn, w->srv->keys) < 0)
                 tc_log(TC_LOG_WARN, "approval expiry sweep failed", NULL);
-            tc_webhook_deliver_due(w->conn, w->srv->keys, w->srv->cfg->webhook_allow_private);
         }
         if (now - last_interrupt >= 2000) {
             last_interrupt = now;

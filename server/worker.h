@@ -5,7 +5,8 @@
  * (toolcage_queue) and finished executions (toolcage_done); it claims queued executions with
  * FOR UPDATE SKIP LOCKED and runs them through the launcher exactly once, after checking the
  * stored payload against the approved hash; it expires approvals, marks executions whose
- * process died as failed ("interrupted"), delivers webhooks and times out long-polls. */
+ * process died as failed ("interrupted") and times out long-polls. Webhooks are delivered by
+ * a thread of their own (server/webhook.h). */
 #pragma once
 
 struct tc_server;
