@@ -609,7 +609,8 @@ int tc_http_start(struct tc_server *srv, char **ret_error)
     if (ai->ai_family == AF_INET6)
         flags |= MHD_USE_IPv6;
     srv->mhd = MHD_start_daemon(
-        flags, srv->cfg->listen_port, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR,
+        flags, srv->cfg->listen_port, NULL, NULL, on_request, srv, MHD_OPTION_EXTERNAL_LOGGER,
+        on_mhd_error, NULL, MHD_OPTION_SOCK_ADDR,
         ai->ai_addr, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)srv->cfg->threads,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_UNESCAPE_CALLBACK, unescape,
         NULL, MHD_OPTION_URI_LOG_CALLBACK, on_request_line, srv, MHD_OPTION_NOTIFY_CONNECTION,
@@ -617,8 +618,7 @@ int tc_http_start(struct tc_server *srv, char **ret_error)
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000,
         /* one client address cannot take all 1000 slots (idle sockets, slow headers) */
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)srv->cfg->max_connections_per_ip,
-        MHD_OPTION_EXTERNAL_LOGGER,
-        on_mhd_error, NULL, MHD_OPTION_END);
+        MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!srv->mhd) {
         tc_http_guard_free(srv->guard);

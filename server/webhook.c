@@ -196,7 +196,7 @@ static int prepare(struct tc_webhooks *w, struct delivery *d, const char *url)
 static void record(struct tc_webhooks *w, struct delivery *d, bool delivered, long status,
                    const char *error, bool give_up)
 {
-    char st[16], backoff[16];
+    char st[24], backoff[24];
     snprintf(st, sizeof(st), "%ld", status);
     /* 1 s, 2 s, 4 s, ... at most an hour, from the end of this attempt */
     long b = d->attempt >= 13 ? BACKOFF_MAX_S : 1L << (d->attempt > 0 ? d->attempt - 1 : 0);
