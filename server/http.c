@@ -383,7 +383,7 @@ static bool request_id_ok(const char *s)
  *   METHOD \0 [spaces] TARGET \0 VERSION \0 [\0]   (CRLF, or a bare LF, become NUL bytes)
  *   NAME \0 [spaces] VALUE \0 [\0]   ... one per header line ...   \0 [\0]
  * so anything but NUL bytes between the end of one string and the start of the next means
- * the client sent a NUL. raw_uri_len is strlen() of the target as the URI log callback saw
+ * the client sent a NUL (or folded a header line: refused too, RFC 9112 5.2). raw_uri_len is strlen() of the target as the URI log callback saw
  * it, before '?' and escapes were cut out. Returns NULL, or why the head is refused. */
 struct head_walk {
     const char *prev_end; /* end of the previous header's value */
@@ -432,8 +432,16 @@ static const char *head_nul(struct tc_request *r, const char *method, const char
         return "the request target contains a NUL byte";
     struct head_walk w = {0};
     MHD_get_connection_values_n(r->conn, MHD_HEADER_KIND, walk_header, &w);
-    /* the last header line: its end, then the empty line */
-    if (w.bad || (w.prev_end && (w.prev_end[0] || w.prev_end[1])))
+    if (w.bad)
+        return "a header contains a NUL byte, or a header line is folded";
+    /* After the last line (a header's, or the request line's): its end and the empty line,
+     * two to four NUL bytes up to where libmicrohttpd says the head ends. A line that starts
+     * with a NUL byte would have ended the head early, and its rest, like a folded line's,
+     * would lie in between. */
+    const union MHD_ConnectionInfo *hs =
+        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    const char *last = w.prev_end ? w.prev_end : version + strlen(version);
+    if (hs && (hs->header_size > HEAD_SPAN_MAX || !only_nul(last, method + hs->header_size, 2, 4)))
         return "a header contains a NUL byte, or a header line is folded";
     return NULL;
 }

@@ -283,7 +283,11 @@ test('%00 or a raw NUL in the path does not truncate it onto another route', asy
     get('/v1/tools?x=1\0&y=2', auth(server.keys.agent)),
     get('/v1/tools', `Authorization: Bearer ${server.keys.agent}\u0000junk\r\n`),
     `GET /v1/tools HTTP/1.1\r\nAuthorization: Bearer ${server.keys.agent}\u0000junk\r\nHost: x\r\n\r\n`,
-    `GET /v1/tools HTTP/1.1\nHost: x\nAuthorization: Bearer ${server.keys.agent}\u0000junk\n\n`]) {
+    `GET /v1/tools HTTP/1.1\nHost: x\nAuthorization: Bearer ${server.keys.agent}\u0000junk\n\n`,
+    // a line that starts with NUL ends the head for libmicrohttpd: what follows it would
+    // become the body or the next request for it, and headers for a proxy in front
+    `GET /v1/tools HTTP/1.1\r\nHost: x\r\n\0X-Smuggled: 1\r\n${auth(server.keys.agent)}\r\n`,
+    `POST /v1/prescreen HTTP/1.1\r\nHost: x\r\n\0\r\nContent-Length: 5\r\n\r\nabcde`]) {
     const r = await raw(req);
     assert.equal(r.status, 400, `${JSON.stringify(req.slice(0, 60))}: ${r.text.slice(0, 200)}`);
     assert.match(r.text, /urn:toolcage:problem:bad-request/);
