@@ -50,11 +50,17 @@ static int64_t body_deadline(const struct tc_http_guard *g, const struct tc_http
     return c->since_ms + g->lim.header_ms + (earned < cap ? earned : cap);
 }
 
-/* Under g->lock. */
-static void cut(struct tc_http_guard *g, struct tc_http_conn *c, int64_t now)
+struct cut_note {
+    enum phase phase;
+    int64_t ms;
+};
+
+/* Under g->lock; logged by the caller after unlocking (a blocked stderr must not hold up
+ * libmicrohttpd's threads, which take the lock on every request). */
+static void cut(struct tc_http_conn *c, int64_t now, struct cut_note *note)
 {
-    tc_log(TC_LOG_INFO, "connection cut: too slow", "{s:s, s:I}", "waiting_for",
-           phase_names[c->phase], "ms", (json_int_t)(now - c->since_ms));
+    note->phase = c->phase;
+    note->ms = now - c->since_ms;
     /* The fd is libmicrohttpd's and still open (its close notification, which removes this
      * record under the same lock, comes before the close). It sees the end of the stream and
      * closes the connection itself. */
@@ -68,11 +74,28 @@ static void *guard_main(void *arg)
     pthread_mutex_lock(&g->lock);
     while (!g->stopping) {
         int64_t now = tc_now_ms();
+        struct cut_note notes[16];
+        size_t n = 0, more = 0;
         for (struct tc_http_conn *c = g->head; c; c = c->next) {
-            if ((c->phase == PHASE_HEAD || c->phase == PHASE_IDLE) && now > c->deadline_ms)
-                cut(g, c, now);
-            else if (c->phase == PHASE_BODY && g->lim.min_rate > 0 && now > body_deadline(g, c))
-                cut(g, c, now);
+            bool late = ((c->phase == PHASE_HEAD || c->phase == PHASE_IDLE) && now > c->deadline_ms) ||
+                        (c->phase == PHASE_BODY && g->lim.min_rate > 0 && now > body_deadline(g, c));
+            if (!late)
+                continue;
+            struct cut_note spare;
+            cut(c, now, n < TC_ARRAY_SIZE(notes) ? &notes[n] : &spare);
+            if (n < TC_ARRAY_SIZE(notes))
+                n++;
+            else
+                more++;
+        }
+        if (n) {
+            pthread_mutex_unlock(&g->lock);
+            for (size_t i = 0; i < n; i++)
+                tc_log(TC_LOG_INFO, "connection cut: too slow", "{s:s, s:I}", "waiting_for",
+                       phase_names[notes[i].phase], "ms", (json_int_t)notes[i].ms);
+            if (more)
+                tc_log(TC_LOG_INFO, "connections cut: too slow", "{s:I}", "more", (json_int_t)more);
+            pthread_mutex_lock(&g->lock);
         }
         struct timespec until;
         clock_gettime(CLOCK_MONOTONIC, &until);
@@ -81,7 +104,8 @@ static void *guard_main(void *arg)
             until.tv_sec++;
             until.tv_nsec -= 1000000000L;
         }
-        pthread_cond_timedwait(&g->cond, &g->lock, &until);
+        if (!g->stopping)
+            pthread_cond_timedwait(&g->cond, &g->lock, &until);
     }
     pthread_mutex_unlock(&g->lock);
     return NULL;

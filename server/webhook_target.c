@@ -190,6 +190,9 @@ bool tc_webhook_target_refused(const char *url, bool allow_private, char *why, s
     if (host[0] == '[' && hl >= 3 && hl - 2 < sizeof(lit) && host[hl - 1] == ']') {
         memcpy(lit, host + 1, hl - 2);
         lit[hl - 2] = '\0';
+        char *zone = strchr(lit, '%'); /* [fe80::1%25eth0]: the zone is not the address */
+        if (zone)
+            *zone = '\0';
         if (inet_pton(AF_INET6, lit, &s6.sin6_addr) == 1)
             sa = (const struct sockaddr *)&s6;
     } else if (inet_pton(AF_INET, host, &s4.sin_addr) == 1) {
