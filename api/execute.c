@@ -21,6 +21,7 @@
 #include "server/log.h"
 #include "server/metrics.h"
 #include "server/recorder.h"
+#include "server/webhook.h"
 
 struct exec_state {
     struct tc_request *r;
@@ -559,6 +560,17 @@ enum MHD_Result tc_api_execute(struct tc_request *r)
         idem_end(r, st, 422, NULL, NULL);
         ret = tc_respond_problem(r, 422, "limit-exceeds-policy", "Limit exceeds policy", errors,
                                  "a requested limit is above what the policy allows");
+        goto out;
+    }
+    /* Refused now rather than failing later: a webhook to this host, to a cloud metadata
+     * service or to the local network (server/webhook.h; checked again at every connect). */
+    const char *cb = json_string_value(json_object_get(req.body, "callback_url"));
+    char why[512];
+    if (cb && tc_webhook_target_refused(cb, r->srv->cfg->webhook_allow_private, why, sizeof(why))) {
+        idem_end(r, st, 422, NULL, NULL);
+        ret = tc_respond_problem(r, 422, "callback-url-forbidden", "Callback URL not allowed",
+                                 json_pack("[{s:s, s:s}]", "path", "callback_url", "message", why),
+                                 "%s", why);
         goto out;
     }
     tc_uuid7(st->id);

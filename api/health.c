@@ -17,17 +17,28 @@ enum MHD_Result tc_api_readyz(struct tc_request *r)
 {
     bool db = tc_db_ping(r->srv->db);
     bool launcher = false;
+    json_t *uids = NULL;
     if (tc_server_begin(r->srv)) {
         launcher = tc_launcher_alive(r->srv->launcher);
+        json_t *hi = launcher ? tc_launcher_host_info(r->srv->launcher) : NULL;
+        json_t *range = json_object_get(hi, "uid_range");
+        if (json_is_object(range))
+            uids = json_pack("{s:O, s:O}", "first", json_object_get(range, "first"), "count",
+                             json_object_get(range, "count"));
+        json_decref(hi);
         tc_server_end(r->srv);
     }
     bool locked = r->srv->instance_locked; /* without it, it runs nothing new */
     bool ok = db && launcher && locked;
-    return tc_respond_json(r, ok ? 200 : 503,
-                           json_pack("{s:s, s:{s:s, s:s, s:s}}", "status", ok ? "ready" : "unavailable",
-                                     "checks", "database", db ? "ok" : "fail", "launcher",
-                                     launcher ? "ok" : "fail", "instance_lock",
-                                     locked ? "ok" : "fail"));
+    json_t *body = json_pack("{s:s, s:{s:s, s:s, s:s}}", "status", ok ? "ready" : "unavailable",
+                             "checks", "database", db ? "ok" : "fail", "launcher",
+                             launcher ? "ok" : "fail", "instance_lock", locked ? "ok" : "fail");
+    /* the host uids the current launcher's sandboxes run as (sandbox/uidrange.h): for
+     * operators' process and file audits, and the tests that look for leftovers */
+    if (body && uids)
+        json_object_set(body, "sandbox_uids", uids);
+    json_decref(uids);
+    return tc_respond_json(r, ok ? 200 : 503, body);
 }
 
 enum MHD_Result tc_api_openapi(struct tc_request *r)

@@ -39,6 +39,7 @@
 #include "sandbox/sandbox.h"
 #include "sandbox/seccomp.h"
 #include "sandbox/spec.h"
+#include "sandbox/uidrange.h"
 #include "sandbox/wire.h"
 #include "sandbox/workspace.h"
 
@@ -46,6 +47,7 @@
 #define OUTPUT_KILL_DISCARD (64ULL << 20)
 #define TICK_MS             50
 #define MAX_SLOTS           1024
+_Static_assert(MAX_SLOTS <= TC_UID_RANGE_SIZE, "one host uid per slot, from the launcher's range");
 #define SETUP_QUIET_MS      5 /* see setting_up() */
 #define HOLD_MAX_MS         60000 /* a held sandbox the server never released (see hold()) */
 
@@ -127,6 +129,8 @@ struct launcher {
     struct sbx *slots;
     unsigned max, running;
     uid_t uid_base;
+    unsigned uid_index; /* the range in the uid registry (uidrange.h) */
+    int uid_fd;         /* holds the range until we are gone */
     bool stopping;
     struct tc_cgroup *dead_cgs; /* finished sandboxes' groups: removed once the result is
                                  * out, retried on tick while busy */
@@ -1215,16 +1219,23 @@ static json_t *host_info(struct launcher *L)
             ctl, json_string(L->cg.mode == TC_CG_V1 && c == TC_CG_CPU ? "cpuacct" : names[c]));
         json_object_set_new(parents, names[c], json_string(L->cg.parent_path[c]));
     }
-    return json_pack("{s:s, s:o, s:o, s:b, s:b, s:s, s:i, s:i, s:s, s:b, s:s?, s:i, s:i}", "cgroup",
-                     L->cg.mode == TC_CG_V2   ? "v2"
-                     : L->cg.mode == TC_CG_V1 ? "v1"
-                                              : "none",
-                     "controllers", ctl, "cgroup_parents", parents, "seccomp_notify", L->sc.notify,
-                     "memsw", L->cg.memsw, "kernel", u.release, "launcher_pid", (int)getpid(),
-                     "max_sandboxes", (int)L->max, "backends",
-                     L->gv.available ? "native,gvisor" : "native", "userns", 1, "note",
-                     L->cg.note[0] ? L->cg.note : NULL, "egress_pid",
-                     (int)tc_egress_link_pid(L->egress), "pool", (int)L->pool.target);
+    json_t *hi =
+        json_pack("{s:s, s:o, s:o, s:b, s:b, s:s, s:i, s:i, s:s, s:b, s:s?, s:i, s:i}", "cgroup",
+                  L->cg.mode == TC_CG_V2   ? "v2"
+                  : L->cg.mode == TC_CG_V1 ? "v1"
+                                           : "none",
+                  "controllers", ctl, "cgroup_parents", parents, "seccomp_notify", L->sc.notify,
+                  "memsw", L->cg.memsw, "kernel", u.release, "launcher_pid", (int)getpid(),
+                  "max_sandboxes", (int)L->max, "backends",
+                  L->gv.available ? "native,gvisor" : "native", "userns", 1, "note",
+                  L->cg.note[0] ? L->cg.note : NULL, "egress_pid",
+                  (int)tc_egress_link_pid(L->egress), "pool", (int)L->pool.target);
+    /* the host uids of this launcher's sandboxes: first .. first + count - 1 */
+    if (hi)
+        json_object_set_new(hi, "uid_range",
+                            json_pack("{s:i, s:I, s:i}", "index", (int)L->uid_index, "first",
+                                      (json_int_t)L->uid_base, "count", MAX_SLOTS));
+    return hi;
 }
 
 static int mkdir_p(const char *path, mode_t mode)
@@ -1254,7 +1265,28 @@ static int setup(struct launcher *L, const char *state_dir)
     sigset_t mask;
     int r;
 
-    L->uid_base = 1000000 + (uid_t)(getpid() % 2000) * MAX_SLOTS;
+    /* A range of host uids no other launcher on this host has (uidrange.h). The search starts
+     * at our pid only to spread launchers; the lock decides. */
+    const char *registry = getenv("TOOLCAGE_UID_REGISTRY");
+    if (!registry || !*registry)
+        registry = TC_UID_REGISTRY;
+    r = registry[0] == '/' ? tc_uidrange_acquire(registry, TC_UID_RANGES, (unsigned)getpid(),
+                                                 &L->uid_index, &L->uid_fd)
+                           : -EINVAL;
+    if (r < 0) {
+        char why[96];
+        if (r == -EBUSY)
+            snprintf(why, sizeof(why), "all %u are held by other launchers", TC_UID_RANGES);
+        else
+            snprintf(why, sizeof(why), "%s", r == -EPERM ? "the directory must be ours and "
+                                                           "writable by nobody else"
+                                                         : strerror(-r));
+        snprintf(L->setup_error, sizeof(L->setup_error),
+                 "no host uid range for the sandboxes in the registry %.*s: %s", PATH_MAX - 200,
+                 registry, why);
+        return r;
+    }
+    L->uid_base = tc_uidrange_first(L->uid_index);
     if (setgroups(0, NULL) < 0)
         return -errno;
     /* Private mount namespace: everything we mount is invisible to the host and
@@ -1348,6 +1380,9 @@ static void cleanup(struct launcher *L)
     tc_egress_link_free(L->egress);
     free(L->slots);
     free(L->dead_cgs);
+    /* last: every process that ran as one of our uids is gone */
+    if (L->uid_fd >= 0)
+        close(L->uid_fd);
 }
 
 static int parse_uint(const char *s, unsigned long max, unsigned long *ret)
@@ -1372,7 +1407,7 @@ int tc_launcher_main(int argc, char **argv)
     int r;
 
     memset(&L, 0, sizeof(L));
-    L.sock = L.epfd = L.sigfd = L.init_fd = L.base_fd = -1;
+    L.sock = L.epfd = L.sigfd = L.init_fd = L.base_fd = L.uid_fd = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "launcher") == 0)

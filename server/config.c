@@ -39,12 +39,22 @@ static const struct opt options[] = {
      "sandboxes running at once (503 beyond)"},
     {"TOOLCAGE_MAX_CONNECTIONS_PER_IP", OPT_INT, "256", 0, 1000, OFF(max_connections_per_ip),
      "open HTTP connections per client address, of 1000 (0: no limit, e.g. behind a reverse proxy)"},
+    {"TOOLCAGE_HTTP_HEADER_TIMEOUT_MS", OPT_INT, "10000", 100, 600000, OFF(http_header_timeout_ms),
+     "a client must send its whole request line and headers within this time (then cut off)"},
+    {"TOOLCAGE_HTTP_BODY_MIN_RATE", OPT_INT, "1024", 0, 1073741824, OFF(http_body_min_rate),
+     "bytes/s a request body must average after TOOLCAGE_HTTP_HEADER_TIMEOUT_MS of grace (0: off)"},
     {"TOOLCAGE_MASTER_KEY_FILE", OPT_STRING, "/var/lib/toolcage/master.key", 0, 0,
      OFF(master_key_file), "32-byte key that seals secrets (mode 0600)"},
     {"TOOLCAGE_PREVIOUS_MASTER_KEY_FILES", OPT_STRING, NULL, 0, 0, OFF(previous_master_key_files),
      "comma-separated earlier master keys, to open secrets not yet re-sealed (see docs/credentials.md)"},
     {"TOOLCAGE_WEBHOOK_ALLOW_PRIVATE", OPT_BOOL, "0", 0, 1, OFF(webhook_allow_private),
-     "1: webhooks may target loopback and private addresses"},
+     "1: webhooks may target loopback and private addresses (never cloud metadata)"},
+    {"TOOLCAGE_WEBHOOK_CONCURRENCY", OPT_INT, "32", 1, 1024, OFF(webhook_concurrency),
+     "webhook deliveries in flight at once, per server process"},
+    {"TOOLCAGE_WEBHOOK_TENANT_CONCURRENCY", OPT_INT, "4", 1, 1024, OFF(webhook_tenant_concurrency),
+     "one tenant's webhook deliveries in flight at once, over all server processes"},
+    {"TOOLCAGE_WEBHOOK_MAX_ATTEMPTS", OPT_INT, "10", 1, 30, OFF(webhook_max_attempts),
+     "attempts per webhook delivery (backoff 1 s, 2 s, 4 s ... 1 h) before it is given up"},
 };
 
 static int parse_listen(const char *v, struct tc_config *cfg)

@@ -18,9 +18,14 @@ struct tc_config {
     int64_t max_body_bytes;
     int64_t max_sandboxes;
     int64_t max_connections_per_ip;
+    int64_t http_header_timeout_ms; /* absolute deadline for a request head (slowloris) */
+    int64_t http_body_min_rate;     /* bytes/s a request body must keep up; 0: no deadline */
     char *master_key_file;
     char *previous_master_key_files; /* comma-separated; NULL when unset */
     bool webhook_allow_private;
+    int64_t webhook_concurrency;        /* deliveries in flight, this process */
+    int64_t webhook_tenant_concurrency; /* one tenant's deliveries in flight, all processes */
+    int64_t webhook_max_attempts;
 };
 
 /* Fill cfg from the environment. On a bad value returns -EINVAL and sets *ret_error

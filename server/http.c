@@ -11,11 +11,14 @@
 #include "console/console.h"
 #include "policy/policy.h"
 #include "server/db.h"
+#include "server/http_guard.h"
 #include "server/log.h"
 #include "server/metrics.h"
 #include "server/routes.h"
 
 #define PROBLEM_PREFIX "urn:toolcage:problem:"
+#define IDLE_TIMEOUT_S 30 /* libmicrohttpd's idle timeout; also a kept-alive connection's wait */
+#define HEAD_SPAN_MAX  (1 << 20) /* no request head spans more of the read buffer than this */
 
 struct tc_policy *tc_server_policy(struct tc_server *srv)
 {
@@ -376,36 +379,130 @@ static bool request_id_ok(const char *s)
     return true;
 }
 
+/* libmicrohttpd 0.9.75 keeps the request line and the headers as C strings in its read
+ * buffer, so a raw NUL byte cuts what the handler sees ("GET /healthz\0junk" arrives as
+ * /healthz, "Authorization: Bearer <key>\0junk" as the key alone). A proxy in front may read
+ * the whole line; refuse rather than disagree with it. The buffer after parsing is
+ *   METHOD \0 [spaces] TARGET \0 VERSION \0 [\0]   (CRLF, or a bare LF, become NUL bytes)
+ *   NAME \0 [spaces] VALUE \0 [\0]   ... one per header line ...   \0 [\0]
+ * so anything but NUL bytes between the end of one string and the start of the next means
+ * the client sent a NUL (or folded a header line: refused too, RFC 9112 5.2). raw_uri_len is strlen() of the target as the URI log callback saw
+ * it, before '?' and escapes were cut out. Returns NULL, or why the head is refused. */
+struct head_walk {
+    const char *prev_end; /* end of the previous header's value */
+    bool bad;
+};
+
+static bool only_nul(const char *from, const char *to, size_t min, size_t max)
+{
+    if ((uintptr_t)to < (uintptr_t)from || (uintptr_t)to - (uintptr_t)from < min ||
+        (uintptr_t)to - (uintptr_t)from > max)
+        return false;
+    for (const char *p = from; p < to; p++)
+        if (*p)
+            return false;
+    return true;
+}
+
+static enum MHD_Result walk_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   size_t key_size, const char *value, size_t value_size)
+{
+    struct head_walk *w = cls;
+    (void)kind;
+    (void)key_size;
+    /* a header line ends with one or two NUL bytes, and the next one starts right after */
+    if (w->prev_end && !only_nul(w->prev_end, key, 1, 2))
+        w->bad = true;
+    w->prev_end = value + value_size;
+    return w->bad ? MHD_NO : MHD_YES;
+}
+
+static const char *head_nul(struct tc_request *r, const char *method, const char *url,
+                            const char *version)
+{
+    uintptr_t m = (uintptr_t)method, u = (uintptr_t)url, v = (uintptr_t)version;
+    /* all three point into the read buffer when the line had a target and a version; when
+     * they do not (a static "" from libmicrohttpd), libmicrohttpd refused the line itself */
+    if (!(m < u && u < v && v - m <= HEAD_SPAN_MAX))
+        return NULL;
+    const char *mend = method + strlen(method);
+    if ((uintptr_t)mend >= u || *mend != '\0')
+        return "the request line contains a NUL byte";
+    for (const char *p = mend + 1; (uintptr_t)p < u; p++)
+        if (*p != ' ')
+            return "the request line contains a NUL byte";
+    if (v - 1 - u != r->raw_uri_len)
+        return "the request target contains a NUL byte";
+    struct head_walk w = {0};
+    MHD_get_connection_values_n(r->conn, MHD_HEADER_KIND, walk_header, &w);
+    if (w.bad)
+        return "a header contains a NUL byte, or a header line is folded";
+    /* After the last line (a header's, or the request line's): its end and the empty line,
+     * two to four NUL bytes up to where libmicrohttpd says the head ends. A line that starts
+     * with a NUL byte would have ended the head early, and its rest, like a folded line's,
+     * would lie in between. */
+    const union MHD_ConnectionInfo *hs =
+        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    const char *last = w.prev_end ? w.prev_end : version + strlen(version);
+    if (hs && (hs->header_size > HEAD_SPAN_MAX || !only_nul(last, method + hs->header_size, 2, 4)))
+        return "a header contains a NUL byte, or a header line is folded";
+    return NULL;
+}
+
+/* The request line is in (MHD_OPTION_URI_LOG_CALLBACK): the request starts here. Its
+ * result becomes the request's context, *con_cls of on_request and on_completed. */
+static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+    struct tc_server *srv = cls;
+    struct tc_request *r = calloc(1, sizeof(*r));
+    if (!r)
+        return NULL; /* on_request then refuses it */
+    r->srv = srv;
+    r->conn = conn;
+    r->start_ms = tc_now_ms();
+    r->raw_uri_len = strlen(uri);
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    r->gconn = ci ? ci->socket_context : NULL;
+    tc_http_guard_request_line(srv->guard, r->gconn);
+    return r;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls)
 {
     struct tc_server *srv = cls;
     struct tc_request *r = *con_cls;
-    if (!r) {
-        r = calloc(1, sizeof(*r));
-        if (!r)
-            return MHD_NO;
-        r->srv = srv;
-        r->conn = conn;
+    if (!r)
+        return MHD_NO; /* on_request_line could not allocate it */
+    if (!r->started) {
+        r->started = true;
+        tc_http_guard_headers_done(srv->guard, r->gconn);
         r->method = method;
         r->path = strdup(url);
-        r->start_ms = tc_now_ms();
         tc_buf_init(&r->body, (size_t)srv->cfg->max_body_bytes);
         const char *rid = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Request-Id");
         if (rid && request_id_ok(rid))
             snprintf(r->request_id, sizeof(r->request_id), "%s", rid);
         else
             tc_uuid7(r->request_id);
-        *con_cls = r;
         if (!r->path)
             return MHD_NO;
+        const char *nul = head_nul(r, method, url, version);
+        if (nul) {
+            r->body_done = true;
+            tc_http_guard_handling(srv->guard, r->gconn);
+            return problem_with_header(r, 400, "bad-request", "Bad request", "Connection", "close",
+                                       "%s", nul);
+        }
         /* Request smuggling: where a proxy in front and libmicrohttpd could disagree on where
          * the body ends (two Content-Length headers, or one with Transfer-Encoding), refuse
          * and close the connection rather than pick one (RFC 9112 6.3). */
         int ncl = header_count(conn, "Content-Length"), nte = header_count(conn, "Transfer-Encoding");
         if (ncl > 1 || (ncl && nte)) {
             r->body_done = true;
+            tc_http_guard_handling(srv->guard, r->gconn);
             return problem_with_header(r, 400, "bad-request", "Bad request", "Connection", "close",
                                        ncl > 1 ? "send exactly one Content-Length header"
                                                : "send Content-Length or Transfer-Encoding, not both");
@@ -416,6 +513,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (cl && tc_parse_i64(cl, 0, INT64_MAX, &n) == 0 && n > srv->cfg->max_body_bytes) {
             r->body_too_large = true;
             r->body_done = true;
+            tc_http_guard_handling(srv->guard, r->gconn);
             return tc_respond_problem(r, 413, "body-too-large", "Request body too large", NULL,
                                       "the body exceeds %lld bytes",
                                       (long long)srv->cfg->max_body_bytes);
@@ -429,6 +527,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return h(r);
     }
     if (*upload_data_size > 0) {
+        tc_http_guard_body(srv->guard, r->gconn, *upload_data_size);
         if (!r->body_too_large && tc_buf_append(&r->body, upload_data, *upload_data_size) < 0)
             r->body_too_large = true;
         if (r->body_too_large)
@@ -439,23 +538,48 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (r->body_done)
         return MHD_NO; /* a response was already queued */
     r->body_done = true;
+    tc_http_guard_handling(srv->guard, r->gconn);
     return dispatch(r);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
+    struct tc_server *srv = cls;
     struct tc_request *r = *con_cls;
     if (!r)
         return;
-    tc_metrics_request(r->route ? r->route : "unmatched", r->status, tc_now_ms() - r->start_ms);
-    tc_log(r->status >= 500 ? TC_LOG_WARN : TC_LOG_INFO, "request",
-           "{s:s, s:s, s:s, s:i, s:I, s:s, s:b}", "request_id", r->request_id, "method",
-           r->method ? r->method : "", "path", r->path ? r->path : "", "status", (int)r->status,
-           "duration_ms", (json_int_t)(tc_now_ms() - r->start_ms), "tenant",
-           r->principal.tenant_name, "completed", toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
+    tc_http_guard_completed(srv->guard, r->gconn);
+    if (r->started) {
+        tc_metrics_request(r->route ? r->route : "unmatched", r->status, tc_now_ms() - r->start_ms);
+        tc_log(r->status >= 500 ? TC_LOG_WARN : TC_LOG_INFO, "request",
+               "{s:s, s:s, s:s, s:i, s:I, s:s, s:b}", "request_id", r->request_id, "method",
+               r->method ? r->method : "", "path", r->path ? r->path : "", "status", (int)r->status,
+               "duration_ms", (json_int_t)(tc_now_ms() - r->start_ms), "tenant",
+               r->principal.tenant_name, "completed", toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
+    } else {
+        /* refused by libmicrohttpd before the handler saw it (431, 414, a bad header line),
+         * or the client left, or was cut off (http_guard.h), in the middle of its head */
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_HTTP_STATUS);
+        tc_log(TC_LOG_DEBUG, "request head not accepted", "{s:i, s:I}", "status",
+               ci ? (int)ci->http_status : 0, "duration_ms", (json_int_t)(tc_now_ms() - r->start_ms));
+    }
     request_free(r);
     *con_cls = NULL;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    struct tc_server *srv = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        *socket_context = ci ? tc_http_guard_open(srv->guard, ci->connect_fd) : NULL;
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        tc_http_guard_close(srv->guard, *socket_context);
+        *socket_context = NULL;
+    }
 }
 
 static void on_mhd_error(void *cls, const char *fmt, va_list ap)
@@ -480,22 +604,36 @@ int tc_http_start(struct tc_server *srv, char **ret_error)
             *ret_error = strdup(gai_strerror(rc));
         return -EINVAL;
     }
+    struct tc_http_guard_limits lim = {.header_ms = srv->cfg->http_header_timeout_ms,
+                                       .idle_ms = IDLE_TIMEOUT_S * 1000,
+                                       .min_rate = srv->cfg->http_body_min_rate,
+                                       .max_body = srv->cfg->max_body_bytes};
+    rc = tc_http_guard_new(&lim, &srv->guard);
+    if (rc < 0) {
+        freeaddrinfo(ai);
+        if (ret_error)
+            *ret_error = strdup("cannot start the connection guard");
+        return rc;
+    }
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
                      MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6)
         flags |= MHD_USE_IPv6;
     srv->mhd = MHD_start_daemon(
-        flags, srv->cfg->listen_port, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR,
+        flags, srv->cfg->listen_port, NULL, NULL, on_request, srv, MHD_OPTION_EXTERNAL_LOGGER,
+        on_mhd_error, NULL, MHD_OPTION_SOCK_ADDR,
         ai->ai_addr, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)srv->cfg->threads,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_UNESCAPE_CALLBACK, unescape,
-        NULL, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)30, MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000,
+        NULL, MHD_OPTION_URI_LOG_CALLBACK, on_request_line, srv, MHD_OPTION_NOTIFY_CONNECTION,
+        on_connection, srv, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000,
         /* one client address cannot take all 1000 slots (idle sockets, slow headers) */
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)srv->cfg->max_connections_per_ip,
-        MHD_OPTION_EXTERNAL_LOGGER,
-        on_mhd_error, NULL, MHD_OPTION_END);
+        MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!srv->mhd) {
+        tc_http_guard_free(srv->guard);
+        srv->guard = NULL;
         if (ret_error)
             *ret_error = strdup("cannot listen (address in use or not available)");
         return -EADDRINUSE;
@@ -509,4 +647,6 @@ void tc_http_stop(struct tc_server *srv)
         return;
     MHD_stop_daemon(srv->mhd);
     srv->mhd = NULL;
+    tc_http_guard_free(srv->guard); /* after the daemon: its close notifications use it */
+    srv->guard = NULL;
 }

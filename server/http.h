@@ -12,6 +12,8 @@
 #include "server/config.h"
 
 struct tc_db;
+struct tc_http_conn;
+struct tc_http_guard;
 struct tc_launcher;
 struct tc_policy;
 struct tc_keys;
@@ -22,6 +24,7 @@ struct tc_server {
     struct tc_db *db;
     struct tc_launcher *launcher;
     struct MHD_Daemon *mhd;
+    struct tc_http_guard *guard; /* deadlines for slow clients (server/http_guard.h) */
     const struct tc_keys *keys;
     /* This process in the instances table, and whether it holds its instance lock now
      * (written by the worker, see server/worker.h): without the lock, it starts nothing. */
@@ -55,6 +58,9 @@ struct tc_request {
     char *params[4]; /* path segments matched by "{}" */
     unsigned status; /* of the response queued, for the access log */
     long long start_ms;
+    bool started;       /* the headers are in and the handler has seen the request */
+    size_t raw_uri_len; /* of the request target as received, up to its first NUL byte */
+    struct tc_http_conn *gconn; /* the connection's record in srv->guard, or NULL */
     /* async: set by tc_request_suspend(); the handler that runs when resumed */
     tc_handler resume;
     void *state;

@@ -152,6 +152,7 @@ static int cmd_serve(int argc, char **argv)
     int rc = 1, r;
     struct tc_server srv = {.cfg = &cfg};
     struct tc_worker *worker = NULL;
+    struct tc_webhooks *webhooks = NULL;
     pthread_mutex_init(&srv.policy_lock, NULL);
     pthread_rwlock_init(&srv.run_lock, NULL);
 
@@ -229,6 +230,18 @@ static int cmd_serve(int argc, char **argv)
         tc_log(TC_LOG_ERROR, "cannot start the audit verifier", "{s:s}", "error", strerror(-r));
         goto out;
     }
+    struct tc_webhooks_options wo = {
+        .database_url = cfg.database_url, .keys = keys,
+        .allow_private = cfg.webhook_allow_private, .instance_id = srv.instance_id,
+        .max_in_flight = (unsigned)cfg.webhook_concurrency,
+        .per_tenant = (unsigned)cfg.webhook_tenant_concurrency,
+        .max_attempts = (unsigned)cfg.webhook_max_attempts};
+    free(err);
+    err = NULL;
+    if (tc_webhooks_start(&wo, &webhooks, &err) < 0) {
+        tc_log(TC_LOG_ERROR, "cannot start the webhook deliveries", "{s:s}", "error", err ? err : "");
+        goto out;
+    }
     json_t *host = tc_launcher_host_info(srv.launcher);
     tc_log(TC_LOG_INFO, "sandbox host support", "{s:O}", "host", host ? host : json_null());
     json_decref(host);
@@ -294,6 +307,8 @@ static int cmd_serve(int argc, char **argv)
     /* Every outcome stored, or kept on disk for the next start; every waiting client answered. */
     tc_recorder_stop(srv.recorder);
     srv.recorder = NULL;
+    tc_webhooks_stop(webhooks); /* deliveries in flight are aborted, due again at once */
+    webhooks = NULL;
     tc_waiters_wake_all();
     tc_verifier_stop(srv.verifier); /* its waiting requests resume */
     /* MHD must not be stopped while a connection is suspended: wait until every resumed
@@ -312,6 +327,7 @@ out:
     tc_worker_stop(worker);
     tc_verifier_free(srv.verifier);
     tc_recorder_stop(srv.recorder);
+    tc_webhooks_stop(webhooks);
     tc_db_close(srv.db);
     tc_keys_free((struct tc_keys *)srv.keys);
     tc_policy_unref(srv.policy);

@@ -24,7 +24,6 @@
 #include "server/metrics.h"
 #include "server/recorder.h"
 #include "server/waiters.h"
-#include "server/webhook.h"
 
 #define INSTANCE_LOCK_CLASS "7715"
 #define HEARTBEAT_MS 500
@@ -721,7 +720,6 @@ static void *worker_main(void *arg)
             last_sweep = now;
             if (locked && tc_approval_expire_due(w->conn, w->srv->keys) < 0)
                 tc_log(TC_LOG_WARN, "approval expiry sweep failed", NULL);
-            tc_webhook_deliver_due(w->conn, w->srv->keys, w->srv->cfg->webhook_allow_private);
         }
         if (locked && now - last_interrupt >= 1000) {
             last_interrupt = now;

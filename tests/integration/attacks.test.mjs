@@ -173,14 +173,20 @@ function procUid(pid) {
   }
 }
 
+/** The current launcher's host uid range, as /readyz reports it (sandbox/uidrange.h). */
+async function sandboxUids() {
+  const r = await server.request('GET', '/readyz', { timeout: 5000 });
+  assert.ok(r.json?.sandbox_uids, `/readyz names no sandbox uid range: ${r.text}`);
+  return r.json.sandbox_uids;
+}
+
 /** Processes whose real uid lies in the launcher's sandbox uid range (see docs/sandbox.md). */
-function sandboxUidProcs(lpid) {
-  const base = 1000000 + (lpid % 2000) * 1024;
+function sandboxUidProcs(lpid, { first: base, count }) {
   const found = [];
   for (const d of fs.readdirSync('/proc')) {
     if (!/^\d+$/.test(d)) continue;
     const uid = procUid(d);
-    if (uid !== null && uid >= base && uid < base + 1024 && !isIdleShell(Number(d), lpid)) {
+    if (uid !== null && uid >= base && uid < base + count && !isIdleShell(Number(d), lpid)) {
       let cmd = '';
       try { cmd = fs.readFileSync(`/proc/${d}/cmdline`, 'utf8').replaceAll('\0', ' '); } catch { /* gone */ }
       found.push(`${d} uid=${uid} ${cmd}`);
@@ -228,9 +234,10 @@ async function assertHostClean(lpid, id, where) {
   // Teardown happens before the result is sent; allow a short grace for the kernel to
   // finish reaping (a process can linger a moment as a zombie of nobody).
   let left, cgs, mounts, kids;
+  const uids = await sandboxUids();
   for (let i = 0; i < 40; i++) {
     kids = childrenOf(lpid).filter((p) => !isHelper(p, lpid) && !isIdleShell(p, lpid));
-    left = sandboxUidProcs(lpid);
+    left = sandboxUidProcs(lpid, uids);
     cgs = sandboxCgroups(lpid);
     mounts = id ? launcherMounts(lpid, id) : [];
     if (!kids.length && !left.length && !cgs.length && !mounts.length) break;

@@ -17,7 +17,12 @@ test('GET /healthz answers {"status":"ok"} without a key', async () => {
 test('GET /readyz reports the database and the launcher as ok', async () => {
   const res = await server.request('GET', '/readyz');
   assert.equal(res.status, 200, res.text);
-  assert.deepEqual(res.json, { status: 'ready', checks: { database: 'ok', launcher: 'ok', instance_lock: 'ok' } });
+  const { sandbox_uids: uids, ...rest } = res.json;
+  assert.deepEqual(rest, { status: 'ready', checks: { database: 'ok', launcher: 'ok', instance_lock: 'ok' } });
+  // the launcher's host uid range (sandbox/uidrange.h): 1024 uids of 1000000 + n * 1024
+  assert.equal(uids.count, 1024);
+  assert.equal((uids.first - 1000000) % 1024, 0);
+  assert.ok(uids.first >= 1000000 && uids.first < 1000000 + 2000 * 1024, JSON.stringify(uids));
 });
 
 test('GET /openapi.yaml serves the contract this suite validates against', async () => {

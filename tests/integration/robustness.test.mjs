@@ -105,8 +105,9 @@ async function held(marker = crypto.randomBytes(4).toString('hex'), srv = server
 
 // ---------------------------------------------------------------------------
 // Slowloris: one connection trickles its header one byte every 5 s from the start of the
-// file; the last test checks that the server cut it off (MHD's 30 s timeout is an idle
-// timeout, so it never does).
+// file; the last test checks that the server cut it off at the header deadline
+// (TOOLCAGE_HTTP_HEADER_TIMEOUT_MS, 10 s by default; MHD's own 30 s timeout is an idle timeout
+// and never would). robustness-deadlines.test.mjs tests the deadlines one by one.
 
 let slowloris = null;
 function startSlowloris() {
@@ -208,7 +209,13 @@ test('two Content-Length headers, or one with Transfer-Encoding, are refused (re
 });
 
 test('an invalid Content-Length gets exactly one response', {
-  todo: 'bug (libmicrohttpd 0.9.75): "Content-Length: -1" or a 23-digit value gets its status line and headers sent twice, the second copy inside the first one\'s body',
+  // Not fixable in toolcage with libmicrohttpd 0.9.75 (Debian 12): its parse_connection_headers()
+  // queues its own 400/413 and builds the response header, then MHD_connection_handle_idle()
+  // overwrites the state with HEADERS_PROCESSED and builds the header a second time. No
+  // application callback runs in between (the access handler never sees this request, the URI
+  // log callback runs before the headers are read), so the application cannot step in.
+  // libmicrohttpd 1.0.0 fixed it (the state is checked after parse_connection_headers()).
+  todo: 'bug of libmicrohttpd 0.9.75, fixed in 1.0.0: "Content-Length: -1" or a 23-digit value gets its status line and headers sent twice, the second copy inside the first one\'s body; the access handler is never called for it',
 }, async () => {
   for (const cl of ['-1', '99999999999999999999999']) {
     const r = await raw(`POST /v1/execute HTTP/1.1\r\nHost: x\r\nContent-Length: ${cl}\r\nConnection: close\r\n\r\nabc`);
@@ -262,17 +269,39 @@ test('odd methods, versions and request targets get a clean answer, never a hang
   await assertHealthy();
 });
 
-test('%00 or a raw NUL in the path does not truncate it onto another route', {
-  todo: 'bug (libmicrohttpd 0.9.75): a raw NUL byte in the request line cuts the URL before the handler sees it (GET /healthz\\0junk answers as /healthz); %00 is handled (kept, then 404)',
-}, async () => {
+// libmicrohttpd 0.9.75 keeps the request line and headers as C strings, so a raw NUL would cut
+// them short (GET /healthz\0junk would answer as /healthz); the server finds the NUL from where
+// the strings lie in the read buffer and refuses the request (server/http.c, head_nul()).
+test('%00 or a raw NUL in the path does not truncate it onto another route', async () => {
   for (const req of [get('/healthz%00junk'), get('/healthz\0junk'), get('/v1/audit/1%00junk', auth(server.keys.auditor)),
     get('/v1/tools%00/../../admin', auth(server.keys.agent))]) {
     const r = await raw(req);
     assert.ok([400, 404].includes(r.status), `${JSON.stringify(req.slice(0, 40))}: ${r.text.slice(0, 120)}`);
   }
-  // a raw NUL inside a header value is accepted and the value cut there
-  const h = await raw(get('/v1/tools', `Authorization: Bearer ${server.keys.agent}\u0000junk\r\n`));
-  assert.ok([400, 401].includes(h.status), `NUL in Authorization: ${h.text.slice(0, 120)}`);
+  // a raw NUL in the method, the target or a header value: 400, and the connection is closed
+  for (const req of [get('/healthz\0junk'), get('/healthz\0'), 'GET\0junk /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n',
+    get('/v1/tools?x=1\0&y=2', auth(server.keys.agent)),
+    get('/v1/tools', `Authorization: Bearer ${server.keys.agent}\u0000junk\r\n`),
+    `GET /v1/tools HTTP/1.1\r\nAuthorization: Bearer ${server.keys.agent}\u0000junk\r\nHost: x\r\n\r\n`,
+    `GET /v1/tools HTTP/1.1\nHost: x\nAuthorization: Bearer ${server.keys.agent}\u0000junk\n\n`,
+    // a line that starts with NUL ends the head for libmicrohttpd: what follows it would
+    // become the body or the next request for it, and headers for a proxy in front
+    `GET /v1/tools HTTP/1.1\r\nHost: x\r\n\0X-Smuggled: 1\r\n${auth(server.keys.agent)}\r\n`,
+    `POST /v1/prescreen HTTP/1.1\r\nHost: x\r\n\0\r\nContent-Length: 5\r\n\r\nabcde`]) {
+    const r = await raw(req);
+    assert.equal(r.status, 400, `${JSON.stringify(req.slice(0, 60))}: ${r.text.slice(0, 200)}`);
+    assert.match(r.text, /urn:toolcage:problem:bad-request/);
+    assert.match(r.text, /NUL byte/);
+    assert.equal(r.why, 'closed');
+  }
+  // the same requests without the NUL are answered as usual (the check has no false alarms,
+  // also with bare LF line ends, an empty header value and several spaces after the method)
+  for (const [req, want] of [[get('/healthz'), 200], [get('/v1/tools?x=1&y=%41', auth(server.keys.agent)), 200],
+    [`GET /v1/tools HTTP/1.1\nHost: x\nX-Empty:\nAuthorization: Bearer ${server.keys.agent}\nConnection: close\n\n`, 200],
+    ['GET   /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n', 200]]) {
+    const r = await raw(req);
+    assert.equal(r.status, want, `${JSON.stringify(req.slice(0, 60))}: ${r.text.slice(0, 200)}`);
+  }
 });
 
 test('Authorization variants: scheme case-insensitive, anything malformed or huge is a quick 401, never a 5xx', async () => {
@@ -602,13 +631,16 @@ test('at shutdown the suspended long-polls get an answer, not a reset', () => {
 
 // ---------------------------------------------------------------------------
 
-test('slowloris: a request whose header is still incomplete after 40 s has been cut off', {
-  todo: 'bug: MHD_OPTION_CONNECTION_TIMEOUT (30 s) is an idle timeout; a client sending one header byte every 5 s keeps its connection (and one of the 1000 slots) forever',
-}, async () => {
+test('slowloris: a request whose header is still incomplete at the 10 s header deadline has been cut off', async () => {
   assert.ok(slowloris, 'the slowloris connection was not started');
   const left = 40_000 - (Date.now() - slowloris.start);
-  if (left > 0) await sleep(left);
+  if (left > 0 && !slowloris.closedAt) await sleep(left);
   assert.ok(slowloris.closedAt, `still open after ${((Date.now() - slowloris.start) / 1000).toFixed(0)} s and ${slowloris.sent} trickled bytes`);
+  const ms = slowloris.closedAt - slowloris.start;
+  // cut at the deadline (10 s after the accept; start is taken just before the connect), while
+  // it was still trickling (one byte every 5 s: an idle timeout of 30 s would never fire)
+  assert.ok(ms >= 9900 && ms <= 10_000 + 3000 * SLOW, `cut after ${ms} ms and ${slowloris.sent} trickled bytes`);
+  assert.ok(slowloris.sent >= 1, 'nothing was trickled before the cut');
 });
 
 test('after all of the above the server is healthy and its descriptors are back to normal', async () => {
