@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -97,8 +99,10 @@ static int read_key_at(int dfd, const char *file, const char *key, uint64_t *ret
     return -ENOENT;
 }
 
-/* Find the mount point of a cgroup hierarchy: v1 with controller ctl, or v2 (ctl NULL). */
-static int find_mount(const char *ctl, char *ret, size_t size)
+/* Find the mount point of a cgroup hierarchy: v1 with controller ctl, or v2 (ctl NULL), and
+ * the mount's root: the part of the hierarchy it shows. A container's /sys/fs/cgroup/memory
+ * may show only the container's own group, while /proc/self/cgroup names the full path. */
+static int find_mount(const char *ctl, char *ret, size_t size, char *ret_root, size_t rsize)
 {
     FILE *f = fopen("/proc/self/mountinfo", "re");
     char *line = NULL;
@@ -110,8 +114,8 @@ static int find_mount(const char *ctl, char *ret, size_t size)
     while (getline(&line, &cap, f) > 0) {
         /* id parent maj:min root mountpoint opts [optional...] - fstype source superopts */
         char *sep = strstr(line, " - ");
-        char mnt[512], fstype[32], src[64], sopts[512];
-        if (!sep || sscanf(line, "%*s %*s %*s %*s %511s", mnt) != 1 ||
+        char root[512], mnt[512], fstype[32], src[64], sopts[512];
+        if (!sep || sscanf(line, "%*s %*s %*s %511s %511s", root, mnt) != 2 ||
             sscanf(sep + 3, "%31s %63s %511s", fstype, src, sopts) < 2)
             continue;
         if (!ctl) {
@@ -127,8 +131,9 @@ static int find_mount(const char *ctl, char *ret, size_t size)
             if (!has)
                 continue;
         }
-        if (strlen(mnt) < size) {
+        if (strlen(mnt) < size && strlen(root) < rsize) {
             memcpy(ret, mnt, strlen(mnt) + 1);
+            memcpy(ret_root, root, strlen(root) + 1);
             found = 0;
             break;
         }
@@ -136,6 +141,42 @@ static int find_mount(const char *ctl, char *ret, size_t size)
     free(line);
     fclose(f);
     return found;
+}
+
+/* The directory of our group own (from /proc/self/cgroup) under a mount of the hierarchy at
+ * mnt whose root is root; -ENOENT if that mount does not show our group. */
+static int group_dir(const char *mnt, const char *root, const char *own, char *ret, size_t size)
+{
+    size_t rl = strcmp(root, "/") == 0 ? 0 : strlen(root);
+
+    if (rl && (strncmp(own, root, rl) != 0 || (own[rl] != '/' && own[rl] != '\0')))
+        return -ENOENT;
+    own += rl;
+    if (strcmp(own, "/") == 0)
+        own = "";
+    if ((size_t)snprintf(ret, size, "%s%s", mnt, own) >= size)
+        return -ENAMETOOLONG;
+    return 0;
+}
+
+/* A container runtime mounts the cgroup file system read-only for unprivileged containers.
+ * With CAP_SYS_ADMIN (which the sandboxes need anyway) the launcher makes it writable in its
+ * own private mount namespace only (setup() unshares it first); the mount still shows just
+ * the container's own part of the hierarchy. */
+static int remount_rw(const char *mnt)
+{
+    struct statvfs sv;
+    unsigned long fl = MS_REMOUNT | MS_BIND;
+
+    if (statvfs(mnt, &sv) < 0)
+        return -errno;
+    if (!(sv.f_flag & ST_RDONLY))
+        return 0;
+    /* keep the flags the kernel may have locked; drop only read-only */
+    fl |= (sv.f_flag & ST_NOSUID ? MS_NOSUID : 0) | (sv.f_flag & ST_NODEV ? MS_NODEV : 0) |
+          (sv.f_flag & ST_NOEXEC ? MS_NOEXEC : 0) | (sv.f_flag & ST_RELATIME ? MS_RELATIME : 0) |
+          (sv.f_flag & ST_NOATIME ? MS_NOATIME : 0);
+    return mount(NULL, mnt, NULL, fl, NULL) < 0 ? -errno : 0;
 }
 
 /* Our own cgroup path in a hierarchy: v1 by controller name, v2 (ctl NULL) the "0::" line. */
@@ -266,7 +307,7 @@ static int make_parent(const char *base, char *ret_path, size_t size, bool v2)
         return -errno;
     if (v2) {
         /* Delegate the controllers to toolcage/ (fails with EBUSY if base has processes
-         * and is not the root; the caller then tries the root). */
+         * and is not the root: the caller then moves them aside, see evacuate()). */
         int r = write_at(bfd, "cgroup.subtree_control", "+memory +pids");
         if (r < 0)
             return r;
@@ -300,10 +341,9 @@ static int make_parent(const char *base, char *ret_path, size_t size, bool v2)
 
 static bool controllers_have(const char *dir, const char *ctl)
 {
-    char path[600], buf[512];
+    char buf[512];
     _cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
-    snprintf(path, sizeof(path), "%s", dir);
     if (dfd < 0 || read_at(dfd, "cgroup.controllers", buf, sizeof(buf)) < 0)
         return false;
     for (char *tok = buf, *save = NULL; (tok = strtok_r(tok, " \n", &save)); tok = NULL)
@@ -312,25 +352,91 @@ static bool controllers_have(const char *dir, const char *ctl)
     return false;
 }
 
+/* v2's no-internal-process rule: a group that holds processes cannot give controllers to its
+ * children. That is where a systemd service with Delegate=yes starts (the server and this
+ * launcher in the unit's own group), and a container in its cgroup namespace's root. Move
+ * every process of base into the leaf base/SUPERVISOR, so that base can delegate. New
+ * processes are born in their parent's group, so a few rounds settle it. */
+#define SUPERVISOR "supervisor"
+static int evacuate(const char *base)
+{
+    _cleanup_close_ int bfd = open(base, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    _cleanup_close_ int sfd = -1;
+    char buf[8192];
+
+    if (bfd < 0)
+        return -errno;
+    sfd = mkdir_open(bfd, SUPERVISOR);
+    if (sfd < 0)
+        return sfd;
+    for (int round = 0; round < 10; round++) {
+        int r = read_at(bfd, "cgroup.procs", buf, sizeof(buf)), moved = 0;
+        if (r < 0)
+            return r;
+        for (char *p = buf, *end; *p; p = end) {
+            long pid = strtol(p, &end, 10);
+            if (end == p)
+                break;
+            while (*end == '\n')
+                end++;
+            char val[24];
+            snprintf(val, sizeof(val), "%ld", pid);
+            r = write_at(sfd, "cgroup.procs", val);
+            if (r < 0 && r != -ESRCH) /* a process that exited meanwhile is fine */
+                return r;
+            moved++;
+        }
+        if (moved == 0)
+            return 0;
+    }
+    return -EBUSY;
+}
+
+/* make_parent at base (v2: moving base's own processes aside first if it holds any). */
+static int delegate_at(const char *base, bool v2, char *ret_path, size_t size)
+{
+    int fd = make_parent(base, ret_path, size, v2);
+    if (v2 && fd == -EBUSY && evacuate(base) == 0)
+        fd = make_parent(base, ret_path, size, v2);
+    return fd;
+}
+
 static bool try_v2(struct tc_cg_host *h)
 {
-    char mnt[256], own[256], base[600];
-    int fd = -1;
+    char mnt[256], root[256], own[256], base[600];
+    int fd = -ENOENT;
 
-    if (find_mount(NULL, mnt, sizeof(mnt)) < 0 || !controllers_have(mnt, "memory") ||
-        !controllers_have(mnt, "pids"))
-        return false;
-    if (own_path(NULL, own, sizeof(own)) == 0 && strcmp(own, "/") != 0) {
-        snprintf(base, sizeof(base), "%s%s", mnt, own);
-        fd = make_parent(base, h->parent_path[0], sizeof(h->parent_path[0]), true);
+    if (find_mount(NULL, mnt, sizeof(mnt), root, sizeof(root)) < 0 ||
+        !controllers_have(mnt, "memory") || !controllers_have(mnt, "pids"))
+        return false; /* no v2, or v1 holds the controllers (hybrid) */
+    if (own_path(NULL, own, sizeof(own)) == 0 &&
+        group_dir(mnt, root, own, base, sizeof(base)) == 0) {
+        /* In our own supervisor leaf (a launcher of this service started before us moved us
+         * there): delegate from its parent, as that launcher did. */
+        size_t bl = strlen(base), sl = sizeof(SUPERVISOR) - 1;
+        if (bl > strlen(mnt) + sl && base[bl - sl - 1] == '/' &&
+            strcmp(base + bl - sl, SUPERVISOR) == 0)
+            base[bl - sl - 1] = '\0';
+        if (!controllers_have(base, "memory") || !controllers_have(base, "pids")) {
+            snprintf(h->note, sizeof(h->note),
+                     "cgroup v2: memory and pids are not available in %s (Delegate=yes?)", base);
+            fd = -ENOENT;
+        } else {
+            fd = delegate_at(base, true, h->parent_path[0], sizeof(h->parent_path[0]));
+            if (fd == -EROFS && remount_rw(mnt) == 0)
+                fd = delegate_at(base, true, h->parent_path[0], sizeof(h->parent_path[0]));
+        }
     }
-    if (fd < 0) /* own group holds processes (no-internal-process rule): use the root */
+    /* Not delegated to us: the hierarchy's root, if we may write there (no processes). */
+    if (fd < 0 && strcmp(root, "/") == 0)
         fd = make_parent(mnt, h->parent_path[0], sizeof(h->parent_path[0]), true);
     if (fd < 0) {
-        snprintf(h->note, sizeof(h->note), "cgroup v2: cannot create a delegated group: %s",
-                 strerror(-fd));
+        if (!h->note[0])
+            snprintf(h->note, sizeof(h->note), "cgroup v2: cannot create a delegated group: %s",
+                     strerror(-fd));
         return false;
     }
+    h->note[0] = '\0';
     h->mode = TC_CG_V2;
     for (int c = 0; c < TC_CG_N_; c++) {
         h->parent_fd[c] = c == 0 ? fd : dup(fd);
@@ -344,14 +450,17 @@ static bool try_v2(struct tc_cg_host *h)
 static bool try_v1(struct tc_cg_host *h)
 {
     for (int c = 0; c < TC_CG_N_; c++) {
-        char mnt[256], own[256], base[600];
+        char mnt[256], root[256], own[256], base[600];
         int fd;
-        if (find_mount(v1_names[c], mnt, sizeof(mnt)) < 0)
+        if (find_mount(v1_names[c], mnt, sizeof(mnt), root, sizeof(root)) < 0)
             continue;
         if (own_path(v1_names[c], own, sizeof(own)) < 0)
             snprintf(own, sizeof(own), "/");
-        snprintf(base, sizeof(base), "%s%s", mnt, strcmp(own, "/") == 0 ? "" : own);
-        fd = make_parent(base, h->parent_path[c], sizeof(h->parent_path[c]), false);
+        if ((fd = group_dir(mnt, root, own, base, sizeof(base))) == 0) {
+            fd = make_parent(base, h->parent_path[c], sizeof(h->parent_path[c]), false);
+            if (fd == -EROFS && remount_rw(mnt) == 0)
+                fd = make_parent(base, h->parent_path[c], sizeof(h->parent_path[c]), false);
+        }
         if (fd < 0) {
             snprintf(h->note, sizeof(h->note), "cgroup v1 %s: %s", v1_names[c], strerror(-fd));
             continue;

@@ -1,7 +1,8 @@
 /* Per-sandbox cgroups: v2 (unified) or v1 (memory, pids, cpuacct hierarchies), detected
  * at launcher start. Groups live under <launcher's own cgroup>/toolcage/L<launcher pid>/<name>
  * so that several launchers on one host never collide and stay inside whatever limit
- * the service itself was started in. */
+ * the service itself was started in. On v2 the own group's processes move to its leaf
+ * supervisor/ first, so that the group may delegate (docs/sandbox.md, Cgroups). */
 #pragma once
 
 #include <stdbool.h>

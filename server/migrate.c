@@ -45,14 +45,27 @@ int tc_migrate(PGconn *c, const char *app_role, char **ret_error)
         goto out;
     }
     PQclear(r);
-    r = PQexec(c, "CREATE TABLE IF NOT EXISTS schema_migrations ("
-                  " version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())");
-    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-        PQclear(r);
+    /* A server that holds only the runtime role (a deployment keeps the schema owner's
+     * credentials for its migration step) finds nothing pending here: that takes SELECT on
+     * schema_migrations, which the owner grants below, and no right on the schema. Creating
+     * the table (IF NOT EXISTS or not) would need CREATE on the schema. */
+    r = tc_db_exec(c, "SELECT to_regclass('schema_migrations') IS NULL", 0, NULL);
+    if (!r) {
         applied = fail(c, "schema_migrations", ret_error);
         goto out;
     }
+    bool missing = PQgetvalue(r, 0, 0)[0] == 't';
     PQclear(r);
+    if (missing) {
+        r = PQexec(c, "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                      " version text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())");
+        if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+            PQclear(r);
+            applied = fail(c, "schema_migrations", ret_error);
+            goto out;
+        }
+        PQclear(r);
+    }
 
     /* The embedded table is in sorted order (CMake sorts the glob). */
     for (const struct tc_embedded *e = tc_embedded_files; e->name; e++) {
@@ -96,6 +109,17 @@ int tc_migrate(PGconn *c, const char *app_role, char **ret_error)
         PQclear(r);
         applied++;
     }
+    /* The owner lets the runtime role see which migrations are applied (see above). */
+    r = PQexec(c, "DO $$ BEGIN IF EXISTS (SELECT 1 FROM pg_tables WHERE schemaname = "
+                  "current_schema() AND tablename = 'schema_migrations' AND tableowner = "
+                  "current_user) THEN PERFORM tc_grant_app('SELECT', 'schema_migrations'); "
+                  "END IF; END $$");
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+        PQclear(r);
+        applied = fail(c, "grant on schema_migrations", ret_error);
+        goto out;
+    }
+    PQclear(r);
 out:
     PQclear(tc_db_exec(c, "SELECT pg_advisory_unlock(" MIGRATE_LOCK_KEY ")", 0, NULL));
     return applied;

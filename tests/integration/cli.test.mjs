@@ -324,3 +324,28 @@ test('two migrate runs started at once on a fresh database both succeed; each mi
     await psql(`DROP DATABASE IF EXISTS "${db}" WITH (FORCE)`, { db: 'postgres' }).catch(() => {});
   }
 });
+
+test('the runtime role alone: migrate refuses a fresh schema, and finds nothing pending once the owner migrated', async () => {
+  // Deployments keep the owner's credentials for their migration step (docker-compose.yml's
+  // setup, the Kubernetes init container); the server starts with the runtime role only.
+  const db = `toolcage_it_cli_approle_${crypto.randomBytes(4).toString('hex')}`;
+  const withDb = (url) => url.replace(/(^|\s)dbname=\S+/, `$1dbname=${db}`);
+  const app = withDb(process.env.TOOLCAGE_DATABASE_URL);
+  const appOnly = { TOOLCAGE_DATABASE_URL: app, TOOLCAGE_MIGRATE_DATABASE_URL: app };
+  await psql(`CREATE DATABASE "${db}" OWNER toolcage_owner`, { db: 'postgres' });
+  try {
+    const fresh = await run(['migrate'], { env: appOnly });
+    assert.equal(fresh.code, 1, 'the runtime role cannot create the schema');
+    assert.match(fresh.stderr, /permission denied/);
+    const owner = await run(['migrate'], { env: { TOOLCAGE_DATABASE_URL: app,
+      TOOLCAGE_MIGRATE_DATABASE_URL: withDb(process.env.TOOLCAGE_MIGRATE_DATABASE_URL) } });
+    assert.equal(owner.code, 0, owner.stderr);
+    const again = await run(['migrate'], { env: appOnly });
+    assert.equal(again.code, 0, again.stderr);
+    assert.match(again.stdout, /^0 migration\(s\) applied$/m);
+    // and it still may not change the schema
+    await assert.rejects(psql('CREATE TABLE intruder (x int)', { conninfo: app }), /permission denied/);
+  } finally {
+    await psql(`DROP DATABASE IF EXISTS "${db}" WITH (FORCE)`, { db: 'postgres' }).catch(() => {});
+  }
+});

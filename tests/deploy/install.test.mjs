@@ -1,0 +1,102 @@
+// `cmake --install` and the systemd unit it installs (deploy/systemd/toolcage.service.in).
+// The installed tree runs a sandbox from another directory (the launcher finds
+// toolcage-init in ../libexec/toolcage); the unit passes `systemd-analyze verify` and keeps
+// the hardening it documents, and none of the settings that would stop the launcher.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const BUILD = path.dirname(path.resolve(ROOT, process.env.TOOLCAGE_BIN || 'build/toolcage'));
+let prefix;
+let unitText;
+
+before(() => {
+  prefix = fs.mkdtempSync(path.join(os.tmpdir(), 'toolcage-install-'));
+  execFileSync('cmake', ['--install', BUILD, '--prefix', prefix], { stdio: 'pipe' });
+  unitText = fs.readFileSync(path.join(prefix, 'lib/systemd/system/toolcage.service'), 'utf8');
+});
+after(() => fs.rmSync(prefix, { recursive: true, force: true }));
+
+/** [Section] -> [[key, value], ...] */
+function parseUnit(text) {
+  const out = {};
+  let sec = null;
+  for (const raw of text.split('\n')) {
+    const line = raw.trim();
+    if (!line || line.startsWith('#')) continue;
+    const m = line.match(/^\[(\w+)\]$/);
+    if (m) { sec = out[m[1]] = []; continue; }
+    const i = line.indexOf('=');
+    sec.push([line.slice(0, i), line.slice(i + 1)]);
+  }
+  return out;
+}
+
+test('cmake --install: the binary, toolcage-init in libexec, the example policy and its schema', () => {
+  for (const f of ['bin/toolcage', 'libexec/toolcage/toolcage-init', 'share/toolcage/policy.json',
+    'share/toolcage/policy.schema.json', 'lib/systemd/system/toolcage.service']) {
+    assert.ok(fs.existsSync(path.join(prefix, f)), `${f} installed`);
+  }
+  assert.ok(fs.statSync(path.join(prefix, 'libexec/toolcage/toolcage-init')).mode & 0o111);
+});
+
+test('the installed binary runs a sandbox from anywhere (it finds toolcage-init itself)',
+  { skip: process.getuid() !== 0 && 'needs root' }, () => {
+    const state = fs.mkdtempSync(path.join(os.tmpdir(), 'toolcage-state-'));
+    try {
+      const r = spawnSync(path.join(prefix, 'bin/toolcage'),
+        ['exec', '--tool', 'shell', '--policy', path.join(prefix, 'share/toolcage/policy.json'), '--json'],
+        { input: 'echo installed; ls /usr/libexec 2>&1 | head -n 0', cwd: os.tmpdir(), encoding: 'utf8',
+          env: { ...process.env, TOOLCAGE_STATE_DIR: state, TOOLCAGE_INIT: '' } });
+      assert.equal(r.status, 0, r.stderr);
+      const res = JSON.parse(r.stdout);
+      assert.equal(res.status, 'completed');
+      assert.equal(res.stdout, 'installed\n');
+    } finally {
+      fs.rmSync(state, { recursive: true, force: true });
+    }
+  });
+
+test('the unit passes systemd-analyze verify', () => {
+  const unit = path.join(prefix, 'lib/systemd/system/toolcage.service');
+  const r = spawnSync('systemd-analyze', ['verify', unit], { encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  assert.equal(r.stderr.trim(), '', 'no warnings');
+});
+
+test('the unit: ExecStart at the install prefix, state and configuration directories, restarts', () => {
+  const u = parseUnit(unitText);
+  const svc = new Map(u.Service);
+  const all = (k) => u.Service.filter(([key]) => key === k).map(([, v]) => v);
+  assert.equal(svc.get('ExecStart'), `${prefix}/bin/toolcage serve`);
+  assert.equal(svc.get('StateDirectory'), 'toolcage');
+  assert.equal(svc.get('StateDirectoryMode'), '0700');
+  assert.equal(svc.get('ConfigurationDirectory'), 'toolcage');
+  assert.equal(svc.get('Restart'), 'on-failure');
+  assert.equal(svc.get('KillMode'), 'mixed');
+  assert.equal(svc.get('LoadCredential'), 'master.key:/etc/toolcage/master.key');
+  assert.ok(all('Environment').includes('TOOLCAGE_MASTER_KEY_FILE=%d/master.key'));
+  assert.ok(all('Environment').includes('TOOLCAGE_STATE_DIR=/var/lib/toolcage'));
+  assert.ok(all('Environment').includes('TOOLCAGE_POLICY=/etc/toolcage/policy.json'));
+  assert.equal(svc.get('ExecReload'), '/bin/kill -HUP $MAINPID');
+  assert.equal(new Map(u.Install).get('WantedBy'), 'multi-user.target');
+});
+
+test('the unit: the hardening that keeps the launcher working, and nothing that stops it', () => {
+  const svc = new Map(parseUnit(unitText).Service);
+  for (const [k, v] of Object.entries({
+    Delegate: 'yes', NoNewPrivileges: 'yes', ProtectSystem: 'strict', ProtectHome: 'yes', PrivateTmp: 'yes',
+    ProtectKernelModules: 'yes', LockPersonality: 'yes', RestrictRealtime: 'yes', RestrictSUIDSGID: 'yes',
+    SystemCallArchitectures: 'native', UMask: '0077',
+  })) assert.equal(svc.get(k), v, k);
+  // Each of these breaks the sandboxes (the unit's header says why).
+  for (const k of ['ProtectKernelTunables', 'ProtectKernelLogs', 'ProtectProc', 'ProcSubset', 'ProtectControlGroups',
+    'ProtectHostname', 'PrivateUsers', 'RestrictNamespaces', 'MemoryDenyWriteExecute', 'User', 'DynamicUser']) {
+    assert.ok(!svc.has(k), `${k} must not be set`);
+  }
+});
