@@ -1,6 +1,10 @@
-/* HTTP handlers, one file per resource. */
+/* The JSON API: its routes (api/routes.c) and their handlers, one file per resource. */
 #pragma once
 #include "server/http.h"
+
+/* Every /v1 route, /healthz, /readyz, /openapi.yaml and /metrics; API keys authenticate. */
+extern const struct tc_route_group tc_api_routes;
+
 
 enum MHD_Result tc_api_execute(struct tc_request *r);
 enum MHD_Result tc_api_prescreen(struct tc_request *r);

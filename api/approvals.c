@@ -6,8 +6,8 @@
 #include "api/api.h"
 #include "approval/approval.h"
 #include "common/util.h"
-#include "server/db.h"
-#include "server/log.h"
+#include "core/db.h"
+#include "core/log.h"
 
 static int atoi_safe(const char *s)
 {
@@ -45,7 +45,7 @@ enum MHD_Result tc_api_approvals_list(struct tc_request *r)
     char lbuf[24];
     snprintf(lbuf, sizeof(lbuf), "%lld", (long long)limit + 1);
     const char *p[] = {r->principal.tenant_id, status, tool, cursor, lbuf};
-    PGconn *c = tc_db_acquire(r->srv->db, 5000);
+    PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
     if (!c)
         return db_down(r);
     /* Oldest first (ids are time-ordered UUIDv7), so the queue reads in the order it filled. */
@@ -82,7 +82,7 @@ enum MHD_Result tc_api_approval_get(struct tc_request *r)
 {
     if (!tc_uuid_valid(r->params[0]))
         return not_found(r);
-    PGconn *c = tc_db_acquire(r->srv->db, 5000);
+    PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
     if (!c)
         return db_down(r);
     int err = 0;
@@ -137,7 +137,7 @@ static enum MHD_Result decide(struct tc_request *r, enum tc_decision d)
     snprintf(decider, sizeof(decider), "key:%s", r->principal.key_id);
     json_t *actor = json_pack("{s:s, s:s, s:s}", "type", "api_key", "id", r->principal.key_id,
                               "role", tc_role_name(r->principal.role));
-    PGconn *c = tc_db_acquire(r->srv->db, 5000);
+    PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
     struct tc_decide_result res;
     int rc = c ? tc_approval_decide(c, r->srv->keys, r->principal.tenant_id, r->params[0], decider,
                                     r->principal.person_id, r->principal.key_id, actor, d, reason,
@@ -184,7 +184,7 @@ enum MHD_Result tc_api_execution_cancel(struct tc_request *r)
         return tc_respond_problem(r, 404, "not-found", "Not found", NULL, "no such execution");
     json_t *actor = json_pack("{s:s, s:s, s:s}", "type", "api_key", "id", r->principal.key_id,
                               "role", tc_role_name(r->principal.role));
-    PGconn *c = tc_db_acquire(r->srv->db, 5000);
+    PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
     int rc = c ? tc_approval_cancel(c, r->srv->keys, r->principal.tenant_id, r->params[0], actor)
                : -EIO;
     tc_db_release(r->srv->db, c);

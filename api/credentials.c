@@ -11,8 +11,8 @@
 #include "broker/token.h"
 #include "common/util.h"
 #include "policy/policy.h"
-#include "server/db.h"
-#include "server/log.h"
+#include "core/db.h"
+#include "core/log.h"
 
 static enum MHD_Result db_down(struct tc_request *r)
 {
@@ -82,7 +82,7 @@ static enum MHD_Result refuse_held(struct tc_request *r, const struct tc_tool *t
                            "credential.token.refused", "status", "refused", "tenant_id",
                            r->principal.tenant_id, "actor", actor_of(r), "tool", tool->name,
                            "audience", audience, "reasons", reasons);
-    PGconn *c = ev ? tc_db_acquire(r->srv->db, 5000) : NULL;
+    PGconn *c = ev ? tc_db_acquire(r->srv->db, TC_DB_WAIT_MS) : NULL;
     if (!c || tc_audit_append(c, r->srv->keys, ev, NULL) < 0)
         tc_log(TC_LOG_ERROR, "a refused token request could not be audited", "{s:s}",
                "request_id", r->request_id);
@@ -166,7 +166,7 @@ enum MHD_Result tc_api_credentials_issue(struct tc_request *r)
                                        .issuer_key_id = r->principal.key_id};
         json_t *actor = actor_of(r), *info = NULL;
         char *token = NULL;
-        PGconn *c = tc_db_acquire(r->srv->db, 5000);
+        PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
         int rc = c ? tc_token_issue(c, r->srv->keys, &req, actor, &token, &info) : -EIO;
         tc_db_release(r->srv->db, c);
         json_decref(actor);
@@ -190,7 +190,7 @@ enum MHD_Result tc_api_credentials_issue(struct tc_request *r)
 
 enum MHD_Result tc_api_credentials_keys(struct tc_request *r)
 {
-    PGconn *c = tc_db_acquire(r->srv->db, 5000);
+    PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
     json_t *keys = NULL;
     int rc = c ? tc_token_keys_json(c, r->srv->keys, &keys) : -EIO;
     tc_db_release(r->srv->db, c);
@@ -220,7 +220,7 @@ enum MHD_Result tc_api_credentials_introspect(struct tc_request *r)
     }
     json_decref(errors);
     json_t *actor = actor_of(r), *answer = NULL;
-    PGconn *c = tc_db_acquire(r->srv->db, 5000);
+    PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
     int rc = c ? tc_token_introspect(c, r->srv->keys, r->principal.tenant_id,
                                      json_string_value(tok), json_string_value(aud), actor, &answer)
                : -EIO;
@@ -238,7 +238,7 @@ enum MHD_Result tc_api_credentials_revoke(struct tc_request *r)
     if (!tc_uuid_valid(r->params[0]))
         return tc_respond_problem(r, 404, "not-found", "Not found", NULL, "no such token");
     json_t *actor = actor_of(r), *info = NULL;
-    PGconn *c = tc_db_acquire(r->srv->db, 5000);
+    PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
     const char *only = r->principal.role == TC_ROLE_ADMIN ? NULL : r->principal.key_id;
     int rc = c ? tc_token_revoke(c, r->srv->keys, r->principal.tenant_id, r->params[0], only, actor,
                                  &info)

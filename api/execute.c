@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "api/api.h"
-#include "api/exec.h"
+#include "execution/request.h"
 #include "approval/approval.h"
 #include "audit/audit.h"
 #include "broker/leases.h"
@@ -16,10 +16,10 @@
 #include "policy/prescreen.h"
 #include "policy/redact.h"
 #include "sandbox/sandbox.h"
-#include "server/db.h"
-#include "server/finish.h"
-#include "server/log.h"
-#include "server/metrics.h"
+#include "core/db.h"
+#include "execution/record.h"
+#include "core/log.h"
+#include "core/metrics.h"
 #include "server/recorder.h"
 #include "server/webhook.h"
 
@@ -163,7 +163,7 @@ static enum idem idem_begin(struct tc_request *r, struct exec_state *st, enum MH
     crypto_generichash(h, sizeof(h), (const unsigned char *)r->body.data, r->body.len, NULL, 0);
     tc_db_bytea_hex(h, sizeof(h), hash);
     const char *p[] = {r->principal.tenant_id, key, hash};
-    PGconn *c = tc_db_acquire(r->srv->db, 5000);
+    PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
     PGresult *res = NULL;
     bool claimed = false;
     if (c) {
@@ -218,7 +218,7 @@ static void idem_end(struct tc_request *r, struct exec_state *st, unsigned statu
     snprintf(code, sizeof(code), "%u", status);
     char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
     const char *p[] = {r->principal.tenant_id, st->idem_key, code, text, location};
-    PGconn *c = tc_db_acquire(r->srv->db, 5000);
+    PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
     if (c) {
         PQclear(text && (status == 200 || status == 202)
                     ? tc_db_exec(c, "UPDATE idempotency_keys SET status = $3::int,"
@@ -285,7 +285,7 @@ static bool insert_execution(struct tc_request *r, struct exec_state *st, json_t
     snprintf(instance, sizeof(instance), "%d", st->claimed_by);
     const char *cb = json_string_value(json_object_get(body, "callback_url"));
     bool ok = false;
-    PGconn *c = (req_text && limits_text && event) ? tc_db_acquire(r->srv->db, 5000) : NULL;
+    PGconn *c = (req_text && limits_text && event) ? tc_db_acquire(r->srv->db, TC_DB_WAIT_MS) : NULL;
     if (!c)
         goto out;
     if (!tc_db_command(c, "BEGIN"))
@@ -389,7 +389,7 @@ static bool lease_credentials(struct tc_request *r, struct exec_state *st,
                               const struct tc_tool *tool, json_t *spec, enum MHD_Result *ret)
 {
     char *why = NULL;
-    PGconn *c = tc_db_acquire(r->srv->db, 5000);
+    PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
     int rc = c ? tc_broker_lease(c, r->srv->keys, r->principal.tenant_id, tool, st->id,
                                  st->limits[TC_LIMIT_TIMEOUT_MS], &st->grant, &why)
                : -EIO;
@@ -482,7 +482,7 @@ static enum MHD_Result hold(struct tc_request *r, struct exec_state *st,
 static enum MHD_Result block(struct tc_request *r, struct exec_state *st, json_t *body)
 {
     json_t *event = execute_event(r, st, body, "blocked");
-    PGconn *c = event ? tc_db_acquire(r->srv->db, 5000) : NULL;
+    PGconn *c = event ? tc_db_acquire(r->srv->db, TC_DB_WAIT_MS) : NULL;
     int rc = c ? tc_audit_append(c, r->srv->keys, event, NULL) : -EIO;
     tc_db_release(r->srv->db, c);
     json_decref(event);

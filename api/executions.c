@@ -4,7 +4,7 @@
 
 #include "api/api.h"
 #include "common/util.h"
-#include "server/db.h"
+#include "core/db.h"
 #include "server/waiters.h"
 
 #define MAX_WAIT_SECONDS 60
@@ -21,7 +21,7 @@ static bool terminal(const char *status)
 /* 0 and *ret_view, -ENOENT, or -EIO. */
 static int load(struct tc_request *r, const char *id, json_t **ret_view)
 {
-    PGconn *c = tc_db_acquire(r->srv->db, 5000);
+    PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
     if (!c)
         return -EIO;
     const char *p[] = {id, r->principal.tenant_id};

@@ -4,8 +4,8 @@
 #include "api/api.h"
 #include "common/embedded.h"
 #include "sandbox/sandbox.h"
-#include "server/db.h"
-#include "server/metrics.h"
+#include "core/db.h"
+#include "core/metrics.h"
 #include "server/recorder.h"
 
 enum MHD_Result tc_api_healthz(struct tc_request *r)

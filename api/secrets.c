@@ -7,8 +7,8 @@
 #include "api/api.h"
 #include "broker/secrets.h"
 #include "common/util.h"
-#include "server/db.h"
-#include "server/log.h"
+#include "core/db.h"
+#include "core/log.h"
 
 static enum MHD_Result db_down(struct tc_request *r)
 {
@@ -139,7 +139,7 @@ enum MHD_Result tc_api_secret_put(struct tc_request *r)
     }
     json_decref(errors);
     json_t *actor = actor_of(r);
-    PGconn *c = tc_db_acquire(r->srv->db, 5000);
+    PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
     bool created = false;
     json_t *meta = NULL;
     int rc = c ? tc_secret_put(
@@ -165,7 +165,7 @@ enum MHD_Result tc_api_secret_get(struct tc_request *r)
 {
     if (!tc_secret_name_valid(r->params[0]))
         return tc_respond_problem(r, 404, "not-found", "Not found", NULL, "no such secret");
-    PGconn *c = tc_db_acquire(r->srv->db, 5000);
+    PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
     if (!c)
         return db_down(r);
     json_t *meta = NULL;
@@ -180,7 +180,7 @@ enum MHD_Result tc_api_secret_get(struct tc_request *r)
 
 enum MHD_Result tc_api_secrets_list(struct tc_request *r)
 {
-    PGconn *c = tc_db_acquire(r->srv->db, 5000);
+    PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
     if (!c)
         return db_down(r);
     json_t *list = NULL;
@@ -196,7 +196,7 @@ enum MHD_Result tc_api_secret_delete(struct tc_request *r)
     if (!tc_secret_name_valid(r->params[0]))
         return tc_respond_problem(r, 404, "not-found", "Not found", NULL, "no such secret");
     json_t *actor = actor_of(r);
-    PGconn *c = tc_db_acquire(r->srv->db, 5000);
+    PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
     int rc =
         c ? tc_secret_delete(c, r->srv->keys, r->principal.tenant_id, r->params[0], actor) : -EIO;
     tc_db_release(r->srv->db, c);

@@ -4,7 +4,7 @@
 
 #include "api/api.h"
 #include "policy/policy.h"
-#include "server/log.h"
+#include "core/log.h"
 #include "server/reload.h"
 
 static json_t *input_schema(const struct tc_tool *t)

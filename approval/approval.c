@@ -8,7 +8,7 @@
 #include "audit/audit.h"
 #include "common/util.h"
 #include "policy/prescreen.h"
-#include "server/db.h"
+#include "core/db.h"
 
 /* RFC 3339 UTC text of a timestamptz column (sessions run with TIME ZONE 'UTC'). */
 #define TS(col) "to_char(" col ", 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"

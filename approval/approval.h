@@ -7,7 +7,7 @@
 #include <libpq-fe.h>
 #include <stdbool.h>
 
-#include "api/exec.h"
+#include "execution/request.h"
 #include "policy/policy.h"
 
 struct tc_keys;

@@ -5,9 +5,9 @@
 #include <sodium.h>
 #include <string.h>
 
-#include "broker/keys.h"
+#include "core/keys.h"
 #include "common/util.h"
-#include "server/db.h"
+#include "core/db.h"
 
 char *tc_audit_canonical(const json_t *record, size_t *ret_len)
 {

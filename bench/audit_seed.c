@@ -20,10 +20,10 @@
 #include <time.h>
 
 #include "audit/audit.h"
-#include "broker/keys.h"
+#include "core/keys.h"
 #include "common/buf.h"
 #include "common/util.h"
-#include "server/db.h"
+#include "core/db.h"
 
 static const char *const tools[] = {"python", "python", "python", "shell", "shell", "deploy",
                                     "http_fetch", "sql_query", "browser", "node"};

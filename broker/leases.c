@@ -7,12 +7,12 @@
 #include <string.h>
 
 #include "audit/audit.h"
-#include "broker/keys.h"
+#include "core/keys.h"
 #include "broker/secrets.h"
 #include "broker/token.h"
 #include "common/util.h"
 #include "policy/policy.h"
-#include "server/db.h"
+#include "core/db.h"
 
 #define MAX_ITEMS 64 /* the policy allows at most 32 credentials per tool */
 #define TS(col)   "to_char(" col ", 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"

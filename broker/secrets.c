@@ -6,9 +6,9 @@
 #include <string.h>
 
 #include "audit/audit.h"
-#include "broker/keys.h"
+#include "core/keys.h"
 #include "common/util.h"
-#include "server/db.h"
+#include "core/db.h"
 
 #define AD_PREFIX "toolcage-secret-v1"
 #define TS(col)   "to_char(" col ", 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"

@@ -1,6 +1,6 @@
 /* Sealed secrets: a tenant's named values, stored only as XChaCha20-Poly1305 ciphertexts.
  *
- * The sealing key derives from the master key (broker/keys.h); the associated data is
+ * The sealing key derives from the master key (core/keys.h); the associated data is
  * "toolcage-secret-v1\0" tenant_id "\0" name, so a ciphertext moved to another row (or
  * tenant) does not open. Every row names the master key that sealed it (key_id), so that
  * `toolcage secrets rotate-master` can re-seal row by row while servers that hold both keys

@@ -7,9 +7,9 @@
 #include <time.h>
 
 #include "audit/audit.h"
-#include "broker/keys.h"
+#include "core/keys.h"
 #include "common/util.h"
-#include "server/db.h"
+#include "core/db.h"
 
 #define HEADER     "v4.public."
 #define HEADER_LEN (sizeof(HEADER) - 1)

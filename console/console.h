@@ -1,18 +1,18 @@
 /* The web console: server-rendered HTML pages for reviewers, auditors and admins.
- * Routes are in server/routes.c with the flag TC_ROUTE_CONSOLE; server/http.c hands them
- * to tc_console_dispatch(), which authenticates by session cookie (not API keys), checks the
+ * Its routes (console/routes.c) are a group of their own: server/http.c hands a match to
+ * tc_console_dispatch(), which authenticates by session cookie (not API keys), checks the
  * route's roles, the CSRF token and the Origin of every POST, then calls the handler.
  * See docs/console.md. */
 #pragma once
 #include "server/http.h"
 
-struct tc_route;
+extern const struct tc_route_group tc_console_routes;
 
 enum MHD_Result tc_console_dispatch(struct tc_request *r, const struct tc_route *rt);
 /* An HTML 404 for unknown paths under /console. */
 enum MHD_Result tc_console_not_found(struct tc_request *r);
 
-/* Handlers (see server/routes.c for paths and roles). */
+/* Handlers (see console/routes.c for paths and roles). */
 enum MHD_Result tc_console_home(struct tc_request *r);
 enum MHD_Result tc_console_signin_form(struct tc_request *r);
 enum MHD_Result tc_console_signin(struct tc_request *r);

@@ -8,7 +8,7 @@
 
 #include "common/util.h"
 #include "console/web.h"
-#include "server/db.h"
+#include "core/db.h"
 
 #define PLOT_X 48
 #define PLOT_Y 12
@@ -210,7 +210,7 @@ static json_t *latency_chart(PGconn *c, const char *tenant_id)
 
 enum MHD_Result tc_console_dashboard(struct tc_request *r)
 {
-    PGconn *c = tc_db_acquire(r->srv->db, 5000);
+    PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
     if (!c)
         return tc_console_message(r, 503, "Unavailable", "The database is not reachable.");
     json_t *hourly = hourly_chart(c, r->principal.tenant_id);

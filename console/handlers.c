@@ -7,14 +7,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "api/api.h"
+#include "server/audit_http.h"
 #include "approval/approval.h"
 #include "audit/audit.h"
 #include "common/util.h"
 #include "console/web.h"
 #include "policy/policy.h"
-#include "server/db.h"
-#include "server/log.h"
+#include "core/db.h"
+#include "core/log.h"
 #include "server/verifier.h"
 
 #define TS(col) "to_char(" col ", 'YYYY-MM-DD HH24:MI:SS')"
@@ -60,7 +60,7 @@ enum MHD_Result tc_console_approvals(struct tc_request *r)
     if (status && !*status)
         status = NULL;
     const char *p[] = {r->principal.tenant_id, status};
-    PGconn *c = tc_db_acquire(r->srv->db, 5000);
+    PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
     if (!c)
         return db_down(r);
     /* Pending first, oldest first (ids are time-ordered); then decided ones, newest first. */
@@ -396,7 +396,7 @@ static enum MHD_Result approval_page(struct tc_request *r, unsigned status, cons
     const char *id = r->params[0];
     if (!tc_uuid_valid(id))
         return tc_console_not_found(r);
-    PGconn *c = tc_db_acquire(r->srv->db, 5000);
+    PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
     if (!c)
         return db_down(r);
     int err = 0;
@@ -477,7 +477,7 @@ static enum MHD_Result decide(struct tc_request *r, enum tc_decision d)
     snprintf(decider, sizeof(decider), "user:%s", cx->user.name);
     json_t *actor = json_pack("{s:s, s:s, s:s, s:s}", "type", "console_user", "id", cx->user.id,
                               "name", cx->user.name, "role", tc_role_name(cx->user.role));
-    PGconn *c = tc_db_acquire(r->srv->db, 5000);
+    PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
     struct tc_decide_result res;
     /* Console users never request calls, so maker-is-not-checker holds; the guard stays
      * (the user id can never equal a requesting key's id). */
@@ -537,7 +537,7 @@ enum MHD_Result tc_console_executions(struct tc_request *r)
     if (!ok || (before && !tc_uuid_valid(before)))
         return tc_console_message(r, 400, "Bad request", "Unknown status or cursor.");
     const char *p[] = {r->principal.tenant_id, status, before};
-    PGconn *c = tc_db_acquire(r->srv->db, 5000);
+    PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
     if (!c)
         return db_down(r);
     PGresult *res = tc_db_exec(c,
@@ -585,7 +585,7 @@ enum MHD_Result tc_console_execution(struct tc_request *r)
     if (!tc_uuid_valid(id))
         return tc_console_not_found(r);
     const char *p[] = {id, r->principal.tenant_id};
-    PGconn *c = tc_db_acquire(r->srv->db, 5000);
+    PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
     if (!c)
         return db_down(r);
     PGresult *res = tc_db_exec(c,
@@ -606,7 +606,7 @@ enum MHD_Result tc_console_execution(struct tc_request *r)
     json_t *limits = json_col(res, 0, 6);
     json_t *code = json_object_get(request, "code");
     json_t *findings = json_object_get(result, "findings");
-    json_t *na = json_object_get(result, "network"); /* the stored result view (api/exec.c) */
+    json_t *na = json_object_get(result, "network"); /* the stored result view (execution/request.c) */
     json_t *data = json_pack(
         "{s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:O, s:o, s:o, s:o, s:o, s:O, s:o, s:o, s:o, s:o}", "id",
         id, "tool", PQgetvalue(res, 0, 1), "status", PQgetvalue(res, 0, 2), "created_at",
@@ -781,7 +781,7 @@ enum MHD_Result tc_console_audit(struct tc_request *r)
         json_decref(form);
         return MHD_YES;
     }
-    PGconn *c = rc == 0 ? tc_db_acquire(r->srv->db, 5000) : NULL;
+    PGconn *c = rc == 0 ? tc_db_acquire(r->srv->db, TC_DB_WAIT_MS) : NULL;
     PGresult *res = c ? tc_db_exec(c, sql.data, f.n, f.params) : NULL;
     tc_db_release(r->srv->db, c);
     tc_buf_free(&sql);
@@ -819,7 +819,7 @@ enum MHD_Result tc_console_audit_export(struct tc_request *r)
     r->principal.role = TC_ROLE_AUDITOR;
     if (tc_request_query(r, "tenant"))
         return tc_console_message(r, 400, "Bad request", "The console exports your tenant only.");
-    return tc_api_audit_export(r);
+    return tc_audit_export_respond(r);
 }
 
 /* ---- admin ---- */
@@ -827,7 +827,7 @@ enum MHD_Result tc_console_audit_export(struct tc_request *r)
 enum MHD_Result tc_console_users(struct tc_request *r)
 {
     const char *p[] = {r->principal.tenant_id};
-    PGconn *c = tc_db_acquire(r->srv->db, 5000);
+    PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
     if (!c)
         return db_down(r);
     PGresult *res = tc_db_exec(c,
@@ -851,7 +851,7 @@ enum MHD_Result tc_console_users(struct tc_request *r)
 
 enum MHD_Result tc_console_secrets(struct tc_request *r)
 {
-    PGconn *c = tc_db_acquire(r->srv->db, 5000);
+    PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
     if (!c)
         return db_down(r);
     PGresult *res = tc_db_exec(c, "SELECT to_regclass('secrets') IS NOT NULL", 0, NULL);

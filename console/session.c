@@ -10,7 +10,7 @@
 
 #include "audit/audit.h"
 #include "common/util.h"
-#include "server/db.h"
+#include "core/db.h"
 
 /* ---- settings ---- */
 

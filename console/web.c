@@ -11,9 +11,8 @@
 #include "common/util.h"
 #include "console/render.h"
 #include "console/web.h"
-#include "server/db.h"
-#include "server/log.h"
-#include "server/routes.h"
+#include "core/db.h"
+#include "core/log.h"
 
 #define SESSION_COOKIE "tc_session"
 #define PRESIGNIN_COOKIE "tc_signin"
@@ -406,7 +405,7 @@ enum MHD_Result tc_console_dispatch(struct tc_request *r, const struct tc_route 
     const char *token = cookie(r, SESSION_COOKIE);
     int rc = -EACCES;
     if (token) {
-        PGconn *c = tc_db_acquire(r->srv->db, 5000);
+        PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
         rc = c ? tc_session_get(c, token, &cx->user) : -EIO;
         tc_db_release(r->srv->db, c);
     }
@@ -489,7 +488,7 @@ enum MHD_Result tc_console_signin_form(struct tc_request *r)
     /* Signed in already: go home. */
     const char *token = cookie(r, SESSION_COOKIE);
     if (token) {
-        PGconn *c = tc_db_acquire(r->srv->db, 5000);
+        PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
         struct tc_console_user u;
         int rc = c ? tc_session_get(c, token, &u) : -EIO;
         tc_db_release(r->srv->db, c);
@@ -511,7 +510,7 @@ enum MHD_Result tc_console_signin(struct tc_request *r)
         return signin_page(r, 400, "Enter your name and password.", name, NULL);
     if (strlen(name) > TC_CONSOLE_NAME_MAX || strlen(password) > TC_CONSOLE_PASSWORD_MAX)
         return signin_page(r, 401, "Wrong name or password.", NULL, NULL);
-    PGconn *c = tc_db_acquire(r->srv->db, 5000);
+    PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
     enum tc_signin_result res = TC_SIGNIN_BAD;
     char token[TC_CONSOLE_TOKEN_LEN + 1];
     struct tc_console_user u;
@@ -547,7 +546,7 @@ enum MHD_Result tc_console_signin(struct tc_request *r)
 enum MHD_Result tc_console_signout(struct tc_request *r)
 {
     struct tc_console_ctx *cx = tc_console_ctx(r);
-    PGconn *c = tc_db_acquire(r->srv->db, 5000);
+    PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
     int rc = c ? tc_session_signout(c, r->srv->keys, cookie(r, SESSION_COOKIE), &cx->user,
                                     cx->source)
                : -EIO;

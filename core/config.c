@@ -1,4 +1,4 @@
-#include "server/config.h"
+#include "core/config.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "common/util.h"
-#include "server/log.h"
+#include "core/log.h"
 
 enum opt_kind { OPT_STRING, OPT_INT, OPT_BOOL, OPT_LISTEN, OPT_LOGLEVEL };
 

@@ -1,4 +1,4 @@
-#include "server/db.h"
+#include "core/db.h"
 
 #include <errno.h>
 #include <poll.h>

@@ -10,6 +10,9 @@ struct tc_db;
 int tc_db_open(const char *conninfo, unsigned size, struct tc_db **ret_db, char **ret_error);
 void tc_db_close(struct tc_db *db); /* NULL is a no-op */
 
+/* How long a request waits for a pooled connection before it answers 503. */
+#define TC_DB_WAIT_MS 5000
+
 /* Borrow a healthy connection, waiting up to timeout_ms; NULL when none can be had
  * (pool exhausted or database down). Return it with tc_db_release(). */
 PGconn *tc_db_acquire(struct tc_db *db, int timeout_ms);

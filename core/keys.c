@@ -1,4 +1,4 @@
-#include "broker/keys.h"
+#include "core/keys.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "server/metrics.h"
+#include "core/metrics.h"
 
 #include <inttypes.h>
 #include <pthread.h>

@@ -1,4 +1,4 @@
-#include "server/migrate.h"
+#include "core/migrate.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -6,7 +6,7 @@
 
 #include "common/embedded.h"
 #include "common/util.h"
-#include "server/db.h"
+#include "core/db.h"
 
 /* An arbitrary constant: every toolcage process takes the same lock before migrating. */
 #define MIGRATE_LOCK_KEY "7715923601"

@@ -1,11 +1,11 @@
-#include "server/finish.h"
+#include "execution/record.h"
 
 #include <errno.h>
 #include <string.h>
 
 #include "audit/audit.h"
 #include "common/util.h"
-#include "server/db.h"
+#include "core/db.h"
 
 static bool run(PGconn *c, const char *sql, int n, const char *const *p)
 {

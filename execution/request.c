@@ -1,4 +1,4 @@
-#include "api/exec.h"
+#include "execution/request.h"
 
 #include <errno.h>
 #include <sodium.h>

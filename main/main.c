@@ -8,23 +8,25 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "api/exec.h"
+#include "execution/request.h"
 #include "audit/audit.h"
-#include "broker/keys.h"
+#include "core/keys.h"
 #include "broker/secrets.h"
 #include "broker/token.h"
+#include "api/api.h"
 #include "common/util.h"
+#include "console/console.h"
 #include "policy/policy.h"
 #include "policy/prescreen.h"
 #include "policy/redact.h"
 #include "sandbox/sandbox.h"
 #include "console/session.h"
 #include "server/auth.h"
-#include "server/config.h"
-#include "server/db.h"
+#include "core/config.h"
+#include "core/db.h"
 #include "server/http.h"
-#include "server/log.h"
-#include "server/migrate.h"
+#include "core/log.h"
+#include "core/migrate.h"
 #include "server/recorder.h"
 #include "server/reload.h"
 #include "server/verifier.h"
@@ -111,7 +113,7 @@ static int run_migrations(const struct tc_config *cfg)
  * or be a superuser. 0 when it cannot; -EPERM (with a message) when it can; -EIO. */
 static int check_runtime_role(struct tc_db *db)
 {
-    PGconn *c = tc_db_acquire(db, 5000);
+    PGconn *c = tc_db_acquire(db, TC_DB_WAIT_MS);
     PGresult *r = c ? tc_db_exec(c,
         "SELECT current_user, (SELECT rolsuper FROM pg_roles WHERE rolname = current_user),"
         " coalesce((SELECT string_agg(c.relname, ', ' ORDER BY c.relname) FROM pg_class c"
@@ -150,7 +152,9 @@ static int cmd_serve(int argc, char **argv)
     if (load_config(&cfg) < 0)
         return fail_config();
     int rc = 1, r;
-    struct tc_server srv = {.cfg = &cfg};
+    /* The console first: its prefix is the narrower one. */
+    static const struct tc_route_group *const routes[] = {&tc_console_routes, &tc_api_routes, NULL};
+    struct tc_server srv = {.cfg = &cfg, .routes = routes};
     struct tc_worker *worker = NULL;
     struct tc_webhooks *webhooks = NULL;
     pthread_mutex_init(&srv.policy_lock, NULL);
@@ -191,7 +195,7 @@ static int cmd_serve(int argc, char **argv)
     }
     if (check_runtime_role(srv.db) < 0)
         goto out;
-    PGconn *kc = tc_db_acquire(srv.db, 5000);
+    PGconn *kc = tc_db_acquire(srv.db, TC_DB_WAIT_MS);
     r = kc ? tc_audit_publish_key(kc, keys) : -EIO;
     /* A checkpoint at start, signed by the key this server now holds after checking every
      * record since the last one: during a master-key rotation (old key still configured as

@@ -8,7 +8,8 @@
 #include <string.h>
 
 #include "common/util.h"
-#include "server/db.h"
+#include "core/db.h"
+#include "server/http.h"
 
 #define KEY_PREFIX "tc_"
 #define KEY_RANDOM_BYTES 32
@@ -207,4 +208,35 @@ int tc_auth_lookup(PGconn *c, const char *key, struct tc_principal *ret)
     pr.role = (enum tc_role)role;
     *ret = pr;
     return 0;
+}
+
+enum MHD_Result tc_auth_bearer_dispatch(struct tc_request *r, const struct tc_route *rt)
+{
+    if (!rt->roles)
+        return rt->handler(r);
+    const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Authorization");
+    if (tc_request_header_count(r, "Authorization") > 1) /* a proxy in front may have checked the other one: trust neither */
+        return tc_respond_problem_header(r, 401, "unauthorized", "Unauthorized", "WWW-Authenticate",
+                                         "Bearer", "send exactly one Authorization header");
+    if (!h || strncasecmp(h, "Bearer ", 7) != 0)
+        return tc_respond_problem_header(r, 401, "unauthorized", "Unauthorized", "WWW-Authenticate",
+                                         "Bearer",
+                                         "an API key is required: Authorization: Bearer <key>");
+    PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
+    if (!c)
+        return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
+                                  "the database is not reachable");
+    int rc = tc_auth_lookup(c, h + 7, &r->principal);
+    tc_db_release(r->srv->db, c);
+    if (rc == -EIO)
+        return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
+                                  "the database is not reachable");
+    if (rc < 0)
+        return tc_respond_problem_header(r, 401, "unauthorized", "Unauthorized", "WWW-Authenticate",
+                                         "Bearer error=\"invalid_token\"",
+                                         "the API key is not valid");
+    if (!(rt->roles & r->principal.role))
+        return tc_respond_problem(r, 403, "forbidden", "Forbidden", NULL,
+                                  "the role '%s' may not do this", tc_role_name(r->principal.role));
+    return rt->handler(r);
 }

@@ -1,6 +1,7 @@
 /* API keys: "tc_" + 43 base64url characters (32 random bytes). Stored only as BLAKE2b-256. */
 #pragma once
 #include <libpq-fe.h>
+#include <microhttpd.h>
 #include <stdbool.h>
 
 /* The tenant roles act inside their tenant only. An operator key belongs to no tenant and
@@ -40,3 +41,11 @@ int tc_auth_create_key(PGconn *c, const struct tc_keys *keys, const char *tenant
 int tc_auth_person(PGconn *c, const char *tenant_id, const char *name, char ret_id[37]);
 /* 0 and *ret filled when the key is valid and not revoked; -EACCES otherwise; -EIO on db error. */
 int tc_auth_lookup(PGconn *c, const char *key, struct tc_principal *ret);
+
+struct tc_request;
+struct tc_route;
+/* The dispatch of API routes (struct tc_route_group): a route with roles needs exactly one
+ * "Authorization: Bearer <key>" header naming a valid key whose role is among rt->roles
+ * (401 or 403 otherwise, 503 when the database is down); then rt->handler runs with
+ * r->principal set. Routes with roles 0 run unauthenticated. */
+enum MHD_Result tc_auth_bearer_dispatch(struct tc_request *r, const struct tc_route *rt);

@@ -8,13 +8,11 @@
 #include <sys/socket.h>
 
 #include "common/util.h"
-#include "console/console.h"
 #include "policy/policy.h"
-#include "server/db.h"
+#include "core/db.h"
 #include "server/http_guard.h"
-#include "server/log.h"
-#include "server/metrics.h"
-#include "server/routes.h"
+#include "core/log.h"
+#include "core/metrics.h"
 
 #define PROBLEM_PREFIX "urn:toolcage:problem:"
 #define IDLE_TIMEOUT_S 30 /* libmicrohttpd's idle timeout; also a kept-alive connection's wait */
@@ -124,13 +122,9 @@ enum MHD_Result tc_respond_problem(struct tc_request *r, unsigned status, const 
     return ret;
 }
 
-static enum MHD_Result problem_with_header(struct tc_request *r, unsigned status, const char *slug,
-                                           const char *title, const char *hname,
-                                           const char *hvalue, const char *fmt, ...)
-    __attribute__((format(printf, 7, 8)));
-static enum MHD_Result problem_with_header(struct tc_request *r, unsigned status, const char *slug,
-                                           const char *title, const char *hname,
-                                           const char *hvalue, const char *fmt, ...)
+enum MHD_Result tc_respond_problem_header(struct tc_request *r, unsigned status, const char *slug,
+                                          const char *title, const char *hname,
+                                          const char *hvalue, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -229,10 +223,10 @@ static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const ch
     return MHD_YES;
 }
 
-static int header_count(struct MHD_Connection *conn, const char *name)
+int tc_request_header_count(struct tc_request *r, const char *name)
 {
     struct header_count hc = {name, 0};
-    MHD_get_connection_values(conn, MHD_HEADER_KIND, count_header, &hc);
+    MHD_get_connection_values(r->conn, MHD_HEADER_KIND, count_header, &hc);
     return hc.n;
 }
 
@@ -291,28 +285,44 @@ static bool match(const char *pattern, const char *path, struct tc_request *r)
     return *p == '\0' && *s == '\0';
 }
 
+/* The route for r among srv->routes, its group, and in allow the methods the path has. */
+static const struct tc_route *route_find(struct tc_request *r, const struct tc_route_group **ret_group,
+                                         char *allow, size_t allow_size)
+{
+    for (const struct tc_route_group *const *g = r->srv->routes; g && *g; g++)
+        for (const struct tc_route *rt = (*g)->routes; rt->method; rt++) {
+            if (!match(rt->pattern, r->path, NULL))
+                continue;
+            if (strcmp(rt->method, r->method) == 0) {
+                *ret_group = *g;
+                return rt;
+            }
+            size_t n = strlen(allow);
+            snprintf(allow + n, allow_size - n, "%s%s", n ? ", " : "", rt->method);
+        }
+    return NULL;
+}
+
+static enum MHD_Result not_found(struct tc_request *r)
+{
+    for (const struct tc_route_group *const *g = r->srv->routes; g && *g; g++)
+        if ((*g)->not_found && (*g)->prefix[0] &&
+            strncmp(r->path, (*g)->prefix, strlen((*g)->prefix)) == 0)
+            return (*g)->not_found(r);
+    return tc_respond_problem(r, 404, "not-found", "Not found", NULL, "no such resource");
+}
+
 static enum MHD_Result dispatch(struct tc_request *r)
 {
-    const struct tc_route *found = NULL;
+    const struct tc_route_group *group = NULL;
     char allow[128] = "";
-    for (const struct tc_route *rt = tc_routes; rt->method; rt++) {
-        if (!match(rt->pattern, r->path, NULL))
-            continue;
-        if (strcmp(rt->method, r->method) == 0) {
-            found = rt;
-            break;
-        }
-        size_t n = strlen(allow);
-        snprintf(allow + n, sizeof(allow) - n, "%s%s", n ? ", " : "", rt->method);
-    }
+    const struct tc_route *found = route_find(r, &group, allow, sizeof(allow));
     if (!found) {
         if (allow[0])
-            return problem_with_header(r, 405, "method-not-allowed", "Method not allowed", "Allow",
-                                       allow, "%s is not allowed here; allowed: %s", r->method,
-                                       allow);
-        if (strncmp(r->path, "/console/", 9) == 0)
-            return tc_console_not_found(r);
-        return tc_respond_problem(r, 404, "not-found", "Not found", NULL, "no such resource");
+            return tc_respond_problem_header(r, 405, "method-not-allowed", "Method not allowed",
+                                             "Allow", allow, "%s is not allowed here; allowed: %s",
+                                             r->method, allow);
+        return not_found(r);
     }
     match(found->pattern, r->path, r);
     r->route = found->pattern;
@@ -320,35 +330,7 @@ static enum MHD_Result dispatch(struct tc_request *r)
         return tc_respond_problem(r, 413, "body-too-large", "Request body too large", NULL,
                                   "the body exceeds %lld bytes",
                                   (long long)r->srv->cfg->max_body_bytes);
-    if (found->roles & TC_ROUTE_CONSOLE)
-        return tc_console_dispatch(r, found); /* session cookie, CSRF; see console/console.h */
-    if (found->roles) {
-        const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Authorization");
-        if (header_count(r->conn, "Authorization") > 1) /* a proxy in front may have checked the other one: trust neither */
-            return problem_with_header(r, 401, "unauthorized", "Unauthorized", "WWW-Authenticate",
-                                       "Bearer", "send exactly one Authorization header");
-        if (!h || strncasecmp(h, "Bearer ", 7) != 0)
-            return problem_with_header(r, 401, "unauthorized", "Unauthorized", "WWW-Authenticate",
-                                       "Bearer", "an API key is required: Authorization: Bearer <key>");
-        PGconn *c = tc_db_acquire(r->srv->db, 5000);
-        if (!c)
-            return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
-                                      "the database is not reachable");
-        int rc = tc_auth_lookup(c, h + 7, &r->principal);
-        tc_db_release(r->srv->db, c);
-        if (rc == -EIO)
-            return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
-                                      "the database is not reachable");
-        if (rc < 0)
-            return problem_with_header(r, 401, "unauthorized", "Unauthorized", "WWW-Authenticate",
-                                       "Bearer error=\"invalid_token\"",
-                                       "the API key is not valid");
-        if (!(found->roles & r->principal.role))
-            return tc_respond_problem(r, 403, "forbidden", "Forbidden", NULL,
-                                      "the role '%s' may not do this",
-                                      tc_role_name(r->principal.role));
-    }
-    return found->handler(r);
+    return group->dispatch(r, found); /* who is calling, and may they: the group decides */
 }
 
 /* ---- MHD callbacks ---- */
@@ -493,17 +475,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (nul) {
             r->body_done = true;
             tc_http_guard_handling(srv->guard, r->gconn);
-            return problem_with_header(r, 400, "bad-request", "Bad request", "Connection", "close",
+            return tc_respond_problem_header(r, 400, "bad-request", "Bad request", "Connection", "close",
                                        "%s", nul);
         }
         /* Request smuggling: where a proxy in front and libmicrohttpd could disagree on where
          * the body ends (two Content-Length headers, or one with Transfer-Encoding), refuse
          * and close the connection rather than pick one (RFC 9112 6.3). */
-        int ncl = header_count(conn, "Content-Length"), nte = header_count(conn, "Transfer-Encoding");
+        int ncl = tc_request_header_count(r, "Content-Length"),
+            nte = tc_request_header_count(r, "Transfer-Encoding");
         if (ncl > 1 || (ncl && nte)) {
             r->body_done = true;
             tc_http_guard_handling(srv->guard, r->gconn);
-            return problem_with_header(r, 400, "bad-request", "Bad request", "Connection", "close",
+            return tc_respond_problem_header(r, 400, "bad-request", "Bad request", "Connection", "close",
                                        ncl > 1 ? "send exactly one Content-Length header"
                                                : "send Content-Length or Transfer-Encoding, not both");
         }

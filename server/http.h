@@ -9,7 +9,7 @@
 
 #include "common/buf.h"
 #include "server/auth.h"
-#include "server/config.h"
+#include "core/config.h"
 
 struct tc_db;
 struct tc_http_conn;
@@ -19,8 +19,13 @@ struct tc_policy;
 struct tc_keys;
 struct tc_verifier;
 
+struct tc_route_group;
+
 struct tc_server {
     const struct tc_config *cfg;
+    /* What the server answers: groups of routes, NULL-terminated, installed by main (the HTTP
+     * layer knows no handler; api/ and console/ export their groups). */
+    const struct tc_route_group *const *routes;
     struct tc_db *db;
     struct tc_launcher *launcher;
     struct MHD_Daemon *mhd;
@@ -44,6 +49,26 @@ struct tc_server {
 struct tc_request;
 typedef enum MHD_Result (*tc_handler)(struct tc_request *r);
 
+/* A route: method, path pattern ("{}" matches one segment), the roles allowed (0: no
+ * authentication), the handler. */
+struct tc_route {
+    const char *method;
+    const char *pattern;
+    unsigned roles;
+    tc_handler handler;
+};
+
+/* Routes that share one way of authenticating. dispatch() is called with the route matched
+ * (its path parameters set, the body within the cap): it decides who is calling (an API key,
+ * a session cookie) and whether their role may use rt, then calls rt->handler. not_found
+ * (may be NULL) answers unknown paths under prefix. */
+struct tc_route_group {
+    const char *prefix;
+    const struct tc_route *routes; /* ends with {NULL} */
+    enum MHD_Result (*dispatch)(struct tc_request *r, const struct tc_route *rt);
+    enum MHD_Result (*not_found)(struct tc_request *r);
+};
+
 struct tc_request {
     struct tc_server *srv;
     struct MHD_Connection *conn;
@@ -66,6 +91,9 @@ struct tc_request {
     void *state;
     void (*state_free)(void *state);
 };
+
+/* How many times the request carries the header name. */
+int tc_request_header_count(struct tc_request *r, const char *name);
 
 /* Starts the daemon on cfg->listen_host:listen_port. */
 int tc_http_start(struct tc_server *srv, char **ret_error);
@@ -93,6 +121,12 @@ enum MHD_Result tc_respond_text(struct tc_request *r, unsigned status, const cha
 enum MHD_Result tc_respond_problem(struct tc_request *r, unsigned status, const char *type_slug,
                                    const char *title, json_t *errors, const char *detail_fmt, ...)
     __attribute__((format(printf, 6, 7)));
+
+/* A problem response with one extra header (e.g. WWW-Authenticate, Allow). */
+enum MHD_Result tc_respond_problem_header(struct tc_request *r, unsigned status, const char *slug,
+                                          const char *title, const char *hname,
+                                          const char *hvalue, const char *fmt, ...)
+    __attribute__((format(printf, 7, 8)));
 
 /* Parse the body as a JSON object. On failure a problem response has been queued:
  * return *ret_result from the handler. */

@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "common/util.h"
-#include "server/log.h"
+#include "core/log.h"
 
 #define SCAN_MS 100 /* how late past its deadline a connection may be cut */
 

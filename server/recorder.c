@@ -14,11 +14,11 @@
 #include "broker/leases.h"
 #include "common/util.h"
 #include "sandbox/sandbox.h"
-#include "server/db.h"
-#include "server/finish.h"
+#include "core/db.h"
+#include "execution/record.h"
 #include "server/http.h"
-#include "server/log.h"
-#include "server/metrics.h"
+#include "core/log.h"
+#include "core/metrics.h"
 #include "server/waiters.h"
 
 #define THREADS 2

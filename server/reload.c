@@ -4,12 +4,12 @@
 
 #include "audit/audit.h"
 #include "policy/policy.h"
-#include "server/db.h"
+#include "core/db.h"
 #include "server/http.h"
 
 static int audit(struct tc_server *srv, json_t *event)
 {
-    PGconn *c = tc_db_acquire(srv->db, 5000);
+    PGconn *c = tc_db_acquire(srv->db, TC_DB_WAIT_MS);
     int rc = c ? tc_audit_append(c, srv->keys, event, NULL) : -EIO;
     tc_db_release(srv->db, c);
     return rc;
@@ -20,7 +20,7 @@ static int audit(struct tc_server *srv, json_t *event)
  * (none if the service has no tenant yet: then one record that operators see). */
 static int audit_every_tenant(struct tc_server *srv, json_t *event)
 {
-    PGconn *c = tc_db_acquire(srv->db, 5000);
+    PGconn *c = tc_db_acquire(srv->db, TC_DB_WAIT_MS);
     if (!c)
         return -EIO;
     int rc = tc_db_command(c, "BEGIN") ? 0 : -EIO;

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 
 #include "common/util.h"
-#include "server/db.h"
+#include "core/db.h"
 #include "server/http.h"
-#include "server/log.h"
+#include "core/log.h"
 
 #define MAX_WAITING 1024 /* requests suspended until the next walk; more get 503 at once */
 
@@ -53,7 +53,7 @@ static void *run(void *arg)
         pthread_mutex_unlock(&v->mu);
 
         struct tc_audit_verdict verdict;
-        PGconn *c = tc_db_acquire(v->srv->db, 5000);
+        PGconn *c = tc_db_acquire(v->srv->db, TC_DB_WAIT_MS);
         int rc = c ? tc_audit_verify_db(c, v->srv->keys, &verdict) : -EIO;
         tc_db_release(v->srv->db, c);
         if (rc < 0)

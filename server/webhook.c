@@ -11,10 +11,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "broker/keys.h"
+#include "core/keys.h"
 #include "common/util.h"
-#include "server/db.h"
-#include "server/log.h"
+#include "core/db.h"
+#include "core/log.h"
 #include "server/webhook_internal.h"
 
 #define ATTEMPT_TIMEOUT_MS 5000  /* one POST, from the connect to the last byte of the answer */
@@ -329,7 +329,7 @@ static bool connected(struct tc_webhooks *w)
     w->listening = false;
     if (!w->conn || PQstatus(w->conn) != CONNECTION_OK)
         return false;
-    /* every finished execution is announced (server/finish.c): its delivery may be due */
+    /* every finished execution is announced (execution/record.c): its delivery may be due */
     w->listening = tc_db_command(w->conn, "LISTEN toolcage_done");
     return true;
 }

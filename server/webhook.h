@@ -4,7 +4,7 @@
  * where secret is the tenant's webhook secret (`toolcage keys webhook-secret --tenant NAME`).
  *
  * Delivery (webhook.c): the row is an outbox entry, written in the transaction that finishes
- * the execution (server/finish.c). A delivery thread of each server process, with a libcurl
+ * the execution (execution/record.c). A delivery thread of each server process, with a libcurl
  * multi handle of its own, claims due rows (FOR UPDATE SKIP LOCKED, then a lease that other
  * processes respect and that expires if this one dies), delivers them outside any
  * transaction, and records each outcome in one statement: delivered, or the next attempt

@@ -9,7 +9,7 @@
 #include <sodium.h>
 #include <unistd.h>
 
-#include "api/exec.h"
+#include "execution/request.h"
 #include "approval/approval.h"
 #include "audit/audit.h"
 #include "broker/leases.h"
@@ -17,11 +17,11 @@
 #include "policy/policy.h"
 #include "policy/redact.h"
 #include "sandbox/sandbox.h"
-#include "server/db.h"
-#include "server/finish.h"
+#include "core/db.h"
+#include "execution/record.h"
 #include "server/http.h"
-#include "server/log.h"
-#include "server/metrics.h"
+#include "core/log.h"
+#include "core/metrics.h"
 #include "server/recorder.h"
 #include "server/waiters.h"
 

@@ -12,7 +12,7 @@ import path from 'node:path';
 import { BIN, ROOT, SLOW, PSQL, psql, sleep } from './harness.mjs';
 
 const EXAMPLE_POLICY = path.join(ROOT, 'examples/policy.json');
-const MIGRATE_LOCK_KEY = '7715923601'; // server/migrate.c
+const MIGRATE_LOCK_KEY = '7715923601'; // core/migrate.c
 
 /**
  * Runs toolcage ARGS with the test database's environment plus env; resolves

@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "broker/keys.h"
+#include "core/keys.h"
 #include "broker/secrets.h"
 #include "broker/token.h"
 #include "common/util.h"

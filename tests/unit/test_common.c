@@ -1,8 +1,8 @@
-/* common/ and api/exec.c: bounded parsing, UTF-8, buffers with caps, request validation. */
+/* common/ and execution/request.c: bounded parsing, UTF-8, buffers with caps, request validation. */
 #include <sodium.h>
 #include <string.h>
 
-#include "api/exec.h"
+#include "execution/request.h"
 #include "common/buf.h"
 #include "common/util.h"
 #include "tap.h"

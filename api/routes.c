@@ -1,16 +1,10 @@
-#include "server/routes.h"
-
+/* The JSON API's routes: path, method, the roles allowed (0: public), handler. API keys
+ * authenticate them (tc_auth_bearer_dispatch, server/auth.h). */
 #include "api/api.h"
-#include "console/console.h"
 
-/* Console pages: TC_ROUTE_CONSOLE | the console roles allowed. */
-#define CONSOLE_PUBLIC TC_ROUTE_CONSOLE
-#define CONSOLE_ANY (TC_ROUTE_CONSOLE | TC_ROLE_REVIEWER | TC_ROLE_AUDITOR | TC_ROLE_ADMIN)
-#define CONSOLE_DECIDE (TC_ROUTE_CONSOLE | TC_ROLE_REVIEWER | TC_ROLE_ADMIN)
-#define CONSOLE_AUDIT (TC_ROUTE_CONSOLE | TC_ROLE_AUDITOR | TC_ROLE_ADMIN)
-#define CONSOLE_ADMIN (TC_ROUTE_CONSOLE | TC_ROLE_ADMIN)
+#include "server/auth.h"
 
-const struct tc_route tc_routes[] = {
+static const struct tc_route routes[] = {
     {"POST", "/v1/execute", TC_ROLE_AGENT | TC_ROLE_ADMIN, tc_api_execute},
     {"POST", "/v1/prescreen", TC_ROLE_ANY, tc_api_prescreen},
     {"GET", "/v1/executions/{}", TC_ROLE_ANY, tc_api_execution_get},
@@ -42,22 +36,12 @@ const struct tc_route tc_routes[] = {
     {"GET", "/readyz", 0, tc_api_readyz},
     {"GET", "/openapi.yaml", 0, tc_api_openapi},
     {"GET", "/metrics", 0, tc_api_metrics},
-    {"GET", "/console", CONSOLE_ANY, tc_console_home},
-    {"GET", "/console/", CONSOLE_ANY, tc_console_home},
-    {"GET", "/console/signin", CONSOLE_PUBLIC, tc_console_signin_form},
-    {"POST", "/console/signin", CONSOLE_PUBLIC, tc_console_signin},
-    {"POST", "/console/signout", CONSOLE_ANY, tc_console_signout},
-    {"GET", "/console/static/console.css", CONSOLE_PUBLIC, tc_console_static},
-    {"GET", "/console/approvals", CONSOLE_ANY, tc_console_approvals},
-    {"GET", "/console/approvals/{}", CONSOLE_ANY, tc_console_approval},
-    {"POST", "/console/approvals/{}/approve", CONSOLE_DECIDE, tc_console_approve},
-    {"POST", "/console/approvals/{}/deny", CONSOLE_DECIDE, tc_console_deny},
-    {"GET", "/console/executions", CONSOLE_ANY, tc_console_executions},
-    {"GET", "/console/executions/{}", CONSOLE_ANY, tc_console_execution},
-    {"GET", "/console/audit", CONSOLE_AUDIT, tc_console_audit},
-    {"GET", "/console/audit/export", CONSOLE_AUDIT, tc_console_audit_export},
-    {"GET", "/console/dashboard", CONSOLE_AUDIT, tc_console_dashboard},
-    {"GET", "/console/admin/users", CONSOLE_ADMIN, tc_console_users},
-    {"GET", "/console/admin/secrets", CONSOLE_ADMIN, tc_console_secrets},
     {NULL, NULL, 0, NULL},
+};
+
+const struct tc_route_group tc_api_routes = {
+    .prefix = "",
+    .routes = routes,
+    .dispatch = tc_auth_bearer_dispatch,
+    .not_found = NULL,
 };
