@@ -188,8 +188,14 @@ int main(int argc, char **argv)
     char state[128];
     snprintf(state, sizeof(state), "/tmp/toolcage-bench-%d", (int)getpid());
     mkdir(state, 0700);
-    struct tc_launcher_options o = {
-        .exe = "/proc/self/exe", .state_dir = state, .max_sandboxes = 64};
+    /* TOOLCAGE_POOL=0 measures the on-demand path (as the server's variable would) */
+    const char *pool = getenv("TOOLCAGE_POOL");
+    struct tc_launcher_options o = {.exe = "/proc/self/exe",
+                                    .state_dir = state,
+                                    .max_sandboxes = 64,
+                                    .pool = pool && strcmp(pool, "0") == 0 ? TC_POOL_NONE
+                                            : pool                         ? atoi(pool)
+                                                                           : 0};
     if (tc_launcher_start(&o, &L) < 0) {
         fprintf(stderr, "sandbox_bench: cannot start the launcher\n");
         return 1;

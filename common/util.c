@@ -190,3 +190,38 @@ void tc_iso8601(int64_t wall_ms, char out[32])
              tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(wall_ms % 1000));
     snprintf(out, 32, "%.31s", tmp);
 }
+
+static bool is_executable_file(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode) && access(p, X_OK) == 0;
+}
+
+int tc_find_runsc(char *ret, size_t size)
+{
+    static const char *const dirs[] = {"/usr/bin", "/usr/sbin", "/usr/local/bin"};
+    char cand[PATH_MAX];
+    const char *path = getenv("PATH");
+
+    while (path && *path) {
+        size_t n = strcspn(path, ":");
+        if (n > 0 && path[0] == '/' && n + sizeof("/runsc") <= sizeof(cand)) {
+            snprintf(cand, sizeof(cand), "%.*s/runsc", (int)n, path);
+            if (is_executable_file(cand))
+                goto found;
+        }
+        path += n;
+        if (*path == ':')
+            path++;
+    }
+    for (size_t i = 0; i < TC_ARRAY_SIZE(dirs); i++) {
+        snprintf(cand, sizeof(cand), "%s/runsc", dirs[i]);
+        if (is_executable_file(cand))
+            goto found;
+    }
+    return -ENOENT;
+found:
+    if ((size_t)snprintf(ret, size, "%s", cand) >= size)
+        return -ENAMETOOLONG;
+    return 0;
+}

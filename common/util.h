@@ -77,3 +77,8 @@ bool tc_utf8_valid(const char *s, size_t len, bool allow_nul);
 
 /* RFC 3339 UTC timestamp with milliseconds, e.g. "2026-11-22T03:04:05.678Z". */
 void tc_iso8601(int64_t wall_ms, char out[32]);
+
+/* The gVisor runtime: runsc in an absolute $PATH entry, else in /usr/bin, /usr/sbin or
+ * /usr/local/bin (a regular, executable file). 0 and its path in ret (size bytes), or
+ * -ENOENT. The one lookup the policy check and the launcher share. */
+int tc_find_runsc(char *ret, size_t size);

@@ -10,68 +10,31 @@
 
 #include "audit/audit.h"
 #include "common/util.h"
+#include "core/config.h"
 #include "core/db.h"
 
 /* ---- settings ---- */
 
-static const struct {
-    const char *env;
-    int64_t def, min, max;
-    size_t off;
-} settings_table[] = {
-    {"TOOLCAGE_SESSION_IDLE_SECONDS", 900, 1, 86400,
-     offsetof(struct tc_console_settings, idle_seconds)},
-    {"TOOLCAGE_SESSION_MAX_SECONDS", 28800, 1, 7 * 86400,
-     offsetof(struct tc_console_settings, absolute_seconds)},
-    {"TOOLCAGE_SIGNIN_MAX_FAILURES", 5, 1, 1000,
-     offsetof(struct tc_console_settings, max_failures)},
-    {"TOOLCAGE_SIGNIN_MAX_SOURCE_FAILURES", 20, 1, 100000,
-     offsetof(struct tc_console_settings, max_source_failures)},
-    {"TOOLCAGE_SIGNIN_WINDOW_SECONDS", 900, 1, 86400,
-     offsetof(struct tc_console_settings, window_seconds)},
+/* The defaults of core/config.c, until tc_console_configure() (tests of this file use them). */
+static struct tc_console_settings g_settings = {
+    .idle_seconds = 900, .absolute_seconds = 28800, .cookie_secure = -1,
+    .max_failures = 5, .max_source_failures = 20, .window_seconds = 900,
 };
 
-int tc_console_settings_load(struct tc_console_settings *ret, const char **ret_error)
+void tc_console_configure(const struct tc_config *cfg)
 {
-    struct tc_console_settings s = {0};
-    for (size_t i = 0; i < TC_ARRAY_SIZE(settings_table); i++) {
-        const char *v = getenv(settings_table[i].env);
-        int64_t n = settings_table[i].def;
-        if (v && *v && tc_parse_i64(v, settings_table[i].min, settings_table[i].max, &n) < 0) {
-            if (ret_error)
-                *ret_error = settings_table[i].env;
-            return -EINVAL;
-        }
-        *(int64_t *)((char *)&s + settings_table[i].off) = n;
-    }
-    const char *sec = getenv("TOOLCAGE_COOKIE_SECURE");
-    if (sec && *sec && strcmp(sec, "0") != 0 && strcmp(sec, "1") != 0) {
-        if (ret_error)
-            *ret_error = "TOOLCAGE_COOKIE_SECURE";
-        return -EINVAL;
-    }
-    s.cookie_secure = !sec || !*sec ? -1 : strcmp(sec, "1") == 0;
-    *ret = s;
-    return 0;
-}
-
-static struct tc_console_settings g_settings;
-static pthread_once_t g_settings_once = PTHREAD_ONCE_INIT;
-
-static void settings_init(void)
-{
-    if (tc_console_settings_load(&g_settings, NULL) < 0) {
-        /* A bad value falls back to the defaults (docs/console.md). */
-        g_settings = (struct tc_console_settings){900, 28800, -1, 5, 20, 900};
-        const char *sec = getenv("TOOLCAGE_COOKIE_SECURE");
-        if (sec && *sec) /* "1" or invalid: Secure */
-            g_settings.cookie_secure = strcmp(sec, "0") != 0;
-    }
+    g_settings = (struct tc_console_settings){
+        .idle_seconds = cfg->session_idle_seconds,
+        .absolute_seconds = cfg->session_max_seconds,
+        .cookie_secure = cfg->cookie_secure,
+        .max_failures = cfg->signin_max_failures,
+        .max_source_failures = cfg->signin_max_source_failures,
+        .window_seconds = cfg->signin_window_seconds,
+    };
 }
 
 const struct tc_console_settings *tc_console_settings(void)
 {
-    pthread_once(&g_settings_once, settings_init);
     return &g_settings;
 }
 

@@ -20,7 +20,7 @@ struct tc_keys;
 #define TC_CONSOLE_PASSWORD_MAX 1024
 #define TC_CONSOLE_PASSWORD_MIN 8
 
-/* Read from the environment once (see docs/console.md for the variables). */
+/* From the configuration (core/config.h; docs/console.md lists the variables). */
 struct tc_console_settings {
     int64_t idle_seconds;        /* TOOLCAGE_SESSION_IDLE_SECONDS, default 900 */
     int64_t absolute_seconds;    /* TOOLCAGE_SESSION_MAX_SECONDS, default 28800 */
@@ -30,9 +30,10 @@ struct tc_console_settings {
     int64_t max_source_failures; /* TOOLCAGE_SIGNIN_MAX_SOURCE_FAILURES, default 20 */
     int64_t window_seconds;      /* TOOLCAGE_SIGNIN_WINDOW_SECONDS, default 900 */
 };
-/* -EINVAL and *ret_error (static text naming the variable) on a bad value. */
-int tc_console_settings_load(struct tc_console_settings *ret, const char **ret_error);
-const struct tc_console_settings *tc_console_settings(void); /* loaded on first use */
+struct tc_config;
+/* Sets the console's settings from cfg; called once at start-up, before serving. */
+void tc_console_configure(const struct tc_config *cfg);
+const struct tc_console_settings *tc_console_settings(void);
 
 struct tc_console_user {
     char id[37];

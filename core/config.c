@@ -8,7 +8,7 @@
 #include "common/util.h"
 #include "core/log.h"
 
-enum opt_kind { OPT_STRING, OPT_INT, OPT_BOOL, OPT_LISTEN, OPT_LOGLEVEL };
+enum opt_kind { OPT_STRING, OPT_PATH, OPT_INT, OPT_BOOL, OPT_TRISTATE, OPT_LISTEN, OPT_LOGLEVEL, OPT_CHOICE };
 
 struct opt {
     const char *env;
@@ -19,12 +19,27 @@ struct opt {
     const char *help;
 };
 
+/* OPT_CHOICE: the values allowed, by variable */
+static const struct {
+    const char *env, *choices;
+} choices[] = {
+    {"TOOLCAGE_GVISOR_PLATFORM", "ptrace|kvm"},
+};
+
+static const char *choices_of(const char *env)
+{
+    for (size_t i = 0; i < TC_ARRAY_SIZE(choices); i++)
+        if (strcmp(choices[i].env, env) == 0)
+            return choices[i].choices;
+    return "";
+}
+
 #define OFF(f) offsetof(struct tc_config, f)
 static const struct opt options[] = {
     {"TOOLCAGE_DATABASE_URL", OPT_STRING, "dbname=toolcage", 0, 0, OFF(database_url),
      "libpq conninfo of the runtime role"},
     {"TOOLCAGE_MIGRATE_DATABASE_URL", OPT_STRING, NULL, 0, 0, OFF(migrate_database_url),
-     "libpq conninfo of the role that owns the schema (default: TOOLCAGE_DATABASE_URL)"},
+     "libpq conninfo of the role that owns the schema (unset: TOOLCAGE_DATABASE_URL)"},
     {"TOOLCAGE_LISTEN", OPT_LISTEN, "127.0.0.1:8080", 0, 0, 0, "address:port to serve HTTP on"},
     {"TOOLCAGE_POLICY", OPT_STRING, "examples/policy.json", 0, 0, OFF(policy_path),
      "tool policy file"},
@@ -55,7 +70,37 @@ static const struct opt options[] = {
      "one tenant's webhook deliveries in flight at once, over all server processes"},
     {"TOOLCAGE_WEBHOOK_MAX_ATTEMPTS", OPT_INT, "10", 1, 30, OFF(webhook_max_attempts),
      "attempts per webhook delivery (backoff 1 s, 2 s, 4 s ... 1 h) before it is given up"},
+    {"TOOLCAGE_SESSION_IDLE_SECONDS", OPT_INT, "900", 1, 86400, OFF(session_idle_seconds),
+     "console sessions unused this long end (docs/console.md)"},
+    {"TOOLCAGE_SESSION_MAX_SECONDS", OPT_INT, "28800", 1, 604800, OFF(session_max_seconds),
+     "every console session ends this long after sign-in"},
+    {"TOOLCAGE_COOKIE_SECURE", OPT_TRISTATE, NULL, 0, 1, OFF(cookie_secure),
+     "1: console cookies carry Secure; 0: they do not; unset: Secure unless the listener is loopback"},
+    {"TOOLCAGE_SIGNIN_MAX_FAILURES", OPT_INT, "5", 1, 1000, OFF(signin_max_failures),
+     "failed console sign-ins per name in the window before refusing"},
+    {"TOOLCAGE_SIGNIN_MAX_SOURCE_FAILURES", OPT_INT, "20", 1, 100000, OFF(signin_max_source_failures),
+     "failed console sign-ins per client address in the window"},
+    {"TOOLCAGE_SIGNIN_WINDOW_SECONDS", OPT_INT, "900", 1, 86400, OFF(signin_window_seconds),
+     "the sign-in throttling window"},
+    {"TOOLCAGE_POOL", OPT_INT, "2", 0, 8, OFF(pool),
+     "sandbox shells the launcher keeps ready (0: each made on demand; docs/sandbox.md)"},
+    {"TOOLCAGE_UID_REGISTRY", OPT_PATH, "/run/toolcage/uids", 0, 0, OFF(uid_registry),
+     "directory of lock files that gives each launcher on the host its own range of sandbox uids"},
+    {"TOOLCAGE_GVISOR_PLATFORM", OPT_CHOICE, "ptrace", 0, 0, OFF(gvisor_platform),
+     "platform of the gvisor backend: ptrace or kvm"},
+    {"TOOLCAGE_INIT", OPT_PATH, NULL, 0, 0, OFF(init_path),
+     "the sandbox's PID 1 (unset: toolcage-init next to the binary, or ../libexec/toolcage/)"},
+    {"TOOLCAGE_NO_CGROUP", OPT_BOOL, "0", 0, 1, OFF(no_cgroup),
+     "1: no cgroups, limits by rlimits only (for tests of that fallback)"},
+    {"TOOLCAGE_NO_SECCOMP_NOTIFY", OPT_BOOL, "0", 0, 1, OFF(no_seccomp_notify),
+     "1: the seccomp filter kills without reporting the call (for tests of that fallback)"},
 };
+
+/* The field at offset off of c (void *: the table's offsets keep each field's alignment). */
+static void *field(struct tc_config *c, size_t off)
+{
+    return (char *)c + off;
+}
 
 static int parse_listen(const char *v, struct tc_config *cfg)
 {
@@ -84,7 +129,7 @@ static int parse_listen(const char *v, struct tc_config *cfg)
 
 int tc_config_load(struct tc_config *cfg, char **ret_error)
 {
-    struct tc_config c = {0};
+    struct tc_config c = {.cookie_secure = -1};
     for (size_t i = 0; i < TC_ARRAY_SIZE(options); i++) {
         const struct opt *o = &options[i];
         const char *v = getenv(o->env);
@@ -95,12 +140,19 @@ int tc_config_load(struct tc_config *cfg, char **ret_error)
         int r = 0;
         char why[160] = "";
         switch (o->kind) {
+        case OPT_PATH:
+            if (v[0] != '/') {
+                r = -EINVAL;
+                snprintf(why, sizeof(why), "must be an absolute path");
+                break;
+            }
+            __attribute__((fallthrough));
         case OPT_STRING: {
             char *s = strdup(v);
             if (!s)
                 r = -ENOMEM;
             else
-                *(char **)((char *)&c + o->offset) = s;
+                *(char **)field(&c, o->offset) = s;
             break;
         }
         case OPT_INT: {
@@ -110,17 +162,44 @@ int tc_config_load(struct tc_config *cfg, char **ret_error)
                 snprintf(why, sizeof(why), "must be an integer from %lld to %lld",
                          (long long)o->min, (long long)o->max);
             else
-                *(int64_t *)((char *)&c + o->offset) = n;
+                *(int64_t *)field(&c, o->offset) = n;
             break;
         }
         case OPT_BOOL:
             if (strcmp(v, "0") == 0 || strcmp(v, "1") == 0)
-                *(bool *)((char *)&c + o->offset) = v[0] == '1';
+                *(bool *)field(&c, o->offset) = v[0] == '1';
             else {
                 r = -EINVAL;
                 snprintf(why, sizeof(why), "must be 0 or 1");
             }
             break;
+        case OPT_TRISTATE: /* set: 0 or 1; unset: -1 (see fixups) */
+            if (strcmp(v, "0") == 0 || strcmp(v, "1") == 0)
+                *(int *)field(&c, o->offset) = v[0] == '1';
+            else {
+                r = -EINVAL;
+                snprintf(why, sizeof(why), "must be 0 or 1 (or unset)");
+            }
+            break;
+        case OPT_CHOICE: {
+            size_t n = strlen(v);
+            const char *p = choices_of(o->env);
+            bool ok = false;
+            while (*p && !ok) {
+                size_t len = strcspn(p, "|");
+                ok = len == n && strncmp(p, v, n) == 0;
+                p += len + (p[len] == '|');
+            }
+            char *s = ok ? strdup(v) : NULL;
+            if (!ok) {
+                r = -EINVAL;
+                snprintf(why, sizeof(why), "must be one of %s", choices_of(o->env));
+            } else if (!s)
+                r = -ENOMEM;
+            else
+                *(char **)field(&c, o->offset) = s;
+            break;
+        }
         case OPT_LISTEN:
             r = parse_listen(v, &c);
             if (r < 0)
@@ -132,7 +211,7 @@ int tc_config_load(struct tc_config *cfg, char **ret_error)
                 r = -EINVAL;
                 snprintf(why, sizeof(why), "must be debug, info, warn or error");
             } else {
-                *(int *)((char *)&c + o->offset) = l;
+                *(int *)field(&c, o->offset) = l;
             }
             break;
         }
@@ -175,13 +254,21 @@ void tc_config_free(struct tc_config *cfg)
     free(cfg->state_dir);
     free(cfg->master_key_file);
     free(cfg->previous_master_key_files);
+    free(cfg->uid_registry);
+    free(cfg->gvisor_platform);
+    free(cfg->init_path);
     *cfg = (struct tc_config){0};
 }
 
 void tc_config_print_help(FILE *f)
 {
-    fprintf(f, "Environment:\n");
-    for (size_t i = 0; i < TC_ARRAY_SIZE(options); i++)
-        fprintf(f, "  %-30s %s (default: %s)\n", options[i].env, options[i].help,
-                options[i].def ? options[i].def : "see help");
+    fprintf(f, "Environment (a bad value stops start-up):\n");
+    for (size_t i = 0; i < TC_ARRAY_SIZE(options); i++) {
+        const struct opt *o = &options[i];
+        if (o->def)
+            fprintf(f, "  %s (default: %s)\n", o->env, o->def);
+        else
+            fprintf(f, "  %s (default: unset)\n", o->env);
+        fprintf(f, "      %s\n", o->help);
+    }
 }

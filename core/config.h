@@ -26,11 +26,26 @@ struct tc_config {
     int64_t webhook_concurrency;        /* deliveries in flight, this process */
     int64_t webhook_tenant_concurrency; /* one tenant's deliveries in flight, all processes */
     int64_t webhook_max_attempts;
+    /* the console (console/session.h) */
+    int64_t session_idle_seconds;
+    int64_t session_max_seconds;
+    int cookie_secure; /* 1, 0, or -1 (unset: Secure unless the listener is loopback) */
+    int64_t signin_max_failures;
+    int64_t signin_max_source_failures;
+    int64_t signin_window_seconds;
+    /* the launcher (sandbox/sandbox.h struct tc_launcher_options) */
+    int64_t pool;           /* shells kept ready */
+    char *uid_registry;     /* lock files of the host uid ranges */
+    char *gvisor_platform;  /* "ptrace" or "kvm" */
+    char *init_path;        /* toolcage-init; NULL: found next to the binary */
+    bool no_cgroup;         /* tests of the rlimit fallback */
+    bool no_seccomp_notify; /* tests of the kill-only filter */
 };
 
 /* Fill cfg from the environment. On a bad value returns -EINVAL and sets *ret_error
  * to one line naming the variable (caller frees). */
 int tc_config_load(struct tc_config *cfg, char **ret_error);
 void tc_config_free(struct tc_config *cfg);
-/* The table as "NAME  default  help" lines, for --help and the README. */
+/* The table, one variable per entry ("NAME (default: D)" then its help, indented), for
+ * --help; the README's table lists the same names and defaults (checked by a test). */
 void tc_config_print_help(FILE *f);

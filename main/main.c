@@ -60,6 +60,21 @@ static int load_config(struct tc_config *cfg)
     return 0;
 }
 
+/* What the launcher takes from the configuration (it reads no environment itself). */
+static struct tc_launcher_options launcher_options(const struct tc_config *cfg, unsigned max)
+{
+    return (struct tc_launcher_options){
+        .state_dir = cfg->state_dir,
+        .max_sandboxes = max,
+        .pool = cfg->pool ? (int)cfg->pool : TC_POOL_NONE,
+        .uid_registry = cfg->uid_registry,
+        .gvisor_platform = cfg->gvisor_platform,
+        .init_path = cfg->init_path,
+        .no_cgroup = cfg->no_cgroup,
+        .no_seccomp_notify = cfg->no_seccomp_notify,
+    };
+}
+
 static bool wants_help(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++)
@@ -152,6 +167,9 @@ static int cmd_serve(int argc, char **argv)
     if (load_config(&cfg) < 0)
         return fail_config();
     int rc = 1, r;
+    _cleanup_free_ char *err = NULL; /* before the first goto: out frees it */
+    struct tc_keys *keys = NULL;
+    tc_console_configure(&cfg);
     /* The console first: its prefix is the narrower one. */
     static const struct tc_route_group *const routes[] = {&tc_console_routes, &tc_api_routes, NULL};
     struct tc_server srv = {.cfg = &cfg, .routes = routes};
@@ -176,8 +194,6 @@ static int cmd_serve(int argc, char **argv)
         json_decref(errors);
         goto out;
     }
-    _cleanup_free_ char *err = NULL;
-    struct tc_keys *keys = NULL;
     if (tc_keys_load(cfg.master_key_file, &keys, &err) < 0) {
         fprintf(stderr, "toolcage: %s\n", err ? err : "cannot load the master key");
         goto out;
@@ -210,8 +226,7 @@ static int cmd_serve(int argc, char **argv)
     if (start_cp == -EBADMSG)
         tc_log(TC_LOG_ERROR, "audit checkpoint refused at start: a record since the last "
                              "checkpoint does not verify (GET /v1/audit/verify names it)", NULL);
-    struct tc_launcher_options lo = {.exe = NULL, .state_dir = cfg.state_dir,
-                                     .max_sandboxes = (unsigned)cfg.max_sandboxes};
+    struct tc_launcher_options lo = launcher_options(&cfg, (unsigned)cfg.max_sandboxes);
     r = tc_launcher_start(&lo, &srv.launcher);
     if (r < 0) {
         /* strerror of the launcher's own cause (e.g. "No space left on device") */
@@ -559,7 +574,7 @@ static int cmd_exec(int argc, char **argv)
     tc_uuid7(id);
     tc_iso8601(tc_wall_ms(), created);
     spec = tc_exec_build_spec(tool, &req, limits, id);
-    struct tc_launcher_options lo = {.state_dir = cfg.state_dir, .max_sandboxes = 1};
+    struct tc_launcher_options lo = launcher_options(&cfg, 1);
     if (!spec || (r = tc_launcher_start(&lo, &launcher)) < 0) {
         fprintf(stderr, "toolcage exec: cannot start the launcher: %s\n", strerror(-r));
         goto out;
@@ -889,8 +904,15 @@ static int usage_of(const char *name)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: toolcage COMMAND [ARGS]\n\ncommands:\n");
-    for (size_t i = 0; i < TC_ARRAY_SIZE(commands); i++)
-        fprintf(f, "  %-62s %s\n", commands[i].usage, commands[i].help);
+    /* usage lines are long (alternatives joined by " | "): each on its own lines, then the
+     * help indented, as the environment table below */
+    for (size_t i = 0; i < TC_ARRAY_SIZE(commands); i++) {
+        const char *u = commands[i].usage;
+        fprintf(f, "  ");
+        for (const char *bar; (bar = strstr(u, " | ")); u = bar + 3)
+            fprintf(f, "%.*s\n  ", (int)(bar - u), u);
+        fprintf(f, "%s\n      %s\n", u, commands[i].help);
+    }
     fprintf(f, "\n`toolcage COMMAND --help` for one command.\n\n");
     tc_config_print_help(f);
 }

@@ -70,7 +70,6 @@ static const char *const default_env[][2] = {
 static const char *const languages[] = {"python", "shell", "javascript", "other", NULL};
 static const char *const backends[] = {"native", "gvisor", NULL};
 static const char *const tiers[] = {"auto", "assisted", "human_approve", "manual_only", NULL};
-static const char *const runsc_dirs[] = {"/usr/bin", "/usr/sbin", "/usr/local/bin"};
 /* Sandbox paths the sandbox itself owns: a mount there would hide or subvert them. */
 static const char *const reserved_targets[] = {"/proc",      "/dev", "/sys",
                                                "/workspace", "/tmp", "/etc"};
@@ -1005,28 +1004,8 @@ static void check_output(struct ctx *c, const char *path, json_t *obj)
 
 static char *find_runsc(struct ctx *c)
 {
-    char cand[PATH_MAX];
-    const char *path = getenv("PATH");
-    struct stat st;
-
-    /* Absolute PATH entries first, then the usual install locations. */
-    while (path && *path) {
-        size_t n = strcspn(path, ":");
-        if (n > 0 && path[0] == '/' && n + sizeof("/runsc") <= sizeof(cand)) {
-            snprintf(cand, sizeof(cand), "%.*s/runsc", (int)n, path);
-            if (stat(cand, &st) == 0 && S_ISREG(st.st_mode) && access(cand, X_OK) == 0)
-                return xstrdup(c, cand);
-        }
-        path += n;
-        if (*path == ':')
-            path++;
-    }
-    for (size_t i = 0; i < TC_ARRAY_SIZE(runsc_dirs); i++) {
-        snprintf(cand, sizeof(cand), "%s/runsc", runsc_dirs[i]);
-        if (stat(cand, &st) == 0 && S_ISREG(st.st_mode) && access(cand, X_OK) == 0)
-            return xstrdup(c, cand);
-    }
-    return NULL;
+    char path[PATH_MAX];
+    return tc_find_runsc(path, sizeof(path)) == 0 ? xstrdup(c, path) : NULL;
 }
 
 static void parse_tool(struct ctx *c, const char *name, json_t *obj, struct tc_tool *t)

@@ -479,12 +479,12 @@ static bool try_v1(struct tc_cg_host *h)
     return true;
 }
 
-void tc_cg_host_init(struct tc_cg_host *h)
+void tc_cg_host_init(struct tc_cg_host *h, bool disabled)
 {
     memset(h, 0, sizeof(*h));
     for (int c = 0; c < TC_CG_N_; c++)
         h->parent_fd[c] = -1;
-    if (getenv("TOOLCAGE_NO_CGROUP"))
+    if (disabled)
         return; /* tests of the rlimit fallback */
     if (try_v2(h))
         return;

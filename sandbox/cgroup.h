@@ -30,7 +30,7 @@ struct tc_cgroup {
 };
 
 /* Detect and create the launcher's parent groups. Never fails: mode NONE on trouble. */
-void tc_cg_host_init(struct tc_cg_host *h);
+void tc_cg_host_init(struct tc_cg_host *h, bool disabled /* mode TC_CG_NONE */);
 /* Remove the launcher's parent groups (after every sandbox is gone). */
 void tc_cg_host_fini(struct tc_cg_host *h);
 /* Name of the mechanism that enforces memory/pids/cpu: "cgroup_v1", "cgroup_v2" or NULL. */

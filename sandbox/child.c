@@ -494,10 +494,10 @@ out:
     return seal_blob(&b, r);
 }
 
-int tc_child_open_init(char *ret_path, size_t size)
+int tc_child_open_init(const char *path, char *ret_path, size_t size)
 {
     char exe[PATH_MAX], cand[PATH_MAX + 64];
-    const char *env = getenv("TOOLCAGE_INIT");
+    const char *env = path;
     ssize_t n;
     char *slash;
 

@@ -110,9 +110,10 @@ int tc_child_base_config(const struct tc_rootfs_info *rootfs, const char *newroo
 int tc_child_config(const struct tc_spec *spec, const struct tc_seccomp_prog *seccomp,
                     const char *ws_path, bool rlimit_as, bool rlimit_nproc);
 
-/* Open the toolcage-init binary for fexecve: $TOOLCAGE_INIT, else next to our own
- * executable, else ../libexec/toolcage/ relative to it. Returns an O_PATH fd or -errno. */
-int tc_child_open_init(char *ret_path, size_t size);
+/* Open the toolcage-init binary for fexecve: path (TOOLCAGE_INIT) when not NULL, else next
+ * to our own executable, else ../libexec/toolcage/ relative to it; the path opened goes to
+ * ret_path. Returns an O_PATH fd or -errno. */
+int tc_child_open_init(const char *path, char *ret_path, size_t size);
 
 /* Fill the rootfs description from the host (launcher start). */
 void tc_rootfs_detect(struct tc_rootfs_info *ret);

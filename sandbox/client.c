@@ -17,6 +17,7 @@
 
 #include "common/util.h"
 #include "sandbox/launcher.h"
+#include "sandbox/pool.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/spec.h"
 #include "sandbox/wire.h"
@@ -33,6 +34,10 @@ struct pending {
 
 struct tc_launcher {
     char *exe, *state_dir;
+    /* the launcher's settings, passed on its command line (struct tc_launcher_options) */
+    char pool[8];
+    char *uid_registry, *gvisor_platform, *init_path;
+    bool no_cgroup, no_seccomp_notify;
     unsigned max;
 
     /* Lock order: mu, then send_mu. mu guards the state below and is never held while
@@ -93,10 +98,33 @@ static char **launcher_env(void)
 static int spawn_launcher(struct tc_launcher *l, int *ret_sock, pid_t *ret_pid)
 {
     int sv[2];
-    char fdarg[] = "3", maxarg[16], ppidarg[24];
-    char *argv[] = {"toolcage",    "launcher",   "--fd",   fdarg,   "--max", maxarg,
-                    "--state-dir", l->state_dir, "--ppid", ppidarg, NULL};
+    char fdarg[] = "3", maxarg[16], ppidarg[24], one[] = "1";
+    char *argv[24] = {"toolcage",    "launcher",   "--fd",   fdarg,   "--max", maxarg,
+                      "--state-dir", l->state_dir, "--ppid", ppidarg, "--pool", l->pool};
+    size_t n = 12;
     pid_t pid;
+
+    if (l->uid_registry) {
+        argv[n++] = "--uid-registry";
+        argv[n++] = l->uid_registry;
+    }
+    if (l->gvisor_platform) {
+        argv[n++] = "--gvisor-platform";
+        argv[n++] = l->gvisor_platform;
+    }
+    if (l->init_path) {
+        argv[n++] = "--init";
+        argv[n++] = l->init_path;
+    }
+    if (l->no_cgroup) {
+        argv[n++] = "--no-cgroup";
+        argv[n++] = one;
+    }
+    if (l->no_seccomp_notify) {
+        argv[n++] = "--no-seccomp-notify";
+        argv[n++] = one;
+    }
+    argv[n] = NULL;
 
     snprintf(maxarg, sizeof(maxarg), "%u", l->max);
     snprintf(ppidarg, sizeof(ppidarg), "%ld", (long)getpid());
@@ -349,6 +377,21 @@ int tc_launcher_start(const struct tc_launcher_options *opts, struct tc_launcher
         r = !l->exe || !l->state_dir ? -ENOMEM : -EINVAL;
         goto fail;
     }
+    if (opts->pool < TC_POOL_NONE || opts->pool > TC_POOL_MAX) {
+        r = -EINVAL;
+        goto fail;
+    }
+    snprintf(l->pool, sizeof(l->pool), "%d", opts->pool == TC_POOL_NONE ? 0
+                                             : opts->pool ? opts->pool
+                                                          : 2);
+    l->no_cgroup = opts->no_cgroup;
+    l->no_seccomp_notify = opts->no_seccomp_notify;
+    if ((opts->uid_registry && !(l->uid_registry = strdup(opts->uid_registry))) ||
+        (opts->gvisor_platform && !(l->gvisor_platform = strdup(opts->gvisor_platform))) ||
+        (opts->init_path && !(l->init_path = strdup(opts->init_path)))) {
+        r = -ENOMEM;
+        goto fail;
+    }
     if (pipe2(l->wake, O_CLOEXEC) < 0) {
         r = -errno;
         goto fail;
@@ -387,6 +430,9 @@ fail:
     }
     free(l->exe);
     free(l->state_dir);
+    free(l->uid_registry);
+    free(l->gvisor_platform);
+    free(l->init_path);
     free(l);
     return r;
 }
@@ -672,5 +718,8 @@ void tc_launcher_stop(struct tc_launcher *l)
     json_decref(l->host_info);
     free(l->exe);
     free(l->state_dir);
+    free(l->uid_registry);
+    free(l->gvisor_platform);
+    free(l->init_path);
     free(l);
 }

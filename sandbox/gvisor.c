@@ -20,41 +20,14 @@
 #include "sandbox/init/init_proto.h"
 #include "sandbox/workspace.h"
 
-static bool executable(const char *p)
+void tc_gv_detect(struct tc_gv_host *h, const char *platform)
 {
-    struct stat st;
-    return stat(p, &st) == 0 && S_ISREG(st.st_mode) && access(p, X_OK) == 0;
-}
-
-void tc_gv_detect(struct tc_gv_host *h)
-{
-    static const char *const dirs[] = {"/usr/bin", "/usr/sbin", "/usr/local/bin"};
-    const char *path = getenv("PATH"), *plat = getenv("TOOLCAGE_GVISOR_PLATFORM");
-    char cand[PATH_MAX];
-
     memset(h, 0, sizeof(*h));
     snprintf(h->platform, sizeof(h->platform), "%s",
-             plat && (strcmp(plat, "kvm") == 0 || strcmp(plat, "ptrace") == 0) ? plat : "ptrace");
-    while (path && *path) {
-        size_t n = strcspn(path, ":");
-        if (n > 0 && path[0] == '/' && n + sizeof("/runsc") <= sizeof(cand)) {
-            snprintf(cand, sizeof(cand), "%.*s/runsc", (int)n, path);
-            if (executable(cand))
-                goto found;
-        }
-        path += n;
-        if (*path == ':')
-            path++;
-    }
-    for (size_t i = 0; i < TC_ARRAY_SIZE(dirs); i++) {
-        snprintf(cand, sizeof(cand), "%s/runsc", dirs[i]);
-        if (executable(cand))
-            goto found;
-    }
-    return;
-found:
-    memcpy(h->runsc, cand, sizeof(h->runsc));
-    h->available = true;
+             platform && (strcmp(platform, "kvm") == 0 || strcmp(platform, "ptrace") == 0)
+                 ? platform
+                 : "ptrace");
+    h->available = tc_find_runsc(h->runsc, sizeof(h->runsc)) == 0;
 }
 
 /* ---- bundle ---- */

@@ -29,7 +29,7 @@ struct tc_gv_host {
 
 /* Find runsc: the absolute entries of PATH, then /usr/bin, /usr/sbin, /usr/local/bin (the
  * search the policy loader does, in the same environment). */
-void tc_gv_detect(struct tc_gv_host *h);
+void tc_gv_detect(struct tc_gv_host *h, const char *platform /* "ptrace", "kvm" */);
 
 /* Write the bundle into dirfd, the empty directory bundle (a tmpfs the launcher mounted):
  * config.json, a rootfs skeleton (merged-usr links, a generated /etc, mount points) and the

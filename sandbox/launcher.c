@@ -1260,16 +1260,25 @@ static int mkdir_p(const char *path, mode_t mode)
 
 static int parse_uint(const char *s, unsigned long max, unsigned long *ret);
 
-static int setup(struct launcher *L, const char *state_dir)
+/* What tc_launcher_main() reads off its command line (struct tc_launcher_options). */
+struct settings {
+    char state_dir[PATH_MAX - 128];
+    unsigned long pool;
+    char uid_registry[PATH_MAX - 200];
+    char gvisor_platform[16];
+    char init_path[PATH_MAX];
+    bool no_cgroup, no_seccomp_notify;
+};
+
+static int setup(struct launcher *L, const struct settings *set)
 {
+    const char *state_dir = set->state_dir;
     sigset_t mask;
     int r;
 
     /* A range of host uids no other launcher on this host has (uidrange.h). The search starts
      * at our pid only to spread launchers; the lock decides. */
-    const char *registry = getenv("TOOLCAGE_UID_REGISTRY");
-    if (!registry || !*registry)
-        registry = TC_UID_REGISTRY;
+    const char *registry = set->uid_registry;
     r = registry[0] == '/' ? tc_uidrange_acquire(registry, TC_UID_RANGES, (unsigned)getpid(),
                                                  &L->uid_index, &L->uid_fd)
                            : -EINVAL;
@@ -1312,20 +1321,21 @@ static int setup(struct launcher *L, const char *state_dir)
     if (mount(L->wsdir, L->wsdir, NULL, MS_BIND, NULL) < 0 ||
         mount(NULL, L->wsdir, NULL, MS_SHARED, NULL) < 0)
         return -errno;
-    tc_gv_detect(&L->gv);
+    tc_gv_detect(&L->gv, set->gvisor_platform);
 
-    L->init_fd = tc_child_open_init(L->init_path, sizeof(L->init_path));
+    L->init_fd = tc_child_open_init(set->init_path[0] ? set->init_path : NULL, L->init_path,
+                                    sizeof(L->init_path));
     if (L->init_fd < 0) {
         snprintf(L->setup_error, sizeof(L->setup_error), "cannot open %s: %s", L->init_path,
                  strerror(-L->init_fd));
         return L->init_fd;
     }
-    tc_cg_host_init(&L->cg);
+    tc_cg_host_init(&L->cg, set->no_cgroup);
     tc_rootfs_detect(&L->rootfs);
     L->base_fd = tc_child_base_config(&L->rootfs, "newroot");
     if (L->base_fd < 0)
         return L->base_fd;
-    r = tc_seccomp_build(getenv("TOOLCAGE_NO_SECCOMP_NOTIFY") == NULL, &L->sc);
+    r = tc_seccomp_build(!set->no_seccomp_notify, &L->sc);
     if (r < 0)
         return r;
 
@@ -1342,10 +1352,7 @@ static int setup(struct launcher *L, const char *state_dir)
         (r = watch(L, L->sigfd, EPOLLIN, 0, W_SIGNAL)) < 0)
         return r;
     /* Shells kept ready (docs/sandbox.md, Start-up cost): TOOLCAGE_POOL, default 2. */
-    unsigned long pool = 2;
-    const char *pv = getenv("TOOLCAGE_POOL");
-    if (pv && parse_uint(pv, TC_POOL_MAX, &pool) < 0)
-        pool = 2;
+    unsigned long pool = set->pool;
     if (pool > MAX_SLOTS - L->max)
         pool = MAX_SLOTS - L->max;
     struct tc_shell_env env = {.cg = &L->cg,
@@ -1399,11 +1406,18 @@ static int parse_uint(const char *s, unsigned long max, unsigned long *ret)
     return 0;
 }
 
+/* Copies v into dst (size bytes): false when it does not fit. */
+static bool copy_arg(char *dst, size_t size, const char *v)
+{
+    return (size_t)snprintf(dst, size, "%s", v) < size;
+}
+
 int tc_launcher_main(int argc, char **argv)
 {
     struct launcher L;
-    char state_dir[PATH_MAX - 128] = "/run/toolcage";
-    unsigned long fd = 3, max = 64, ppid = 0;
+    struct settings set = {.state_dir = "/run/toolcage", .pool = 2,
+                           .uid_registry = TC_UID_REGISTRY, .gvisor_platform = "ptrace"};
+    unsigned long fd = 3, max = 64, ppid = 0, flag;
     int r;
 
     memset(&L, 0, sizeof(L));
@@ -1416,22 +1430,32 @@ int tc_launcher_main(int argc, char **argv)
             fprintf(stderr, "toolcage launcher: missing value for %s\n", a);
             return 2;
         }
-        if ((strcmp(a, "--fd") == 0 && parse_uint(v, INT_MAX, &fd) == 0) ||
-            (strcmp(a, "--max") == 0 && parse_uint(v, MAX_SLOTS, &max) == 0 && max > 0) ||
-            (strcmp(a, "--ppid") == 0 && parse_uint(v, INT_MAX, &ppid) == 0)) {
-            i++;
-            continue;
+        bool ok = (strcmp(a, "--fd") == 0 && parse_uint(v, INT_MAX, &fd) == 0) ||
+                  (strcmp(a, "--max") == 0 && parse_uint(v, MAX_SLOTS, &max) == 0 && max > 0) ||
+                  (strcmp(a, "--ppid") == 0 && parse_uint(v, INT_MAX, &ppid) == 0) ||
+                  (strcmp(a, "--pool") == 0 && parse_uint(v, TC_POOL_MAX, &set.pool) == 0) ||
+                  (strcmp(a, "--state-dir") == 0 && v[0] == '/' &&
+                   copy_arg(set.state_dir, sizeof(set.state_dir), v)) ||
+                  (strcmp(a, "--uid-registry") == 0 && v[0] == '/' &&
+                   copy_arg(set.uid_registry, sizeof(set.uid_registry), v)) ||
+                  (strcmp(a, "--init") == 0 && v[0] == '/' &&
+                   copy_arg(set.init_path, sizeof(set.init_path), v)) ||
+                  (strcmp(a, "--gvisor-platform") == 0 &&
+                   (strcmp(v, "ptrace") == 0 || strcmp(v, "kvm") == 0) &&
+                   copy_arg(set.gvisor_platform, sizeof(set.gvisor_platform), v));
+        if (!ok && strcmp(a, "--no-cgroup") == 0 && parse_uint(v, 1, &flag) == 0) {
+            set.no_cgroup = flag;
+            ok = true;
         }
-        if (strcmp(a, "--state-dir") == 0 && v[0] == '/') {
-            if ((size_t)snprintf(state_dir, sizeof(state_dir), "%s", v) >= sizeof(state_dir)) {
-                fprintf(stderr, "toolcage launcher: --state-dir too long\n");
-                return 2;
-            }
-            i++;
-            continue;
+        if (!ok && strcmp(a, "--no-seccomp-notify") == 0 && parse_uint(v, 1, &flag) == 0) {
+            set.no_seccomp_notify = flag;
+            ok = true;
         }
-        fprintf(stderr, "toolcage launcher: bad argument %s\n", a);
-        return 2;
+        if (!ok) {
+            fprintf(stderr, "toolcage launcher: bad argument %s\n", a);
+            return 2;
+        }
+        i++;
     }
     /* Sandboxes can read their PID 1's cmdline (a fork of us): show nothing but the name. */
     for (int i = 1; i < argc; i++)
@@ -1463,7 +1487,7 @@ int tc_launcher_main(int argc, char **argv)
         s->pidfd = s->stdin_fd = s->out.fd = s->err.fd = s->ctl_fd = s->notify_fd = s->ws_fd =
             s->sync_fd = s->gv_fd = s->cfg_fd = -1;
     }
-    r = setup(&L, state_dir);
+    r = setup(&L, &set);
     if (r < 0) {
         char msg[PATH_MAX + 128];
         snprintf(msg, sizeof(msg), "launcher setup failed: %s",

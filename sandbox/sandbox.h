@@ -53,11 +53,20 @@
 
 struct tc_launcher;
 
+/* Zero-initialised fields take the defaults; the launcher reads no environment. */
 struct tc_launcher_options {
     const char *exe;        /* binary to exec as the launcher; NULL = "/proc/self/exe" */
     const char *state_dir;  /* scratch space for the launcher */
     unsigned max_sandboxes; /* concurrent sandboxes; submissions beyond get -EAGAIN */
+    int pool;               /* shells kept ready, 1..TC_POOL_MAX; 0: 2; TC_POOL_NONE: none */
+    const char *uid_registry;    /* NULL: TC_UID_REGISTRY (sandbox/uidrange.h) */
+    const char *gvisor_platform; /* "ptrace" (NULL) or "kvm" */
+    const char *init_path;       /* NULL: toolcage-init next to the binary (sandbox/child.h) */
+    bool no_cgroup;              /* limits by rlimits only */
+    bool no_seccomp_notify;      /* the filter kills without reporting the call */
 };
+/* No shell kept ready: each is made on demand, on the request's path. */
+#define TC_POOL_NONE (-1)
 
 /* Spawn the launcher and connect to it. Starts one reader thread. */
 int tc_launcher_start(const struct tc_launcher_options *opts, struct tc_launcher **ret_launcher);

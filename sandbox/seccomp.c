@@ -138,11 +138,11 @@ static int add_rules(scmp_filter_ctx ctx, uint32_t act)
     for (uint64_t fam = 0; fam <= AF_INET6; fam++) {
         if (fam == AF_UNIX || fam == AF_INET || fam == AF_INET6)
             continue;
-        r = seccomp_rule_add(ctx, act, SCMP_SYS(socket), 1, SCMP_A0(SCMP_CMP_EQ, fam));
+        r = seccomp_rule_add(ctx, act, SCMP_SYS(socket), 1, SCMP_A0(SCMP_CMP_EQ, fam, 0));
         if (r < 0)
             return r;
     }
-    r = seccomp_rule_add(ctx, act, SCMP_SYS(socket), 1, SCMP_A0(SCMP_CMP_GT, (uint64_t)AF_INET6));
+    r = seccomp_rule_add(ctx, act, SCMP_SYS(socket), 1, SCMP_A0(SCMP_CMP_GT, (uint64_t)AF_INET6, 0));
     if (r < 0)
         return r;
     static const uint64_t bad_types[] = {SOCK_RAW, SOCK_PACKET};
@@ -165,7 +165,7 @@ static int add_rules(scmp_filter_ctx ctx, uint32_t act)
             return r;
     }
     return seccomp_rule_add(ctx, act, SCMP_SYS(personality), 1,
-                            SCMP_A0(SCMP_CMP_GT, 0xffffffffULL));
+                            SCMP_A0(SCMP_CMP_GT, 0xffffffffULL, 0));
 }
 
 int tc_seccomp_build(bool notify, struct tc_seccomp_prog *ret)
@@ -312,7 +312,7 @@ int tc_seccomp_install_helper(void)
     /* no raw or packet sockets (netlink stays: glibc's getaddrinfo asks it for addresses) */
     if (r == 0)
         r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,
-                             SCMP_A0(SCMP_CMP_EQ, (uint64_t)AF_PACKET));
+                             SCMP_A0(SCMP_CMP_EQ, (uint64_t)AF_PACKET, 0));
     static const uint64_t bad_types[] = {SOCK_RAW, SOCK_PACKET};
     for (size_t i = 0; r == 0 && i < TC_ARRAY_SIZE(bad_types); i++)
         r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(socket), 1,

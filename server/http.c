@@ -96,6 +96,10 @@ enum MHD_Result tc_respond_json(struct tc_request *r, unsigned status, json_t *b
 static enum MHD_Result vproblem(struct tc_request *r, unsigned status, const char *slug,
                                 const char *title, json_t *errors, const char *extra_name,
                                 const char *extra_value, const char *fmt, va_list ap)
+    __attribute__((format(printf, 8, 0)));
+static enum MHD_Result vproblem(struct tc_request *r, unsigned status, const char *slug,
+                                const char *title, json_t *errors, const char *extra_name,
+                                const char *extra_value, const char *fmt, va_list ap)
 {
     char detail[512];
     vsnprintf(detail, sizeof(detail), fmt, ap);
@@ -565,6 +569,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
     }
 }
 
+static void on_mhd_error(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 static void on_mhd_error(void *cls, const char *fmt, va_list ap)
 {
     char msg[256];

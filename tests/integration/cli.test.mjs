@@ -124,6 +124,35 @@ test('toolcage --help lists every command and the environment; no command is a u
   assert.match(one.stdout, /^usage: toolcage policy check FILE\n/);
 });
 
+test('the README\'s configuration table lists what toolcage --help lists, in order, with the same defaults', async () => {
+  const help = (await run(['--help'])).stdout;
+  const env = help.slice(help.indexOf('\nEnvironment'));
+  const fromHelp = [...env.matchAll(/^ {2}(TOOLCAGE_\w+) \(default: (.*)\)$/gm)].map((m) => [m[1], m[2]]);
+  assert.ok(fromHelp.length >= 30, `only ${fromHelp.length} variables in --help:\n${env}`);
+  // every variable's help line follows it, indented
+  for (const [name] of fromHelp) assert.match(env, new RegExp(`^  ${name} \\(default: .*\\)\\n {6}\\S`, 'm'), name);
+  const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+  const table = readme.slice(readme.indexOf('| variable | default | meaning |'));
+  const rows = [];
+  for (const line of table.split('\n').slice(2)) {
+    const m = line.match(/^\| `(TOOLCAGE_\w+)` \| (.*?) \| .+ \|$/);
+    if (!m) break;
+    rows.push([m[1], m[2] === '(unset)' ? 'unset' : m[2].replace(/^`(.*)`$/, '$1')]);
+  }
+  assert.deepEqual(rows, fromHelp);
+  // and no TOOLCAGE_ variable is read anywhere but the table (core/config.c)
+  const readers = [];
+  const walk = (dir) => {
+    for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+      const p = path.join(dir, e.name);
+      if (e.isDirectory()) walk(p);
+      else if (/\.c$/.test(e.name) && /getenv\("TOOLCAGE_/.test(fs.readFileSync(p, 'utf8'))) readers.push(path.relative(ROOT, p));
+    }
+  };
+  for (const d of ['common', 'core', 'sandbox', 'policy', 'audit', 'broker', 'execution', 'approval', 'server', 'api', 'console', 'main']) walk(path.join(ROOT, d));
+  assert.deepEqual(readers, [], 'TOOLCAGE_ variables read outside core/config.c');
+});
+
 test('policy check: the example policy is ok; a broken one fails with every error and its JSON path', async () => {
   const ok = await run(['policy', 'check', EXAMPLE_POLICY]);
   assert.equal(ok.code, 0, ok.stderr);
@@ -212,6 +241,16 @@ test('serve: a bad environment value stops start-up with one line naming the var
       ['TOOLCAGE_MAX_SANDBOXES', '4097'],
       ['TOOLCAGE_LOG_LEVEL', 'loud'],
       ['TOOLCAGE_WEBHOOK_ALLOW_PRIVATE', 'yes'],
+      // the console's and the launcher's settings are in the same table (they used to fall
+      // back to defaults, or be read deep in sandbox/ with no check)
+      ['TOOLCAGE_SESSION_IDLE_SECONDS', '0'],
+      ['TOOLCAGE_SIGNIN_MAX_FAILURES', 'lots'],
+      ['TOOLCAGE_COOKIE_SECURE', 'yes'],
+      ['TOOLCAGE_POOL', '9'],
+      ['TOOLCAGE_GVISOR_PLATFORM', 'kvmm'],
+      ['TOOLCAGE_UID_REGISTRY', 'relative/dir'],
+      ['TOOLCAGE_INIT', 'toolcage-init'],
+      ['TOOLCAGE_NO_CGROUP', 'true'],
       // a value with a line break must not split the message (or forge a second line)
       ['TOOLCAGE_THREADS', '1\ntoolcage: serving'],
     ];

@@ -1113,15 +1113,13 @@ TEST(fallback_rlimits_and_errno)
     struct tc_launcher *main_l = L, *l2 = NULL;
     char state[128];
     snprintf(state, sizeof(state), "/tmp/toolcage-test-%d-fb", (int)getpid());
-    struct tc_launcher_options o = {
-        .exe = "/proc/self/exe", .state_dir = state, .max_sandboxes = 4};
-    setenv("TOOLCAGE_NO_CGROUP", "1", 1);
-    setenv("TOOLCAGE_NO_SECCOMP_NOTIFY", "1", 1);
-    setenv("TOOLCAGE_POOL", "0", 1); /* and every shell created on demand */
+    struct tc_launcher_options o = {.exe = "/proc/self/exe",
+                                    .state_dir = state,
+                                    .max_sandboxes = 4,
+                                    .no_cgroup = true,
+                                    .no_seccomp_notify = true,
+                                    .pool = TC_POOL_NONE}; /* every shell created on demand */
     int rc = tc_launcher_start(&o, &l2);
-    unsetenv("TOOLCAGE_NO_CGROUP");
-    unsetenv("TOOLCAGE_NO_SECCOMP_NOTIFY");
-    unsetenv("TOOLCAGE_POOL");
     CHECK(rc == 0);
     if (rc < 0)
         return;

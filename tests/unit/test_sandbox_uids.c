@@ -231,12 +231,15 @@ static void *run_thread(void *arg)
     return NULL;
 }
 
+static const char *registry; /* NULL: the default registry */
+
 static int start(const char *name, struct tc_launcher **ret)
 {
     char state[192];
     snprintf(state, sizeof(state), "%s/%s", base_dir, name);
     mkdir(state, 0700);
-    struct tc_launcher_options o = {.exe = "/proc/self/exe", .state_dir = state, .max_sandboxes = 4};
+    struct tc_launcher_options o = {.exe = "/proc/self/exe", .state_dir = state, .max_sandboxes = 4,
+                                    .uid_registry = registry, .pool = 1};
     return tc_launcher_start(&o, ret);
 }
 
@@ -285,8 +288,7 @@ TEST(launchers_forced_together_never_share)
         return;
     }
 
-    setenv("TOOLCAGE_UID_REGISTRY", dir, 1);
-    setenv("TOOLCAGE_POOL", "1", 1);
+    registry = dir;
     struct tc_launcher *a = NULL, *b = NULL, *c = NULL;
     CHECK(start("la", &a) == 0);
     CHECK(start("lb", &b) == 0);
@@ -337,8 +339,7 @@ TEST(launchers_forced_together_never_share)
     /* stopped launchers free their ranges */
     tc_launcher_stop(a);
     tc_launcher_stop(b);
-    unsetenv("TOOLCAGE_UID_REGISTRY");
-    unsetenv("TOOLCAGE_POOL");
+    registry = NULL;
     unsigned idx;
     int f1 = -1, f2 = -1;
     CHECK(tc_uidrange_acquire(dir, TC_UID_RANGES, 0, &idx, &f1) == 0 && idx == free1);
