@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "server/auth.h"
 #include "approval/approval.h"
 #include "common/util.h"
 #include "core/db.h"
@@ -15,13 +16,7 @@ static int atoi_safe(const char *s)
     return tc_parse_i64(s, 0, INT32_MAX, &v) == 0 ? (int)v : 0;
 }
 
-#define TS(col) "to_char(" col ", 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
 
-static enum MHD_Result db_down(struct tc_request *r)
-{
-    return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
-                              "the database is not reachable");
-}
 
 static enum MHD_Result not_found(struct tc_request *r)
 {
@@ -47,20 +42,20 @@ enum MHD_Result tc_api_approvals_list(struct tc_request *r)
     const char *p[] = {r->principal.tenant_id, status, tool, cursor, lbuf};
     PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
     if (!c)
-        return db_down(r);
+        return tc_respond_db_down(r);
     /* Oldest first (ids are time-ordered UUIDv7), so the queue reads in the order it filled. */
     PGresult *res = tc_db_exec(c,
         "SELECT a.id, a.execution_id, a.tool, a.tier, a.status, a.required_approvals,"
         " (SELECT count(*) FROM approval_decisions d WHERE d.approval_id = a.id"
         "  AND d.decision = 'approve'), jsonb_array_length(a.findings),"
-        " coalesce(a.requester_key_id::text, ''), " TS("a.created_at") ", " TS("a.expires_at") ","
+        " coalesce(a.requester_key_id::text, ''), " TC_SQL_ISO("a.created_at") ", " TC_SQL_ISO("a.expires_at") ","
         " a.reasons::text"
         " FROM approvals a WHERE a.tenant_id = $1 AND ($2::text IS NULL OR a.status = $2)"
         " AND ($3::text IS NULL OR a.tool = $3) AND ($4::uuid IS NULL OR a.id > $4::uuid)"
         " ORDER BY a.id LIMIT $5::int", 5, p);
     tc_db_release(r->srv->db, c);
     if (!res)
-        return db_down(r);
+        return tc_respond_db_down(r);
     json_t *items = json_array();
     int n = PQntuples(res);
     for (int i = 0; i < n && i < limit; i++)
@@ -84,12 +79,12 @@ enum MHD_Result tc_api_approval_get(struct tc_request *r)
         return not_found(r);
     PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
     if (!c)
-        return db_down(r);
+        return tc_respond_db_down(r);
     int err = 0;
     json_t *o = tc_approval_get(c, r->principal.tenant_id, r->params[0], &err);
     tc_db_release(r->srv->db, c);
     if (!o)
-        return err == -ENOENT ? not_found(r) : db_down(r);
+        return err == -ENOENT ? not_found(r) : tc_respond_db_down(r);
     return tc_respond_json(r, 200, o);
 }
 
@@ -171,7 +166,7 @@ static enum MHD_Result decide(struct tc_request *r, enum tc_decision d)
         return tc_respond_problem(r, 409, "not-pending", "Conflict", NULL,
                                   "the approval is no longer pending (decided, expired or cancelled)");
     default:
-        return db_down(r);
+        return tc_respond_db_down(r);
     }
 }
 
@@ -196,7 +191,7 @@ enum MHD_Result tc_api_execution_cancel(struct tc_request *r)
         return tc_respond_problem(r, 409, "not-pending", "Conflict", NULL,
                                   "the execution is not waiting for approval");
     if (rc < 0)
-        return db_down(r);
+        return tc_respond_db_down(r);
     return tc_respond_json(r, 200, json_pack("{s:s, s:s}", "id", r->params[0], "status",
                                              "cancelled"));
 }

@@ -79,8 +79,7 @@ enum MHD_Result tc_api_audit_get(struct tc_request *r)
         return tc_respond_problem(r, 404, "not-found", "Not found", NULL, "no such audit record");
     PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
     if (!c)
-        return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
-                                  "the database is not reachable");
+        return tc_respond_db_down(r);
     const char *all = r->principal.role == TC_ROLE_OPERATOR ? "t" : "f";
     const char *p[] = {r->params[0], r->principal.tenant_id, all};
     PGresult *res = tc_db_exec(c, "SELECT seq, record::text, hash FROM audit_log WHERE seq = $1"

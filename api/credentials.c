@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "server/auth.h"
 #include "approval/approval.h"
 #include "audit/audit.h"
 #include "broker/token.h"
@@ -14,17 +15,7 @@
 #include "core/db.h"
 #include "core/log.h"
 
-static enum MHD_Result db_down(struct tc_request *r)
-{
-    return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
-                              "the database is not reachable");
-}
 
-static json_t *actor_of(struct tc_request *r)
-{
-    return json_pack("{s:s, s:s, s:s}", "type", "api_key", "id", r->principal.key_id, "role",
-                     tc_role_name(r->principal.role));
-}
 
 static json_t *only_fields(json_t *body, const char *const *allowed)
 {
@@ -80,7 +71,7 @@ static enum MHD_Result refuse_held(struct tc_request *r, const struct tc_tool *t
 {
     json_t *ev = json_pack("{s:s, s:s, s:s, s:o, s:s, s:s, s:O}", "action",
                            "credential.token.refused", "status", "refused", "tenant_id",
-                           r->principal.tenant_id, "actor", actor_of(r), "tool", tool->name,
+                           r->principal.tenant_id, "actor", tc_auth_actor(&r->principal), "tool", tool->name,
                            "audience", audience, "reasons", reasons);
     PGconn *c = ev ? tc_db_acquire(r->srv->db, TC_DB_WAIT_MS) : NULL;
     if (!c || tc_audit_append(c, r->srv->keys, ev, NULL) < 0)
@@ -164,14 +155,14 @@ enum MHD_Result tc_api_credentials_issue(struct tc_request *r)
                                        .scope = grant_scope,
                                        .ttl_seconds = ttl ? json_integer_value(ttl) : max_ttl,
                                        .issuer_key_id = r->principal.key_id};
-        json_t *actor = actor_of(r), *info = NULL;
+        json_t *actor = tc_auth_actor(&r->principal), *info = NULL;
         char *token = NULL;
         PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
         int rc = c ? tc_token_issue(c, r->srv->keys, &req, actor, &token, &info) : -EIO;
         tc_db_release(r->srv->db, c);
         json_decref(actor);
         if (rc < 0) {
-            ret = db_down(r);
+            ret = tc_respond_db_down(r);
         } else {
             tc_log(TC_LOG_INFO, "token issued", "{s:s, s:O, s:s, s:O}", "request_id", r->request_id,
                    "token_id", json_object_get(info, "token_id"), "tool", tool->name, "expires_at",
@@ -195,7 +186,7 @@ enum MHD_Result tc_api_credentials_keys(struct tc_request *r)
     int rc = c ? tc_token_keys_json(c, r->srv->keys, &keys) : -EIO;
     tc_db_release(r->srv->db, c);
     if (rc < 0)
-        return db_down(r);
+        return tc_respond_db_down(r);
     return tc_respond_json(r, 200, keys);
 }
 
@@ -219,7 +210,7 @@ enum MHD_Result tc_api_credentials_introspect(struct tc_request *r)
                                   "the request does not match the schema (see errors)");
     }
     json_decref(errors);
-    json_t *actor = actor_of(r), *answer = NULL;
+    json_t *actor = tc_auth_actor(&r->principal), *answer = NULL;
     PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
     int rc = c ? tc_token_introspect(c, r->srv->keys, r->principal.tenant_id,
                                      json_string_value(tok), json_string_value(aud), actor, &answer)
@@ -229,7 +220,7 @@ enum MHD_Result tc_api_credentials_introspect(struct tc_request *r)
     tc_api_wipe_json_string(tok);
     json_decref(body);
     if (rc < 0 || !answer)
-        return db_down(r);
+        return tc_respond_db_down(r);
     return tc_respond_json(r, 200, answer);
 }
 
@@ -237,7 +228,7 @@ enum MHD_Result tc_api_credentials_revoke(struct tc_request *r)
 {
     if (!tc_uuid_valid(r->params[0]))
         return tc_respond_problem(r, 404, "not-found", "Not found", NULL, "no such token");
-    json_t *actor = actor_of(r), *info = NULL;
+    json_t *actor = tc_auth_actor(&r->principal), *info = NULL;
     PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
     const char *only = r->principal.role == TC_ROLE_ADMIN ? NULL : r->principal.key_id;
     int rc = c ? tc_token_revoke(c, r->srv->keys, r->principal.tenant_id, r->params[0], only, actor,
@@ -251,7 +242,7 @@ enum MHD_Result tc_api_credentials_revoke(struct tc_request *r)
         return tc_respond_problem(r, 403, "forbidden", "Forbidden", NULL,
                                   "only an admin or the key that asked for a token may revoke it");
     if (rc < 0)
-        return db_down(r);
+        return tc_respond_db_down(r);
     tc_log(TC_LOG_INFO, "token revoked", "{s:s, s:s}", "request_id", r->request_id, "token_id",
            r->params[0]);
     return tc_respond_json(r, 200, info);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "server/auth.h"
 #include "execution/request.h"
 #include "approval/approval.h"
 #include "audit/audit.h"
@@ -50,11 +51,6 @@ static void exec_state_free(void *p)
     free(st);
 }
 
-static json_t *actor_of(struct tc_request *r)
-{
-    return json_pack("{s:s, s:s, s:s}", "type", "api_key", "id", r->principal.key_id, "role",
-                     tc_role_name(r->principal.role));
-}
 
 static void hash_hex(const char *data, size_t len, char out[65])
 {
@@ -101,7 +97,7 @@ static void on_recorded(void *userdata, int rc, json_t *view)
 static void record_outcome(struct exec_state *st, json_t *result)
 {
     struct tc_request *r = st->r;
-    json_t *actor = actor_of(r);
+    json_t *actor = tc_auth_actor(&r->principal);
     struct tc_record_outcome o = {
         .ids = {.exec_id = st->id, .tenant_id = r->principal.tenant_id, .tool = st->tool,
                 .request_id = r->request_id, .claimed_by = st->claimed_by, .actor = actor},
@@ -122,7 +118,7 @@ static void on_ready_cb(void *userdata, const char *id)
 {
     struct exec_state *st = userdata;
     struct tc_request *r = st->r;
-    json_t *actor = actor_of(r);
+    json_t *actor = tc_auth_actor(&r->principal);
     struct tc_record_ids ids = {.exec_id = st->id, .tenant_id = r->principal.tenant_id,
                                 .tool = st->tool, .request_id = r->request_id,
                                 .claimed_by = st->claimed_by, .actor = actor};
@@ -185,8 +181,7 @@ static enum idem idem_begin(struct tc_request *r, struct exec_state *st, enum MH
     }
     if (!res || PQntuples(res) != 1) {
         PQclear(res);
-        *ret = tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
-                                  "the database is not reachable");
+        *ret = tc_respond_db_down(r);
         return IDEM_DONE;
     }
     if (strcmp(PQgetvalue(res, 0, 0), "t") != 0) {
@@ -258,7 +253,7 @@ static json_t *execute_event(struct tc_request *r, struct exec_state *st, json_t
     json_t *ev = json_pack("{s:s, s:s, s:o, s:s, s:s, s:s, s:s, s:{s:o, s:s, s:o, s:s*, s:o, s:o,"
                            " s:o}, s:O}",
                            "action", "execute", "tenant_id", r->principal.tenant_id, "actor",
-                           actor_of(r), "tool", st->tool, "execution_id", st->id, "request_id",
+                           tc_auth_actor(&r->principal), "tool", st->tool, "execution_id", st->id, "request_id",
                            r->request_id, "decision", decision, "params", "code", code_r,
                            "code_hash", code_hash, "stdin", in_r, "stdin_hash",
                            in ? stdin_hash : NULL, "files", files, "limits",
@@ -322,8 +317,7 @@ static bool insert_execution(struct tc_request *r, struct exec_state *st, json_t
                                " VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7::jsonb, $8::bytea, $9,"
                                " $10::int, 'pending', now() + make_interval(secs => $11::int),"
                                " $12::jsonb)"
-                               " RETURNING to_char(expires_at,"
-                               " 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')",
+                               " RETURNING " TC_SQL_ISO("expires_at"),
                                12, pa)
                   : NULL;
         ok = res && PQntuples(res) == 1;
@@ -409,7 +403,7 @@ static bool lease_credentials(struct tc_request *r, struct exec_state *st,
     struct tc_exec_filter filter = {.redactor = st->redactor};
     json_t *view = tc_exec_view(st->id, st->tool, res, st->limits, st->created_at, finished,
                                 &filter, st->findings);
-    json_t *actor = actor_of(r);
+    json_t *actor = tc_auth_actor(&r->principal);
     struct tc_finish f = {.tenant_id = r->principal.tenant_id, .exec_id = st->id,
                           .tool = st->tool, .request_id = r->request_id,
                           .claimed_by = st->claimed_by, .actor = actor, .view = view,

@@ -28,9 +28,9 @@ static int load(struct tc_request *r, const char *id, json_t **ret_view)
     /* The tenant filter is part of the lookup: another tenant's id is simply not found. */
     PGresult *res = tc_db_exec(c,
         "SELECT e.result::text, e.tool, e.status,"
-        " to_char(e.created_at, 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), e.limits::text,"
-        " to_char(e.finished_at, 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), a.id, a.status,"
-        " to_char(a.expires_at, 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"
+        " " TC_SQL_ISO("e.created_at") ", e.limits::text,"
+        " " TC_SQL_ISO("e.finished_at") ", a.id, a.status,"
+        " " TC_SQL_ISO("a.expires_at") ","
         " e.code_started_at IS NOT NULL, e.needs_review, e.late_result::text"
         " FROM executions e LEFT JOIN approvals a ON a.execution_id = e.id"
         " WHERE e.id = $1 AND e.tenant_id = $2", 2, p);
@@ -92,8 +92,7 @@ static enum MHD_Result respond(struct tc_request *r)
     if (rc == -ENOENT)
         return tc_respond_problem(r, 404, "not-found", "Not found", NULL, "no such execution");
     if (rc < 0)
-        return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
-                                  "the database is not reachable");
+        return tc_respond_db_down(r);
     return tc_respond_json(r, 200, view);
 }
 

@@ -5,22 +5,13 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "server/auth.h"
 #include "broker/secrets.h"
 #include "common/util.h"
 #include "core/db.h"
 #include "core/log.h"
 
-static enum MHD_Result db_down(struct tc_request *r)
-{
-    return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
-                              "the database is not reachable");
-}
 
-static json_t *actor_of(struct tc_request *r)
-{
-    return json_pack("{s:s, s:s, s:s}", "type", "api_key", "id", r->principal.key_id, "role",
-                     tc_role_name(r->principal.role));
-}
 
 void tc_api_wipe_body(struct tc_request *r)
 {
@@ -138,7 +129,7 @@ enum MHD_Result tc_api_secret_put(struct tc_request *r)
         return invalid(r, errors);
     }
     json_decref(errors);
-    json_t *actor = actor_of(r);
+    json_t *actor = tc_auth_actor(&r->principal);
     PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
     bool created = false;
     json_t *meta = NULL;
@@ -155,7 +146,7 @@ enum MHD_Result tc_api_secret_put(struct tc_request *r)
     tc_api_wipe_json_string(value);
     json_decref(body);
     if (rc < 0)
-        return db_down(r);
+        return tc_respond_db_down(r);
     tc_log(TC_LOG_INFO, created ? "secret created" : "secret replaced", "{s:s, s:s}", "request_id",
            r->request_id, "secret", name);
     return tc_respond_json(r, created ? 201 : 200, meta);
@@ -167,14 +158,14 @@ enum MHD_Result tc_api_secret_get(struct tc_request *r)
         return tc_respond_problem(r, 404, "not-found", "Not found", NULL, "no such secret");
     PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
     if (!c)
-        return db_down(r);
+        return tc_respond_db_down(r);
     json_t *meta = NULL;
     int rc = tc_secret_get(c, r->principal.tenant_id, r->params[0], &meta);
     tc_db_release(r->srv->db, c);
     if (rc == -ENOENT)
         return tc_respond_problem(r, 404, "not-found", "Not found", NULL, "no such secret");
     if (rc < 0)
-        return db_down(r);
+        return tc_respond_db_down(r);
     return tc_respond_json(r, 200, meta);
 }
 
@@ -182,12 +173,12 @@ enum MHD_Result tc_api_secrets_list(struct tc_request *r)
 {
     PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
     if (!c)
-        return db_down(r);
+        return tc_respond_db_down(r);
     json_t *list = NULL;
     int rc = tc_secret_list(c, r->principal.tenant_id, &list);
     tc_db_release(r->srv->db, c);
     if (rc < 0)
-        return db_down(r);
+        return tc_respond_db_down(r);
     return tc_respond_json(r, 200, json_pack("{s:o}", "secrets", list));
 }
 
@@ -195,7 +186,7 @@ enum MHD_Result tc_api_secret_delete(struct tc_request *r)
 {
     if (!tc_secret_name_valid(r->params[0]))
         return tc_respond_problem(r, 404, "not-found", "Not found", NULL, "no such secret");
-    json_t *actor = actor_of(r);
+    json_t *actor = tc_auth_actor(&r->principal);
     PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
     int rc =
         c ? tc_secret_delete(c, r->srv->keys, r->principal.tenant_id, r->params[0], actor) : -EIO;
@@ -204,7 +195,7 @@ enum MHD_Result tc_api_secret_delete(struct tc_request *r)
     if (rc == -ENOENT)
         return tc_respond_problem(r, 404, "not-found", "Not found", NULL, "no such secret");
     if (rc < 0)
-        return db_down(r);
+        return tc_respond_db_down(r);
     tc_log(TC_LOG_INFO, "secret deleted", "{s:s, s:s}", "request_id", r->request_id, "secret",
            r->params[0]);
     return tc_respond_text(r, 204, "text/plain", "", 0);

@@ -11,7 +11,6 @@
 #include "core/db.h"
 
 /* RFC 3339 UTC text of a timestamptz column (sessions run with TIME ZONE 'UTC'). */
-#define TS(col) "to_char(" col ", 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
 
 bool tc_approval_needed(const struct tc_tool *tool, bool prescreen_wants_approval,
                         json_t **ret_reasons)
@@ -139,10 +138,7 @@ void tc_approval_payload_hash(const json_t *payload, unsigned char out[32])
 
 static int finish_tx(PGconn *c, int rc)
 {
-    if (rc == 0 && tc_db_command(c, "COMMIT"))
-        return 0;
-    tc_db_command(c, "ROLLBACK");
-    return rc < 0 ? rc : -EIO;
+    return tc_db_finish(c, rc);
 }
 
 static bool exec_ok(PGconn *c, const char *sql, int n, const char *const *p)
@@ -192,7 +188,7 @@ int tc_approval_decide(PGconn *c, const struct tc_keys *keys, const char *tenant
         snprintf(person_decider, sizeof(person_decider), "person:%s", decider_person);
         decider = person_decider;
     }
-    if (!tc_db_command(c, "BEGIN"))
+    if (tc_db_begin(c) < 0)
         return -EIO;
     const char *p[] = {approval_id, tenant_id};
     /* The row lock serialises every decision on this approval: of concurrent decisions,
@@ -297,7 +293,7 @@ int tc_approval_decide(PGconn *c, const struct tc_keys *keys, const char *tenant
 int tc_approval_cancel(PGconn *c, const struct tc_keys *keys, const char *tenant_id,
                        const char *execution_id, json_t *actor)
 {
-    if (!tc_db_command(c, "BEGIN"))
+    if (tc_db_begin(c) < 0)
         return -EIO;
     const char *p[] = {execution_id, tenant_id};
     PGresult *r = tc_db_exec(c,
@@ -328,7 +324,7 @@ int tc_approval_cancel(PGconn *c, const struct tc_keys *keys, const char *tenant
 
 int tc_approval_expire_due(PGconn *c, const struct tc_keys *keys)
 {
-    if (!tc_db_command(c, "BEGIN"))
+    if (tc_db_begin(c) < 0)
         return -EIO;
     PGresult *r = tc_db_exec(c,
                              "SELECT id, execution_id, tenant_id, tool FROM approvals"
@@ -354,10 +350,10 @@ json_t *tc_approval_get(PGconn *c, const char *tenant_id, const char *approval_i
     PGresult *r = tc_db_exec(c,
         "SELECT a.id, a.execution_id, a.tool, a.tier, a.reasons::text, a.payload::text,"
         " encode(a.payload_hash, 'hex'), a.requester_key_id, a.findings::text,"
-        " a.required_approvals, a.status, " TS("a.created_at") ", " TS("a.expires_at") ","
-        " " TS("a.decided_at") ","
+        " a.required_approvals, a.status, " TC_SQL_ISO("a.created_at") ", " TC_SQL_ISO("a.expires_at") ","
+        " " TC_SQL_ISO("a.decided_at") ","
         " coalesce((SELECT json_agg(json_build_object('decider', d.decider, 'decision', d.decision,"
-        "   'reason', d.reason, 'created_at', " TS("d.created_at") ") ORDER BY d.created_at)"
+        "   'reason', d.reason, 'created_at', " TC_SQL_ISO("d.created_at") ") ORDER BY d.created_at)"
         "   FROM approval_decisions d WHERE d.approval_id = a.id), '[]')::text,"
         " e.status, e.needs_review"
         " FROM approvals a JOIN executions e ON e.id = a.execution_id"

@@ -169,14 +169,10 @@ int tc_audit_append_tx(PGconn *c, const struct tc_keys *keys, const json_t *even
 
 int tc_audit_append(PGconn *c, const struct tc_keys *keys, const json_t *event, int64_t *ret_seq)
 {
-    if (!tc_db_command(c, "BEGIN"))
+    if (tc_db_begin(c) < 0)
         return -EIO;
     int r = tc_audit_append_tx(c, keys, event, ret_seq);
-    if (r < 0 || !tc_db_command(c, "COMMIT")) {
-        tc_db_command(c, "ROLLBACK");
-        return r < 0 ? r : -EIO;
-    }
-    return 0;
+    return tc_db_finish(c, r);
 }
 
 int tc_audit_publish_key(PGconn *c, const struct tc_keys *keys)
@@ -196,7 +192,7 @@ int tc_audit_publish_key(PGconn *c, const struct tc_keys *keys)
 
 int tc_audit_checkpoint(PGconn *c, const struct tc_keys *keys, int64_t *ret_seq)
 {
-    if (!tc_db_command(c, "BEGIN"))
+    if (tc_db_begin(c) < 0)
         return -EIO;
     int rc = -EIO;
     PGresult *r = tc_db_exec(c, "SELECT seq, hash FROM audit_head FOR UPDATE", 0, NULL);
@@ -208,10 +204,7 @@ int tc_audit_checkpoint(PGconn *c, const struct tc_keys *keys, int64_t *ret_seq)
             rc = checkpoint_locked(c, keys, seq, hash, ret_seq);
     }
     PQclear(r);
-    if (rc == 0 && tc_db_command(c, "COMMIT"))
-        return 0;
-    tc_db_command(c, "ROLLBACK");
-    return rc < 0 ? rc : -EIO;
+    return tc_db_finish(c, rc);
 }
 
 /* ---- verification ---- */

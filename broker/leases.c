@@ -15,7 +15,6 @@
 #include "core/db.h"
 
 #define MAX_ITEMS 64 /* the policy allows at most 32 credentials per tool */
-#define TS(col)   "to_char(" col ", 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
 
 struct grant_item {
     bool file;      /* else an environment variable */
@@ -268,7 +267,7 @@ static int issue(PGconn *c, const struct tc_keys *keys, const char *tenant_id,
             "INSERT INTO credential_leases (id, tenant_id, execution_id, tool,"
             " secret_name, delivered_as, target, expires_at)"
             " VALUES ($1, $2, $3, $4, $5, $6, $7, now() + make_interval(secs => $8::int))"
-            " RETURNING " TS("expires_at"),
+            " RETURNING " TC_SQL_ISO("expires_at"),
             8, ip);
         json_t *ev = r && PQntuples(r) == 1
                          ? json_pack("{s:s, s:s, s:O, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "action",
@@ -304,7 +303,7 @@ static int redeem(PGconn *c, const struct tc_keys *keys, const char *tenant_id,
 {
     if (np == 0)
         return 0;
-    if (!tc_db_command(c, "BEGIN"))
+    if (tc_db_begin(c) < 0)
         return -EIO;
     int rc = 0;
     json_t *actor = broker_actor();
@@ -419,7 +418,7 @@ int tc_broker_release(PGconn *c, const struct tc_keys *keys, const char *exec_id
     if (!tc_uuid_valid(exec_id))
         return -EINVAL;
     const char *p[] = {exec_id};
-    if (!tc_db_command(c, "BEGIN"))
+    if (tc_db_begin(c) < 0)
         return -EIO;
     PGresult *lr = tc_db_exec(
         c,

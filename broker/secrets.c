@@ -11,10 +11,9 @@
 #include "core/db.h"
 
 #define AD_PREFIX "toolcage-secret-v1"
-#define TS(col)   "to_char(" col ", 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
 #define META_COLS                                                                                  \
-    "name, description, array_to_json(allowed_tools)::text, max_ttl_seconds, key_id, " TS(         \
-        "created_at") ", " TS("updated_at")
+    "name, description, array_to_json(allowed_tools)::text, max_ttl_seconds, key_id, " TC_SQL_ISO(         \
+        "created_at") ", " TC_SQL_ISO("updated_at")
 
 bool tc_secret_name_valid(const char *name)
 {
@@ -191,7 +190,7 @@ int tc_secret_put(PGconn *c, const struct tc_keys *keys, const char *tenant_id, 
     const char *p[] = {
         tenant_id, name, ct_s, nonce_s, keys->master_id, description ? description : "",
         tools,     ttl};
-    if (!tc_db_command(c, "BEGIN"))
+    if (tc_db_begin(c) < 0)
         return -EIO;
     /* xmax = 0 tells an insert from an update in one statement */
     PGresult *r = tc_db_exec(
@@ -267,7 +266,7 @@ int tc_secret_delete(PGconn *c, const struct tc_keys *keys, const char *tenant_i
                      const json_t *actor)
 {
     const char *p[] = {tenant_id, name};
-    if (!tc_db_command(c, "BEGIN"))
+    if (tc_db_begin(c) < 0)
         return -EIO;
     PGresult *r = tc_db_exec(c, "DELETE FROM secrets WHERE tenant_id = $1 AND name = $2", 2, p);
     bool ok = r != NULL, found = r && strcmp(PQcmdTuples(r), "1") == 0;
@@ -330,7 +329,7 @@ static int reseal_one(PGconn *c, const struct tc_keys *from, const struct tc_key
                       const char *tenant_id, const char *name)
 {
     const char *p[] = {tenant_id, name, to->master_id};
-    if (!tc_db_command(c, "BEGIN"))
+    if (tc_db_begin(c) < 0)
         return -EIO;
     PGresult *r = tc_db_exec(c,
                              "SELECT key_id, ciphertext, nonce FROM secrets"

@@ -14,7 +14,6 @@
 #define HEADER     "v4.public."
 #define HEADER_LEN (sizeof(HEADER) - 1)
 #define B64URL     sodium_base64_VARIANT_URLSAFE_NO_PADDING
-#define TS(col)    "to_char(" col ", 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
 
 /* ---- PASETO v4.public ---- */
 
@@ -275,7 +274,7 @@ int tc_token_issue_tx(PGconn *c, const struct tc_keys *keys, const struct tc_tok
 int tc_token_issue(PGconn *c, const struct tc_keys *keys, const struct tc_token_request *req,
                    const json_t *actor, char **ret_token, json_t **ret_info)
 {
-    if (!tc_db_command(c, "BEGIN"))
+    if (tc_db_begin(c) < 0)
         return -EIO;
     char *tok = NULL;
     json_t *info = NULL;
@@ -418,7 +417,7 @@ int tc_token_revoke(PGconn *c, const struct tc_keys *keys, const char *tenant_id
                     json_t **ret_info)
 {
     const char *p[] = {token_id, tenant_id};
-    if (!tc_db_command(c, "BEGIN"))
+    if (tc_db_begin(c) < 0)
         return -EIO;
     PGresult *r = tc_db_exec(c,
                              "SELECT coalesce(issuer_key_id::text, ''), revoked_at IS NOT NULL,"
@@ -448,7 +447,7 @@ int tc_token_revoke(PGconn *c, const struct tc_keys *keys, const char *tenant_id
         json_decref(ev);
     }
     if (rc == 0)
-        r = tc_db_exec(c, "SELECT " TS("revoked_at") " FROM credential_tokens WHERE id = $1::uuid",
+        r = tc_db_exec(c, "SELECT " TC_SQL_ISO("revoked_at") " FROM credential_tokens WHERE id = $1::uuid",
                        1, p);
     if (rc == 0 && (!r || PQntuples(r) != 1))
         rc = -EIO;
@@ -483,7 +482,7 @@ int tc_token_keys_json(PGconn *c, const struct tc_keys *keys, json_t **ret)
 {
     PGresult *r =
         tc_db_exec(c,
-                   "SELECT key_id, encode(public_key, 'hex'), " TS(
+                   "SELECT key_id, encode(public_key, 'hex'), " TC_SQL_ISO(
                        "created_at") " FROM token_keys ORDER BY created_at DESC, key_id LIMIT 1000",
                    0, NULL);
     if (!r)

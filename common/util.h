@@ -82,3 +82,6 @@ void tc_iso8601(int64_t wall_ms, char out[32]);
  * /usr/local/bin (a regular, executable file). 0 and its path in ret (size bytes), or
  * -ENOENT. The one lookup the policy check and the launcher share. */
 int tc_find_runsc(char *ret, size_t size);
+
+/* The value of a hexadecimal digit, or -1. */
+int tc_hexval(int c);

@@ -150,7 +150,7 @@ static json_t *gate_chart(PGconn *c, const char *tenant_id)
     PGresult *res = tc_db_exec(c,
         "SELECT (SELECT count(*) FROM audit_log WHERE tenant_id = $1::text AND action = 'execute'"
         "        AND record->>'decision' = 'blocked'"
-        "        AND ts >= to_char(now() - interval '24 hours', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')),"
+        "        AND ts >= " TC_SQL_ISO("now() - interval '24 hours'") "),"
         " (SELECT count(*) FROM approvals WHERE tenant_id = $1::uuid"
         "        AND created_at > now() - interval '24 hours'),"
         " (SELECT count(*) FROM approvals WHERE tenant_id = $1::uuid AND status = 'approved'"

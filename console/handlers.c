@@ -17,6 +17,7 @@
 #include "core/log.h"
 #include "server/verifier.h"
 
+/* timestamps as the pages show them (UTC, to the second) */
 #define TS(col) "to_char(" col ", 'YYYY-MM-DD HH24:MI:SS')"
 #define CODE_MAX_LINES 20000
 

@@ -227,7 +227,7 @@ int tc_session_signin(PGconn *c, const struct tc_keys *keys, const char *name,
      * failure before the password is even looked at (and turned into a success below). So
      * however many arrive at once, at most max_failures of them per name are evaluated. */
     const char *pt[] = {lname, source, window, maxf, maxs};
-    if (!tc_db_command(c, "BEGIN"))
+    if (tc_db_begin(c) < 0)
         return -EIO;
     PGresult *r = tc_db_exec(c, "SELECT pg_advisory_xact_lock(7716, hashtext($1)),"
                                 " pg_advisory_xact_lock(7717, hashtext($2))", 2, pt);
@@ -288,7 +288,7 @@ int tc_session_signin(PGconn *c, const struct tc_keys *keys, const char *name,
         ok = false;
 
     char token[TC_CONSOLE_TOKEN_LEN + 1] = "";
-    if (!tc_db_command(c, "BEGIN"))
+    if (tc_db_begin(c) < 0)
         return -EIO;
     int rc = 0;
     if (ok) { /* the attempt was recorded as a failure when it was let through */
@@ -388,7 +388,7 @@ int tc_session_signout(PGconn *c, const struct tc_keys *keys, const char *token,
     char th[2 * 32 + 3];
     token_hash_hex(token, th);
     const char *p[] = {th};
-    if (!tc_db_command(c, "BEGIN"))
+    if (tc_db_begin(c) < 0)
         return -EIO;
     PGresult *r = tc_db_exec(c, "DELETE FROM console_sessions WHERE token_hash = $1::bytea", 1, p);
     int rc = r ? 0 : -EIO;
@@ -396,9 +396,6 @@ int tc_session_signout(PGconn *c, const struct tc_keys *keys, const char *token,
     if (rc == 0)
         rc = audit_signin(c, keys, "console.signout", "ok", user->tenant_id, user->id, user->name,
                           tc_role_name(user->role), source, NULL);
-    if (rc == 0 && !tc_db_command(c, "COMMIT"))
-        rc = -EIO;
-    if (rc < 0)
-        tc_db_command(c, "ROLLBACK");
+    rc = tc_db_finish(c, rc);
     return rc;
 }

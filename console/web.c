@@ -223,16 +223,6 @@ enum MHD_Result tc_console_not_found(struct tc_request *r)
 
 /* ---- forms ---- */
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
 
 /* application/x-www-form-urlencoded -> object of strings. NULL on malformed input
  * (bad escapes, invalid UTF-8, NUL, duplicate or too many fields). */
@@ -261,11 +251,11 @@ static json_t *parse_form(const char *s, size_t len)
                     if (*p == '+') {
                         kv[k][o2++] = ' ';
                     } else if (*p == '%') {
-                        if (parts[k][1] - p < 3 || hexval(p[1]) < 0 || hexval(p[2]) < 0) {
+                        if (parts[k][1] - p < 3 || tc_hexval(p[1]) < 0 || tc_hexval(p[2]) < 0) {
                             ok = false;
                             break;
                         }
-                        kv[k][o2++] = (char)(hexval(p[1]) * 16 + hexval(p[2]));
+                        kv[k][o2++] = (char)(tc_hexval(p[1]) * 16 + tc_hexval(p[2]));
                         p += 2;
                     } else {
                         kv[k][o2++] = *p;

@@ -203,3 +203,16 @@ bool tc_db_command(PGconn *conn, const char *sql)
     PQclear(r);
     return ok;
 }
+
+int tc_db_begin(PGconn *conn)
+{
+    return tc_db_command(conn, "BEGIN") ? 0 : -EIO;
+}
+
+int tc_db_finish(PGconn *conn, int rc)
+{
+    if (rc == 0 && tc_db_command(conn, "COMMIT"))
+        return 0;
+    tc_db_command(conn, "ROLLBACK");
+    return rc < 0 ? rc : -EIO;
+}

@@ -10,6 +10,10 @@ struct tc_db;
 int tc_db_open(const char *conninfo, unsigned size, struct tc_db **ret_db, char **ret_error);
 void tc_db_close(struct tc_db *db); /* NULL is a no-op */
 
+/* A timestamp column as ISO 8601 UTC with milliseconds ("2026-11-25T02:15:04.123Z"), in SQL;
+ * the session's time zone is UTC (tc_db_open sets it). */
+#define TC_SQL_ISO(col) "to_char(" col ", 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+
 /* How long a request waits for a pooled connection before it answers 503. */
 #define TC_DB_WAIT_MS 5000
 
@@ -23,6 +27,10 @@ void tc_db_release(struct tc_db *db, PGconn *conn);
 PGresult *tc_db_exec(PGconn *conn, const char *sql, int nparams, const char *const *params);
 /* A statement without parameters or rows (BEGIN, COMMIT, ROLLBACK, SET ...): true on success. */
 bool tc_db_command(PGconn *conn, const char *sql);
+/* A transaction: tc_db_begin() is 0 or -EIO; tc_db_finish(c, rc) commits when rc is 0 and
+ * rolls back otherwise, and returns rc, or -EIO when the commit fails (rolled back then). */
+int tc_db_begin(PGconn *conn);
+int tc_db_finish(PGconn *conn, int rc);
 /* bytea parameters and results travel in libpq's hex text form "\x<hex>".
  * tc_db_bytea_hex writes 2n + 3 bytes (NUL included) into out; tc_db_bytea_parse decodes
  * exactly n bytes and is false for anything else. */

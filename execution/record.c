@@ -112,13 +112,10 @@ out:
 
 int tc_execution_finish(PGconn *c, const struct tc_keys *keys, const struct tc_finish *f)
 {
-    if (!tc_db_command(c, "BEGIN"))
+    if (tc_db_begin(c) < 0)
         return -EIO;
     int rc = tc_execution_finish_tx(c, keys, f);
-    if (rc == 0 && tc_db_command(c, "COMMIT"))
-        return 0;
-    tc_db_command(c, "ROLLBACK");
-    return rc < 0 ? rc : -EIO;
+    return tc_db_finish(c, rc);
 }
 
 int tc_execution_late_result(PGconn *c, const struct tc_keys *keys, const struct tc_finish *f,

@@ -224,13 +224,11 @@ enum MHD_Result tc_auth_bearer_dispatch(struct tc_request *r, const struct tc_ro
                                          "an API key is required: Authorization: Bearer <key>");
     PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
     if (!c)
-        return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
-                                  "the database is not reachable");
+        return tc_respond_db_down(r);
     int rc = tc_auth_lookup(c, h + 7, &r->principal);
     tc_db_release(r->srv->db, c);
     if (rc == -EIO)
-        return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
-                                  "the database is not reachable");
+        return tc_respond_db_down(r);
     if (rc < 0)
         return tc_respond_problem_header(r, 401, "unauthorized", "Unauthorized", "WWW-Authenticate",
                                          "Bearer error=\"invalid_token\"",
@@ -239,4 +237,10 @@ enum MHD_Result tc_auth_bearer_dispatch(struct tc_request *r, const struct tc_ro
         return tc_respond_problem(r, 403, "forbidden", "Forbidden", NULL,
                                   "the role '%s' may not do this", tc_role_name(r->principal.role));
     return rt->handler(r);
+}
+
+json_t *tc_auth_actor(const struct tc_principal *p)
+{
+    return json_pack("{s:s, s:s, s:s}", "type", "api_key", "id", p->key_id, "role",
+                     tc_role_name(p->role));
 }

@@ -1,5 +1,6 @@
 /* API keys: "tc_" + 43 base64url characters (32 random bytes). Stored only as BLAKE2b-256. */
 #pragma once
+#include <jansson.h>
 #include <libpq-fe.h>
 #include <microhttpd.h>
 #include <stdbool.h>
@@ -41,6 +42,9 @@ int tc_auth_create_key(PGconn *c, const struct tc_keys *keys, const char *tenant
 int tc_auth_person(PGconn *c, const char *tenant_id, const char *name, char ret_id[37]);
 /* 0 and *ret filled when the key is valid and not revoked; -EACCES otherwise; -EIO on db error. */
 int tc_auth_lookup(PGconn *c, const char *key, struct tc_principal *ret);
+
+/* The audit record's actor for a request made with an API key (type, key id, role). */
+json_t *tc_auth_actor(const struct tc_principal *p);
 
 struct tc_request;
 struct tc_route;

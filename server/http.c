@@ -137,6 +137,12 @@ enum MHD_Result tc_respond_problem_header(struct tc_request *r, unsigned status,
     return ret;
 }
 
+enum MHD_Result tc_respond_db_down(struct tc_request *r)
+{
+    return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
+                              "the database is not reachable");
+}
+
 json_t *tc_request_json(struct tc_request *r, enum MHD_Result *ret_result)
 {
     if (r->body.len == 0) {
@@ -200,16 +206,6 @@ const char *tc_request_query(struct tc_request *r, const char *name)
 
 /* ---- routing ---- */
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
 
 struct header_count {
     const char *name;
@@ -241,7 +237,7 @@ static size_t unescape(void *cls, struct MHD_Connection *c, char *s)
     char *out = s;
     for (const char *in = s; *in;) {
         int hi, lo;
-        if (in[0] == '%' && (hi = hexval(in[1])) >= 0 && (lo = hexval(in[2])) >= 0 &&
+        if (in[0] == '%' && (hi = tc_hexval(in[1])) >= 0 && (lo = tc_hexval(in[2])) >= 0 &&
             (hi | lo) != 0) {
             *out++ = (char)(hi << 4 | lo);
             in += 3;

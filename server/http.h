@@ -122,6 +122,9 @@ enum MHD_Result tc_respond_problem(struct tc_request *r, unsigned status, const 
                                    const char *title, json_t *errors, const char *detail_fmt, ...)
     __attribute__((format(printf, 6, 7)));
 
+/* 503 urn:toolcage:problem:unavailable, "the database is not reachable". */
+enum MHD_Result tc_respond_db_down(struct tc_request *r);
+
 /* A problem response with one extra header (e.g. WWW-Authenticate, Allow). */
 enum MHD_Result tc_respond_problem_header(struct tc_request *r, unsigned status, const char *slug,
                                           const char *title, const char *hname,

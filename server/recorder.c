@@ -271,7 +271,7 @@ static int write_start(struct tc_recorder *rec, PGconn *c, struct item *it)
     char claimed[16];
     snprintf(claimed, sizeof(claimed), "%d", it->claimed_by);
     const char *p[] = {it->exec_id, it->tenant_id, claimed};
-    if (!tc_db_command(c, "BEGIN"))
+    if (tc_db_begin(c) < 0)
         return -EIO;
     PGresult *r = tc_db_exec(c,
         "UPDATE executions SET code_started_at = now() WHERE id = $1 AND tenant_id = $2"
@@ -295,10 +295,7 @@ static int write_start(struct tc_recorder *rec, PGconn *c, struct item *it)
         rc = !r ? -EIO : PQntuples(r) == 1 ? 0 : -ESTALE;
     }
     PQclear(r);
-    if (rc == 0 && tc_db_command(c, "COMMIT"))
-        return 0;
-    tc_db_command(c, "ROLLBACK");
-    return rc == 0 ? -EIO : rc;
+    return tc_db_finish(c, rc);
 }
 
 static void process_start(struct tc_recorder *rec, PGconn **c, struct item *it)

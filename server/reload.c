@@ -41,10 +41,7 @@ static int audit_every_tenant(struct tc_server *srv, json_t *event)
     PQclear(r);
     if (rc == 0 && n == 0)
         rc = tc_audit_append_tx(c, srv->keys, event, NULL);
-    if (rc == 0 && !tc_db_command(c, "COMMIT"))
-        rc = -EIO;
-    if (rc < 0)
-        tc_db_command(c, "ROLLBACK");
+    rc = tc_db_finish(c, rc);
     tc_db_release(srv->db, c);
     return rc;
 }

@@ -357,7 +357,7 @@ static void claim(struct tc_worker *w)
             " WHERE id = (SELECT id FROM executions WHERE status = 'queued'"
             "             ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED)"
             " RETURNING id, tenant_id, coalesce(api_key_id::text, ''), tool,"
-            " coalesce(request_id, ''), to_char(created_at, 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"
+            " coalesce(request_id, ''), " TC_SQL_ISO("created_at") ","
             " limits::text",
             1, p);
         struct job *j = r && PQntuples(r) == 1 ? calloc(1, sizeof(*j)) : NULL;
@@ -422,7 +422,7 @@ static void sweep_instance(struct tc_worker *w, int dead)
                        1, p));
     r = tc_db_exec(c,
         "SELECT e.id, e.tenant_id, coalesce(e.api_key_id::text, ''), e.tool,"
-        " coalesce(e.request_id, ''), to_char(e.created_at, 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"
+        " coalesce(e.request_id, ''), " TC_SQL_ISO("e.created_at") ","
         " e.limits::text, e.code_started_at IS NOT NULL, coalesce(a.status = 'approved', false),"
         " e.attempts"
         " FROM executions e LEFT JOIN approvals a ON a.execution_id = e.id"
