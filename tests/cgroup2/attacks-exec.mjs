@@ -18,6 +18,7 @@ import net from 'node:net';
 import path from 'node:path';
 import crypto from 'node:crypto';
 import { fileURLToPath } from 'node:url';
+import { hostExpect } from '../attacks/hostprobe.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const BUILD = path.resolve(process.argv[2] || path.join(ROOT, 'build'));
@@ -32,14 +33,16 @@ fs.chmodSync(STATE, 0o700);
 
 function parse(file) {
   const text = fs.readFileSync(path.join(DIR, file), 'utf8');
-  const meta = { file, attack: null, expect: [], limits: undefined, host: [], runner: null, code: text };
+  const meta = { file, attack: null, expect: [], probe: [], probeRefused: [], limits: undefined, host: [], runner: null, code: text };
   for (const line of text.split('\n')) {
     if (!line.startsWith('#')) break;
-    const m = line.match(/^#\s*(attack|expect|limits|host|runner):\s*(.*)$/);
+    const m = line.match(/^#\s*(attack|expect|limits|host|runner|probe|probe-refused-expect):\s*(.*)$/);
     if (!m) continue;
     const [, key, value] = m;
     if (key === 'attack') meta.attack = value;
     else if (key === 'expect') meta.expect.push(value);
+    else if (key === 'probe') meta.probe.push(value);
+    else if (key === 'probe-refused-expect') meta.probeRefused.push(value);
     else if (key === 'limits') meta.limits = JSON.parse(value);
     else if (key === 'host') meta.host.push(value);
     else meta.runner = value;
@@ -186,7 +189,9 @@ for (const file of files) {
   let r = null;
   try { r = JSON.parse(out); } catch { problems.push(`exec exit ${code}, no JSON result: ${err.slice(0, 500)}`); }
   if (r) {
-    for (const e of meta.expect.map(subst)) {
+    const { expect, refused } = hostExpect(meta, (res, e) => !checkExpect(res, e));
+    if (refused) console.log(`# ${file}: this host's kernel refuses the attack unsandboxed (probe); asserting ${expect.join(', ')}`);
+    for (const e of expect.map(subst)) {
       const p = checkExpect(r, e);
       if (p) problems.push(p);
     }

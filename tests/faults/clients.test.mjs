@@ -13,7 +13,7 @@ import {
 const dir = tmpdir('clients');
 const { policy, markers: mdir } = faultPolicy(dir);
 // Few slots, so that a burst overloads.
-const a = new Server('faults-clients', { policy, serveEnv: { TOOLCAGE_MAX_SANDBOXES: '4' } });
+const a = new Server('faults-clients', { freshDatabase: true, policy, serveEnv: { TOOLCAGE_MAX_SANDBOXES: '4' } });
 
 before(async () => { await a.start(); }, { timeout: 120_000 * SLOW });
 after(async () => {
@@ -25,10 +25,12 @@ test('60 clients, 4 at a time, hang up at random points (0-600 ms): every call i
   const t0 = performance.now();
   const calls = [];
   for (let round = 0; round < 15; round++) {
+    // Every program outlives its client (0.6 s or more against a hang-up within 600 ms), so
+    // each hang-up lands somewhere between sending the request and the end of the run.
     const batch = Array.from({ length: 4 }, (_, i) => call(a, tag(), {
-      sleepS: 0.1 + (i % 3) * 0.15, abortAfterMs: Math.floor(Math.random() * 600) }));
+      sleepS: 0.6 + (i % 3) * 0.15, abortAfterMs: Math.floor(Math.random() * 600) }));
     calls.push(...await Promise.all(batch));
-    await sleep(200); // the hung-up calls' sandboxes finish: the next round has its slots
+    await sleep(1200); // the hung-up calls' sandboxes finish: the next round has its slots
   }
   const hungUp = calls.filter((c) => c.status === 'hangup').length;
   assert.ok(hungUp >= 30, `only ${hungUp} hang-ups`);

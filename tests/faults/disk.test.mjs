@@ -16,7 +16,7 @@ import {
 const execFileP = promisify(execFile);
 const dir = tmpdir('disk');
 const { policy, markers: mdir } = faultPolicy(dir);
-const a = new Server('faults-disk', { policy });
+const a = new Server('faults-disk', { freshDatabase: true, policy });
 const mounts = [];
 
 /** A tmpfs of `size` with at most `inodes` inodes, mounted under the test directory. */
@@ -59,6 +59,7 @@ after(async () => {
 async function serveWith(name, { stateDir, logPath, serveEnv = {} }) {
   const s = new Server(name, { policy, serveEnv });
   s.env = { ...a.env };
+  s.database = a.database;
   s.keys = a.keys;
   s.tenants = a.tenants;
   s.stateDir = stateDir;

@@ -50,7 +50,7 @@ test('kill -9 of a lone server mid-run; its successor sweeps and requeues', asyn
   const t0 = performance.now();
   // TOOLCAGE_MAX_SANDBOXES=4: the worker claims at most 3, so some approved calls are still
   // queued (and some claimed but held before start) when the process dies.
-  const a = new Server('faults-kill-lone', { policy, serveEnv: { TOOLCAGE_MAX_SANDBOXES: '4' } });
+  const a = new Server('faults-kill-lone', { freshDatabase: true, policy, serveEnv: { TOOLCAGE_MAX_SANDBOXES: '4' } });
   servers.push(a);
   await a.start();
   const held = await approved(a, a, 6, 4);
@@ -112,7 +112,7 @@ test('kill -9 of a lone server mid-run; its successor sweeps and requeues', asyn
 
 test('kill -9 of one of two replicas mid-run: the other sweeps it live, its own calls unharmed', async (t) => {
   const t0 = performance.now();
-  const a = new Server('faults-kill-replica-a', { policy });
+  const a = new Server('faults-kill-replica-a', { freshDatabase: true, policy });
   servers.push(a);
   await a.start();
   const b = await a.peer('faults-kill-replica-b');
@@ -145,7 +145,7 @@ test('kill -9 of one of two replicas mid-run: the other sweeps it live, its own 
 test('kill -9 while claimed approved calls wait for their start record: requeued, run once', async (t) => {
   const t0 = performance.now();
   // Two slots, both taken by direct calls: approved calls stay queued until one is free.
-  const a = new Server('faults-kill-unstarted', { policy, serveEnv: { TOOLCAGE_MAX_SANDBOXES: '2' } });
+  const a = new Server('faults-kill-unstarted', { freshDatabase: true, policy, serveEnv: { TOOLCAGE_MAX_SANDBOXES: '2' } });
   servers.push(a);
   await a.start();
   const dtags = [tag(), tag()];

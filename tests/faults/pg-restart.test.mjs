@@ -12,7 +12,7 @@ import {
 
 const dir = tmpdir('pg-restart');
 const { policy, markers: mdir } = faultPolicy(dir);
-const a = new Server('faults-pg-restart', { policy });
+const a = new Server('faults-pg-restart', { freshDatabase: true, policy });
 let b = null;
 
 before(async () => {

@@ -12,7 +12,7 @@ import {
 
 const dir = tmpdir('pg-terminate');
 const { policy, markers: mdir } = faultPolicy(dir);
-const a = new Server('faults-pg-terminate', { policy });
+const a = new Server('faults-pg-terminate', { freshDatabase: true, policy });
 
 before(async () => { await a.start(); }, { timeout: 120_000 * SLOW });
 after(async () => {

@@ -16,6 +16,10 @@
 //   # runner: marker                            run A ("write") while C ("check") runs, then B ("check")
 //   # gvisor-expect: ...                        for the gvisor backend, replaces every expect line
 //   # gvisor: skip REASON                       not run under the gvisor backend
+//   # probe: ... / # probe-refused-expect: ...  a host probe (tests/attacks/hostprobe.mjs): when the
+//                                               attack, run unsandboxed, does not get this far, the
+//                                               host itself refuses it and the refused-expect lines
+//                                               are asserted instead (the run is still made)
 //
 // Every attack runs twice when runsc is installed: against the native backend (tools
 // "python", "shell") and against the gvisor backend ("python-gvisor", "shell-gvisor"; the
@@ -37,6 +41,7 @@ import net from 'node:net';
 import path from 'node:path';
 import crypto from 'node:crypto';
 import { setup, ROOT, SLOW, sleep } from './harness.mjs';
+import { hostExpect } from '../attacks/hostprobe.mjs';
 
 const DIR = path.join(ROOT, 'tests/attacks');
 const server = setup('attacks', { policy: 'tests/attacks/policy.json' });
@@ -51,15 +56,17 @@ const HOSTIP = hostIp();
 
 function parse(file) {
   const text = fs.readFileSync(path.join(DIR, file), 'utf8');
-  const meta = { file, attack: null, expect: [], gvExpect: [], gvSkip: null, limits: undefined, host: [], runner: null, code: text };
+  const meta = { file, attack: null, expect: [], gvExpect: [], gvSkip: null, probe: [], probeRefused: [], limits: undefined, host: [], runner: null, code: text };
   for (const line of text.split('\n')) {
     if (!line.startsWith('#')) break;
-    const m = line.match(/^#\s*(attack|expect|limits|host|runner|gvisor-expect|gvisor):\s*(.*)$/);
+    const m = line.match(/^#\s*(attack|expect|limits|host|runner|gvisor-expect|gvisor|probe|probe-refused-expect):\s*(.*)$/);
     if (!m) continue;
     const [, key, value] = m;
     if (key === 'attack') meta.attack = value;
     else if (key === 'expect') meta.expect.push(value);
     else if (key === 'gvisor-expect') meta.gvExpect.push(value);
+    else if (key === 'probe') meta.probe.push(value);
+    else if (key === 'probe-refused-expect') meta.probeRefused.push(value);
     else if (key === 'gvisor') meta.gvSkip = value.replace(/^skip\s*/, '') || 'skipped';
     else if (key === 'limits') meta.limits = JSON.parse(value);
     else if (key === 'host') meta.host.push(value);
@@ -273,9 +280,16 @@ function instantiate(meta, backend) {
   const pwned = `/tmp/toolcage-pwned-${crypto.randomBytes(8).toString('hex')}`;
   const subst = (s) => s.replaceAll('{PWNED}', pwned).replaceAll('{PORT}', String(listener.address().port))
     .replaceAll('{HOSTIP}', HOSTIP);
-  const expect = backend === 'gvisor' && meta.gvExpect.length ? meta.gvExpect : meta.expect;
+  let expect = meta.expect;
+  let refused = false;
+  if (backend === 'gvisor' && meta.gvExpect.length) expect = meta.gvExpect;
+  else if (backend === 'native') {
+    const meets = (r, e) => { try { checkExpect(r, e, 'probe'); return true; } catch { return false; } };
+    ({ expect, refused } = hostExpect(meta, meets));
+  }
   return {
     backend,
+    refused,
     code: subst(meta.code),
     expect: expect.map(subst),
     host: meta.host.map(subst),
@@ -344,9 +358,10 @@ for (const [backend, file] of [...files.map((f) => ['native', f]), ...files.map(
   // that path, the launcher's, is covered under ASan by test_sandbox and gvisor.test.mjs).
   const asan = process.env.TOOLCAGE_IT_LABEL === 'asan' ? 'gvisor half runs in the release build' : null;
   const skip = (backend === 'gvisor' && (!RUNSC ? 'runsc not installed' : meta.gvSkip || asan)) || false;
-  test(`attack ${file} [${backend}]: ${meta.attack}`, { timeout: 180_000 * SLOW, skip }, async () => {
+  test(`attack ${file} [${backend}]: ${meta.attack}`, { timeout: 180_000 * SLOW, skip }, async (t) => {
     connections = [];
     const inst = instantiate(meta, backend);
+    if (inst.refused) t.diagnostic(`${file}: this host's kernel refuses the attack unsandboxed (probe); asserting ${inst.expect.join(', ')}`);
     if (meta.runner === 'marker') {
       // A writes its markers and stays alive; C runs meanwhile; B runs after A is gone.
       const a = runOne(meta, inst, 'write', `${file} (run A)`);

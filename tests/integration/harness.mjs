@@ -393,7 +393,7 @@ class Server {
         `toolcage serve did not exit cleanly after SIGTERM: ${JSON.stringify(this.exited)}\n${this.logTail()}`);
     } finally {
       fs.rmSync(this.stateDir, { recursive: true, force: true });
-      if (this.database) await psql(`DROP DATABASE IF EXISTS "${this.database}" WITH (FORCE)`, { db: 'postgres' }).catch(() => {});
+      if (this.database && this.freshDatabase) await psql(`DROP DATABASE IF EXISTS "${this.database}" WITH (FORCE)`, { db: 'postgres' }).catch(() => {});
     }
   }
 
@@ -406,6 +406,7 @@ class Server {
   async peer(name = `${this.name}-peer`, opts = {}) {
     const p = new Server(name, { policy: opts.policy ?? this.policy, serveEnv: { ...this.serveEnv, ...(opts.serveEnv || {}) } });
     p.env = { ...this.env };
+    p.database = this.database; // its peer's, not its own: stopping the peer keeps it
     p.listenHost = opts.listenHost; // e.g. '0.0.0.0' (still reached through 127.0.0.1)
     p.keys = this.keys;
     p.tenants = this.tenants;
