@@ -5,7 +5,6 @@
 /* Every /v1 route, /healthz, /readyz, /openapi.yaml and /metrics; API keys authenticate. */
 extern const struct tc_route_group tc_api_routes;
 
-
 enum MHD_Result tc_api_execute(struct tc_request *r);
 enum MHD_Result tc_api_prescreen(struct tc_request *r);
 enum MHD_Result tc_api_execution_get(struct tc_request *r);

@@ -16,8 +16,6 @@ static int atoi_safe(const char *s)
     return tc_parse_i64(s, 0, INT32_MAX, &v) == 0 ? (int)v : 0;
 }
 
-
-
 static enum MHD_Result not_found(struct tc_request *r)
 {
     return tc_respond_problem(r, 404, "not-found", "Not found", NULL, "no such approval");
@@ -34,9 +32,10 @@ enum MHD_Result tc_api_approvals_list(struct tc_request *r)
     int64_t limit = 50;
     if (!status_ok || (tool && strlen(tool) > 64) || (cursor && !tc_uuid_valid(cursor)) ||
         (ls && tc_parse_i64(ls, 1, 200, &limit) < 0))
-        return tc_respond_problem(r, 400, "validation", "Invalid request", NULL,
-                                  "status must be pending, approved, denied, expired or cancelled;"
-                                  " tool at most 64 characters; cursor an approval id; limit 1..200");
+        return tc_respond_problem(
+            r, 400, "validation", "Invalid request", NULL,
+            "status must be pending, approved, denied, expired or cancelled;"
+            " tool at most 64 characters; cursor an approval id; limit 1..200");
     char lbuf[24];
     snprintf(lbuf, sizeof(lbuf), "%lld", (long long)limit + 1);
     const char *p[] = {r->principal.tenant_id, status, tool, cursor, lbuf};
@@ -44,33 +43,40 @@ enum MHD_Result tc_api_approvals_list(struct tc_request *r)
     if (!c)
         return tc_respond_db_down(r);
     /* Oldest first (ids are time-ordered UUIDv7), so the queue reads in the order it filled. */
-    PGresult *res = tc_db_exec(c,
+    PGresult *res = tc_db_exec(
+        c,
         "SELECT a.id, a.execution_id, a.tool, a.tier, a.status, a.required_approvals,"
         " (SELECT count(*) FROM approval_decisions d WHERE d.approval_id = a.id"
         "  AND d.decision = 'approve'), jsonb_array_length(a.findings),"
-        " coalesce(a.requester_key_id::text, ''), " TC_SQL_ISO("a.created_at") ", " TC_SQL_ISO("a.expires_at") ","
-        " a.reasons::text"
-        " FROM approvals a WHERE a.tenant_id = $1 AND ($2::text IS NULL OR a.status = $2)"
-        " AND ($3::text IS NULL OR a.tool = $3) AND ($4::uuid IS NULL OR a.id > $4::uuid)"
-        " ORDER BY a.id LIMIT $5::int", 5, p);
+        " coalesce(a.requester_key_id::text, ''), " TC_SQL_ISO("a.created_at") ", " TC_SQL_ISO(
+            "a.expires_at") ","
+                            " a.reasons::text"
+                            " FROM approvals a WHERE a.tenant_id = $1 AND ($2::text IS NULL OR "
+                            "a.status = $2)"
+                            " AND ($3::text IS NULL OR a.tool = $3) AND ($4::uuid IS NULL OR a.id "
+                            "> $4::uuid)"
+                            " ORDER BY a.id LIMIT $5::int",
+        5, p);
     tc_db_release(r->srv->db, c);
     if (!res)
         return tc_respond_db_down(r);
     json_t *items = json_array();
     int n = PQntuples(res);
     for (int i = 0; i < n && i < limit; i++)
-        json_array_append_new(items, json_pack(
-            "{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:s, s:s, s:s, s:o}",
-            "id", PQgetvalue(res, i, 0), "execution_id", PQgetvalue(res, i, 1), "tool",
-            PQgetvalue(res, i, 2), "tier", PQgetvalue(res, i, 3), "status", PQgetvalue(res, i, 4),
-            "required_approvals", atoi_safe(PQgetvalue(res, i, 5)), "approvals",
-            atoi_safe(PQgetvalue(res, i, 6)), "findings_count", atoi_safe(PQgetvalue(res, i, 7)),
-            "requester_key_id", PQgetvalue(res, i, 8), "created_at", PQgetvalue(res, i, 9),
-            "expires_at", PQgetvalue(res, i, 10), "reasons",
-            json_loads(PQgetvalue(res, i, 11), 0, NULL)));
+        json_array_append_new(
+            items,
+            json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:s, s:s, s:s, s:o}", "id",
+                      PQgetvalue(res, i, 0), "execution_id", PQgetvalue(res, i, 1), "tool",
+                      PQgetvalue(res, i, 2), "tier", PQgetvalue(res, i, 3), "status",
+                      PQgetvalue(res, i, 4), "required_approvals", atoi_safe(PQgetvalue(res, i, 5)),
+                      "approvals", atoi_safe(PQgetvalue(res, i, 6)), "findings_count",
+                      atoi_safe(PQgetvalue(res, i, 7)), "requester_key_id", PQgetvalue(res, i, 8),
+                      "created_at", PQgetvalue(res, i, 9), "expires_at", PQgetvalue(res, i, 10),
+                      "reasons", json_loads(PQgetvalue(res, i, 11), 0, NULL)));
     json_t *next = n > limit ? json_string(PQgetvalue(res, (int)limit - 1, 0)) : json_null();
     PQclear(res);
-    return tc_respond_json(r, 200, json_pack("{s:o, s:o}", "approvals", items, "next_cursor", next));
+    return tc_respond_json(r, 200,
+                           json_pack("{s:o, s:o}", "approvals", items, "next_cursor", next));
 }
 
 enum MHD_Result tc_api_approval_get(struct tc_request *r)
@@ -101,7 +107,8 @@ static enum MHD_Result decide(struct tc_request *r, enum tc_decision d)
             return ret;
         const char *key;
         json_t *v;
-        json_object_foreach(body, key, v) {
+        json_object_foreach(body, key, v)
+        {
             if (strcmp(key, "reason") != 0) {
                 /* key belongs to body: build the error before letting body go. */
                 json_t *errors = json_pack("[{s:s, s:s}]", "path", key, "message", "unknown field");
@@ -123,10 +130,10 @@ static enum MHD_Result decide(struct tc_request *r, enum tc_decision d)
     }
     if (d == TC_DECIDE_DENY && (!reason || !*reason)) {
         json_decref(body);
-        return tc_respond_problem(r, 400, "validation", "Invalid request",
-                                  json_pack("[{s:s, s:s}]", "path", "reason", "message",
-                                            "is required to deny"),
-                                  "a denial needs a reason");
+        return tc_respond_problem(
+            r, 400, "validation", "Invalid request",
+            json_pack("[{s:s, s:s}]", "path", "reason", "message", "is required to deny"),
+            "a denial needs a reason");
     }
     char decider[48];
     snprintf(decider, sizeof(decider), "key:%s", r->principal.key_id);
@@ -134,10 +141,10 @@ static enum MHD_Result decide(struct tc_request *r, enum tc_decision d)
                               "role", tc_role_name(r->principal.role));
     PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
     struct tc_decide_result res;
-    int rc = c ? tc_approval_decide(c, r->srv->keys, r->principal.tenant_id, r->params[0], decider,
-                                    r->principal.person_id, r->principal.key_id, actor, d, reason,
-                                    &res)
-               : -EIO;
+    int rc =
+        c ? tc_approval_decide(c, r->srv->keys, r->principal.tenant_id, r->params[0], decider,
+                               r->principal.person_id, r->principal.key_id, actor, d, reason, &res)
+          : -EIO;
     if (rc == -EIO && c)
         tc_log(TC_LOG_ERROR, "recording a decision failed", "{s:s, s:s}", "request_id",
                r->request_id, "error", PQerrorMessage(c));
@@ -146,13 +153,14 @@ static enum MHD_Result decide(struct tc_request *r, enum tc_decision d)
     json_decref(body);
     switch (rc) {
     case 0:
-        tc_log(TC_LOG_INFO, "approval decided", "{s:s, s:s, s:s, s:s}", "request_id",
-               r->request_id, "approval_id", r->params[0], "decision",
-               d == TC_DECIDE_APPROVE ? "approve" : "deny", "status", res.status);
-        return tc_respond_json(r, 200, json_pack("{s:s, s:s, s:s, s:i, s:i}", "id", r->params[0],
-                                                 "execution_id", res.execution_id, "status",
-                                                 res.status, "approvals", res.approvals,
-                                                 "required_approvals", res.required));
+        tc_log(TC_LOG_INFO, "approval decided", "{s:s, s:s, s:s, s:s}", "request_id", r->request_id,
+               "approval_id", r->params[0], "decision", d == TC_DECIDE_APPROVE ? "approve" : "deny",
+               "status", res.status);
+        return tc_respond_json(r, 200,
+                               json_pack("{s:s, s:s, s:s, s:i, s:i}", "id", r->params[0],
+                                         "execution_id", res.execution_id, "status", res.status,
+                                         "approvals", res.approvals, "required_approvals",
+                                         res.required));
     case -ENOENT:
         return not_found(r);
     case -EPERM:
@@ -163,15 +171,22 @@ static enum MHD_Result decide(struct tc_request *r, enum tc_decision d)
                                   "this key, or the person it belongs to, has already decided"
                                   " this approval");
     case -ESTALE:
-        return tc_respond_problem(r, 409, "not-pending", "Conflict", NULL,
-                                  "the approval is no longer pending (decided, expired or cancelled)");
+        return tc_respond_problem(
+            r, 409, "not-pending", "Conflict", NULL,
+            "the approval is no longer pending (decided, expired or cancelled)");
     default:
         return tc_respond_db_down(r);
     }
 }
 
-enum MHD_Result tc_api_approval_approve(struct tc_request *r) { return decide(r, TC_DECIDE_APPROVE); }
-enum MHD_Result tc_api_approval_deny(struct tc_request *r) { return decide(r, TC_DECIDE_DENY); }
+enum MHD_Result tc_api_approval_approve(struct tc_request *r)
+{
+    return decide(r, TC_DECIDE_APPROVE);
+}
+enum MHD_Result tc_api_approval_deny(struct tc_request *r)
+{
+    return decide(r, TC_DECIDE_DENY);
+}
 
 enum MHD_Result tc_api_execution_cancel(struct tc_request *r)
 {
@@ -180,8 +195,8 @@ enum MHD_Result tc_api_execution_cancel(struct tc_request *r)
     json_t *actor = json_pack("{s:s, s:s, s:s}", "type", "api_key", "id", r->principal.key_id,
                               "role", tc_role_name(r->principal.role));
     PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
-    int rc = c ? tc_approval_cancel(c, r->srv->keys, r->principal.tenant_id, r->params[0], actor)
-               : -EIO;
+    int rc =
+        c ? tc_approval_cancel(c, r->srv->keys, r->principal.tenant_id, r->params[0], actor) : -EIO;
     tc_db_release(r->srv->db, c);
     json_decref(actor);
     if (rc == -ENOENT)
@@ -192,6 +207,6 @@ enum MHD_Result tc_api_execution_cancel(struct tc_request *r)
                                   "the execution is not waiting for approval");
     if (rc < 0)
         return tc_respond_db_down(r);
-    return tc_respond_json(r, 200, json_pack("{s:s, s:s}", "id", r->params[0], "status",
-                                             "cancelled"));
+    return tc_respond_json(r, 200,
+                           json_pack("{s:s, s:s}", "id", r->params[0], "status", "cancelled"));
 }

@@ -14,7 +14,7 @@
 #include "server/verifier.h"
 
 #define AUDIT_PAGE_DEFAULT 100
-#define AUDIT_PAGE_MAX 500
+#define AUDIT_PAGE_MAX     500
 
 static json_t *row_json(PGresult *res, int i)
 {
@@ -49,8 +49,10 @@ enum MHD_Result tc_api_audit_list(struct tc_request *r)
     tc_audit_filter_add(&f, "seq < ?", cbuf);
     struct tc_buf sql;
     tc_buf_init(&sql, 8192);
-    int rc = tc_buf_appendf(&sql, "SELECT seq, record::text, hash FROM audit_log WHERE %s"
-                                  " ORDER BY seq DESC LIMIT $%d", f.where.data, f.n + 1);
+    int rc = tc_buf_appendf(&sql,
+                            "SELECT seq, record::text, hash FROM audit_log WHERE %s"
+                            " ORDER BY seq DESC LIMIT $%d",
+                            f.where.data, f.n + 1);
     f.params[f.n] = lbuf;
     PGconn *c = rc == 0 ? tc_db_acquire(r->srv->db, TC_DB_WAIT_MS) : NULL;
     PGresult *res = c ? tc_db_exec(c, sql.data, f.n + 1, f.params) : NULL;
@@ -69,7 +71,8 @@ enum MHD_Result tc_api_audit_list(struct tc_request *r)
         json_array_append_new(records, row_json(res, i));
     json_t *next = n > limit ? json_string(PQgetvalue(res, (int)limit - 1, 0)) : json_null();
     PQclear(res);
-    return tc_respond_json(r, 200, json_pack("{s:o, s:o}", "records", records, "next_cursor", next));
+    return tc_respond_json(r, 200,
+                           json_pack("{s:o, s:o}", "records", records, "next_cursor", next));
 }
 
 enum MHD_Result tc_api_audit_get(struct tc_request *r)
@@ -82,8 +85,10 @@ enum MHD_Result tc_api_audit_get(struct tc_request *r)
         return tc_respond_db_down(r);
     const char *all = r->principal.role == TC_ROLE_OPERATOR ? "t" : "f";
     const char *p[] = {r->params[0], r->principal.tenant_id, all};
-    PGresult *res = tc_db_exec(c, "SELECT seq, record::text, hash FROM audit_log WHERE seq = $1"
-                                  " AND ($3::boolean OR tenant_id = $2)", 3, p);
+    PGresult *res = tc_db_exec(c,
+                               "SELECT seq, record::text, hash FROM audit_log WHERE seq = $1"
+                               " AND ($3::boolean OR tenant_id = $2)",
+                               3, p);
     tc_db_release(r->srv->db, c);
     if (!res)
         return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
@@ -131,8 +136,7 @@ enum MHD_Result tc_api_audit_verify(struct tc_request *r)
     const char *ma = tc_request_query(r, "max_age");
     if (ma && tc_parse_i64(ma, 0, VERIFY_MAX_AGE, &max_age) < 0)
         return tc_respond_problem(r, 400, "validation", "Invalid request", NULL,
-                                  "max_age must be an integer of seconds, 0 to %d",
-                                  VERIFY_MAX_AGE);
+                                  "max_age must be an integer of seconds, 0 to %d", VERIFY_MAX_AGE);
     return verify_answer(r, max_age, r->state == r);
 }
 
@@ -155,7 +159,8 @@ enum MHD_Result tc_api_audit_hash(struct tc_request *r)
     if (!body)
         return ret;
     json_t *value = json_object_get(body, "value");
-    if (json_object_size(body) != 1 || !json_is_string(value) || json_string_length(value) > 65536) {
+    if (json_object_size(body) != 1 || !json_is_string(value) ||
+        json_string_length(value) > 65536) {
         tc_api_wipe_json_string(value);
         json_decref(body);
         return tc_respond_problem(r, 400, "validation", "Invalid request",
@@ -174,15 +179,15 @@ enum MHD_Result tc_api_audit_hash(struct tc_request *r)
         char hex[65];
         tc_audit_value_hash_with(k->previous[i].audit_value_key, r->principal.tenant_id,
                                  json_string_value(value), json_string_length(value), hex);
-        json_array_append_new(previous, json_pack("{s:s, s:s}", "key_id",
-                                                  k->previous[i].master_id, "hash", hex));
+        json_array_append_new(
+            previous, json_pack("{s:s, s:s}", "key_id", k->previous[i].master_id, "hash", hex));
     }
     tc_api_wipe_json_string(value);
     json_decref(body);
-    json_t *ev = json_pack("{s:s, s:s, s:{s:s, s:s, s:s}, s:s}", "action", "audit.hash",
-                           "tenant_id", r->principal.tenant_id, "actor", "type", "api_key", "id",
-                           r->principal.key_id, "role", tc_role_name(r->principal.role),
-                           "value_hash", hash);
+    json_t *ev =
+        json_pack("{s:s, s:s, s:{s:s, s:s, s:s}, s:s}", "action", "audit.hash", "tenant_id",
+                  r->principal.tenant_id, "actor", "type", "api_key", "id", r->principal.key_id,
+                  "role", tc_role_name(r->principal.role), "value_hash", hash);
     PGconn *c = ev ? tc_db_acquire(r->srv->db, TC_DB_WAIT_MS) : NULL;
     int rc = c ? tc_audit_append(c, k, ev, NULL) : -EIO;
     tc_db_release(r->srv->db, c);
@@ -192,6 +197,7 @@ enum MHD_Result tc_api_audit_hash(struct tc_request *r)
         return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
                                   "the request could not be recorded in the audit trail");
     }
-    return tc_respond_json(r, 200, json_pack("{s:s, s:s, s:o}", "hash", hash, "key_id",
-                                             k->master_id, "previous", previous));
+    return tc_respond_json(
+        r, 200,
+        json_pack("{s:s, s:s, s:o}", "hash", hash, "key_id", k->master_id, "previous", previous));
 }

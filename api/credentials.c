@@ -15,8 +15,6 @@
 #include "core/db.h"
 #include "core/log.h"
 
-
-
 static json_t *only_fields(json_t *body, const char *const *allowed)
 {
     json_t *errors = json_array();
@@ -71,19 +69,19 @@ static enum MHD_Result refuse_held(struct tc_request *r, const struct tc_tool *t
 {
     json_t *ev = json_pack("{s:s, s:s, s:s, s:o, s:s, s:s, s:O}", "action",
                            "credential.token.refused", "status", "refused", "tenant_id",
-                           r->principal.tenant_id, "actor", tc_auth_actor(&r->principal), "tool", tool->name,
-                           "audience", audience, "reasons", reasons);
+                           r->principal.tenant_id, "actor", tc_auth_actor(&r->principal), "tool",
+                           tool->name, "audience", audience, "reasons", reasons);
     PGconn *c = ev ? tc_db_acquire(r->srv->db, TC_DB_WAIT_MS) : NULL;
     if (!c || tc_audit_append(c, r->srv->keys, ev, NULL) < 0)
-        tc_log(TC_LOG_ERROR, "a refused token request could not be audited", "{s:s}",
-               "request_id", r->request_id);
+        tc_log(TC_LOG_ERROR, "a refused token request could not be audited", "{s:s}", "request_id",
+               r->request_id);
     tc_db_release(r->srv->db, c);
     json_decref(ev);
     char why[256] = "";
     size_t i, o = 0;
     json_t *e;
-    json_array_foreach(reasons, i, e) if (o < sizeof(why))
-        o += (size_t)snprintf(why + o, sizeof(why) - o, "%s%s", i ? ", " : "", json_string_value(e));
+    json_array_foreach(reasons, i, e) if (o < sizeof(why)) o +=
+        (size_t)snprintf(why + o, sizeof(why) - o, "%s%s", i ? ", " : "", json_string_value(e));
     tc_log(TC_LOG_WARN, "token refused: the tool's calls are held for approval", "{s:s, s:s}",
            "request_id", r->request_id, "tool", tool->name);
     return tc_respond_problem(r, 403, "approval-required", "Approval required",

@@ -30,13 +30,13 @@ struct exec_state {
     char tool[65];
     char created_at[32];
     int64_t limits[TC_LIMIT__COUNT];
-    int claimed_by;      /* this instance, when the execution was recorded as running */
-    int record_rc;       /* from the recorder (server/recorder.h), before it resumes us */
-    json_t *view;        /* the stored Execution (or what is stored instead), or NULL */
-    char idem_key[256];  /* non-empty while this request owns an Idempotency-Key */
+    int claimed_by;               /* this instance, when the execution was recorded as running */
+    int record_rc;                /* from the recorder (server/recorder.h), before it resumes us */
+    json_t *view;                 /* the stored Execution (or what is stored instead), or NULL */
+    char idem_key[256];           /* non-empty while this request owns an Idempotency-Key */
     struct tc_redactor *redactor; /* the tool's redaction rules */
-    json_t *findings;    /* the pre-screen's */
-    struct tc_grant *grant; /* credentials leased to this execution (broker/leases.h) */
+    json_t *findings;             /* the pre-screen's */
+    struct tc_grant *grant;       /* credentials leased to this execution (broker/leases.h) */
 };
 
 static void exec_state_free(void *p)
@@ -50,7 +50,6 @@ static void exec_state_free(void *p)
     tc_grant_free(st->grant);
     free(st);
 }
-
 
 static void hash_hex(const char *data, size_t len, char out[65])
 {
@@ -98,11 +97,18 @@ static void record_outcome(struct exec_state *st, json_t *result)
 {
     struct tc_request *r = st->r;
     json_t *actor = tc_auth_actor(&r->principal);
-    struct tc_record_outcome o = {
-        .ids = {.exec_id = st->id, .tenant_id = r->principal.tenant_id, .tool = st->tool,
-                .request_id = r->request_id, .claimed_by = st->claimed_by, .actor = actor},
-        .action = "execution.complete", .raw = result, .build = build_view,
-        .done = on_recorded, .userdata = st, .release_credentials = !tc_grant_empty(st->grant)};
+    struct tc_record_outcome o = {.ids = {.exec_id = st->id,
+                                          .tenant_id = r->principal.tenant_id,
+                                          .tool = st->tool,
+                                          .request_id = r->request_id,
+                                          .claimed_by = st->claimed_by,
+                                          .actor = actor},
+                                  .action = "execution.complete",
+                                  .raw = result,
+                                  .build = build_view,
+                                  .done = on_recorded,
+                                  .userdata = st,
+                                  .release_credentials = !tc_grant_empty(st->grant)};
     if (!actor || tc_recorder_finish(r->srv->recorder, &o) < 0)
         on_recorded(st, -ENOMEM, NULL);
     json_decref(actor);
@@ -119,9 +125,12 @@ static void on_ready_cb(void *userdata, const char *id)
     struct exec_state *st = userdata;
     struct tc_request *r = st->r;
     json_t *actor = tc_auth_actor(&r->principal);
-    struct tc_record_ids ids = {.exec_id = st->id, .tenant_id = r->principal.tenant_id,
-                                .tool = st->tool, .request_id = r->request_id,
-                                .claimed_by = st->claimed_by, .actor = actor};
+    struct tc_record_ids ids = {.exec_id = st->id,
+                                .tenant_id = r->principal.tenant_id,
+                                .tool = st->tool,
+                                .request_id = r->request_id,
+                                .claimed_by = st->claimed_by,
+                                .actor = actor};
     (void)id;
     (void)tc_recorder_start_run(r->srv->recorder, &ids);
     json_decref(actor);
@@ -163,15 +172,21 @@ static enum idem idem_begin(struct tc_request *r, struct exec_state *st, enum MH
     PGresult *res = NULL;
     bool claimed = false;
     if (c) {
-        PQclear(tc_db_exec(c, "DELETE FROM idempotency_keys WHERE tenant_id = $1 AND key = $2"
-                              " AND created_at < now() - interval '24 hours'", 2, p));
-        res = tc_db_exec(c, "INSERT INTO idempotency_keys (tenant_id, key, request_hash)"
-                            " VALUES ($1, $2, $3::bytea) ON CONFLICT DO NOTHING", 3, p);
+        PQclear(tc_db_exec(c,
+                           "DELETE FROM idempotency_keys WHERE tenant_id = $1 AND key = $2"
+                           " AND created_at < now() - interval '24 hours'",
+                           2, p));
+        res = tc_db_exec(c,
+                         "INSERT INTO idempotency_keys (tenant_id, key, request_hash)"
+                         " VALUES ($1, $2, $3::bytea) ON CONFLICT DO NOTHING",
+                         3, p);
         claimed = res && strcmp(PQcmdTuples(res), "1") == 0;
         PQclear(res);
-        res = (!claimed && res) ? tc_db_exec(c, "SELECT request_hash = $3::bytea, status,"
-                                                " response::text, location FROM idempotency_keys"
-                                                " WHERE tenant_id = $1 AND key = $2", 3, p)
+        res = (!claimed && res) ? tc_db_exec(c,
+                                             "SELECT request_hash = $3::bytea, status,"
+                                             " response::text, location FROM idempotency_keys"
+                                             " WHERE tenant_id = $1 AND key = $2",
+                                             3, p)
                                 : NULL;
         tc_db_release(r->srv->db, c);
     }
@@ -193,10 +208,9 @@ static enum idem idem_begin(struct tc_request *r, struct exec_state *st, enum MH
     } else {
         unsigned status = (unsigned)strtoul(PQgetvalue(res, 0, 1), NULL, 10);
         json_t *body = json_loads(PQgetvalue(res, 0, 2), 0, NULL);
-        *ret = PQgetisnull(res, 0, 3)
-                   ? tc_respond_json(r, status, body)
-                   : tc_respond_json_ex(r, status, body, "application/json", "Location",
-                                        PQgetvalue(res, 0, 3));
+        *ret = PQgetisnull(res, 0, 3) ? tc_respond_json(r, status, body)
+                                      : tc_respond_json_ex(r, status, body, "application/json",
+                                                           "Location", PQgetvalue(res, 0, 3));
     }
     PQclear(res);
     return IDEM_DONE;
@@ -216,11 +230,15 @@ static void idem_end(struct tc_request *r, struct exec_state *st, unsigned statu
     PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
     if (c) {
         PQclear(text && (status == 200 || status == 202)
-                    ? tc_db_exec(c, "UPDATE idempotency_keys SET status = $3::int,"
-                                    " response = $4::jsonb, location = $5"
-                                    " WHERE tenant_id = $1 AND key = $2", 5, p)
-                    : tc_db_exec(c, "DELETE FROM idempotency_keys WHERE tenant_id = $1"
-                                    " AND key = $2", 2, p));
+                    ? tc_db_exec(c,
+                                 "UPDATE idempotency_keys SET status = $3::int,"
+                                 " response = $4::jsonb, location = $5"
+                                 " WHERE tenant_id = $1 AND key = $2",
+                                 5, p)
+                    : tc_db_exec(c,
+                                 "DELETE FROM idempotency_keys WHERE tenant_id = $1"
+                                 " AND key = $2",
+                                 2, p));
         tc_db_release(r->srv->db, c);
     }
     free(text);
@@ -236,11 +254,11 @@ static json_t *execute_event(struct tc_request *r, struct exec_state *st, json_t
     /* The trail keeps code and stdin as redacted text plus a hash of the original. */
     struct tc_exec_filter filter = {.redactor = st->redactor};
     json_t *counts = json_object();
-    json_t *code_r = tc_exec_redact_string(&filter, json_string_value(code),
-                                           json_string_length(code), counts);
-    json_t *in_r = in ? tc_exec_redact_string(&filter, json_string_value(in),
-                                              json_string_length(in), counts)
-                      : json_null();
+    json_t *code_r =
+        tc_exec_redact_string(&filter, json_string_value(code), json_string_length(code), counts);
+    json_t *in_r =
+        in ? tc_exec_redact_string(&filter, json_string_value(in), json_string_length(in), counts)
+           : json_null();
     char code_hash[65], stdin_hash[65] = "";
     hash_hex(json_string_value(code), json_string_length(code), code_hash);
     if (in)
@@ -250,15 +268,15 @@ static json_t *execute_event(struct tc_request *r, struct exec_state *st, json_t
     json_t *f;
     json_array_foreach(json_object_get(body, "files"), i, f)
         json_array_append(files, json_object_get(f, "path"));
-    json_t *ev = json_pack("{s:s, s:s, s:o, s:s, s:s, s:s, s:s, s:{s:o, s:s, s:o, s:s*, s:o, s:o,"
-                           " s:o}, s:O}",
-                           "action", "execute", "tenant_id", r->principal.tenant_id, "actor",
-                           tc_auth_actor(&r->principal), "tool", st->tool, "execution_id", st->id, "request_id",
-                           r->request_id, "decision", decision, "params", "code", code_r,
-                           "code_hash", code_hash, "stdin", in_r, "stdin_hash",
-                           in ? stdin_hash : NULL, "files", files, "limits",
-                           tc_exec_limits_json(st->limits), "redactions", counts, "findings",
-                           st->findings ? st->findings : json_null());
+    json_t *ev =
+        json_pack("{s:s, s:s, s:o, s:s, s:s, s:s, s:s, s:{s:o, s:s, s:o, s:s*, s:o, s:o,"
+                  " s:o}, s:O}",
+                  "action", "execute", "tenant_id", r->principal.tenant_id, "actor",
+                  tc_auth_actor(&r->principal), "tool", st->tool, "execution_id", st->id,
+                  "request_id", r->request_id, "decision", decision, "params", "code", code_r,
+                  "code_hash", code_hash, "stdin", in_r, "stdin_hash", in ? stdin_hash : NULL,
+                  "files", files, "limits", tc_exec_limits_json(st->limits), "redactions", counts,
+                  "findings", st->findings ? st->findings : json_null());
     /* only when asked for, so that records of calls without it keep their shape */
     json_t *collect = json_object_get(body, "collect");
     if (ev && collect)
@@ -280,20 +298,29 @@ static bool insert_execution(struct tc_request *r, struct exec_state *st, json_t
     snprintf(instance, sizeof(instance), "%d", st->claimed_by);
     const char *cb = json_string_value(json_object_get(body, "callback_url"));
     bool ok = false;
-    PGconn *c = (req_text && limits_text && event) ? tc_db_acquire(r->srv->db, TC_DB_WAIT_MS) : NULL;
+    PGconn *c =
+        (req_text && limits_text && event) ? tc_db_acquire(r->srv->db, TC_DB_WAIT_MS) : NULL;
     if (!c)
         goto out;
     if (!tc_db_command(c, "BEGIN"))
         goto release;
-    const char *p[] = {st->id,      r->principal.tenant_id, r->principal.key_id,
-                       st->tool,    req_text,               r->request_id,
-                       limits_text, approval ? "pending_approval" : "running",
-                       approval ? NULL : instance, cb};
-    PGresult *res = tc_db_exec(c,
+    const char *p[] = {st->id,
+                       r->principal.tenant_id,
+                       r->principal.key_id,
+                       st->tool,
+                       req_text,
+                       r->request_id,
+                       limits_text,
+                       approval ? "pending_approval" : "running",
+                       approval ? NULL : instance,
+                       cb};
+    PGresult *res = tc_db_exec(
+        c,
         "INSERT INTO executions (id, tenant_id, api_key_id, tool, status, request, request_id,"
         " created_at, started_at, limits, claimed_by, callback_url)"
         " VALUES ($1, $2, $3, $4, $8, $5::jsonb, $6, now(),"
-        " CASE WHEN $9::int IS NULL THEN NULL ELSE now() END, $7::jsonb, $9::int, $10)", 10, p);
+        " CASE WHEN $9::int IS NULL THEN NULL ELSE now() END, $7::jsonb, $9::int, $10)",
+        10, p);
     ok = res != NULL;
     PQclear(res);
     if (ok && approval) {
@@ -305,10 +332,17 @@ static bool insert_execution(struct tc_request *r, struct exec_state *st, json_t
         snprintf(required, sizeof(required), "%d",
                  (int)json_integer_value(json_object_get(approval, "required")));
         const char *pa[] = {json_string_value(json_object_get(approval, "id")),
-                            r->principal.tenant_id, st->id, st->tool,
-                            json_string_value(json_object_get(approval, "tier")), reasons, payload,
+                            r->principal.tenant_id,
+                            st->id,
+                            st->tool,
+                            json_string_value(json_object_get(approval, "tier")),
+                            reasons,
+                            payload,
                             json_string_value(json_object_get(approval, "payload_hash")),
-                            r->principal.key_id, required, ttl, findings};
+                            r->principal.key_id,
+                            required,
+                            ttl,
+                            findings};
         res = (payload && reasons && findings)
                   ? tc_db_exec(c,
                                "INSERT INTO approvals (id, tenant_id, execution_id, tool, tier,"
@@ -367,14 +401,16 @@ static enum MHD_Result on_resumed(struct tc_request *r)
     if ((st->record_rc == 0 || st->record_rc == -ESTALE) && view) {
         tc_log(TC_LOG_INFO, "execution finished", "{s:s, s:s, s:s, s:O, s:O, s:b}", "request_id",
                r->request_id, "execution_id", st->id, "tool", st->tool, "status",
-               json_object_get(view, "status"), "duration_ms",
-               json_object_get(view, "duration_ms"), "stored_first", st->record_rc == 0);
+               json_object_get(view, "status"), "duration_ms", json_object_get(view, "duration_ms"),
+               "stored_first", st->record_rc == 0);
         st->view = NULL;
         idem_end(r, st, 200, view, NULL);
         return tc_respond_json(r, 200, view);
     }
-    return unavailable(r, st, "the execution's outcome is not stored yet (it is kept and will"
-                              " be); read it with GET /v1/executions/%s", st->id);
+    return unavailable(r, st,
+                       "the execution's outcome is not stored yet (it is kept and will"
+                       " be); read it with GET /v1/executions/%s",
+                       st->id);
 }
 
 /* Lease what the tool's policy grants (after the execution is recorded, before it runs).
@@ -404,18 +440,27 @@ static bool lease_credentials(struct tc_request *r, struct exec_state *st,
     json_t *view = tc_exec_view(st->id, st->tool, res, st->limits, st->created_at, finished,
                                 &filter, st->findings);
     json_t *actor = tc_auth_actor(&r->principal);
-    struct tc_finish f = {.tenant_id = r->principal.tenant_id, .exec_id = st->id,
-                          .tool = st->tool, .request_id = r->request_id,
-                          .claimed_by = st->claimed_by, .actor = actor, .view = view,
+    struct tc_finish f = {.tenant_id = r->principal.tenant_id,
+                          .exec_id = st->id,
+                          .tool = st->tool,
+                          .request_id = r->request_id,
+                          .claimed_by = st->claimed_by,
+                          .actor = actor,
+                          .view = view,
                           .action = "execution.refused"};
     int frc = c && view ? tc_execution_finish(c, r->srv->keys, &f) : -EIO;
     tc_db_release(r->srv->db, c);
     if (frc < 0 && view) {
         /* The database went away meanwhile: the refusal is stored later, never left running. */
-        struct tc_record_outcome o = {
-            .ids = {.exec_id = st->id, .tenant_id = r->principal.tenant_id, .tool = st->tool,
-                    .request_id = r->request_id, .claimed_by = st->claimed_by, .actor = actor},
-            .action = "execution.refused", .view = view, .release_credentials = true};
+        struct tc_record_outcome o = {.ids = {.exec_id = st->id,
+                                              .tenant_id = r->principal.tenant_id,
+                                              .tool = st->tool,
+                                              .request_id = r->request_id,
+                                              .claimed_by = st->claimed_by,
+                                              .actor = actor},
+                                      .action = "execution.refused",
+                                      .view = view,
+                                      .release_credentials = true};
         if (tc_server_begin(r->srv)) { /* the recorder stops only after this section */
             (void)tc_recorder_finish(r->srv->recorder, &o);
             tc_server_end(r->srv);
@@ -440,9 +485,8 @@ static bool lease_credentials(struct tc_request *r, struct exec_state *st,
 }
 
 /* Hold the call: 202 with where to watch it. */
-static enum MHD_Result hold(struct tc_request *r, struct exec_state *st,
-                            const struct tc_tool *tool, const struct tc_exec_request *req,
-                            json_t *reasons)
+static enum MHD_Result hold(struct tc_request *r, struct exec_state *st, const struct tc_tool *tool,
+                            const struct tc_exec_request *req, json_t *reasons)
 {
     char approval_id[37], expires[32] = "", hash_hex_s[67], location[64];
     unsigned char h[32];
@@ -451,10 +495,10 @@ static enum MHD_Result hold(struct tc_request *r, struct exec_state *st,
     tc_approval_payload_hash(payload, h);
     tc_db_bytea_hex(h, sizeof(h), hash_hex_s);
     static const char *const tiers[] = {"auto", "assisted", "human_approve", "manual_only"};
-    json_t *approval = json_pack("{s:s, s:o, s:O, s:s, s:s, s:i, s:i}", "id", approval_id,
-                                 "payload", payload, "reasons", reasons, "payload_hash", hash_hex_s,
-                                 "tier", tiers[tool->tier], "ttl", tc_approval_ttl_seconds(tool),
-                                 "required", tc_approval_required_approvers(tool));
+    json_t *approval =
+        json_pack("{s:s, s:o, s:O, s:s, s:s, s:i, s:i}", "id", approval_id, "payload", payload,
+                  "reasons", reasons, "payload_hash", hash_hex_s, "tier", tiers[tool->tier], "ttl",
+                  tc_approval_ttl_seconds(tool), "required", tc_approval_required_approvers(tool));
     bool ok = approval && insert_execution(r, st, req->body, approval, expires);
     json_decref(approval);
     if (!ok) {
@@ -462,17 +506,18 @@ static enum MHD_Result hold(struct tc_request *r, struct exec_state *st,
         return unavailable(r, st, "the execution could not be recorded, so it was not held");
     }
     snprintf(location, sizeof(location), "/v1/executions/%s", st->id);
-    json_t *body = json_pack("{s:s, s:s, s:s, s:s, s:s, s:O, s:O, s:s}", "id", st->id, "tool",
-                             st->tool, "status", "pending_approval", "approval_id", approval_id,
-                             "expires_at", expires, "reasons", reasons, "findings", st->findings,
-                             "created_at", st->created_at);
+    json_t *body =
+        json_pack("{s:s, s:s, s:s, s:s, s:s, s:O, s:O, s:s}", "id", st->id, "tool", st->tool,
+                  "status", "pending_approval", "approval_id", approval_id, "expires_at", expires,
+                  "reasons", reasons, "findings", st->findings, "created_at", st->created_at);
     tc_log(TC_LOG_INFO, "execution held for approval", "{s:s, s:s, s:s}", "request_id",
            r->request_id, "execution_id", st->id, "approval_id", approval_id);
     idem_end(r, st, 202, body, location);
     return tc_respond_json_ex(r, 202, body, "application/json", "Location", location);
 }
 
-/* Refused by the pre-screen: audited (fail closed), nothing stored or run, 403 with the findings. */
+/* Refused by the pre-screen: audited (fail closed), nothing stored or run, 403 with the findings.
+ */
 static enum MHD_Result block(struct tc_request *r, struct exec_state *st, json_t *body)
 {
     json_t *event = execute_event(r, st, body, "blocked");
@@ -489,7 +534,8 @@ static enum MHD_Result block(struct tc_request *r, struct exec_state *st, json_t
     json_t *errors = json_array();
     size_t i;
     json_t *f;
-    json_array_foreach(st->findings, i, f) {
+    json_array_foreach(st->findings, i, f)
+    {
         /* code:LINE:COL, stdin:LINE:COL, files[N]:LINE:COL (N: the file's index in the request) */
         char path[96], where[32] = "code";
         const char *src = json_string_value(json_object_get(f, "source"));
@@ -499,11 +545,14 @@ static enum MHD_Result block(struct tc_request *r, struct exec_state *st, json_t
         else if (src && strcmp(src, "file") == 0 && fpath) {
             size_t k;
             json_t *file;
-            json_array_foreach(json_object_get(body, "files"), k, file)
-                if (strcmp(json_string_value(json_object_get(file, "path")) ?: "", fpath) == 0) {
-                    snprintf(where, sizeof(where), "files[%zu]", k);
-                    break;
-                }
+            json_array_foreach(
+                json_object_get(body, "files"), k,
+                file) if (strcmp(json_string_value(json_object_get(file, "path")) ?: "", fpath) ==
+                          0)
+            {
+                snprintf(where, sizeof(where), "files[%zu]", k);
+                break;
+            }
         }
         snprintf(path, sizeof(path), "%s:%lld:%lld", where,
                  (long long)json_integer_value(json_object_get(f, "line")),
@@ -513,8 +562,9 @@ static enum MHD_Result block(struct tc_request *r, struct exec_state *st, json_t
                                                 json_object_get(f, "rule"), "severity",
                                                 json_object_get(f, "severity")));
     }
-    enum MHD_Result ret = tc_respond_problem(r, 403, "blocked-by-prescreen", "Blocked by pre-screen",
-                                             errors, "the code matched rules this tool blocks");
+    enum MHD_Result ret =
+        tc_respond_problem(r, 403, "blocked-by-prescreen", "Blocked by pre-screen", errors,
+                           "the code matched rules this tool blocks");
     return ret;
 }
 
@@ -632,8 +682,8 @@ enum MHD_Result tc_api_execute(struct tc_request *r)
     struct exec_state *s = r->state;
     /* Held until the recorder has written execution.start (on_ready_cb). */
     json_object_set_new(spec, "hold", json_true());
-    struct tc_launcher_job job = {.done = on_result_cb, .ready = on_ready_cb, .userdata = s,
-                                  .reserved = true};
+    struct tc_launcher_job job = {
+        .done = on_result_cb, .ready = on_ready_cb, .userdata = s, .reserved = true};
     /* Suspend before submitting: the result may arrive before this function returns. */
     tc_request_suspend(r, on_resumed);
     int src = -ESHUTDOWN;
@@ -686,8 +736,9 @@ enum MHD_Result tc_api_prescreen(struct tc_request *r)
                                  "the pre-screen could not run");
     } else {
         const char *action = tc_prescreen_action_name(tc_prescreen_decide(tool, findings));
-        ret = tc_respond_json(r, 200, json_pack("{s:s, s:o, s:s}", "tool", tool->name, "findings",
-                                                findings, "action", action));
+        ret = tc_respond_json(r, 200,
+                              json_pack("{s:s, s:o, s:s}", "tool", tool->name, "findings", findings,
+                                        "action", action));
     }
     tc_policy_unref(policy);
     tc_exec_request_done(&req);

@@ -26,14 +26,24 @@ static int load(struct tc_request *r, const char *id, json_t **ret_view)
         return -EIO;
     const char *p[] = {id, r->principal.tenant_id};
     /* The tenant filter is part of the lookup: another tenant's id is simply not found. */
-    PGresult *res = tc_db_exec(c,
+    PGresult *res = tc_db_exec(
+        c,
         "SELECT e.result::text, e.tool, e.status,"
-        " " TC_SQL_ISO("e.created_at") ", e.limits::text,"
-        " " TC_SQL_ISO("e.finished_at") ", a.id, a.status,"
-        " " TC_SQL_ISO("a.expires_at") ","
-        " e.code_started_at IS NOT NULL, e.needs_review, e.late_result::text"
-        " FROM executions e LEFT JOIN approvals a ON a.execution_id = e.id"
-        " WHERE e.id = $1 AND e.tenant_id = $2", 2, p);
+        " " TC_SQL_ISO(
+            "e.created_at") ", e.limits::text,"
+                            " " TC_SQL_ISO(
+                                "e.finished_at") ", a.id, a.status,"
+                                                 " " TC_SQL_ISO(
+                                                     "a.expires_at") ","
+                                                                     " e.code_started_at IS NOT "
+                                                                     "NULL, e.needs_review, "
+                                                                     "e.late_result::text"
+                                                                     " FROM executions e LEFT JOIN "
+                                                                     "approvals a ON "
+                                                                     "a.execution_id = e.id"
+                                                                     " WHERE e.id = $1 AND "
+                                                                     "e.tenant_id = $2",
+        2, p);
     tc_db_release(r->srv->db, c);
     if (!res)
         return -EIO;
@@ -50,11 +60,10 @@ static int load(struct tc_request *r, const char *id, json_t **ret_view)
                          " s:o, s:{}, s:[], s:n, s:s, s:n}",
                          "id", id, "tool", PQgetvalue(res, 0, 1), "status", PQgetvalue(res, 0, 2),
                          "exit_code", "signal", "stdout", "", "stderr", "", "stdout_truncated", 0,
-                         "stderr_truncated", 0, "duration_ms", 0, "cpu_ms", 0,
-                         "memory_peak_bytes", 0, "killed_reason", "limits",
-                         json_loads(PQgetvalue(res, 0, 4), 0, NULL), "enforced",
-                         "policy_violations", "error", "created_at", PQgetvalue(res, 0, 3),
-                         "finished_at");
+                         "stderr_truncated", 0, "duration_ms", 0, "cpu_ms", 0, "memory_peak_bytes",
+                         0, "killed_reason", "limits", json_loads(PQgetvalue(res, 0, 4), 0, NULL),
+                         "enforced", "policy_violations", "error", "created_at",
+                         PQgetvalue(res, 0, 3), "finished_at");
         if (view) {
             json_object_set_new(view, "files", json_array());
             json_object_set_new(view, "files_truncated", json_false());

@@ -60,9 +60,9 @@ enum MHD_Result tc_api_metrics(struct tc_request *r)
         tc_server_end(r->srv);
     }
     PGconn *c = tc_db_acquire(r->srv->db, 1000);
-    PGresult *res = c ? tc_db_exec(c, "SELECT count(*) FROM approvals WHERE status = 'pending'", 0,
-                                   NULL)
-                      : NULL;
+    PGresult *res =
+        c ? tc_db_exec(c, "SELECT count(*) FROM approvals WHERE status = 'pending'", 0, NULL)
+          : NULL;
     if (res && PQntuples(res) == 1)
         g.approvals_pending = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
     PQclear(res);
@@ -70,10 +70,11 @@ enum MHD_Result tc_api_metrics(struct tc_request *r)
     struct tc_buf out;
     tc_buf_init(&out, 8 << 20);
     int rc = tc_metrics_render(&g, &out);
-    enum MHD_Result ret = rc < 0 ? tc_respond_problem(r, 500, "internal", "Internal error", NULL,
-                                                      "metrics could not be rendered")
-                                 : tc_respond_text(r, 200, "text/plain; version=0.0.4; charset=utf-8",
-                                                   out.data ? out.data : "", out.len);
+    enum MHD_Result ret = rc < 0
+                              ? tc_respond_problem(r, 500, "internal", "Internal error", NULL,
+                                                   "metrics could not be rendered")
+                              : tc_respond_text(r, 200, "text/plain; version=0.0.4; charset=utf-8",
+                                                out.data ? out.data : "", out.len);
     tc_buf_free(&out);
     return ret;
 }

@@ -11,8 +11,6 @@
 #include "core/db.h"
 #include "core/log.h"
 
-
-
 void tc_api_wipe_body(struct tc_request *r)
 {
     if (r->body.data)

@@ -36,9 +36,9 @@ enum MHD_Result tc_api_tools(struct tc_request *r)
                                                    "function", "name", t->name, "description",
                                                    t->description, "parameters", input_schema(t)));
         else
-            json_array_append_new(tools, json_pack("{s:s, s:s, s:o}", "name", t->name,
-                                                   "description", t->description, "input_schema",
-                                                   input_schema(t)));
+            json_array_append_new(tools,
+                                  json_pack("{s:s, s:s, s:o}", "name", t->name, "description",
+                                            t->description, "input_schema", input_schema(t)));
     }
     tc_policy_unref(p);
     return tc_respond_json(r, 200, json_pack("{s:o}", "tools", tools));
@@ -55,7 +55,8 @@ enum MHD_Result tc_api_policy_reload(struct tc_request *r)
         json_t *items = json_array();
         size_t i;
         json_t *e;
-        json_array_foreach(errors, i, e) {
+        json_array_foreach(errors, i, e)
+        {
             const char *s = json_string_value(e), *sep = s ? strstr(s, ": ") : NULL;
             json_array_append_new(items, json_pack("{s:s%, s:s}", "path", s ? s : "",
                                                    sep ? (size_t)(sep - s) : 0, "message",
@@ -70,6 +71,7 @@ enum MHD_Result tc_api_policy_reload(struct tc_request *r)
         return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
                                   "the reload could not be audited, so it was not applied");
     json_object_set_new(info, "status", json_string("applied"));
-    tc_log(TC_LOG_INFO, "policy reloaded", "{s:s, s:O}", "request_id", r->request_id, "result", info);
+    tc_log(TC_LOG_INFO, "policy reloaded", "{s:s, s:O}", "request_id", r->request_id, "result",
+           info);
     return tc_respond_json(r, 200, info);
 }

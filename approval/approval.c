@@ -100,11 +100,13 @@ json_t *tc_approval_payload(const struct tc_tool *tool, const struct tc_exec_req
     json_t *files = json_array();
     size_t i;
     json_t *f;
-    json_array_foreach(json_object_get(body, "files"), i, f) {
+    json_array_foreach(json_object_get(body, "files"), i, f)
+    {
         json_t *enc = json_object_get(f, "encoding");
-        json_array_append_new(files, json_pack("{s:O, s:O, s:s}", "path", json_object_get(f, "path"),
-                                               "content", json_object_get(f, "content"), "encoding",
-                                               enc ? json_string_value(enc) : "utf8"));
+        json_array_append_new(files,
+                              json_pack("{s:O, s:O, s:s}", "path", json_object_get(f, "path"),
+                                        "content", json_object_get(f, "content"), "encoding",
+                                        enc ? json_string_value(enc) : "utf8"));
     }
     json_t *in = json_object_get(body, "stdin");
     json_t *creds = json_object_get(tool->raw, "credentials");
@@ -159,8 +161,10 @@ static int close_approval(PGconn *c, const struct tc_keys *keys, const char *app
         return -EIO;
     const char *p2[] = {execution_id, exec_status};
     /* Guarded like every transition (migrations/0008): only a call still held closes so. */
-    PGresult *res = tc_db_exec(c, "UPDATE executions SET status = $2, finished_at = now()"
-                                " WHERE id = $1 AND status = 'pending_approval'", 2, p2);
+    PGresult *res = tc_db_exec(c,
+                               "UPDATE executions SET status = $2, finished_at = now()"
+                               " WHERE id = $1 AND status = 'pending_approval'",
+                               2, p2);
     bool closed = res && strcmp(PQcmdTuples(res), "1") == 0;
     PQclear(res);
     if (!closed)
@@ -168,10 +172,10 @@ static int close_approval(PGconn *c, const struct tc_keys *keys, const char *app
     /* Finished without running: wake its long-polls on every instance (at commit). */
     if (!exec_ok(c, "SELECT pg_notify('toolcage_done', $1)", 1, p2))
         return -EIO;
-    json_t *ev = json_pack("{s:s, s:s, s:O, s:s, s:s, s:s, s:s, s:s*}", "action", action,
-                           "tenant_id", tenant_id, "actor", actor, "tool", tool, "approval_id",
-                           approval_id, "execution_id", execution_id, "status", approval_status,
-                           "reason", reason);
+    json_t *ev =
+        json_pack("{s:s, s:s, s:O, s:s, s:s, s:s, s:s, s:s*}", "action", action, "tenant_id",
+                  tenant_id, "actor", actor, "tool", tool, "approval_id", approval_id,
+                  "execution_id", execution_id, "status", approval_status, "reason", reason);
     int r = ev ? tc_audit_append_tx(c, keys, ev, NULL) : -ENOMEM;
     json_decref(ev);
     return r;
@@ -193,12 +197,13 @@ int tc_approval_decide(PGconn *c, const struct tc_keys *keys, const char *tenant
     const char *p[] = {approval_id, tenant_id};
     /* The row lock serialises every decision on this approval: of concurrent decisions,
      * each sees the state the previous one left. */
-    PGresult *r = tc_db_exec(c,
-                             "SELECT status, expires_at <= now(), coalesce(requester_key_id::text, ''),"
-                             " required_approvals, execution_id, tool, coalesce((SELECT"
-                             " k.person_id::text FROM api_keys k WHERE k.id = requester_key_id), '')"
-                             " FROM approvals WHERE id = $1 AND tenant_id = $2 FOR UPDATE",
-                             2, p);
+    PGresult *r =
+        tc_db_exec(c,
+                   "SELECT status, expires_at <= now(), coalesce(requester_key_id::text, ''),"
+                   " required_approvals, execution_id, tool, coalesce((SELECT"
+                   " k.person_id::text FROM api_keys k WHERE k.id = requester_key_id), '')"
+                   " FROM approvals WHERE id = $1 AND tenant_id = $2 FOR UPDATE",
+                   2, p);
     if (!r)
         return finish_tx(c, -EIO);
     if (PQntuples(r) != 1) {
@@ -249,8 +254,10 @@ int tc_approval_decide(PGconn *c, const struct tc_keys *keys, const char *tenant
         return finish_tx(c, -EALREADY);
 
     const char *pc[] = {approval_id};
-    r = tc_db_exec(c, "SELECT count(*) FROM approval_decisions WHERE approval_id = $1"
-                      " AND decision = 'approve'", 1, pc);
+    r = tc_db_exec(c,
+                   "SELECT count(*) FROM approval_decisions WHERE approval_id = $1"
+                   " AND decision = 'approve'",
+                   1, pc);
     if (!r)
         return finish_tx(c, -EIO);
     res.approvals = (int)strtol(PQgetvalue(r, 0, 0), NULL, 10);
@@ -276,10 +283,14 @@ int tc_approval_decide(PGconn *c, const struct tc_keys *keys, const char *tenant
         json_decref(ev);
         if (rc == 0 && strcmp(new_status, "approved") == 0) {
             const char *pa[] = {approval_id, res.execution_id};
-            if (!exec_ok(c, "UPDATE approvals SET status = 'approved', decided_at = now()"
-                            " WHERE id = $1", 1, pa) ||
-                !exec_ok(c, "UPDATE executions SET status = 'queued' WHERE id = $1"
-                            " AND status = 'pending_approval'", 1, pa + 1) ||
+            if (!exec_ok(c,
+                         "UPDATE approvals SET status = 'approved', decided_at = now()"
+                         " WHERE id = $1",
+                         1, pa) ||
+                !exec_ok(c,
+                         "UPDATE executions SET status = 'queued' WHERE id = $1"
+                         " AND status = 'pending_approval'",
+                         1, pa + 1) ||
                 !tc_db_command(c, "NOTIFY toolcage_queue"))
                 rc = -EIO;
         }
@@ -337,7 +348,8 @@ int tc_approval_expire_due(PGconn *c, const struct tc_keys *keys)
     json_t *sys = json_pack("{s:s, s:s}", "type", "system", "id", "expiry");
     for (int i = 0; i < n && rc == 0; i++)
         rc = close_approval(c, keys, PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), PQgetvalue(r, i, 2),
-                            PQgetvalue(r, i, 3), "expired", "expired", sys, "approval.expired", NULL);
+                            PQgetvalue(r, i, 3), "expired", "expired", sys, "approval.expired",
+                            NULL);
     json_decref(sys);
     PQclear(r);
     rc = finish_tx(c, rc);
@@ -347,17 +359,29 @@ int tc_approval_expire_due(PGconn *c, const struct tc_keys *keys)
 json_t *tc_approval_get(PGconn *c, const char *tenant_id, const char *approval_id, int *ret_err)
 {
     const char *p[] = {approval_id, tenant_id};
-    PGresult *r = tc_db_exec(c,
+    PGresult *r = tc_db_exec(
+        c,
         "SELECT a.id, a.execution_id, a.tool, a.tier, a.reasons::text, a.payload::text,"
         " encode(a.payload_hash, 'hex'), a.requester_key_id, a.findings::text,"
-        " a.required_approvals, a.status, " TC_SQL_ISO("a.created_at") ", " TC_SQL_ISO("a.expires_at") ","
-        " " TC_SQL_ISO("a.decided_at") ","
-        " coalesce((SELECT json_agg(json_build_object('decider', d.decider, 'decision', d.decision,"
-        "   'reason', d.reason, 'created_at', " TC_SQL_ISO("d.created_at") ") ORDER BY d.created_at)"
-        "   FROM approval_decisions d WHERE d.approval_id = a.id), '[]')::text,"
-        " e.status, e.needs_review"
-        " FROM approvals a JOIN executions e ON e.id = a.execution_id"
-        " WHERE a.id = $1 AND a.tenant_id = $2", 2, p);
+        " a.required_approvals, a.status, " TC_SQL_ISO("a.created_at") ", " TC_SQL_ISO(
+            "a.expires_at") ","
+                            " " TC_SQL_ISO(
+                                "a.decided_at") ","
+                                                " coalesce((SELECT "
+                                                "json_agg(json_build_object('decider', d.decider, "
+                                                "'decision', d.decision,"
+                                                "   'reason', d.reason, 'created_at', " TC_SQL_ISO(
+                                                    "d.created_at") ") ORDER BY d.created_at)"
+                                                                    "   FROM approval_decisions d "
+                                                                    "WHERE d.approval_id = a.id), "
+                                                                    "'[]')::text,"
+                                                                    " e.status, e.needs_review"
+                                                                    " FROM approvals a JOIN "
+                                                                    "executions e ON e.id = "
+                                                                    "a.execution_id"
+                                                                    " WHERE a.id = $1 AND "
+                                                                    "a.tenant_id = $2",
+        2, p);
     if (!r) {
         *ret_err = -EIO;
         return NULL;
@@ -371,22 +395,24 @@ json_t *tc_approval_get(PGconn *c, const char *tenant_id, const char *approval_i
     bool undecided = PQgetisnull(r, 0, 13);
     size_t i, approvals = 0;
     json_t *d;
-    json_array_foreach(decisions, i, d) if (strcmp(json_string_value(json_object_get(d, "decision")),
-                                                   "approve") == 0) approvals++;
+    json_array_foreach(decisions, i,
+                       d) if (strcmp(json_string_value(json_object_get(d, "decision")),
+                                     "approve") == 0) approvals++;
     json_t *o = json_pack(
-        "{s:s, s:s, s:s, s:s, s:o, s:o, s:s, s:s, s:o, s:i, s:i, s:s, s:s, s:s, s:s*, s:o}",
-        "id", PQgetvalue(r, 0, 0), "execution_id", PQgetvalue(r, 0, 1), "tool", PQgetvalue(r, 0, 2),
-        "tier", PQgetvalue(r, 0, 3), "reasons", json_loads(PQgetvalue(r, 0, 4), 0, NULL),
-        "payload", json_loads(PQgetvalue(r, 0, 5), 0, NULL), "payload_hash", PQgetvalue(r, 0, 6),
+        "{s:s, s:s, s:s, s:s, s:o, s:o, s:s, s:s, s:o, s:i, s:i, s:s, s:s, s:s, s:s*, s:o}", "id",
+        PQgetvalue(r, 0, 0), "execution_id", PQgetvalue(r, 0, 1), "tool", PQgetvalue(r, 0, 2),
+        "tier", PQgetvalue(r, 0, 3), "reasons", json_loads(PQgetvalue(r, 0, 4), 0, NULL), "payload",
+        json_loads(PQgetvalue(r, 0, 5), 0, NULL), "payload_hash", PQgetvalue(r, 0, 6),
         "requester_key_id", PQgetvalue(r, 0, 7), "findings",
         json_loads(PQgetvalue(r, 0, 8), 0, NULL), "required_approvals",
         (int)strtol(PQgetvalue(r, 0, 9), NULL, 10), "approvals", (int)approvals, "status",
         PQgetvalue(r, 0, 10), "created_at", PQgetvalue(r, 0, 11), "expires_at",
-        PQgetvalue(r, 0, 12), "decided_at",
-        undecided ? NULL : PQgetvalue(r, 0, 13), "decisions", decisions);
+        PQgetvalue(r, 0, 12), "decided_at", undecided ? NULL : PQgetvalue(r, 0, 13), "decisions",
+        decisions);
     if (o) {
         json_object_set_new(o, "execution_status", json_string(PQgetvalue(r, 0, 15)));
-        json_object_set_new(o, "needs_review", json_boolean(strcmp(PQgetvalue(r, 0, 16), "t") == 0));
+        json_object_set_new(o, "needs_review",
+                            json_boolean(strcmp(PQgetvalue(r, 0, 16), "t") == 0));
     }
     PQclear(r);
     if (o && undecided)

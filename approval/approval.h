@@ -12,7 +12,7 @@
 
 struct tc_keys;
 
-#define TC_APPROVAL_TTL_DEFAULT 3600
+#define TC_APPROVAL_TTL_DEFAULT    3600
 #define TC_APPROVAL_MANUAL_DEFAULT 2
 
 /* Does this call need a human? *ret_reasons (new array, or NULL when not held) lists why:
@@ -40,9 +40,9 @@ void tc_approval_tool_digest(const struct tc_tool *tool, char hex[65]);
 enum tc_decision { TC_DECIDE_APPROVE, TC_DECIDE_DENY };
 
 struct tc_decide_result {
-    char status[16];       /* the approval's status after the decision */
+    char status[16]; /* the approval's status after the decision */
     char execution_id[37];
-    int approvals;         /* approvals counted so far */
+    int approvals; /* approvals counted so far */
     int required;
 };
 

@@ -51,8 +51,8 @@ void tc_audit_mac(const unsigned char key[32], int64_t seq, const unsigned char 
     crypto_generichash(out, 32, in, sizeof(in), key, 32);
 }
 
-void tc_audit_value_hash_with(const unsigned char key[32], const char *tenant_id,
-                              const void *value, size_t len, char out[65])
+void tc_audit_value_hash_with(const unsigned char key[32], const char *tenant_id, const void *value,
+                              size_t len, char out[65])
 {
     /* The tenant's key: BLAKE2b keyed with the audit value key over a label and the id. */
     static const char label[] = "toolcage-audit-value-tenant-v1";
@@ -93,10 +93,11 @@ static int sign_checkpoint(PGconn *c, const struct tc_keys *keys, int64_t seq,
     tc_db_bytea_hex(hash, 32, hash_bytea);
     tc_db_bytea_hex(sig, 64, sig_bytea);
     const char *p[] = {seqs, hash_bytea, ts, keys->audit_key_id, sig_bytea};
-    PGresult *r = tc_db_exec(c,
-                             "INSERT INTO audit_checkpoints (seq, hash, ts, key_id, signature)"
-                             " VALUES ($1, $2::bytea, $3, $4, $5::bytea) ON CONFLICT (seq) DO NOTHING",
-                             5, p);
+    PGresult *r =
+        tc_db_exec(c,
+                   "INSERT INTO audit_checkpoints (seq, hash, ts, key_id, signature)"
+                   " VALUES ($1, $2::bytea, $3, $4, $5::bytea) ON CONFLICT (seq) DO NOTHING",
+                   5, p);
     if (!r)
         return -EIO;
     PQclear(r);
@@ -106,8 +107,7 @@ static int sign_checkpoint(PGconn *c, const struct tc_keys *keys, int64_t seq,
 static int checkpoint_locked(PGconn *c, const struct tc_keys *keys, int64_t head_seq,
                              const unsigned char head_hash[32], int64_t *ret_seq);
 
-int tc_audit_append_tx(PGconn *c, const struct tc_keys *keys, const json_t *event,
-                       int64_t *ret_seq)
+int tc_audit_append_tx(PGconn *c, const struct tc_keys *keys, const json_t *event, int64_t *ret_seq)
 {
     PGresult *r = tc_db_exec(c, "SELECT seq, hash FROM audit_head FOR UPDATE", 0, NULL);
     if (!r || PQntuples(r) != 1) {
@@ -147,8 +147,10 @@ int tc_audit_append_tx(PGconn *c, const struct tc_keys *keys, const json_t *even
     tc_db_bytea_hex(digest, 32, digest_bytea);
     tc_db_bytea_hex(mac, 32, mac_bytea);
     const char *p[] = {seqs, canon, hash_bytea, digest_bytea, mac_bytea, keys->master_id};
-    r = tc_db_exec(c, "INSERT INTO audit_log (seq, record, hash, digest, mac, mac_key_id)"
-                      " VALUES ($1, $2::jsonb, $3::bytea, $4::bytea, $5::bytea, $6)", 6, p);
+    r = tc_db_exec(c,
+                   "INSERT INTO audit_log (seq, record, hash, digest, mac, mac_key_id)"
+                   " VALUES ($1, $2::jsonb, $3::bytea, $4::bytea, $5::bytea, $6)",
+                   6, p);
     free(canon);
     if (!r)
         return -EIO;
@@ -234,11 +236,11 @@ struct row {
 struct chain {
     unsigned char prev[32];
     int64_t next_seq;
-    bool database;   /* rows from the database: v2 from v2_from on, with authentication codes */
+    bool database; /* rows from the database: v2 from v2_from on, with authentication codes */
     int64_t v2_from;
     bool seen_v2;
     const struct tc_keys *keys; /* database: to check authentication codes */
-    bool strict;     /* signing: a code this process cannot check is a failure */
+    bool strict;                /* signing: a code this process cannot check is a failure */
     int64_t pending; /* first record no covering checkpoint has vouched for yet (0: none) */
     struct tc_audit_verdict *v;
     struct checkpoint *cps;
@@ -276,15 +278,17 @@ static bool check_mac(struct chain *ch, const struct row *row, const unsigned ch
 {
     struct tc_audit_verdict *v = ch->v;
     if (!row->has_mac) {
-        verdict_bad(v, row->seq, "the record has no authentication code (it was not written by "
-                                 "a holder of the master key)");
+        verdict_bad(v, row->seq,
+                    "the record has no authentication code (it was not written by "
+                    "a holder of the master key)");
         return false;
     }
     const unsigned char *key = ch->keys ? tc_keys_audit_mac_key(ch->keys, row->mac_key_id) : NULL;
     if (!key) {
         if (ch->strict) {
-            verdict_bad(v, row->seq, "the record's authentication code was made under a master "
-                                     "key this process does not hold");
+            verdict_bad(v, row->seq,
+                        "the record's authentication code was made under a master "
+                        "key this process does not hold");
             return false;
         }
         if (!ch->pending)
@@ -294,8 +298,9 @@ static bool check_mac(struct chain *ch, const struct row *row, const unsigned ch
     unsigned char want[32];
     tc_audit_mac(key, row->seq, h, want);
     if (sodium_memcmp(want, row->mac, 32) != 0) {
-        verdict_bad(v, row->seq, "the record's authentication code does not verify (it was "
-                                 "written or changed without the master key)");
+        verdict_bad(v, row->seq,
+                    "the record's authentication code does not verify (it was "
+                    "written or changed without the master key)");
         return false;
     }
     return true;
@@ -365,7 +370,8 @@ static void chain_step(struct chain *ch, const struct row *row)
         if (v2)
             tc_audit_link(ch->prev, row->digest, h);
         else
-            memcpy(h, row->hash, 32); /* an old-format record withheld: its hash is taken as given */
+            memcpy(h, row->hash,
+                   32); /* an old-format record withheld: its hash is taken as given */
     }
     if (sodium_memcmp(h, row->hash, 32) != 0) {
         verdict_bad(v, seq, "the record was altered (hash mismatch)");
@@ -400,8 +406,9 @@ static void chain_finish(struct chain *ch)
             continue;
         }
         if (cp->seq >= ch->next_seq) {
-            verdict_bad(v, ch->next_seq, "records were cut from the tail (a signed checkpoint "
-                                         "names a record that is missing)");
+            verdict_bad(v, ch->next_seq,
+                        "records were cut from the tail (a signed checkpoint "
+                        "names a record that is missing)");
             continue;
         }
         if (cp->seq > v->checkpoint_seq) {
@@ -445,8 +452,8 @@ static void checkpoint_from_db(PGresult *r, int row, const struct tc_keys *keys,
     cp->covers = cp->valid_signature && keys && tc_keys_audit_pk_held(keys, pk);
 }
 
-#define CHECKPOINT_COLUMNS \
-    "cp.seq, cp.hash, cp.ts, cp.key_id, cp.signature, k.public_key" \
+#define CHECKPOINT_COLUMNS                                                                         \
+    "cp.seq, cp.hash, cp.ts, cp.key_id, cp.signature, k.public_key"                                \
     " FROM audit_checkpoints cp LEFT JOIN audit_keys k USING (key_id)"
 
 static int load_v2_from(PGconn *c, int64_t *ret)
@@ -454,9 +461,8 @@ static int load_v2_from(PGconn *c, int64_t *ret)
     PGresult *r = tc_db_exec(c, "SELECT v2_from FROM audit_chain", 0, NULL);
     if (!r)
         return -EIO;
-    int rc = PQntuples(r) == 1 && tc_parse_i64(PQgetvalue(r, 0, 0), 1, INT64_MAX, ret) == 0
-                 ? 0
-                 : -EIO;
+    int rc =
+        PQntuples(r) == 1 && tc_parse_i64(PQgetvalue(r, 0, 0), 1, INT64_MAX, ret) == 0 ? 0 : -EIO;
     PQclear(r);
     return rc;
 }
@@ -469,9 +475,11 @@ static int walk_db(PGconn *c, struct chain *ch, int64_t after, int64_t upto)
     snprintf(upto_s, sizeof(upto_s), "%" PRId64, upto);
     for (;;) {
         const char *p[] = {last, upto_s};
-        PGresult *r = tc_db_exec(c, "SELECT seq, record::text, hash, digest, mac, mac_key_id"
-                                    " FROM audit_log WHERE seq > $1 AND seq <= $2"
-                                    " ORDER BY seq LIMIT 2000", 2, p);
+        PGresult *r = tc_db_exec(c,
+                                 "SELECT seq, record::text, hash, digest, mac, mac_key_id"
+                                 " FROM audit_log WHERE seq > $1 AND seq <= $2"
+                                 " ORDER BY seq LIMIT 2000",
+                                 2, p);
         if (!r)
             return -EIO;
         int n = PQntuples(r);
@@ -479,8 +487,8 @@ static int walk_db(PGconn *c, struct chain *ch, int64_t after, int64_t upto)
             struct row row = {0};
             tc_parse_i64(PQgetvalue(r, i, 0), 0, INT64_MAX, &row.seq);
             row.record = json_loads(PQgetvalue(r, i, 1), 0, NULL);
-            row.has_digest = !PQgetisnull(r, i, 3) &&
-                             tc_db_bytea_parse(PQgetvalue(r, i, 3), row.digest, 32);
+            row.has_digest =
+                !PQgetisnull(r, i, 3) && tc_db_bytea_parse(PQgetvalue(r, i, 3), row.digest, 32);
             row.has_mac = !PQgetisnull(r, i, 4) && !PQgetisnull(r, i, 5) &&
                           tc_db_bytea_parse(PQgetvalue(r, i, 4), row.mac, 32);
             snprintf(row.mac_key_id, sizeof(row.mac_key_id), "%s", PQgetvalue(r, i, 5));
@@ -508,8 +516,8 @@ static int checkpoint_locked(PGconn *c, const struct tc_keys *keys, int64_t head
     struct chain ch = {.next_seq = 1, .database = true, .keys = keys, .strict = true, .v = &v};
     /* The newest checkpoints first; one of them is normally ours. A forged or foreign one
      * (not signed by a key held here) is no anchor: the walk starts further back. */
-    PGresult *r = tc_db_exec(c, "SELECT " CHECKPOINT_COLUMNS " ORDER BY cp.seq DESC LIMIT 50",
-                             0, NULL);
+    PGresult *r =
+        tc_db_exec(c, "SELECT " CHECKPOINT_COLUMNS " ORDER BY cp.seq DESC LIMIT 50", 0, NULL);
     if (!r)
         return -EIO;
     for (int i = 0; i < PQntuples(r); i++) {
@@ -573,8 +581,9 @@ int tc_audit_verify_db(PGconn *c, const struct tc_keys *keys, struct tc_audit_ve
         if (PQntuples(r) == 1 && tc_parse_i64(PQgetvalue(r, 0, 0), 0, INT64_MAX, &head) == 0 &&
             tc_db_bytea_parse(PQgetvalue(r, 0, 1), hh, 32)) {
             if (head != ch.next_seq - 1 || sodium_memcmp(hh, ch.prev, 32) != 0)
-                verdict_bad(&v, ch.next_seq, "records were cut from the tail (the chain head "
-                                             "names a later record)");
+                verdict_bad(&v, ch.next_seq,
+                            "records were cut from the tail (the chain head "
+                            "names a later record)");
         }
         PQclear(r);
     }
@@ -755,15 +764,13 @@ int tc_audit_verify_file(FILE *f, const unsigned char *pk, struct tc_audit_verdi
 json_t *tc_audit_verdict_json(const struct tc_audit_verdict *v)
 {
     json_t *o = json_pack("{s:b, s:I}", "ok", v->ok, "checked", (json_int_t)v->checked);
-    json_object_set_new(o, "first_bad_seq",
-                        v->ok ? json_null() : json_integer(v->first_bad_seq));
+    json_object_set_new(o, "first_bad_seq", v->ok ? json_null() : json_integer(v->first_bad_seq));
     json_object_set_new(o, "reason", v->ok ? json_null() : json_string(v->reason));
     json_object_set_new(o, "checkpoint",
-                        v->checkpoint_seq ? json_pack("{s:I, s:s, s:s}", "seq",
-                                                      (json_int_t)v->checkpoint_seq, "ts",
-                                                      v->checkpoint_ts, "key_id",
-                                                      v->checkpoint_key_id)
-                                          : json_null());
+                        v->checkpoint_seq
+                            ? json_pack("{s:I, s:s, s:s}", "seq", (json_int_t)v->checkpoint_seq,
+                                        "ts", v->checkpoint_ts, "key_id", v->checkpoint_key_id)
+                            : json_null());
     if (v->withheld)
         json_object_set_new(o, "withheld", json_integer(v->withheld));
     return o;

@@ -59,8 +59,8 @@ int tc_audit_publish_key(PGconn *c, const struct tc_keys *keys);
  * value key (e.g. a previous master key's). */
 void tc_audit_value_hash(const struct tc_keys *keys, const char *tenant_id, const void *value,
                          size_t len, char out[65]);
-void tc_audit_value_hash_with(const unsigned char key[32], const char *tenant_id,
-                              const void *value, size_t len, char out[65]);
+void tc_audit_value_hash_with(const unsigned char key[32], const char *tenant_id, const void *value,
+                              size_t len, char out[65]);
 
 struct tc_audit_verdict {
     bool ok;

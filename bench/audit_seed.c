@@ -25,10 +25,10 @@
 #include "common/util.h"
 #include "core/db.h"
 
-static const char *const tools[] = {"python", "python", "python", "shell", "shell", "deploy",
-                                    "http_fetch", "sql_query", "browser", "node"};
-static const char *const words[] = {"prod-db", "rollback", "migration", "customer-export",
-                                    "payments", "staging", "hotfix", "nightly-report"};
+static const char *const tools[] = {"python", "python",     "python",    "shell",   "shell",
+                                    "deploy", "http_fetch", "sql_query", "browser", "node"};
+static const char *const words[] = {"prod-db",  "rollback", "migration", "customer-export",
+                                    "payments", "staging",  "hotfix",    "nightly-report"};
 
 static double now_s(void)
 {
@@ -70,22 +70,21 @@ static json_t *event(int64_t i, const char *tenant, char tenants[20][37], char a
                        "action", "execute", "tenant_id", tenant_id, "actor", actor, "tool", tool,
                        "execution_id", exec_id, "request_id", req_id, "decision", "allowed",
                        "params", "code", code, "code_hash", hash, "stdin", "files", "limits",
-                       "timeout_ms", 10000, "memory_mb", 256, "pids", 64, "redactions",
-                       "findings");
+                       "timeout_ms", 10000, "memory_mb", 256, "pids", 64, "redactions", "findings");
     } else {
         uint64_t r = rnd() % 100;
         const char *status = r < 80 ? "completed" : r < 95 ? "failed" : "timeout";
         ev = json_pack("{s:s, s:s, s:o, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:[]}", "action",
                        "execution.complete", "tenant_id", tenant_id, "actor", actor, "tool", tool,
-                       "execution_id", exec_id, "request_id", req_id, "status", status,
-                       "exit_code", r < 80 ? 0 : 1, "duration_ms", (int)(rnd() % 3000),
-                       "cpu_ms", (int)(rnd() % 2000), "output_bytes", (int)(rnd() % 10000),
+                       "execution_id", exec_id, "request_id", req_id, "status", status, "exit_code",
+                       r < 80 ? 0 : 1, "duration_ms", (int)(rnd() % 3000), "cpu_ms",
+                       (int)(rnd() % 2000), "output_bytes", (int)(rnd() % 10000),
                        "policy_violations");
     }
     if (rnd() % 100 == 0) {
         char reason[96];
-        snprintf(reason, sizeof(reason), "%s for ticket %" PRIu64, words[rnd() % TC_ARRAY_SIZE(words)],
-                 rnd() % 10000);
+        snprintf(reason, sizeof(reason), "%s for ticket %" PRIu64,
+                 words[rnd() % TC_ARRAY_SIZE(words)], rnd() % 10000);
         json_object_set_new(ev, "reason", json_string(reason));
     }
     return ev;
@@ -203,8 +202,8 @@ static int seed(PGconn *c, const struct tc_keys *keys, int64_t n, const char *te
         if (brc == 0)
             brc = copy_escape(&b, canon);
         if (brc == 0)
-            brc = tc_buf_appendf(&b, "\t\\\\x%s\t\\\\x%s\t\\\\x%s\t%s\n", hash_hex,
-                                 digest_hex, mac_hex, keys->master_id);
+            brc = tc_buf_appendf(&b, "\t\\\\x%s\t\\\\x%s\t\\\\x%s\t%s\n", hash_hex, digest_hex,
+                                 mac_hex, keys->master_id);
         free(canon);
         if (brc < 0)
             return -1;
@@ -217,8 +216,8 @@ static int seed(PGconn *c, const struct tc_keys *keys, int64_t n, const char *te
             crypto_sign_detached(sig, NULL, (const unsigned char *)msg, strlen(msg),
                                  keys->audit_sign_sk);
             sodium_bin2hex(sig_hex, sizeof(sig_hex), sig, 64);
-            if (tc_buf_appendf(&cps, "%" PRId64 "\t\\\\x%s\t%s\t%s\t\\\\x%s\n", seq, hash_hex,
-                               ts, keys->audit_key_id, sig_hex) < 0)
+            if (tc_buf_appendf(&cps, "%" PRId64 "\t\\\\x%s\t%s\t%s\t\\\\x%s\n", seq, hash_hex, ts,
+                               keys->audit_key_id, sig_hex) < 0)
                 return -1;
         }
         if (b.len > (8 << 20) && copy_flush(c, &b) < 0)
@@ -279,8 +278,10 @@ static int append(PGconn *c, const struct tc_keys *keys, int64_t n, const char *
         PGresult *r = PQexec(c, "BEGIN");
         PQclear(r);
         /* the same columns as a sealed record (random bytes stand in for digest and mac) */
-        r = tc_db_exec(c, "INSERT INTO audit_plain (seq, record, hash, digest, mac, mac_key_id)"
-                          " VALUES ($1, $2::jsonb, $3::bytea, $3::bytea, $3::bytea, $4)", 4, p);
+        r = tc_db_exec(c,
+                       "INSERT INTO audit_plain (seq, record, hash, digest, mac, mac_key_id)"
+                       " VALUES ($1, $2::jsonb, $3::bytea, $3::bytea, $3::bytea, $4)",
+                       4, p);
         int ok = r != NULL;
         PQclear(r);
         r = PQexec(c, "COMMIT");

@@ -12,7 +12,7 @@
 
 #define AD_PREFIX "toolcage-secret-v1"
 #define META_COLS                                                                                  \
-    "name, description, array_to_json(allowed_tools)::text, max_ttl_seconds, key_id, " TC_SQL_ISO(         \
+    "name, description, array_to_json(allowed_tools)::text, max_ttl_seconds, key_id, " TC_SQL_ISO( \
         "created_at") ", " TC_SQL_ISO("updated_at")
 
 bool tc_secret_name_valid(const char *name)

@@ -447,8 +447,9 @@ int tc_token_revoke(PGconn *c, const struct tc_keys *keys, const char *tenant_id
         json_decref(ev);
     }
     if (rc == 0)
-        r = tc_db_exec(c, "SELECT " TC_SQL_ISO("revoked_at") " FROM credential_tokens WHERE id = $1::uuid",
-                       1, p);
+        r = tc_db_exec(
+            c, "SELECT " TC_SQL_ISO("revoked_at") " FROM credential_tokens WHERE id = $1::uuid", 1,
+            p);
     if (rc == 0 && (!r || PQntuples(r) != 1))
         rc = -EIO;
     json_t *info =

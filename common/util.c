@@ -100,8 +100,14 @@ static int64_t clock_ms(clockid_t id)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int64_t tc_now_ms(void) { return clock_ms(CLOCK_MONOTONIC); }
-int64_t tc_wall_ms(void) { return clock_ms(CLOCK_REALTIME); }
+int64_t tc_now_ms(void)
+{
+    return clock_ms(CLOCK_MONOTONIC);
+}
+int64_t tc_wall_ms(void)
+{
+    return clock_ms(CLOCK_REALTIME);
+}
 
 void tc_uuid7(char out[37])
 {

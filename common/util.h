@@ -11,13 +11,16 @@
 #include <unistd.h>
 
 #define TC_STRINGIFY_(x) #x
-#define TC_STRINGIFY(x) TC_STRINGIFY_(x)
+#define TC_STRINGIFY(x)  TC_STRINGIFY_(x)
 #define TC_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
-#define TC_UNUSED __attribute__((unused))
-#define TC_PRINTF(a, b) __attribute__((format(printf, a, b)))
-#define TC_WARN_UNUSED __attribute__((warn_unused_result))
+#define TC_UNUSED        __attribute__((unused))
+#define TC_PRINTF(a, b)  __attribute__((format(printf, a, b)))
+#define TC_WARN_UNUSED   __attribute__((warn_unused_result))
 
-static inline void tc_freep(void *p) { free(*(void **)p); }
+static inline void tc_freep(void *p)
+{
+    free(*(void **)p);
+}
 static inline void tc_closep(int *fd)
 {
     if (*fd >= 0) {
@@ -26,7 +29,7 @@ static inline void tc_closep(int *fd)
         errno = saved;
     }
 }
-#define _cleanup_free_ __attribute__((cleanup(tc_freep)))
+#define _cleanup_free_  __attribute__((cleanup(tc_freep)))
 #define _cleanup_close_ __attribute__((cleanup(tc_closep)))
 
 /* Hand ownership out of a scoped variable: `*ret = TC_STEAL(p);` */

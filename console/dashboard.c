@@ -14,7 +14,7 @@
 #define PLOT_Y 12
 #define PLOT_W 672
 #define PLOT_H 160
-#define HOURS 24
+#define HOURS  24
 
 static const struct {
     const char *cls, *label;
@@ -38,7 +38,10 @@ static int group_of(const char *status)
 }
 
 /* One decimal, without libm. */
-static double tenth(double v) { return (double)(long long)(v * 10 + 0.5) / 10; }
+static double tenth(double v)
+{
+    return (double)(long long)(v * 10 + 0.5) / 10;
+}
 
 /* A round axis maximum >= v. */
 static long long nice_max(long long v)
@@ -57,10 +60,12 @@ static long long nice_max(long long v)
 static json_t *hourly_chart(PGconn *c, const char *tenant_id)
 {
     const char *p[] = {tenant_id};
-    PGresult *res = tc_db_exec(c,
+    PGresult *res = tc_db_exec(
+        c,
         "SELECT floor(extract(epoch FROM now() - created_at) / 3600)::int, status, count(*)"
         " FROM executions WHERE tenant_id = $1 AND created_at > now() - interval '24 hours'"
-        " GROUP BY 1, 2", 1, p);
+        " GROUP BY 1, 2",
+        1, p);
     if (!res)
         return NULL;
     long long counts[HOURS][NGROUPS] = {{0}};
@@ -95,33 +100,33 @@ static json_t *hourly_chart(PGconn *c, const char *tenant_id)
             char title[96];
             snprintf(title, sizeof(title), "%d h ago: %lld %s", HOURS - 1 - h, counts[h][g],
                      groups[g].label);
-            json_array_append_new(bars, json_pack("{s:i, s:f, s:i, s:f, s:s, s:s}", "x",
-                                                  PLOT_X + h * slot + 3, "y", tenth(y),
-                                                  "w", bw, "h", tenth(hh), "cls",
-                                                  groups[g].cls, "title", title));
+            json_array_append_new(bars,
+                                  json_pack("{s:i, s:f, s:i, s:f, s:s, s:s}", "x",
+                                            PLOT_X + h * slot + 3, "y", tenth(y), "w", bw, "h",
+                                            tenth(hh), "cls", groups[g].cls, "title", title));
         }
         if (h % 4 == 3) {
             char label[16];
             snprintf(label, sizeof(label), "%s", h == HOURS - 1 ? "now" : "");
             if (h != HOURS - 1)
                 snprintf(label, sizeof(label), "-%d h", HOURS - 1 - h);
-            json_array_append_new(xl, json_pack("{s:i, s:s}", "x", PLOT_X + h * slot + slot / 2,
-                                                "label", label));
+            json_array_append_new(
+                xl, json_pack("{s:i, s:s}", "x", PLOT_X + h * slot + slot / 2, "label", label));
         }
     }
     for (int k = 0; k <= 4; k++) {
         char label[24];
         snprintf(label, sizeof(label), "%lld", top * k / 4);
-        json_array_append_new(ticks, json_pack("{s:i, s:i, s:s}", "y",
-                                               PLOT_Y + PLOT_H - PLOT_H * k / 4, "ty",
-                                               PLOT_Y + PLOT_H - PLOT_H * k / 4 + 4, "label", label));
+        json_array_append_new(
+            ticks, json_pack("{s:i, s:i, s:s}", "y", PLOT_Y + PLOT_H - PLOT_H * k / 4, "ty",
+                             PLOT_Y + PLOT_H - PLOT_H * k / 4 + 4, "label", label));
     }
     for (int g = 0; g < NGROUPS; g++)
-        json_array_append_new(legend, json_pack("{s:s, s:s}", "cls", groups[g].cls, "label",
-                                                groups[g].label));
-    return json_pack("{s:o, s:o, s:o, s:o, s:I, s:i, s:i, s:i, s:i}", "bars", bars, "ticks",
-                     ticks, "xlabels", xl, "legend", legend, "total", (json_int_t)total, "x0",
-                     PLOT_X, "x1", PLOT_X + PLOT_W, "y0", PLOT_Y, "y1", PLOT_Y + PLOT_H);
+        json_array_append_new(
+            legend, json_pack("{s:s, s:s}", "cls", groups[g].cls, "label", groups[g].label));
+    return json_pack("{s:o, s:o, s:o, s:o, s:I, s:i, s:i, s:i, s:i}", "bars", bars, "ticks", ticks,
+                     "xlabels", xl, "legend", legend, "total", (json_int_t)total, "x0", PLOT_X,
+                     "x1", PLOT_X + PLOT_W, "y0", PLOT_Y, "y1", PLOT_Y + PLOT_H);
 }
 
 /* Horizontal bars: items [{label, value, text}] scaled to the largest. */
@@ -135,11 +140,10 @@ static json_t *hbars(const char *const *labels, const double *values, const char
     json_t *items = json_array();
     for (int i = 0; i < n; i++) {
         double w = max > 0 ? 390.0 * values[i] / max : 0; /* room for the value label */
-        json_array_append_new(items, json_pack("{s:s, s:s, s:s, s:i, s:i, s:f, s:i}", "label",
-                                               labels[i], "text", texts[i], "cls", classes[i],
-                                               "y", 8 + i * 34, "ty", 26 + i * 34, "w",
-                                               tenth(w), "tx",
-                                               160 + (int)w + 8));
+        json_array_append_new(items,
+                              json_pack("{s:s, s:s, s:s, s:i, s:i, s:f, s:i}", "label", labels[i],
+                                        "text", texts[i], "cls", classes[i], "y", 8 + i * 34, "ty",
+                                        26 + i * 34, "w", tenth(w), "tx", 160 + (int)w + 8));
     }
     return json_pack("{s:o, s:i}", "items", items, "height", 16 + n * 34);
 }
@@ -147,16 +151,22 @@ static json_t *hbars(const char *const *labels, const double *values, const char
 static json_t *gate_chart(PGconn *c, const char *tenant_id)
 {
     const char *p[] = {tenant_id};
-    PGresult *res = tc_db_exec(c,
+    PGresult *res = tc_db_exec(
+        c,
         "SELECT (SELECT count(*) FROM audit_log WHERE tenant_id = $1::text AND action = 'execute'"
         "        AND record->>'decision' = 'blocked'"
-        "        AND ts >= " TC_SQL_ISO("now() - interval '24 hours'") "),"
-        " (SELECT count(*) FROM approvals WHERE tenant_id = $1::uuid"
-        "        AND created_at > now() - interval '24 hours'),"
-        " (SELECT count(*) FROM approvals WHERE tenant_id = $1::uuid AND status = 'approved'"
-        "        AND decided_at > now() - interval '24 hours'),"
-        " (SELECT count(*) FROM approvals WHERE tenant_id = $1::uuid AND status = 'denied'"
-        "        AND decided_at > now() - interval '24 hours')", 1, p);
+        "        AND ts >= " TC_SQL_ISO(
+            "now() - interval '24 hours'") "),"
+                                           " (SELECT count(*) FROM approvals WHERE tenant_id = "
+                                           "$1::uuid"
+                                           "        AND created_at > now() - interval '24 hours'),"
+                                           " (SELECT count(*) FROM approvals WHERE tenant_id = "
+                                           "$1::uuid AND status = 'approved'"
+                                           "        AND decided_at > now() - interval '24 hours'),"
+                                           " (SELECT count(*) FROM approvals WHERE tenant_id = "
+                                           "$1::uuid AND status = 'denied'"
+                                           "        AND decided_at > now() - interval '24 hours')",
+        1, p);
     if (!res)
         return NULL;
     static const char *const labels[] = {"blocked", "held", "approved", "denied"};
@@ -178,13 +188,15 @@ static json_t *gate_chart(PGconn *c, const char *tenant_id)
 static json_t *latency_chart(PGconn *c, const char *tenant_id)
 {
     const char *p[] = {tenant_id};
-    PGresult *res = tc_db_exec(c,
-        "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY d),"
-        " percentile_cont(0.9) WITHIN GROUP (ORDER BY d),"
-        " percentile_cont(0.99) WITHIN GROUP (ORDER BY d), count(*)"
-        " FROM (SELECT (result->>'duration_ms')::float8 AS d FROM executions"
-        "       WHERE tenant_id = $1 AND finished_at > now() - interval '24 hours'"
-        "       AND jsonb_typeof(result->'duration_ms') = 'number') x", 1, p);
+    PGresult *res =
+        tc_db_exec(c,
+                   "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY d),"
+                   " percentile_cont(0.9) WITHIN GROUP (ORDER BY d),"
+                   " percentile_cont(0.99) WITHIN GROUP (ORDER BY d), count(*)"
+                   " FROM (SELECT (result->>'duration_ms')::float8 AS d FROM executions"
+                   "       WHERE tenant_id = $1 AND finished_at > now() - interval '24 hours'"
+                   "       AND jsonb_typeof(result->'duration_ms') = 'number') x",
+                   1, p);
     if (!res)
         return NULL;
     static const char *const labels[] = {"p50", "p90", "p99"};
@@ -222,7 +234,7 @@ enum MHD_Result tc_console_dashboard(struct tc_request *r)
         json_decref(gate);
         return tc_console_message(r, 503, "Unavailable", "The dashboard could not be computed.");
     }
-    return tc_console_page(r, 200, "dashboard",
-                           json_pack("{s:o, s:o, s:o}", "hourly", hourly, "gate", gate,
-                                     "latency", lat));
+    return tc_console_page(
+        r, 200, "dashboard",
+        json_pack("{s:o, s:o, s:o}", "hourly", hourly, "gate", gate, "latency", lat));
 }

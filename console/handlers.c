@@ -18,7 +18,7 @@
 #include "server/verifier.h"
 
 /* timestamps as the pages show them (UTC, to the second) */
-#define TS(col) "to_char(" col ", 'YYYY-MM-DD HH24:MI:SS')"
+#define TS(col)        "to_char(" col ", 'YYYY-MM-DD HH24:MI:SS')"
 #define CODE_MAX_LINES 20000
 
 static enum MHD_Result db_down(struct tc_request *r)
@@ -65,16 +65,21 @@ enum MHD_Result tc_console_approvals(struct tc_request *r)
     if (!c)
         return db_down(r);
     /* Pending first, oldest first (ids are time-ordered); then decided ones, newest first. */
-    PGresult *res = tc_db_exec(c,
+    PGresult *res = tc_db_exec(
+        c,
         "SELECT a.id, a.execution_id, a.tool, a.tier, a.status, jsonb_array_length(a.findings),"
-        " coalesce(k.prefix, ''), coalesce(k.role, ''), " TS("a.created_at") ","
-        " extract(epoch FROM a.expires_at - now())::bigint, a.required_approvals,"
-        " (SELECT count(*) FROM approval_decisions d WHERE d.approval_id = a.id"
-        "  AND d.decision = 'approve')"
-        " FROM approvals a LEFT JOIN api_keys k ON k.id = a.requester_key_id"
-        " WHERE a.tenant_id = $1 AND ($2::text IS NULL OR a.status = $2)"
-        " ORDER BY a.status <> 'pending', CASE WHEN a.status = 'pending' THEN a.id END,"
-        " a.id DESC LIMIT 200", 2, p);
+        " coalesce(k.prefix, ''), coalesce(k.role, ''), " TS(
+            "a.created_at") ","
+                            " extract(epoch FROM a.expires_at - now())::bigint, "
+                            "a.required_approvals,"
+                            " (SELECT count(*) FROM approval_decisions d WHERE d.approval_id = a.id"
+                            "  AND d.decision = 'approve')"
+                            " FROM approvals a LEFT JOIN api_keys k ON k.id = a.requester_key_id"
+                            " WHERE a.tenant_id = $1 AND ($2::text IS NULL OR a.status = $2)"
+                            " ORDER BY a.status <> 'pending', CASE WHEN a.status = 'pending' THEN "
+                            "a.id END,"
+                            " a.id DESC LIMIT 200",
+        2, p);
     tc_db_release(r->srv->db, c);
     if (!res)
         return db_down(r);
@@ -86,14 +91,16 @@ enum MHD_Result tc_console_approvals(struct tc_request *r)
         char left[32] = "";
         if (pending)
             tc_console_duration(ll_col(res, i, 9), left, sizeof(left));
-        json_array_append_new(items, json_pack(
-            "{s:s, s:s, s:s, s:s, s:s, s:b, s:I, s:s, s:s, s:s, s:s, s:I, s:I}", "id",
-            PQgetvalue(res, i, 0), "execution_id", PQgetvalue(res, i, 1), "tool",
-            PQgetvalue(res, i, 2), "tier", PQgetvalue(res, i, 3), "status", PQgetvalue(res, i, 4),
-            "pending", pending, "findings", (json_int_t)ll_col(res, i, 5), "requester",
-            PQgetvalue(res, i, 6), "requester_role", PQgetvalue(res, i, 7), "created_at",
-            PQgetvalue(res, i, 8), "time_left", left, "required", (json_int_t)ll_col(res, i, 10),
-            "approvals", (json_int_t)ll_col(res, i, 11)));
+        json_array_append_new(
+            items,
+            json_pack("{s:s, s:s, s:s, s:s, s:s, s:b, s:I, s:s, s:s, s:s, s:s, s:I, s:I}", "id",
+                      PQgetvalue(res, i, 0), "execution_id", PQgetvalue(res, i, 1), "tool",
+                      PQgetvalue(res, i, 2), "tier", PQgetvalue(res, i, 3), "status",
+                      PQgetvalue(res, i, 4), "pending", pending, "findings",
+                      (json_int_t)ll_col(res, i, 5), "requester", PQgetvalue(res, i, 6),
+                      "requester_role", PQgetvalue(res, i, 7), "created_at", PQgetvalue(res, i, 8),
+                      "time_left", left, "required", (json_int_t)ll_col(res, i, 10), "approvals",
+                      (json_int_t)ll_col(res, i, 11)));
     }
     PQclear(res);
     return tc_console_page(r, 200, "approvals",
@@ -105,11 +112,15 @@ static const struct {
     const char *name, *label, *unit;
     long long div;
 } limit_words[] = {
-    {"timeout_ms", "Wall time", "s", 1000},     {"cpu_ms", "CPU time", "s", 1000},
-    {"memory_mb", "Memory", "MiB", 1},          {"pids", "Processes", "", 1},
+    {"timeout_ms", "Wall time", "s", 1000},
+    {"cpu_ms", "CPU time", "s", 1000},
+    {"memory_mb", "Memory", "MiB", 1},
+    {"pids", "Processes", "", 1},
     {"output_bytes", "Output per stream", "KiB", 1024},
-    {"file_size_mb", "Largest file", "MiB", 1}, {"workspace_mb", "Workspace", "MiB", 1},
-    {"tmp_mb", "/tmp", "MiB", 1},               {"open_files", "Open files", "", 1},
+    {"file_size_mb", "Largest file", "MiB", 1},
+    {"workspace_mb", "Workspace", "MiB", 1},
+    {"tmp_mb", "/tmp", "MiB", 1},
+    {"open_files", "Open files", "", 1},
 };
 
 static json_t *limits_words(const json_t *limits)
@@ -129,8 +140,8 @@ static json_t *limits_words(const json_t *limits)
         else
             snprintf(text, sizeof(text), "%lld%s%s", n, *limit_words[i].unit ? " " : "",
                      limit_words[i].unit);
-        json_array_append_new(out, json_pack("{s:s, s:s}", "label", limit_words[i].label,
-                                             "value", text));
+        json_array_append_new(
+            out, json_pack("{s:s, s:s}", "label", limit_words[i].label, "value", text));
     }
     return out;
 }
@@ -146,7 +157,8 @@ static json_t *policy_words(struct tc_request *r, const char *tool_name, const j
     json_t *creds = json_array();
     size_t i;
     json_t *cr;
-    json_array_foreach(json_object_get(payload, "credentials"), i, cr) {
+    json_array_foreach(json_object_get(payload, "credentials"), i, cr)
+    {
         char text[512];
         json_t *tok = json_object_get(cr, "token");
         if (tok)
@@ -218,15 +230,16 @@ static json_t *text_lines(const char *text, size_t len, const json_t *findings, 
         json_t *fl = json_array();
         size_t k;
         json_t *f;
-        json_array_foreach(findings, k, f) if (json_integer_value(json_object_get(f, "line")) == n &&
-                                               finding_in(f, source, path))
+        json_array_foreach(findings, k,
+                           f) if (json_integer_value(json_object_get(f, "line")) == n &&
+                                  finding_in(f, source, path))
             json_array_append_new(fl, json_pack("{s:O, s:O, s:O}", "severity",
                                                 json_object_get(f, "severity"), "rule",
                                                 json_object_get(f, "rule"), "message",
                                                 json_object_get(f, "message")));
         json_array_append_new(lines, json_pack("{s:i, s:s%, s:o, s:b}", "n", n, "text",
-                                               text + start, i - start, "findings", fl,
-                                               "flagged", json_array_size(fl) > 0));
+                                               text + start, i - start, "findings", fl, "flagged",
+                                               json_array_size(fl) > 0));
         start = i + 1;
         n++;
     }
@@ -236,13 +249,14 @@ static json_t *text_lines(const char *text, size_t len, const json_t *findings, 
         for (size_t i = start; i < len; i++)
             more += text[i] == '\n' && i + 1 < len;
         char msg[160];
-        snprintf(msg, sizeof(msg), "[%zu more lines are not shown here; read the full payload"
-                 " with GET /v1/approvals/{id}]", more);
-        json_array_append_new(lines, json_pack("{s:s, s:s, s:[{s:s, s:s, s:s}], s:b}", "n", "…",
-                                               "text", msg, "findings", "severity", "notice",
-                                               "rule", "console", "message",
-                                               "the text is longer than the console shows",
-                                               "flagged", 1));
+        snprintf(msg, sizeof(msg),
+                 "[%zu more lines are not shown here; read the full payload"
+                 " with GET /v1/approvals/{id}]",
+                 more);
+        json_array_append_new(
+            lines, json_pack("{s:s, s:s, s:[{s:s, s:s, s:s}], s:b}", "n", "…", "text", msg,
+                             "findings", "severity", "notice", "rule", "console", "message",
+                             "the text is longer than the console shows", "flagged", 1));
     }
     return lines;
 }
@@ -253,9 +267,9 @@ static json_t *code_lines(const char *code, size_t len, const json_t *findings)
     return text_lines(code, len, findings, "code", NULL, CODE_MAX_LINES);
 }
 
-#define FILE_MAX_LINES 2000   /* per file: 64 files of 1 MiB must not make a 100 MB page */
+#define FILE_MAX_LINES  2000  /* per file: 64 files of 1 MiB must not make a 100 MB page */
 #define FILES_MAX_LINES 20000 /* all files together, on top of the code's 20000 */
-#define FILE_HEX_BYTES 4096  /* of a binary file, the hex view shows the start */
+#define FILE_HEX_BYTES  4096  /* of a binary file, the hex view shows the start */
 
 /* Rows of a hex view: "00000000  7f 45 4c 46 ...  |.ELF....|". */
 static json_t *hex_rows(const unsigned char *b, size_t n)
@@ -283,8 +297,8 @@ static json_t *hex_rows(const unsigned char *b, size_t n)
         ascii[a] = '\0';
         char offs[16];
         snprintf(offs, sizeof(offs), "%08zx", off);
-        json_array_append_new(rows, json_pack("{s:s, s:s, s:s}", "offset", offs, "hex", hex,
-                                              "ascii", ascii));
+        json_array_append_new(
+            rows, json_pack("{s:s, s:s, s:s}", "offset", offs, "hex", hex, "ascii", ascii));
     }
     return rows;
 }
@@ -298,7 +312,8 @@ static json_t *files_view(const json_t *files, const json_t *findings)
     int budget = FILES_MAX_LINES;
     size_t i;
     json_t *f;
-    json_array_foreach(files, i, f) {
+    json_array_foreach(files, i, f)
+    {
         const char *path = json_string_value(json_object_get(f, "path")) ?: "";
         const char *enc = json_string_value(json_object_get(f, "encoding"));
         json_t *content = json_object_get(f, "content");
@@ -357,7 +372,8 @@ static json_t *findings_list(const json_t *findings, const json_t *files)
     json_t *out = json_array();
     size_t k, i;
     json_t *x, *f;
-    json_array_foreach(findings, k, x) {
+    json_array_foreach(findings, k, x)
+    {
         const char *src = json_string_value(json_object_get(x, "source")) ?: "code";
         const char *path = json_string_value(json_object_get(x, "path"));
         long long line = (long long)json_integer_value(json_object_get(x, "line"));
@@ -366,11 +382,13 @@ static json_t *findings_list(const json_t *findings, const json_t *files)
             snprintf(href, sizeof(href), "#L%lld", line);
         else if (strcmp(src, "file") == 0) {
             snprintf(href, sizeof(href), "#files");
-            json_array_foreach(files, i, f)
-                if (path && strcmp(json_string_value(json_object_get(f, "path")) ?: "", path) == 0) {
-                    snprintf(href, sizeof(href), "#f%zu-L%lld", i, line);
-                    break;
-                }
+            json_array_foreach(
+                files, i, f) if (path && strcmp(json_string_value(json_object_get(f, "path")) ?: "",
+                                                path) == 0)
+            {
+                snprintf(href, sizeof(href), "#f%zu-L%lld", i, line);
+                break;
+            }
         }
         json_t *v = json_deep_copy(x);
         json_object_set_new(v, "where", json_string(strcmp(src, "file") == 0 ? "file" : src));
@@ -386,8 +404,7 @@ static json_t *findings_of(const json_t *findings, const char *source)
     json_t *out = json_array();
     size_t k;
     json_t *x;
-    json_array_foreach(findings, k, x) if (finding_in(x, source, NULL))
-        json_array_append(out, x);
+    json_array_foreach(findings, k, x) if (finding_in(x, source, NULL)) json_array_append(out, x);
     return out;
 }
 
@@ -405,12 +422,17 @@ static enum MHD_Result approval_page(struct tc_request *r, unsigned status, cons
     PGresult *res = NULL;
     if (a) {
         const char *p[] = {id};
-        res = tc_db_exec(c,
+        res = tc_db_exec(
+            c,
             "SELECT coalesce(k.prefix, ''), coalesce(k.role, ''),"
-            " extract(epoch FROM a.expires_at - now())::bigint, " TS("a.created_at") ","
-            " " TS("a.expires_at") ", e.status"
-            " FROM approvals a LEFT JOIN api_keys k ON k.id = a.requester_key_id"
-            " JOIN executions e ON e.id = a.execution_id WHERE a.id = $1", 1, p);
+            " extract(epoch FROM a.expires_at - now())::bigint, " TS(
+                "a.created_at") ","
+                                " " TS("a.expires_at") ", e.status"
+                                                       " FROM approvals a LEFT JOIN api_keys k ON "
+                                                       "k.id = a.requester_key_id"
+                                                       " JOIN executions e ON e.id = "
+                                                       "a.execution_id WHERE a.id = $1",
+            1, p);
     }
     tc_db_release(r->srv->db, c);
     if (!a) {
@@ -440,27 +462,30 @@ static enum MHD_Result approval_page(struct tc_request *r, unsigned status, cons
         "{s:O, s:o, s:O, s:o, s:o, s:o, s:O, s:o, s:o, s:o, s:O, s:O, s:b, s:s, s:s, s:s, s:s, s:s,"
         " s:s, s:s*, s:s*, s:s}",
         "approval", a, "lines",
-        code_lines(json_string_value(code) ?: "", json_string_length(code), findings),
-        "findings", findings, "findings_list",
-        findings_list(findings, json_object_get(payload, "files")), "files",
-        files_view(json_object_get(payload, "files"), findings), "collect",
+        code_lines(json_string_value(code) ?: "", json_string_length(code), findings), "findings",
+        findings, "findings_list", findings_list(findings, json_object_get(payload, "files")),
+        "files", files_view(json_object_get(payload, "files"), findings), "collect",
         json_object_get(payload, "collect") ? json_incref(json_object_get(payload, "collect"))
                                             : json_array(),
-        "stdin",
-        json_object_get(payload, "stdin"), "stdin_findings", findings_of(findings, "stdin"), "policy",
+        "stdin", json_object_get(payload, "stdin"), "stdin_findings",
+        findings_of(findings, "stdin"), "policy",
         policy_words(r, json_string_value(json_object_get(a, "tool")) ?: "", payload),
-        "reasons_text", json_object_get(a, "reasons") ? json_incref(json_object_get(a, "reasons")) : json_array(),
+        "reasons_text",
+        json_object_get(a, "reasons") ? json_incref(json_object_get(a, "reasons")) : json_array(),
         "decisions", json_object_get(a, "decisions"), "payload_hash",
         json_object_get(a, "payload_hash"), "pending", pending, "time_left", left, "requester",
-        PQgetvalue(res, 0, 0), "requester_role", PQgetvalue(res, 0, 1), "created", PQgetvalue(res, 0, 3),
-        "expires", PQgetvalue(res, 0, 4), "execution_status", PQgetvalue(res, 0, 5), "error",
-        error, "flash", flash, "reason", reason ? reason : "");
+        PQgetvalue(res, 0, 0), "requester_role", PQgetvalue(res, 0, 1), "created",
+        PQgetvalue(res, 0, 3), "expires", PQgetvalue(res, 0, 4), "execution_status",
+        PQgetvalue(res, 0, 5), "error", error, "flash", flash, "reason", reason ? reason : "");
     PQclear(res);
     json_decref(a);
     return tc_console_page(r, status, "approval", data);
 }
 
-enum MHD_Result tc_console_approval(struct tc_request *r) { return approval_page(r, 200, NULL, NULL); }
+enum MHD_Result tc_console_approval(struct tc_request *r)
+{
+    return approval_page(r, 200, NULL, NULL);
+}
 
 static enum MHD_Result decide(struct tc_request *r, enum tc_decision d)
 {
@@ -482,9 +507,8 @@ static enum MHD_Result decide(struct tc_request *r, enum tc_decision d)
     struct tc_decide_result res;
     /* Console users never request calls, so maker-is-not-checker holds; the guard stays
      * (the user id can never equal a requesting key's id). */
-    int rc = c ? tc_approval_decide(c, r->srv->keys, r->principal.tenant_id, r->params[0],
-                                    decider, cx->user.person_id, cx->user.id, actor, d, reason,
-                                    &res)
+    int rc = c ? tc_approval_decide(c, r->srv->keys, r->principal.tenant_id, r->params[0], decider,
+                                    cx->user.person_id, cx->user.id, actor, d, reason, &res)
                : -EIO;
     if (rc == -EIO && c)
         tc_log(TC_LOG_ERROR, "recording a console decision failed", "{s:s, s:s}", "request_id",
@@ -511,25 +535,30 @@ static enum MHD_Result decide(struct tc_request *r, enum tc_decision d)
                              " API key of yours).",
                              NULL);
     case -ESTALE:
-        return approval_page(r, 409,
-                             "This approval is no longer pending (decided, expired or cancelled).",
-                             NULL);
+        return approval_page(
+            r, 409, "This approval is no longer pending (decided, expired or cancelled).", NULL);
     default:
         return db_down(r);
     }
 }
 
-enum MHD_Result tc_console_approve(struct tc_request *r) { return decide(r, TC_DECIDE_APPROVE); }
-enum MHD_Result tc_console_deny(struct tc_request *r) { return decide(r, TC_DECIDE_DENY); }
+enum MHD_Result tc_console_approve(struct tc_request *r)
+{
+    return decide(r, TC_DECIDE_APPROVE);
+}
+enum MHD_Result tc_console_deny(struct tc_request *r)
+{
+    return decide(r, TC_DECIDE_DENY);
+}
 
 /* ---- executions ---- */
 
 enum MHD_Result tc_console_executions(struct tc_request *r)
 {
     const char *status = tc_request_query(r, "status"), *before = tc_request_query(r, "before");
-    static const char *const statuses[] = {"pending_approval", "queued", "running", "completed",
-                                           "failed", "timeout", "killed", "error", "denied",
-                                           "expired", "cancelled"};
+    static const char *const statuses[] = {"pending_approval", "queued",  "running",  "completed",
+                                           "failed",           "timeout", "killed",   "error",
+                                           "denied",           "expired", "cancelled"};
     if (status && !*status)
         status = NULL;
     bool ok = !status;
@@ -541,24 +570,31 @@ enum MHD_Result tc_console_executions(struct tc_request *r)
     PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
     if (!c)
         return db_down(r);
-    PGresult *res = tc_db_exec(c,
-        "SELECT e.id, e.tool, e.status, " TS("e.created_at") ", e.result->>'exit_code',"
-        " e.result->>'duration_ms', e.result->>'killed_reason', a.id, e.needs_review"
-        " FROM executions e LEFT JOIN approvals a ON a.execution_id = e.id"
-        " WHERE e.tenant_id = $1 AND ($2::text IS NULL OR e.status = $2)"
-        " AND ($3::uuid IS NULL OR e.id < $3::uuid) ORDER BY e.id DESC LIMIT 51", 3, p);
+    PGresult *res = tc_db_exec(
+        c,
+        "SELECT e.id, e.tool, e.status, " TS(
+            "e.created_at") ", e.result->>'exit_code',"
+                            " e.result->>'duration_ms', e.result->>'killed_reason', a.id, "
+                            "e.needs_review"
+                            " FROM executions e LEFT JOIN approvals a ON a.execution_id = e.id"
+                            " WHERE e.tenant_id = $1 AND ($2::text IS NULL OR e.status = $2)"
+                            " AND ($3::uuid IS NULL OR e.id < $3::uuid) ORDER BY e.id DESC LIMIT "
+                            "51",
+        3, p);
     tc_db_release(r->srv->db, c);
     if (!res)
         return db_down(r);
     json_t *items = json_array();
     int n = PQntuples(res);
     for (int i = 0; i < n && i < 50; i++)
-        json_array_append_new(items, json_pack(
-            "{s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:b}", "id", PQgetvalue(res, i, 0), "tool",
-            PQgetvalue(res, i, 1), "status", PQgetvalue(res, i, 2), "created_at",
-            PQgetvalue(res, i, 3), "exit_code", str_or_null(res, i, 4), "duration_ms",
-            str_or_null(res, i, 5), "killed_reason", str_or_null(res, i, 6), "approval_id",
-            str_or_null(res, i, 7), "needs_review", strcmp(PQgetvalue(res, i, 8), "t") == 0));
+        json_array_append_new(
+            items,
+            json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:b}", "id", PQgetvalue(res, i, 0),
+                      "tool", PQgetvalue(res, i, 1), "status", PQgetvalue(res, i, 2), "created_at",
+                      PQgetvalue(res, i, 3), "exit_code", str_or_null(res, i, 4), "duration_ms",
+                      str_or_null(res, i, 5), "killed_reason", str_or_null(res, i, 6),
+                      "approval_id", str_or_null(res, i, 7), "needs_review",
+                      strcmp(PQgetvalue(res, i, 8), "t") == 0));
     json_t *next = n > 50 ? json_string(PQgetvalue(res, 49, 0)) : json_null();
     PQclear(res);
     json_t *opts = json_array();
@@ -589,12 +625,15 @@ enum MHD_Result tc_console_execution(struct tc_request *r)
     PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
     if (!c)
         return db_down(r);
-    PGresult *res = tc_db_exec(c,
-        "SELECT e.result::text, e.tool, e.status, " TS("e.created_at") ", " TS("e.finished_at") ","
-        " e.request::text, e.limits::text, a.id, a.status, e.needs_review,"
-        " e.code_started_at IS NOT NULL, e.late_result->>'status'"
-        " FROM executions e LEFT JOIN approvals a ON a.execution_id = e.id"
-        " WHERE e.id = $1 AND e.tenant_id = $2", 2, p);
+    PGresult *res = tc_db_exec(
+        c,
+        "SELECT e.result::text, e.tool, e.status, " TS("e.created_at") ", " TS(
+            "e.finished_at") ","
+                             " e.request::text, e.limits::text, a.id, a.status, e.needs_review,"
+                             " e.code_started_at IS NOT NULL, e.late_result->>'status'"
+                             " FROM executions e LEFT JOIN approvals a ON a.execution_id = e.id"
+                             " WHERE e.id = $1 AND e.tenant_id = $2",
+        2, p);
     tc_db_release(r->srv->db, c);
     if (!res)
         return db_down(r);
@@ -607,24 +646,27 @@ enum MHD_Result tc_console_execution(struct tc_request *r)
     json_t *limits = json_col(res, 0, 6);
     json_t *code = json_object_get(request, "code");
     json_t *findings = json_object_get(result, "findings");
-    json_t *na = json_object_get(result, "network"); /* the stored result view (execution/request.c) */
+    json_t *na =
+        json_object_get(result, "network"); /* the stored result view (execution/request.c) */
     json_t *data = json_pack(
-        "{s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:O, s:o, s:o, s:o, s:o, s:O, s:o, s:o, s:o, s:o}", "id",
-        id, "tool", PQgetvalue(res, 0, 1), "status", PQgetvalue(res, 0, 2), "created_at",
+        "{s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:O, s:o, s:o, s:o, s:o, s:O, s:o, s:o, s:o, s:o}",
+        "id", id, "tool", PQgetvalue(res, 0, 1), "status", PQgetvalue(res, 0, 2), "created_at",
         PQgetvalue(res, 0, 3), "finished_at", str_or_null(res, 0, 4), "approval_id",
-        str_or_null(res, 0, 7), "approval_status", str_or_null(res, 0, 8), "result", result,
-        "ran", json_boolean(json_is_object(result)), "lines",
-        code_lines(json_string_value(code) ?: "", json_string_length(code), findings),
-        "redactions", counts_list(json_object_get(result, "redactions"), "rule", "count"),
-        "limits_words", limits_words(limits), "stdin", json_object_get(request, "stdin") ?: json_null(),
-        "stdin_findings", findings_of(findings, "stdin"),
-        "files", files_view(json_object_get(request, "files"), findings), "network_attempts",
+        str_or_null(res, 0, 7), "approval_status", str_or_null(res, 0, 8), "result", result, "ran",
+        json_boolean(json_is_object(result)), "lines",
+        code_lines(json_string_value(code) ?: "", json_string_length(code), findings), "redactions",
+        counts_list(json_object_get(result, "redactions"), "rule", "count"), "limits_words",
+        limits_words(limits), "stdin", json_object_get(request, "stdin") ?: json_null(),
+        "stdin_findings", findings_of(findings, "stdin"), "files",
+        files_view(json_object_get(request, "files"), findings), "network_attempts",
         json_is_array(na) ? json_incref(na) : json_array(), "enforced",
         counts_list(json_object_get(result, "enforced"), "limit", "how"));
     if (data) {
         /* an interrupted approved call that may have had its effect (see docs/approvals.md) */
-        json_object_set_new(data, "needs_review", json_boolean(strcmp(PQgetvalue(res, 0, 9), "t") == 0));
-        json_object_set_new(data, "started", json_boolean(strcmp(PQgetvalue(res, 0, 10), "t") == 0));
+        json_object_set_new(data, "needs_review",
+                            json_boolean(strcmp(PQgetvalue(res, 0, 9), "t") == 0));
+        json_object_set_new(data, "started",
+                            json_boolean(strcmp(PQgetvalue(res, 0, 10), "t") == 0));
         json_object_set_new(data, "late_status", str_or_null(res, 0, 11));
     }
     PQclear(res);
@@ -700,7 +742,8 @@ static int chain_verdict(struct tc_request *r, struct tc_audit_verdict *out, int
 enum MHD_Result tc_console_audit(struct tc_request *r)
 {
     static const char *const eq[] = {"actor", "tool", "action", "status"};
-    const char *vals[4], *since = tc_request_query(r, "since"), *until = tc_request_query(r, "until");
+    const char *vals[4], *since = tc_request_query(r, "since"),
+                         *until = tc_request_query(r, "until");
     const char *q = tc_request_query(r, "q"), *cursor = tc_request_query(r, "cursor");
     struct filter f = {.n = 0};
     tc_buf_init(&f.where, 4096);
@@ -768,10 +811,11 @@ enum MHD_Result tc_console_audit(struct tc_request *r)
     }
     struct tc_buf sql;
     tc_buf_init(&sql, 8192);
-    rc = tc_buf_appendf(&sql, "SELECT seq, ts, actor, action, tool, status, record->>'reason',"
-                              " record->'actor'->>'name', record->>'execution_id',"
-                              " record->>'approval_id', encode(hash, 'hex')"
-                              " FROM audit_log WHERE %s ORDER BY seq DESC LIMIT 101",
+    rc = tc_buf_appendf(&sql,
+                        "SELECT seq, ts, actor, action, tool, status, record->>'reason',"
+                        " record->'actor'->>'name', record->>'execution_id',"
+                        " record->>'approval_id', encode(hash, 'hex')"
+                        " FROM audit_log WHERE %s ORDER BY seq DESC LIMIT 101",
                         f.where.data);
     struct tc_audit_verdict v;
     int64_t verified_at = 0;
@@ -794,13 +838,14 @@ enum MHD_Result tc_console_audit(struct tc_request *r)
     json_t *items = json_array();
     int n = PQntuples(res);
     for (int i = 0; i < n && i < 100; i++)
-        json_array_append_new(items, json_pack(
-            "{s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:s}", "seq",
-            PQgetvalue(res, i, 0), "ts", str_or_null(res, i, 1), "actor", str_or_null(res, i, 2),
-            "action", str_or_null(res, i, 3), "tool", str_or_null(res, i, 4), "status",
-            str_or_null(res, i, 5), "reason", str_or_null(res, i, 6), "actor_name",
-            str_or_null(res, i, 7), "execution_id", str_or_null(res, i, 8), "approval_id",
-            str_or_null(res, i, 9), "hash", PQgetvalue(res, i, 10)));
+        json_array_append_new(
+            items, json_pack("{s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:s}", "seq",
+                             PQgetvalue(res, i, 0), "ts", str_or_null(res, i, 1), "actor",
+                             str_or_null(res, i, 2), "action", str_or_null(res, i, 3), "tool",
+                             str_or_null(res, i, 4), "status", str_or_null(res, i, 5), "reason",
+                             str_or_null(res, i, 6), "actor_name", str_or_null(res, i, 7),
+                             "execution_id", str_or_null(res, i, 8), "approval_id",
+                             str_or_null(res, i, 9), "hash", PQgetvalue(res, i, 10)));
     json_t *next = n > 100 ? json_string(PQgetvalue(res, 99, 0)) : json_null();
     PQclear(res);
     json_t *verdict = vr == 1 ? tc_audit_verdict_json(&v) : json_null();
@@ -809,8 +854,8 @@ enum MHD_Result tc_console_audit(struct tc_request *r)
         json_object_set_new(verdict, "age_s", json_integer((tc_now_ms() - verified_at) / 1000));
     }
     return tc_console_page(r, 200, "audit",
-                           json_pack("{s:o, s:o, s:o, s:o}", "records", items, "next", next,
-                                     "form", form, "verdict", verdict));
+                           json_pack("{s:o, s:o, s:o, s:o}", "records", items, "next", next, "form",
+                                     form, "verdict", verdict));
 }
 
 enum MHD_Result tc_console_audit_export(struct tc_request *r)
@@ -831,21 +876,28 @@ enum MHD_Result tc_console_users(struct tc_request *r)
     PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
     if (!c)
         return db_down(r);
-    PGresult *res = tc_db_exec(c,
-        "SELECT u.name, u.role, " TS("u.created_at") ", u.disabled_at IS NOT NULL,"
-        " (SELECT count(*) FROM console_sessions s WHERE s.user_id = u.id AND s.expires_at > now()),"
-        " (SELECT " TS("max(s.last_seen_at)") " FROM console_sessions s WHERE s.user_id = u.id)"
-        " FROM console_users u WHERE u.tenant_id = $1 ORDER BY u.name", 1, p);
+    PGresult *res = tc_db_exec(
+        c,
+        "SELECT u.name, u.role, " TS(
+            "u.created_at") ", u.disabled_at IS NOT NULL,"
+                            " (SELECT count(*) FROM console_sessions s WHERE s.user_id = u.id AND "
+                            "s.expires_at > now()),"
+                            " (SELECT " TS(
+                                "max(s.last_seen_at)") " FROM console_sessions s WHERE s.user_id = "
+                                                       "u.id)"
+                                                       " FROM console_users u WHERE u.tenant_id = "
+                                                       "$1 ORDER BY u.name",
+        1, p);
     tc_db_release(r->srv->db, c);
     if (!res)
         return db_down(r);
     json_t *items = json_array();
     for (int i = 0; i < PQntuples(res); i++)
-        json_array_append_new(items, json_pack(
-            "{s:s, s:s, s:s, s:b, s:I, s:o}", "name", PQgetvalue(res, i, 0), "role",
-            PQgetvalue(res, i, 1), "created_at", PQgetvalue(res, i, 2), "disabled",
-            strcmp(PQgetvalue(res, i, 3), "t") == 0, "sessions", (json_int_t)ll_col(res, i, 4),
-            "last_seen", str_or_null(res, i, 5)));
+        json_array_append_new(
+            items, json_pack("{s:s, s:s, s:s, s:b, s:I, s:o}", "name", PQgetvalue(res, i, 0),
+                             "role", PQgetvalue(res, i, 1), "created_at", PQgetvalue(res, i, 2),
+                             "disabled", strcmp(PQgetvalue(res, i, 3), "t") == 0, "sessions",
+                             (json_int_t)ll_col(res, i, 4), "last_seen", str_or_null(res, i, 5)));
     PQclear(res);
     return tc_console_page(r, 200, "users", json_pack("{s:o}", "users", items));
 }
@@ -862,21 +914,24 @@ enum MHD_Result tc_console_secrets(struct tc_request *r)
     if (exists) {
         const char *p[] = {r->principal.tenant_id};
         /* Metadata columns only: never ciphertext or nonce. */
-        res = tc_db_exec(c,
+        res = tc_db_exec(
+            c,
             "SELECT name, description, array_to_string(allowed_tools, ', '), max_ttl_seconds,"
-            " key_id, " TS("created_at") ", " TS("updated_at")
-            " FROM secrets WHERE tenant_id = $1 ORDER BY name", 1, p);
+            " key_id, " TS("created_at") ", " TS(
+                "updated_at") " FROM secrets WHERE tenant_id = $1 ORDER BY name",
+            1, p);
     }
     tc_db_release(r->srv->db, c);
     if (exists && !res)
         return db_down(r);
     json_t *items = json_array();
     for (int i = 0; res && i < PQntuples(res); i++)
-        json_array_append_new(items, json_pack(
-            "{s:s, s:s, s:s, s:I, s:s, s:s, s:s}", "name", PQgetvalue(res, i, 0), "description",
-            PQgetvalue(res, i, 1), "allowed_tools", PQgetvalue(res, i, 2), "max_ttl",
-            (json_int_t)ll_col(res, i, 3), "key_id", PQgetvalue(res, i, 4), "created_at",
-            PQgetvalue(res, i, 5), "updated_at", PQgetvalue(res, i, 6)));
+        json_array_append_new(
+            items,
+            json_pack("{s:s, s:s, s:s, s:I, s:s, s:s, s:s}", "name", PQgetvalue(res, i, 0),
+                      "description", PQgetvalue(res, i, 1), "allowed_tools", PQgetvalue(res, i, 2),
+                      "max_ttl", (json_int_t)ll_col(res, i, 3), "key_id", PQgetvalue(res, i, 4),
+                      "created_at", PQgetvalue(res, i, 5), "updated_at", PQgetvalue(res, i, 6)));
     PQclear(res);
     return tc_console_page(r, 200, "secrets",
                            json_pack("{s:o, s:b}", "secrets", items, "available", exists));

@@ -15,7 +15,7 @@
 #include "policy/prescreen_unicode.h"
 
 #define MAX_NODES 8192
-#define MAX_NAME 64
+#define MAX_NAME  64
 
 /* ---- escapers ---- */
 
@@ -26,14 +26,29 @@ int tc_escape_html(struct tc_buf *b, const char *s, size_t len)
     for (size_t i = 0; i < len && r == 0; i++) {
         const char *rep = NULL;
         switch (s[i]) {
-        case '&': rep = "&amp;"; break;
-        case '<': rep = "&lt;"; break;
-        case '>': rep = "&gt;"; break;
-        case '"': rep = "&quot;"; break;
-        case '\'': rep = "&#39;"; break;
-        case '`': rep = "&#96;"; break;
-        case '\0': rep = "\xef\xbf\xbd"; break; /* U+FFFD: a NUL never reaches the page */
-        default: continue;
+        case '&':
+            rep = "&amp;";
+            break;
+        case '<':
+            rep = "&lt;";
+            break;
+        case '>':
+            rep = "&gt;";
+            break;
+        case '"':
+            rep = "&quot;";
+            break;
+        case '\'':
+            rep = "&#39;";
+            break;
+        case '`':
+            rep = "&#96;";
+            break;
+        case '\0':
+            rep = "\xef\xbf\xbd";
+            break; /* U+FFFD: a NUL never reaches the page */
+        default:
+            continue;
         }
         r = tc_buf_append(b, s + start, i - start);
         if (r == 0)
@@ -93,7 +108,8 @@ int tc_escape_html_visible(struct tc_buf *b, const char *s, size_t len)
                                    tc_hidden_kind_name(h), (unsigned)cp, name ? name : "");
             /* unusual spaces are shown as themselves, highlighted; the rest by the marker */
             if (r == 0)
-                r = h == TC_HIDDEN_SPACE ? tc_buf_append(b, s + i, n) : tc_buf_append(b, marker, mn);
+                r = h == TC_HIDDEN_SPACE ? tc_buf_append(b, s + i, n)
+                                         : tc_buf_append(b, marker, mn);
             if (r == 0 && run > 1)
                 r = tc_buf_appendf(b, "\xc3\x97%zu", run);
             if (r == 0 && span)
@@ -154,18 +170,18 @@ int tc_escape_url_component(struct tc_buf *b, const char *s, size_t len)
 
 enum mode {
     M_TEXT,
-    M_TAG_OPEN,   /* after '<' */
+    M_TAG_OPEN, /* after '<' */
     M_TAG_NAME,
-    M_TAG,        /* inside a tag, between attributes */
+    M_TAG, /* inside a tag, between attributes */
     M_ATTR_NAME,
     M_AFTER_NAME, /* after an attribute name, before '=' or the next attribute */
     M_BEFORE_VALUE,
     M_VALUE_DQ,
     M_VALUE_SQ,
     M_VALUE_UNQ,
-    M_COMMENT,    /* <!-- ... --> */
-    M_BOGUS,      /* <!DOCTYPE ...>, <?...> */
-    M_RAWTEXT,    /* inside <script> or <style> */
+    M_COMMENT, /* <!-- ... --> */
+    M_BOGUS,   /* <!DOCTYPE ...>, <?...> */
+    M_RAWTEXT, /* inside <script> or <style> */
 };
 
 enum akind { A_PLAIN, A_URL, A_FORBIDDEN };
@@ -186,9 +202,10 @@ struct hstate {
 
 static enum akind attr_kind(const char *a)
 {
-    static const char *const url[] = {"href", "src", "action", "formaction", "cite", "poster",
-                                      "background", "longdesc", "usemap", "xlink:href", "data",
-                                      "codebase", "manifest", "ping", "icon"};
+    static const char *const url[] = {"href",     "src",        "action",     "formaction",
+                                      "cite",     "poster",     "background", "longdesc",
+                                      "usemap",   "xlink:href", "data",       "codebase",
+                                      "manifest", "ping",       "icon"};
     static const char *const bad[] = {"style", "srcdoc", "srcset", "content", "http-equiv"};
     if (strncmp(a, "on", 2) == 0)
         return A_FORBIDDEN;
@@ -201,7 +218,10 @@ static enum akind attr_kind(const char *a)
     return A_PLAIN;
 }
 
-static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f'; }
+static bool is_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f';
+}
 
 static void tag_closed(struct hstate *st)
 {
@@ -403,8 +423,8 @@ static bool name_ok(const char *s, size_t len)
         return true;
     for (size_t i = 0; i < len; i++) {
         char c = s[i];
-        if (!(isalnum((unsigned char)c) || c == '_' || c == '-' || (c == '.' && i > 0 && i + 1 < len && s[i - 1] != '.') ||
-              (c == '@' && i == 0)))
+        if (!(isalnum((unsigned char)c) || c == '_' || c == '-' ||
+              (c == '.' && i > 0 && i + 1 < len && s[i - 1] != '.') || (c == '@' && i == 0)))
             return false;
     }
     return true;
@@ -640,7 +660,8 @@ static const json_t *resolve(struct renderer *R, const char *name, size_t len, j
         for (int i = R->nstack - 1; i >= 0; i--)
             if (R->stack[i].index >= 0) {
                 long k = R->stack[i].index + (len == 7 && memcmp(name, "@number", 7) == 0);
-                if (!(len == 6 && memcmp(name, "@index", 6) == 0) && !(len == 7 && memcmp(name, "@number", 7) == 0))
+                if (!(len == 6 && memcmp(name, "@index", 6) == 0) &&
+                    !(len == 7 && memcmp(name, "@number", 7) == 0))
                     return NULL;
                 *ret_tmp = json_integer(k);
                 return *ret_tmp;
@@ -665,13 +686,20 @@ static bool truthy(const json_t *v)
         return false;
     switch (json_typeof(v)) {
     case JSON_NULL:
-    case JSON_FALSE: return false;
-    case JSON_TRUE: return true;
-    case JSON_INTEGER: return json_integer_value(v) != 0;
-    case JSON_REAL: return json_real_value(v) != 0;
-    case JSON_STRING: return json_string_length(v) > 0;
-    case JSON_ARRAY: return json_array_size(v) > 0;
-    case JSON_OBJECT: return json_object_size(v) > 0;
+    case JSON_FALSE:
+        return false;
+    case JSON_TRUE:
+        return true;
+    case JSON_INTEGER:
+        return json_integer_value(v) != 0;
+    case JSON_REAL:
+        return json_real_value(v) != 0;
+    case JSON_STRING:
+        return json_string_length(v) > 0;
+    case JSON_ARRAY:
+        return json_array_size(v) > 0;
+    case JSON_OBJECT:
+        return json_object_size(v) > 0;
     }
     return false;
 }
@@ -699,9 +727,12 @@ static int emit(struct renderer *R, enum nkind kind, enum esc esc, const json_t 
     if (kind == N_SHOW)
         return tc_escape_html_visible(&R->out, s, len);
     switch (esc) {
-    case E_URL_START: return tc_escape_url(&R->out, s, len);
-    case E_URL_PART: return tc_escape_url_component(&R->out, s, len);
-    default: return tc_escape_html(&R->out, s, len);
+    case E_URL_START:
+        return tc_escape_url(&R->out, s, len);
+    case E_URL_PART:
+        return tc_escape_url_component(&R->out, s, len);
+    default:
+        return tc_escape_html(&R->out, s, len);
     }
 }
 
@@ -846,6 +877,5 @@ int tc_render(const char *name, const json_t *data, char **ret_out, size_t *ret_
             *ret_error = strdup("no such template");
         return -ENOENT;
     }
-    return tc_render_string(name, t, len, data, embedded_lookup, NULL, ret_out, ret_len,
-                            ret_error);
+    return tc_render_string(name, t, len, data, embedded_lookup, NULL, ret_out, ret_len, ret_error);
 }

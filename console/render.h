@@ -28,8 +28,8 @@
 #include <jansson.h>
 #include <stddef.h>
 
-#define TC_RENDER_MAX_OUTPUT (16u << 20)
-#define TC_RENDER_MAX_DEPTH 24
+#define TC_RENDER_MAX_OUTPUT   (16u << 20)
+#define TC_RENDER_MAX_DEPTH    24
 #define TC_RENDER_MAX_TEMPLATE (256u << 10)
 #define TC_RENDER_MAX_PARTIALS 8
 

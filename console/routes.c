@@ -5,10 +5,10 @@
 
 #include "server/auth.h"
 
-#define CONSOLE_ANY (TC_ROLE_REVIEWER | TC_ROLE_AUDITOR | TC_ROLE_ADMIN)
+#define CONSOLE_ANY    (TC_ROLE_REVIEWER | TC_ROLE_AUDITOR | TC_ROLE_ADMIN)
 #define CONSOLE_DECIDE (TC_ROLE_REVIEWER | TC_ROLE_ADMIN)
-#define CONSOLE_AUDIT (TC_ROLE_AUDITOR | TC_ROLE_ADMIN)
-#define CONSOLE_ADMIN TC_ROLE_ADMIN
+#define CONSOLE_AUDIT  (TC_ROLE_AUDITOR | TC_ROLE_ADMIN)
+#define CONSOLE_ADMIN  TC_ROLE_ADMIN
 
 static const struct tc_route routes[] = {
     {"GET", "/console", CONSOLE_ANY, tc_console_home},

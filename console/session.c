@@ -17,8 +17,12 @@
 
 /* The defaults of core/config.c, until tc_console_configure() (tests of this file use them). */
 static struct tc_console_settings g_settings = {
-    .idle_seconds = 900, .absolute_seconds = 28800, .cookie_secure = -1,
-    .max_failures = 5, .max_source_failures = 20, .window_seconds = 900,
+    .idle_seconds = 900,
+    .absolute_seconds = 28800,
+    .cookie_secure = -1,
+    .max_failures = 5,
+    .max_source_failures = 20,
+    .window_seconds = 900,
 };
 
 void tc_console_configure(const struct tc_config *cfg)
@@ -58,9 +62,9 @@ static int audit_signin(PGconn *c, const struct tc_keys *keys, const char *actio
                         const char *status, const char *tenant_id, const char *user_id,
                         const char *name, const char *role, const char *source, const char *reason);
 
-int tc_console_user_add(PGconn *c, const struct tc_keys *keys, const char *tenant,
-                        const char *name, const char *role, const char *person,
-                        const char *password, char **ret_error)
+int tc_console_user_add(PGconn *c, const struct tc_keys *keys, const char *tenant, const char *name,
+                        const char *role, const char *person, const char *password,
+                        char **ret_error)
 {
     if (!tc_console_name_ok(name)) {
         *ret_error = strdup("the name must be 1 to 64 characters: letters, digits and . _ @ -"
@@ -91,13 +95,15 @@ int tc_console_user_add(PGconn *c, const struct tc_keys *keys, const char *tenan
         *ret_error = strdup(PQerrorMessage(c));
         return -EIO;
     }
-    PGresult *r = tc_db_exec(c,
-        "WITH ins AS (INSERT INTO tenants (id, name) VALUES ($1, $2)"
-        "             ON CONFLICT (name) DO NOTHING RETURNING id),"
-        " t AS (SELECT id FROM ins UNION ALL SELECT id FROM tenants WHERE name = $2)"
-        " INSERT INTO console_users (id, tenant_id, name, role, password_hash)"
-        " SELECT $3, t.id, $4, $5, $6 FROM t LIMIT 1 ON CONFLICT (name) DO NOTHING"
-        " RETURNING tenant_id", 6, p);
+    PGresult *r =
+        tc_db_exec(c,
+                   "WITH ins AS (INSERT INTO tenants (id, name) VALUES ($1, $2)"
+                   "             ON CONFLICT (name) DO NOTHING RETURNING id),"
+                   " t AS (SELECT id FROM ins UNION ALL SELECT id FROM tenants WHERE name = $2)"
+                   " INSERT INTO console_users (id, tenant_id, name, role, password_hash)"
+                   " SELECT $3, t.id, $4, $5, $6 FROM t LIMIT 1 ON CONFLICT (name) DO NOTHING"
+                   " RETURNING tenant_id",
+                   6, p);
     sodium_memzero(hash, sizeof(hash));
     if (!r) {
         *ret_error = strdup(PQerrorMessage(c));
@@ -190,8 +196,8 @@ static int audit_signin(PGconn *c, const struct tc_keys *keys, const char *actio
                         const char *status, const char *tenant_id, const char *user_id,
                         const char *name, const char *role, const char *source, const char *reason)
 {
-    json_t *actor = json_pack("{s:s, s:s, s:s}", "type", "console_user", "id", user_id, "name",
-                              name);
+    json_t *actor =
+        json_pack("{s:s, s:s, s:s}", "type", "console_user", "id", user_id, "name", name);
     if (actor && role)
         json_object_set_new(actor, "role", json_string(role));
     json_t *ev = json_pack("{s:s, s:s, s:o, s:s, s:s*}", "action", action, "status", status,
@@ -203,8 +209,8 @@ static int audit_signin(PGconn *c, const struct tc_keys *keys, const char *actio
     return r;
 }
 
-int tc_session_signin(PGconn *c, const struct tc_keys *keys, const char *name,
-                      const char *password, const char *source, enum tc_signin_result *ret_result,
+int tc_session_signin(PGconn *c, const struct tc_keys *keys, const char *name, const char *password,
+                      const char *source, enum tc_signin_result *ret_result,
                       char ret_token[TC_CONSOLE_TOKEN_LEN + 1], struct tc_console_user *ret_user)
 {
     const struct tc_console_settings *cfg = tc_console_settings();
@@ -229,19 +235,24 @@ int tc_session_signin(PGconn *c, const struct tc_keys *keys, const char *name,
     const char *pt[] = {lname, source, window, maxf, maxs};
     if (tc_db_begin(c) < 0)
         return -EIO;
-    PGresult *r = tc_db_exec(c, "SELECT pg_advisory_xact_lock(7716, hashtext($1)),"
-                                " pg_advisory_xact_lock(7717, hashtext($2))", 2, pt);
+    PGresult *r = tc_db_exec(c,
+                             "SELECT pg_advisory_xact_lock(7716, hashtext($1)),"
+                             " pg_advisory_xact_lock(7717, hashtext($2))",
+                             2, pt);
     PQclear(r);
     /* a statement of its own: its snapshot sees what the lock holders before us committed */
-    r = r ? tc_db_exec(c,
-        "INSERT INTO console_signin_attempts (name, source, ok) SELECT $1, $2, false"
-        " WHERE NOT ((SELECT count(*) FROM console_signin_attempts WHERE name = $1 AND NOT ok"
-        "   AND created_at > now() - make_interval(secs => $3::int)"
-        "   AND created_at > coalesce((SELECT max(created_at) FROM console_signin_attempts"
-        "                              WHERE name = $1 AND ok), '-infinity')) >= $4::int"
-        " OR (SELECT count(*) FROM console_signin_attempts WHERE source = $2 AND NOT ok"
-        "   AND created_at > now() - make_interval(secs => $3::int)) >= $5::int)"
-        " RETURNING id", 5, pt)
+    r = r ? tc_db_exec(
+                c,
+                "INSERT INTO console_signin_attempts (name, source, ok) SELECT $1, $2, false"
+                " WHERE NOT ((SELECT count(*) FROM console_signin_attempts WHERE name = $1 AND NOT "
+                "ok"
+                "   AND created_at > now() - make_interval(secs => $3::int)"
+                "   AND created_at > coalesce((SELECT max(created_at) FROM console_signin_attempts"
+                "                              WHERE name = $1 AND ok), '-infinity')) >= $4::int"
+                " OR (SELECT count(*) FROM console_signin_attempts WHERE source = $2 AND NOT ok"
+                "   AND created_at > now() - make_interval(secs => $3::int)) >= $5::int)"
+                " RETURNING id",
+                5, pt)
           : NULL;
     if (!r || !tc_db_command(c, "COMMIT")) {
         PQclear(r);
@@ -260,9 +271,10 @@ int tc_session_signin(PGconn *c, const struct tc_keys *keys, const char *name,
     if (!throttled) {
         const char *pu[] = {name};
         r = tc_db_exec(c,
-            "SELECT u.id, u.name, u.role, u.tenant_id, t.name, u.password_hash"
-            " FROM console_users u JOIN tenants t ON t.id = u.tenant_id"
-            " WHERE u.name = $1 AND u.disabled_at IS NULL", 1, pu);
+                       "SELECT u.id, u.name, u.role, u.tenant_id, t.name, u.password_hash"
+                       " FROM console_users u JOIN tenants t ON t.id = u.tenant_id"
+                       " WHERE u.name = $1 AND u.disabled_at IS NULL",
+                       1, pu);
         if (!r)
             return -EIO;
         if (PQntuples(r) == 1) {
@@ -293,8 +305,10 @@ int tc_session_signin(PGconn *c, const struct tc_keys *keys, const char *name,
     int rc = 0;
     if (ok) { /* the attempt was recorded as a failure when it was let through */
         const char *pa[] = {attempt};
-        PGresult *ra = tc_db_exec(c, "UPDATE console_signin_attempts SET ok = true"
-                                     " WHERE id = $1::bigint", 1, pa);
+        PGresult *ra = tc_db_exec(c,
+                                  "UPDATE console_signin_attempts SET ok = true"
+                                  " WHERE id = $1::bigint",
+                                  1, pa);
         if (!ra)
             rc = -EIO;
         PQclear(ra);
@@ -306,23 +320,29 @@ int tc_session_signin(PGconn *c, const struct tc_keys *keys, const char *name,
         token_hash_hex(token, th);
         snprintf(abs_s, sizeof(abs_s), "%" PRId64, cfg->absolute_seconds);
         const char *ps[] = {th, u.id, u.csrf, source, abs_s};
-        PGresult *rs = tc_db_exec(c,
+        PGresult *rs = tc_db_exec(
+            c,
             "INSERT INTO console_sessions (token_hash, user_id, csrf_token, source, expires_at)"
-            " VALUES ($1::bytea, $2, $3, $4, now() + make_interval(secs => $5::int))", 5, ps);
+            " VALUES ($1::bytea, $2, $3, $4, now() + make_interval(secs => $5::int))",
+            5, ps);
         if (!rs)
             rc = -EIO;
         PQclear(rs);
         /* Housekeeping: sessions past their absolute expiry, attempts older than a day. */
         PQclear(tc_db_exec(c, "DELETE FROM console_sessions WHERE expires_at < now()", 0, NULL));
-        PQclear(tc_db_exec(c, "DELETE FROM console_signin_attempts"
-                              " WHERE created_at < now() - interval '1 day'", 0, NULL));
+        PQclear(tc_db_exec(c,
+                           "DELETE FROM console_signin_attempts"
+                           " WHERE created_at < now() - interval '1 day'",
+                           0, NULL));
     }
     if (rc == 0) {
         /* The typed name is untrusted text: it is recorded (bounded), and shown escaped. */
         rc = audit_signin(c, keys, ok ? "console.signin" : "console.signin_failed",
                           ok ? "ok" : "refused", found ? u.tenant_id : NULL, found ? u.id : "",
                           found ? u.name : lname, ok ? role : NULL, source,
-                          ok ? NULL : throttled ? "throttled" : "bad_credentials");
+                          ok          ? NULL
+                          : throttled ? "throttled"
+                                      : "bad_credentials");
     }
     if (rc == 0 && !tc_db_command(c, "COMMIT"))
         rc = -EIO;
@@ -349,13 +369,15 @@ int tc_session_get(PGconn *c, const char *token, struct tc_console_user *ret_use
     token_hash_hex(token, th);
     snprintf(idle, sizeof(idle), "%" PRId64, tc_console_settings()->idle_seconds);
     const char *p[] = {th, idle};
-    PGresult *r = tc_db_exec(c,
+    PGresult *r = tc_db_exec(
+        c,
         "UPDATE console_sessions s SET last_seen_at = now()"
         " FROM console_users u JOIN tenants t ON t.id = u.tenant_id"
         " WHERE s.token_hash = $1::bytea AND u.id = s.user_id AND u.disabled_at IS NULL"
         " AND s.expires_at > now() AND s.last_seen_at > now() - make_interval(secs => $2::int)"
         " RETURNING u.id, u.name, u.role, u.tenant_id, t.name, s.csrf_token,"
-        " coalesce(u.person_id::text, '')", 2, p);
+        " coalesce(u.person_id::text, '')",
+        2, p);
     if (!r)
         return -EIO;
     if (PQntuples(r) != 1) {

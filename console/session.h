@@ -15,8 +15,8 @@
 
 struct tc_keys;
 
-#define TC_CONSOLE_TOKEN_LEN 43 /* base64url of 32 bytes, no padding */
-#define TC_CONSOLE_NAME_MAX 64
+#define TC_CONSOLE_TOKEN_LEN    43 /* base64url of 32 bytes, no padding */
+#define TC_CONSOLE_NAME_MAX     64
 #define TC_CONSOLE_PASSWORD_MAX 1024
 #define TC_CONSOLE_PASSWORD_MIN 8
 
@@ -51,17 +51,17 @@ bool tc_console_name_ok(const char *name);
  * the person of the user's own name), created if needed; keys bound to the same person
  * count as the same approver. -EEXIST name taken, -EINVAL bad name, role, person or password
  * (*ret_error says which, caller frees), -EIO database. */
-int tc_console_user_add(PGconn *c, const struct tc_keys *keys, const char *tenant,
-                        const char *name, const char *role, const char *person,
-                        const char *password, char **ret_error);
+int tc_console_user_add(PGconn *c, const struct tc_keys *keys, const char *tenant, const char *name,
+                        const char *role, const char *person, const char *password,
+                        char **ret_error);
 
 enum tc_signin_result { TC_SIGNIN_OK, TC_SIGNIN_BAD, TC_SIGNIN_THROTTLED };
 
 /* Check a password, record the attempt (throttling table and audit trail, in one
  * transaction) and on success open a session: *ret_token is the cookie value.
  * 0 with *ret_result set; -EIO database or audit failure (then nobody is signed in). */
-int tc_session_signin(PGconn *c, const struct tc_keys *keys, const char *name,
-                      const char *password, const char *source, enum tc_signin_result *ret_result,
+int tc_session_signin(PGconn *c, const struct tc_keys *keys, const char *name, const char *password,
+                      const char *source, enum tc_signin_result *ret_result,
                       char ret_token[TC_CONSOLE_TOKEN_LEN + 1], struct tc_console_user *ret_user);
 
 /* The user of a live session (and its idle clock restarted). -EACCES when the token is

@@ -14,14 +14,15 @@
 #include "core/db.h"
 #include "core/log.h"
 
-#define SESSION_COOKIE "tc_session"
+#define SESSION_COOKIE   "tc_session"
 #define PRESIGNIN_COOKIE "tc_signin"
-#define CSS_PATH "console/static/console.css"
-#define MAX_FORM_FIELDS 32
+#define CSS_PATH         "console/static/console.css"
+#define MAX_FORM_FIELDS  32
 
 /* No script at all: every action is a form POST. */
-#define CSP "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self';" \
-            " frame-ancestors 'none'; base-uri 'none'"
+#define CSP                                                                                        \
+    "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self';"              \
+    " frame-ancestors 'none'; base-uri 'none'"
 
 void tc_console_headers(struct MHD_Response *resp)
 {
@@ -144,16 +145,15 @@ static json_t *common_data(struct tc_request *r)
     json_t *o = json_pack("{s:s, s:s}", "css", css, "request_id", r->request_id);
     if (cx && cx->user.name[0]) {
         enum tc_role role = cx->user.role;
-        json_object_set_new(o, "me", json_pack("{s:s, s:s, s:s}", "name", cx->user.name, "role",
-                                               tc_role_name(role), "tenant",
-                                               cx->user.tenant_name));
+        json_object_set_new(o, "me",
+                            json_pack("{s:s, s:s, s:s}", "name", cx->user.name, "role",
+                                      tc_role_name(role), "tenant", cx->user.tenant_name));
         json_object_set_new(o, "csrf", json_string(cx->user.csrf));
-        json_object_set_new(
-            o, "nav",
-            json_pack("{s:b, s:b, s:b, s:b, s:b}", "approvals", 1, "executions", 1, "audit",
-                      (role & (TC_ROLE_AUDITOR | TC_ROLE_ADMIN)) != 0, "dashboard",
-                      (role & (TC_ROLE_AUDITOR | TC_ROLE_ADMIN)) != 0, "admin",
-                      role == TC_ROLE_ADMIN));
+        json_object_set_new(o, "nav",
+                            json_pack("{s:b, s:b, s:b, s:b, s:b}", "approvals", 1, "executions", 1,
+                                      "audit", (role & (TC_ROLE_AUDITOR | TC_ROLE_ADMIN)) != 0,
+                                      "dashboard", (role & (TC_ROLE_AUDITOR | TC_ROLE_ADMIN)) != 0,
+                                      "admin", role == TC_ROLE_ADMIN));
         json_object_set_new(o, "can_decide",
                             json_boolean((role & (TC_ROLE_REVIEWER | TC_ROLE_ADMIN)) != 0));
     }
@@ -170,7 +170,7 @@ enum MHD_Result tc_console_page(struct tc_request *r, unsigned status, const cha
     static const char *const titles[][2] = {
         {"approvals", "Approvals"}, {"approval", "Approval"}, {"executions", "Executions"},
         {"execution", "Execution"}, {"audit", "Audit trail"}, {"dashboard", "Dashboard"},
-        {"users", "Console users"}, {"secrets", "Secrets"}, {"signin", "Sign in"}};
+        {"users", "Console users"}, {"secrets", "Secrets"},   {"signin", "Sign in"}};
     for (size_t i = 0; i < TC_ARRAY_SIZE(titles) && !json_object_get(all, "title"); i++)
         if (strcmp(tmpl, titles[i][0]) == 0)
             json_object_set_new(all, "title", json_string(titles[i][1]));
@@ -196,15 +196,16 @@ enum MHD_Result tc_console_page(struct tc_request *r, unsigned status, const cha
 enum MHD_Result tc_console_message(struct tc_request *r, unsigned status, const char *title,
                                    const char *message)
 {
-    return tc_console_page(r, status, "message",
-                           json_pack("{s:s, s:s, s:i}", "title", title, "message", message,
-                                     "status", (int)status));
+    return tc_console_page(
+        r, status, "message",
+        json_pack("{s:s, s:s, s:i}", "title", title, "message", message, "status", (int)status));
 }
 
-enum MHD_Result tc_console_redirect(struct tc_request *r, const char *location,
-                                    const char *cookie1, const char *cookie2)
+enum MHD_Result tc_console_redirect(struct tc_request *r, const char *location, const char *cookie1,
+                                    const char *cookie2)
 {
-    struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
     if (!resp)
         return MHD_NO;
     MHD_add_response_header(resp, "Location", location);
@@ -222,7 +223,6 @@ enum MHD_Result tc_console_not_found(struct tc_request *r)
 }
 
 /* ---- forms ---- */
-
 
 /* application/x-www-form-urlencoded -> object of strings. NULL on malformed input
  * (bad escapes, invalid UTF-8, NUL, duplicate or too many fields). */
@@ -417,8 +417,8 @@ enum MHD_Result tc_console_dispatch(struct tc_request *r, const struct tc_route 
         return tc_console_message(r, 403, "Forbidden",
                                   "Your role may not open this page or do this.");
     if (post && !token_equal(tc_console_form(r, "csrf"), cx->user.csrf)) {
-        tc_log(TC_LOG_WARN, "console POST without a valid CSRF token", "{s:s, s:s}",
-               "request_id", r->request_id, "path", r->path);
+        tc_log(TC_LOG_WARN, "console POST without a valid CSRF token", "{s:s, s:s}", "request_id",
+               r->request_id, "path", r->path);
         return tc_console_message(r, 403, "Forbidden",
                                   "The form's security token is missing or stale. Reload the"
                                   " page and try again.");
@@ -443,9 +443,8 @@ static enum MHD_Result signin_page(struct tc_request *r, unsigned status, const 
                       sodium_base64_VARIANT_URLSAFE_NO_PADDING);
     char set[200];
     tc_console_cookie(r, set, sizeof(set), PRESIGNIN_COOKIE, token);
-    json_t *data = json_pack("{s:s, s:s, s:s*, s:s, s:b}", "title", "Sign in", "signin_csrf",
-                             token, "error", error,
-                             "name", name ? name : "", "expired",
+    json_t *data = json_pack("{s:s, s:s, s:s*, s:s, s:b}", "title", "Sign in", "signin_csrf", token,
+                             "error", error, "name", name ? name : "", "expired",
                              tc_request_query(r, "expired") != NULL);
     json_t *all = common_data(r);
     json_object_update(all, data);
@@ -455,8 +454,8 @@ static enum MHD_Result signin_page(struct tc_request *r, unsigned status, const 
     int rc = tc_render("signin", all, &html, &len, &err);
     json_decref(all);
     if (rc < 0) {
-        tc_log(TC_LOG_ERROR, "console template failed", "{s:s, s:s}", "template", "signin",
-               "error", err ? err : "");
+        tc_log(TC_LOG_ERROR, "console template failed", "{s:s, s:s}", "template", "signin", "error",
+               err ? err : "");
         free(err);
         return tc_respond_text(r, 500, "text/plain; charset=utf-8", "error\n", 6);
     }
@@ -504,8 +503,8 @@ enum MHD_Result tc_console_signin(struct tc_request *r)
     enum tc_signin_result res = TC_SIGNIN_BAD;
     char token[TC_CONSOLE_TOKEN_LEN + 1];
     struct tc_console_user u;
-    int rc = c ? tc_session_signin(c, r->srv->keys, name, password, cx->source, &res, token, &u)
-               : -EIO;
+    int rc =
+        c ? tc_session_signin(c, r->srv->keys, name, password, cx->source, &res, token, &u) : -EIO;
     if (rc == -EIO && c)
         tc_log(TC_LOG_ERROR, "console sign-in failed", "{s:s, s:s}", "request_id", r->request_id,
                "error", PQerrorMessage(c));
@@ -516,14 +515,14 @@ enum MHD_Result tc_console_signin(struct tc_request *r)
     if (res == TC_SIGNIN_THROTTLED) {
         char ra[24];
         snprintf(ra, sizeof(ra), "%lld", (long long)tc_console_settings()->window_seconds);
-        tc_log(TC_LOG_WARN, "console sign-in throttled", "{s:s, s:s}", "request_id",
-               r->request_id, "source", cx->source);
+        tc_log(TC_LOG_WARN, "console sign-in throttled", "{s:s, s:s}", "request_id", r->request_id,
+               "source", cx->source);
         return signin_page(r, 429, "Too many failed sign-ins. Try again later.", NULL, ra);
     }
     if (res != TC_SIGNIN_OK)
         return signin_page(r, 401, "Wrong name or password.", name, NULL);
-    tc_log(TC_LOG_INFO, "console sign-in", "{s:s, s:s, s:s}", "request_id", r->request_id,
-           "user", u.name, "role", tc_role_name(u.role));
+    tc_log(TC_LOG_INFO, "console sign-in", "{s:s, s:s, s:s}", "request_id", r->request_id, "user",
+           u.name, "role", tc_role_name(u.role));
     char set[200], clear[160];
     tc_console_cookie(r, set, sizeof(set), SESSION_COOKIE, token);
     tc_console_cookie(r, clear, sizeof(clear), PRESIGNIN_COOKIE, NULL);
@@ -537,9 +536,9 @@ enum MHD_Result tc_console_signout(struct tc_request *r)
 {
     struct tc_console_ctx *cx = tc_console_ctx(r);
     PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
-    int rc = c ? tc_session_signout(c, r->srv->keys, cookie(r, SESSION_COOKIE), &cx->user,
-                                    cx->source)
-               : -EIO;
+    int rc =
+        c ? tc_session_signout(c, r->srv->keys, cookie(r, SESSION_COOKIE), &cx->user, cx->source)
+          : -EIO;
     tc_db_release(r->srv->db, c);
     if (rc < 0)
         return tc_console_message(r, 503, "Unavailable", "Signing out failed (database).");

@@ -29,8 +29,8 @@ enum MHD_Result tc_console_page(struct tc_request *r, unsigned status, const cha
 enum MHD_Result tc_console_message(struct tc_request *r, unsigned status, const char *title,
                                    const char *message);
 /* 303 See Other to a path under /console; extra Set-Cookie values may be NULL. */
-enum MHD_Result tc_console_redirect(struct tc_request *r, const char *location,
-                                    const char *cookie1, const char *cookie2);
+enum MHD_Result tc_console_redirect(struct tc_request *r, const char *location, const char *cookie1,
+                                    const char *cookie2);
 /* Add the console's security headers to a response. */
 void tc_console_headers(struct MHD_Response *resp);
 

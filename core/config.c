@@ -8,7 +8,16 @@
 #include "common/util.h"
 #include "core/log.h"
 
-enum opt_kind { OPT_STRING, OPT_PATH, OPT_INT, OPT_BOOL, OPT_TRISTATE, OPT_LISTEN, OPT_LOGLEVEL, OPT_CHOICE };
+enum opt_kind {
+    OPT_STRING,
+    OPT_PATH,
+    OPT_INT,
+    OPT_BOOL,
+    OPT_TRISTATE,
+    OPT_LISTEN,
+    OPT_LOGLEVEL,
+    OPT_CHOICE
+};
 
 struct opt {
     const char *env;
@@ -45,7 +54,8 @@ static const struct opt options[] = {
      "tool policy file"},
     {"TOOLCAGE_STATE_DIR", OPT_STRING, "/var/lib/toolcage", 0, 0, OFF(state_dir),
      "directory for the launcher's scratch space and for outcomes not stored yet (outcomes/)"},
-    {"TOOLCAGE_LOG_LEVEL", OPT_LOGLEVEL, "info", 0, 0, OFF(log_level), "debug, info, warn or error"},
+    {"TOOLCAGE_LOG_LEVEL", OPT_LOGLEVEL, "info", 0, 0, OFF(log_level),
+     "debug, info, warn or error"},
     {"TOOLCAGE_THREADS", OPT_INT, "4", 1, 256, OFF(threads), "HTTP worker threads"},
     {"TOOLCAGE_DB_POOL", OPT_INT, "8", 1, 256, OFF(db_pool), "PostgreSQL connections"},
     {"TOOLCAGE_MAX_BODY_BYTES", OPT_INT, "4194304", 1024, 268435456, OFF(max_body_bytes),
@@ -53,7 +63,8 @@ static const struct opt options[] = {
     {"TOOLCAGE_MAX_SANDBOXES", OPT_INT, "64", 1, 4096, OFF(max_sandboxes),
      "sandboxes running at once (503 beyond)"},
     {"TOOLCAGE_MAX_CONNECTIONS_PER_IP", OPT_INT, "256", 0, 1000, OFF(max_connections_per_ip),
-     "open HTTP connections per client address, of 1000 (0: no limit, e.g. behind a reverse proxy)"},
+     "open HTTP connections per client address, of 1000 (0: no limit, e.g. behind a reverse "
+     "proxy)"},
     {"TOOLCAGE_HTTP_HEADER_TIMEOUT_MS", OPT_INT, "10000", 100, 600000, OFF(http_header_timeout_ms),
      "a client must send its whole request line and headers within this time (then cut off)"},
     {"TOOLCAGE_HTTP_BODY_MIN_RATE", OPT_INT, "1024", 0, 1073741824, OFF(http_body_min_rate),
@@ -61,7 +72,8 @@ static const struct opt options[] = {
     {"TOOLCAGE_MASTER_KEY_FILE", OPT_STRING, "/var/lib/toolcage/master.key", 0, 0,
      OFF(master_key_file), "32-byte key that seals secrets (mode 0600)"},
     {"TOOLCAGE_PREVIOUS_MASTER_KEY_FILES", OPT_STRING, NULL, 0, 0, OFF(previous_master_key_files),
-     "comma-separated earlier master keys, to open secrets not yet re-sealed (see docs/credentials.md)"},
+     "comma-separated earlier master keys, to open secrets not yet re-sealed (see "
+     "docs/credentials.md)"},
     {"TOOLCAGE_WEBHOOK_ALLOW_PRIVATE", OPT_BOOL, "0", 0, 1, OFF(webhook_allow_private),
      "1: webhooks may target loopback and private addresses (never cloud metadata)"},
     {"TOOLCAGE_WEBHOOK_CONCURRENCY", OPT_INT, "32", 1, 1024, OFF(webhook_concurrency),
@@ -75,11 +87,12 @@ static const struct opt options[] = {
     {"TOOLCAGE_SESSION_MAX_SECONDS", OPT_INT, "28800", 1, 604800, OFF(session_max_seconds),
      "every console session ends this long after sign-in"},
     {"TOOLCAGE_COOKIE_SECURE", OPT_TRISTATE, NULL, 0, 1, OFF(cookie_secure),
-     "1: console cookies carry Secure; 0: they do not; unset: Secure unless the listener is loopback"},
+     "1: console cookies carry Secure; 0: they do not; unset: Secure unless the listener is "
+     "loopback"},
     {"TOOLCAGE_SIGNIN_MAX_FAILURES", OPT_INT, "5", 1, 1000, OFF(signin_max_failures),
      "failed console sign-ins per name in the window before refusing"},
-    {"TOOLCAGE_SIGNIN_MAX_SOURCE_FAILURES", OPT_INT, "20", 1, 100000, OFF(signin_max_source_failures),
-     "failed console sign-ins per client address in the window"},
+    {"TOOLCAGE_SIGNIN_MAX_SOURCE_FAILURES", OPT_INT, "20", 1, 100000,
+     OFF(signin_max_source_failures), "failed console sign-ins per client address in the window"},
     {"TOOLCAGE_SIGNIN_WINDOW_SECONDS", OPT_INT, "900", 1, 86400, OFF(signin_window_seconds),
      "the sign-in throttling window"},
     {"TOOLCAGE_POOL", OPT_INT, "2", 0, 8, OFF(pool),

@@ -10,8 +10,14 @@
 #include "common/util.h"
 
 #define KDF_CONTEXT "toolcage" /* exactly crypto_kdf_CONTEXTBYTES (8) */
-enum { KDF_AUDIT_SIGN = 1, KDF_AUDIT_VALUE = 2, KDF_WEBHOOK = 3, KDF_TOKEN_SIGN = 4, KDF_SECRETS = 5,
-       KDF_AUDIT_MAC = 6 };
+enum {
+    KDF_AUDIT_SIGN = 1,
+    KDF_AUDIT_VALUE = 2,
+    KDF_WEBHOOK = 3,
+    KDF_TOKEN_SIGN = 4,
+    KDF_SECRETS = 5,
+    KDF_AUDIT_MAC = 6
+};
 
 static void key_id(const unsigned char *key, size_t len, char out[17])
 {

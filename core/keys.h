@@ -12,17 +12,18 @@
 
 struct tc_keys {
     unsigned char master[32];
-    char master_id[17];            /* hex of the first 8 bytes of BLAKE2b(master): names the key */
+    char master_id[17]; /* hex of the first 8 bytes of BLAKE2b(master): names the key */
     unsigned char audit_sign_pk[32];
     unsigned char audit_sign_sk[64];
-    char audit_key_id[17];         /* hex of the first 8 bytes of BLAKE2b(audit_sign_pk) */
-    unsigned char audit_value_key[32]; /* keyed hash of secret values in audit records (per tenant) */
-    unsigned char audit_mac_key[32];   /* authentication codes of audit records (audit/audit.h) */
-    unsigned char webhook_key[32];     /* per-tenant webhook signing secrets derive from it */
-    unsigned char token_sign_pk[32];   /* scoped tokens (PASETO v4.public), see broker/token.h */
+    char audit_key_id[17]; /* hex of the first 8 bytes of BLAKE2b(audit_sign_pk) */
+    unsigned char
+        audit_value_key[32];         /* keyed hash of secret values in audit records (per tenant) */
+    unsigned char audit_mac_key[32]; /* authentication codes of audit records (audit/audit.h) */
+    unsigned char webhook_key[32];   /* per-tenant webhook signing secrets derive from it */
+    unsigned char token_sign_pk[32]; /* scoped tokens (PASETO v4.public), see broker/token.h */
     unsigned char token_sign_sk[64];
-    char token_key_id[17];             /* hex of the first 8 bytes of BLAKE2b(token_sign_pk) */
-    unsigned char secret_key[32];      /* seals secrets at rest (broker/secrets.h) */
+    char token_key_id[17];        /* hex of the first 8 bytes of BLAKE2b(token_sign_pk) */
+    unsigned char secret_key[32]; /* seals secrets at rest (broker/secrets.h) */
     /* Earlier master keys (TOOLCAGE_PREVIOUS_MASTER_KEY_FILES), kept only to open what they
      * sealed and to recognise what they hashed until `toolcage secrets rotate-master` ran. */
     size_t nprevious;
@@ -30,8 +31,8 @@ struct tc_keys {
         char master_id[17];
         unsigned char secret_key[32];
         unsigned char audit_value_key[32];
-        unsigned char audit_mac_key[32];  /* to check records written before the rotation */
-        unsigned char audit_sign_pk[32];  /* to recognise checkpoints signed before it */
+        unsigned char audit_mac_key[32]; /* to check records written before the rotation */
+        unsigned char audit_sign_pk[32]; /* to recognise checkpoints signed before it */
     } previous[TC_KEYS_MAX_PREVIOUS];
 };
 

@@ -19,7 +19,10 @@ static bool put_line(const char *s, size_t len)
 }
 static const char *const level_names[] = {"debug", "info", "warn", "error"};
 
-void tc_log_set_level(enum tc_log_level level) { min_level = level; }
+void tc_log_set_level(enum tc_log_level level)
+{
+    min_level = level;
+}
 
 int tc_log_parse_level(const char *s)
 {
@@ -62,7 +65,8 @@ void tc_log(enum tc_log_level level, const char *msg, const char *fields, ...)
         tc_iso8601(tc_wall_ms(), when);
         int n = snprintf(note, sizeof(note),
                          "\n{\"ts\":\"%s\",\"level\":\"warn\",\"msg\":\"log lines were dropped\","
-                         "\"dropped\":%llu}\n", when, dropped);
+                         "\"dropped\":%llu}\n",
+                         when, dropped);
         if (n > 0 && (size_t)n < sizeof(note) && put_line(note, (size_t)n))
             dropped = 0;
     }

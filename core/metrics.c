@@ -8,7 +8,7 @@
 #include "common/util.h"
 
 static const double buckets_s[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
-#define NBUCKETS TC_ARRAY_SIZE(buckets_s)
+#define NBUCKETS   TC_ARRAY_SIZE(buckets_s)
 #define MAX_SERIES 256
 
 struct histogram {
@@ -124,7 +124,8 @@ int tc_metrics_render(const struct tc_metrics_gauges *g, struct tc_buf *o)
     r = tc_buf_appendf(o, "# HELP toolcage_http_requests_total HTTP requests by route and status.\n"
                           "# TYPE toolcage_http_requests_total counter\n");
     for (size_t i = 0; i < nrequests && r == 0; i++)
-        r = tc_buf_appendf(o, "toolcage_http_requests_total{route=\"%s\",status=\"%s\"} %" PRIu64 "\n",
+        r = tc_buf_appendf(o,
+                           "toolcage_http_requests_total{route=\"%s\",status=\"%s\"} %" PRIu64 "\n",
                            requests[i].a, requests[i].b, requests[i].count);
     if (r == 0)
         r = tc_buf_appendf(o, "# HELP toolcage_http_request_duration_seconds Latency by route.\n"
@@ -139,40 +140,44 @@ int tc_metrics_render(const struct tc_metrics_gauges *g, struct tc_buf *o)
         r = tc_buf_appendf(o, "toolcage_executions_total{tool=\"%s\",status=\"%s\"} %" PRIu64 "\n",
                            executions[i].a, executions[i].b, executions[i].count);
     if (r == 0)
-        r = tc_buf_appendf(o, "# HELP toolcage_execution_duration_seconds Sandbox wall time by tool.\n"
-                              "# TYPE toolcage_execution_duration_seconds histogram\n");
+        r = tc_buf_appendf(o,
+                           "# HELP toolcage_execution_duration_seconds Sandbox wall time by tool.\n"
+                           "# TYPE toolcage_execution_duration_seconds histogram\n");
     if (r == 0)
         r = render_hist(o, "toolcage_execution_duration_seconds", "tool", execution_latency,
                         nexecution_latency);
     if (r == 0)
-        r = tc_buf_appendf(o,
-                           "# HELP toolcage_audit_write_failures_total Audit records that could not be written.\n"
-                           "# TYPE toolcage_audit_write_failures_total counter\n"
-                           "toolcage_audit_write_failures_total %" PRIu64 "\n"
-                           "# HELP toolcage_sandboxes_in_flight Sandboxes running now.\n"
-                           "# TYPE toolcage_sandboxes_in_flight gauge\n"
-                           "toolcage_sandboxes_in_flight %u\n"
-                           "# HELP toolcage_launcher_restarts_total Times the launcher was restarted.\n"
-                           "# TYPE toolcage_launcher_restarts_total counter\n"
-                           "toolcage_launcher_restarts_total %u\n",
-                           audit_failures, g->sandboxes_in_flight, g->launcher_restarts);
+        r = tc_buf_appendf(
+            o,
+            "# HELP toolcage_audit_write_failures_total Audit records that could not be written.\n"
+            "# TYPE toolcage_audit_write_failures_total counter\n"
+            "toolcage_audit_write_failures_total %" PRIu64 "\n"
+            "# HELP toolcage_sandboxes_in_flight Sandboxes running now.\n"
+            "# TYPE toolcage_sandboxes_in_flight gauge\n"
+            "toolcage_sandboxes_in_flight %u\n"
+            "# HELP toolcage_launcher_restarts_total Times the launcher was restarted.\n"
+            "# TYPE toolcage_launcher_restarts_total counter\n"
+            "toolcage_launcher_restarts_total %u\n",
+            audit_failures, g->sandboxes_in_flight, g->launcher_restarts);
     if (r == 0)
-        r = tc_buf_appendf(o,
-                           "# HELP toolcage_outcomes_unstored Execution outcomes kept in memory or on"
-                           " disk until the database takes them.\n"
-                           "# TYPE toolcage_outcomes_unstored gauge\n"
-                           "toolcage_outcomes_unstored %u\n"
-                           "# HELP toolcage_instance_locked 1 while this process holds its instance"
-                           " lock (it runs nothing new without it).\n"
-                           "# TYPE toolcage_instance_locked gauge\n"
-                           "toolcage_instance_locked %d\n",
-                           g->outcomes_unstored, g->instance_locked ? 1 : 0);
+        r = tc_buf_appendf(
+            o,
+            "# HELP toolcage_outcomes_unstored Execution outcomes kept in memory or on"
+            " disk until the database takes them.\n"
+            "# TYPE toolcage_outcomes_unstored gauge\n"
+            "toolcage_outcomes_unstored %u\n"
+            "# HELP toolcage_instance_locked 1 while this process holds its instance"
+            " lock (it runs nothing new without it).\n"
+            "# TYPE toolcage_instance_locked gauge\n"
+            "toolcage_instance_locked %d\n",
+            g->outcomes_unstored, g->instance_locked ? 1 : 0);
     if (r == 0 && g->approvals_pending >= 0)
-        r = tc_buf_appendf(o,
-                           "# HELP toolcage_approvals_pending Approval requests waiting for a decision.\n"
-                           "# TYPE toolcage_approvals_pending gauge\n"
-                           "toolcage_approvals_pending %" PRId64 "\n",
-                           g->approvals_pending);
+        r = tc_buf_appendf(
+            o,
+            "# HELP toolcage_approvals_pending Approval requests waiting for a decision.\n"
+            "# TYPE toolcage_approvals_pending gauge\n"
+            "toolcage_approvals_pending %" PRId64 "\n",
+            g->approvals_pending);
     pthread_mutex_unlock(&lock);
     return r;
 }

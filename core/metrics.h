@@ -14,7 +14,7 @@ void tc_metrics_audit_failure(void);
 struct tc_metrics_gauges {
     unsigned sandboxes_in_flight;
     unsigned launcher_restarts;
-    int64_t approvals_pending; /* -1 when unknown */
+    int64_t approvals_pending;  /* -1 when unknown */
     unsigned outcomes_unstored; /* kept by the recorder, not stored yet (server/recorder.h) */
     bool instance_locked;       /* this process holds its instance lock */
 };

@@ -33,8 +33,8 @@ static json_t *outcome_event(const struct tc_finish *f, const char *action)
         "error", json_object_get(view, "error"));
     /* what the sandbox reached for, what the pre-screen saw, and what was scrubbed; whether
      * the program was released to run, and whether a human must look */
-    static const char *const extra[] = {"network", "findings", "redactions", "credentials",
-                                        "started", "needs_review"};
+    static const char *const extra[] = {"network",     "findings", "redactions",
+                                        "credentials", "started",  "needs_review"};
     for (size_t i = 0; ev && i < TC_ARRAY_SIZE(extra); i++) {
         json_t *v = json_object_get(view, extra[i]);
         if (v)
@@ -46,14 +46,12 @@ static json_t *outcome_event(const struct tc_finish *f, const char *action)
         json_t *summary = json_array();
         size_t i;
         json_t *fl;
-        json_array_foreach(files, i, fl)
-            json_array_append_new(summary,
-                                  json_pack("{s:O, s:O, s:O, s:O, s:O}", "path",
-                                            json_object_get(fl, "path"), "size",
-                                            json_object_get(fl, "size"), "truncated",
-                                            json_object_get(fl, "truncated"), "encoding",
-                                            json_object_get(fl, "encoding"), "withheld",
-                                            json_object_get(fl, "withheld")));
+        json_array_foreach(files, i, fl) json_array_append_new(
+            summary,
+            json_pack("{s:O, s:O, s:O, s:O, s:O}", "path", json_object_get(fl, "path"), "size",
+                      json_object_get(fl, "size"), "truncated", json_object_get(fl, "truncated"),
+                      "encoding", json_object_get(fl, "encoding"), "withheld",
+                      json_object_get(fl, "withheld")));
         json_object_set_new(ev, "files", summary);
     }
     return ev;
@@ -65,29 +63,33 @@ int tc_execution_finish_tx(PGconn *c, const struct tc_keys *keys, const struct t
     char claimed[16], wid[37];
     snprintf(claimed, sizeof(claimed), "%d", f->claimed_by);
     tc_uuid7(wid);
-    const char *p[] = {f->exec_id, f->tenant_id,
-                       json_string_value(json_object_get(f->view, "status")), text, claimed,
-                       f->needs_review ? "t" : "f"};
+    const char *p[] = {
+        f->exec_id, f->tenant_id, json_string_value(json_object_get(f->view, "status")),
+        text,       claimed,      f->needs_review ? "t" : "f"};
     int rc = -EIO;
     json_t *ev = NULL;
     if (!text || !p[2])
         goto out;
     /* The transition: running under this claim -> final. "started" comes from the row, so
      * that the record tells what the start record says, whatever this process believed. */
-    PGresult *r = tc_db_exec(c,
+    PGresult *r = tc_db_exec(
+        c,
         "UPDATE executions SET status = $3,"
         " result = $4::jsonb || jsonb_build_object('started', code_started_at IS NOT NULL),"
         " finished_at = now(), needs_review = $6::bool"
         " WHERE id = $1 AND tenant_id = $2 AND status = 'running' AND claimed_by = $5::int"
-        " RETURNING code_started_at IS NOT NULL", 6, p);
+        " RETURNING code_started_at IS NOT NULL",
+        6, p);
     if (!r)
         goto out;
     if (PQntuples(r) != 1) {
         PQclear(r);
         /* Not ours to close. Ours already (an earlier attempt committed, its answer lost)? */
-        r = tc_db_exec(c,
+        r = tc_db_exec(
+            c,
             "SELECT 1 FROM executions WHERE id = $1 AND tenant_id = $2 AND claimed_by = $5::int"
-            " AND status = $3 AND result - 'started' = $4::jsonb - 'started'", 5, p);
+            " AND status = $3 AND result - 'started' = $4::jsonb - 'started'",
+            5, p);
         rc = !r ? -EIO : PQntuples(r) == 1 ? 0 : -ESTALE;
         PQclear(r);
         goto out;
@@ -129,15 +131,18 @@ int tc_execution_late_result(PGconn *c, const struct tc_keys *keys, const struct
         goto out;
     /* Kept once, next to the outcome (the trigger refuses it on a row that is not final). */
     PGresult *r = tc_db_exec(c,
-        "UPDATE executions SET late_result = $3::jsonb,"
-        " needs_review = needs_review OR EXISTS (SELECT 1 FROM approvals a"
-        "   WHERE a.execution_id = executions.id)"
-        " WHERE id = $1 AND tenant_id = $2 AND late_result IS NULL"
-        " AND status NOT IN ('pending_approval', 'queued', 'running')", 3, p);
+                             "UPDATE executions SET late_result = $3::jsonb,"
+                             " needs_review = needs_review OR EXISTS (SELECT 1 FROM approvals a"
+                             "   WHERE a.execution_id = executions.id)"
+                             " WHERE id = $1 AND tenant_id = $2 AND late_result IS NULL"
+                             " AND status NOT IN ('pending_approval', 'queued', 'running')",
+                             3, p);
     bool ok = r != NULL;
     PQclear(r);
-    r = ok ? tc_db_exec(c, "SELECT status, result::text, needs_review FROM executions"
-                           " WHERE id = $1 AND tenant_id = $2", 2, p)
+    r = ok ? tc_db_exec(c,
+                        "SELECT status, result::text, needs_review FROM executions"
+                        " WHERE id = $1 AND tenant_id = $2",
+                        2, p)
            : NULL;
     ok = r && PQntuples(r) == 1;
     if (ok && !PQgetisnull(r, 0, 1))

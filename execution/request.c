@@ -114,7 +114,8 @@ static void check_collect(json_t *collect, json_t *errors)
         add_error(errors, "collect", "must have 1 to 32 entries");
         return;
     }
-    json_array_foreach(collect, i, p) {
+    json_array_foreach(collect, i, p)
+    {
         snprintf(path, sizeof(path), "collect[%zu]", i);
         if (!check_string(p, path, TC_EXEC_MAX_COLLECT_PATTERN, true, errors))
             continue;
@@ -151,7 +152,8 @@ int tc_exec_request_parse(json_t *body, struct tc_exec_request *ret_req, json_t 
     json_t *v;
     char path[128];
 
-    json_object_foreach(body, key, v) {
+    json_object_foreach(body, key, v)
+    {
         if (strcmp(key, "tool") && strcmp(key, "code") && strcmp(key, "stdin") &&
             strcmp(key, "files") && strcmp(key, "limits") && strcmp(key, "callback_url") &&
             strcmp(key, "collect")) {
@@ -178,13 +180,15 @@ int tc_exec_request_parse(json_t *body, struct tc_exec_request *ret_req, json_t 
     } else if (files) {
         size_t i;
         json_t *f;
-        json_array_foreach(files, i, f) {
+        json_array_foreach(files, i, f)
+        {
             snprintf(path, sizeof(path), "files[%zu]", i);
             if (!json_is_object(f)) {
                 add_error(errors, path, "must be an object");
                 continue;
             }
-            json_object_foreach(f, key, v) {
+            json_object_foreach(f, key, v)
+            {
                 if (strcmp(key, "path") && strcmp(key, "content") && strcmp(key, "encoding")) {
                     snprintf(path, sizeof(path), "files[%zu].%.80s", i, key);
                     add_error(errors, path, "unknown field");
@@ -206,10 +210,10 @@ int tc_exec_request_parse(json_t *body, struct tc_exec_request *ret_req, json_t 
                 strcmp(encs, "base64") == 0) {
                 unsigned char *tmp = malloc(json_string_length(content) + 1);
                 size_t bin_len = 0;
-                if (!tmp || sodium_base642bin(tmp, json_string_length(content) + 1,
-                                              json_string_value(content),
-                                              json_string_length(content), NULL, &bin_len, NULL,
-                                              sodium_base64_VARIANT_ORIGINAL) != 0)
+                if (!tmp ||
+                    sodium_base642bin(tmp, json_string_length(content) + 1,
+                                      json_string_value(content), json_string_length(content), NULL,
+                                      &bin_len, NULL, sodium_base64_VARIANT_ORIGINAL) != 0)
                     add_error(errors, path, "must be valid base64");
                 free(tmp);
             }
@@ -222,7 +226,8 @@ int tc_exec_request_parse(json_t *body, struct tc_exec_request *ret_req, json_t 
     if (limits && !json_is_object(limits)) {
         add_error(errors, "limits", "must be an object");
     } else if (limits) {
-        json_object_foreach(limits, key, v) {
+        json_object_foreach(limits, key, v)
+        {
             int id = -1;
             for (int i = 0; i < TC_LIMIT__COUNT; i++)
                 if (strcmp(key, tc_limit_names[i]) == 0)
@@ -265,7 +270,8 @@ int tc_exec_limits(const struct tc_tool *tool, const struct tc_exec_request *req
         json_t *errors = json_array();
         size_t i;
         json_t *e;
-        json_array_foreach(strings, i, e) {
+        json_array_foreach(strings, i, e)
+        {
             const char *s = json_string_value(e), *sep = strstr(s, ": ");
             char path[128];
             snprintf(path, sizeof(path), "%.*s", sep ? (int)(sep - s) : 0, s);
@@ -315,42 +321,39 @@ json_t *tc_exec_build_spec(const struct tc_tool *tool, const struct tc_exec_requ
 
     json_t *files = json_array();
     json_t *code = json_object_get(body, "code");
-    json_array_append_new(files, json_pack("{s:s, s:o, s:i}", "path", tool->code_file,
-                                           "content_b64",
-                                           b64_string(json_string_value(code),
-                                                      json_string_length(code)),
-                                           "mode", 0644));
+    json_array_append_new(files,
+                          json_pack("{s:s, s:o, s:i}", "path", tool->code_file, "content_b64",
+                                    b64_string(json_string_value(code), json_string_length(code)),
+                                    "mode", 0644));
     size_t i;
     json_t *f;
-    json_array_foreach(json_object_get(body, "files"), i, f) {
+    json_array_foreach(json_object_get(body, "files"), i, f)
+    {
         json_t *content = json_object_get(f, "content");
         const char *enc = json_string_value(json_object_get(f, "encoding"));
         json_t *b64 = enc && strcmp(enc, "base64") == 0
                           ? json_incref(content)
                           : b64_string(json_string_value(content), json_string_length(content));
-        json_array_append_new(files, json_pack("{s:O, s:o, s:i}", "path",
-                                               json_object_get(f, "path"), "content_b64", b64,
-                                               "mode", 0644));
+        json_array_append_new(files,
+                              json_pack("{s:O, s:o, s:i}", "path", json_object_get(f, "path"),
+                                        "content_b64", b64, "mode", 0644));
     }
 
     json_t *mounts = json_array();
     for (size_t m = 0; m < tool->nmounts; m++)
-        json_array_append_new(mounts, json_pack("{s:s, s:s, s:b}", "source",
-                                                tool->mounts[m].source, "target",
-                                                tool->mounts[m].target, "writable",
+        json_array_append_new(mounts, json_pack("{s:s, s:s, s:b}", "source", tool->mounts[m].source,
+                                                "target", tool->mounts[m].target, "writable",
                                                 tool->mounts[m].writable));
 
     json_t *limits = json_pack(
-        "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}",
-        "wall_ms", (json_int_t)L[TC_LIMIT_TIMEOUT_MS],
-        "cpu_ms", (json_int_t)L[TC_LIMIT_CPU_MS],
-        "memory_bytes", (json_int_t)(L[TC_LIMIT_MEMORY_MB] << 20),
-        "pids", (json_int_t)L[TC_LIMIT_PIDS],
-        "file_size_bytes", (json_int_t)(L[TC_LIMIT_FILE_SIZE_MB] << 20),
-        "nofile", (json_int_t)L[TC_LIMIT_OPEN_FILES],
-        "output_bytes", (json_int_t)L[TC_LIMIT_OUTPUT_BYTES],
-        "workspace_bytes", (json_int_t)(L[TC_LIMIT_WORKSPACE_MB] << 20),
-        "tmp_bytes", (json_int_t)(L[TC_LIMIT_TMP_MB] << 20));
+        "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "wall_ms",
+        (json_int_t)L[TC_LIMIT_TIMEOUT_MS], "cpu_ms", (json_int_t)L[TC_LIMIT_CPU_MS],
+        "memory_bytes", (json_int_t)(L[TC_LIMIT_MEMORY_MB] << 20), "pids",
+        (json_int_t)L[TC_LIMIT_PIDS], "file_size_bytes",
+        (json_int_t)(L[TC_LIMIT_FILE_SIZE_MB] << 20), "nofile", (json_int_t)L[TC_LIMIT_OPEN_FILES],
+        "output_bytes", (json_int_t)L[TC_LIMIT_OUTPUT_BYTES], "workspace_bytes",
+        (json_int_t)(L[TC_LIMIT_WORKSPACE_MB] << 20), "tmp_bytes",
+        (json_int_t)(L[TC_LIMIT_TMP_MB] << 20));
 
     /* "none", or the allowlist the launcher's egress proxy enforces (docs/sandbox.md) */
     json_t *network = NULL;
@@ -363,11 +366,11 @@ json_t *tc_exec_build_spec(const struct tc_tool *tool, const struct tc_exec_requ
         network = json_pack("{s:o}", "allow", allow);
     }
 
-    json_t *spec = json_pack("{s:s, s:s, s:o, s:o, s:s, s:o, s:o, s:s, s:o, s:o}", "id", id,
-                             "backend", tool->backend == TC_BACKEND_GVISOR ? "gvisor" : "native",
-                             "argv", argv, "env", env, "cwd", "/workspace", "files", files,
-                             "mounts", mounts, "hostname", "toolcage", "network", network,
-                             "limits", limits);
+    json_t *spec =
+        json_pack("{s:s, s:s, s:o, s:o, s:s, s:o, s:o, s:s, s:o, s:o}", "id", id, "backend",
+                  tool->backend == TC_BACKEND_GVISOR ? "gvisor" : "native", "argv", argv, "env",
+                  env, "cwd", "/workspace", "files", files, "mounts", mounts, "hostname",
+                  "toolcage", "network", network, "limits", limits);
     if (!spec)
         return NULL;
     json_t *collect = json_object_get(body, "collect");
@@ -383,13 +386,13 @@ json_t *tc_exec_build_spec(const struct tc_tool *tool, const struct tc_exec_requ
 int tc_exec_redactor(const struct tc_tool *tool, const char *state_dir,
                      struct tc_redactor **ret_redactor)
 {
-    json_t *dis = json_object_get(json_object_get(json_object_get(tool->raw, "output"), "redact"),
-                                  "disable");
+    json_t *dis =
+        json_object_get(json_object_get(json_object_get(tool->raw, "output"), "redact"), "disable");
     const char *names[64];
     size_t n = 0, i;
     json_t *v;
-    json_array_foreach(dis, i, v) if (n < TC_ARRAY_SIZE(names) && json_is_string(v))
-        names[n++] = json_string_value(v);
+    json_array_foreach(dis, i, v) if (n < TC_ARRAY_SIZE(names) && json_is_string(v)) names[n++] =
+        json_string_value(v);
     const char *paths[] = {state_dir};
     return tc_redactor_new(names, n, paths, state_dir && state_dir[0] == '/' ? 1 : 0, ret_redactor);
 }
@@ -421,8 +424,8 @@ static json_t *utf8_string(const unsigned char *bin, size_t len)
 }
 
 /* Redact raw bytes first (a secret may sit next to invalid UTF-8), then sanitise. */
-static json_t *filtered_string(const struct tc_exec_filter *f, const unsigned char *bin,
-                               size_t len, json_t *counts)
+static json_t *filtered_string(const struct tc_exec_filter *f, const unsigned char *bin, size_t len,
+                               json_t *counts)
 {
     if (!f || !f->redactor)
         return utf8_string(bin, len);
@@ -486,10 +489,9 @@ static void add_counts(json_t *counts, json_t *more)
 {
     const char *rule;
     json_t *n;
-    json_object_foreach(more, rule, n)
-        json_object_set_new(counts, rule,
-                            json_integer(json_integer_value(json_object_get(counts, rule)) +
-                                         json_integer_value(n)));
+    json_object_foreach(more, rule, n) json_object_set_new(
+        counts, rule,
+        json_integer(json_integer_value(json_object_get(counts, rule)) + json_integer_value(n)));
 }
 
 /* Binary content is returned byte for byte or not at all: splicing "[REDACTED:...]" into a
@@ -497,16 +499,16 @@ static void add_counts(json_t *counts, json_t *more)
  * bytes go through the same redactor (leased secrets in every form it knows, and the
  * tool's rules); if anything matches, the content is withheld ("" and *ret_withheld) and
  * the matches are counted like any other redaction. A redactor failure withholds too. */
-static json_t *binary_content(const struct tc_exec_filter *f, const unsigned char *bin,
-                              size_t len, json_t *counts, bool *ret_withheld)
+static json_t *binary_content(const struct tc_exec_filter *f, const unsigned char *bin, size_t len,
+                              json_t *counts, bool *ret_withheld)
 {
     *ret_withheld = false;
     if (f && f->redactor) {
         json_t *found = json_object();
         char *red = NULL;
         size_t rlen = 0;
-        int rc = found ? tc_redact_buffer(f->redactor, f->secrets, f->nsecrets,
-                                          (const char *)bin, len, &red, &rlen, found)
+        int rc = found ? tc_redact_buffer(f->redactor, f->secrets, f->nsecrets, (const char *)bin,
+                                          len, &red, &rlen, found)
                        : -ENOMEM;
         free(red);
         if (rc < 0 || json_object_size(found) > 0) {
@@ -536,7 +538,8 @@ static json_t *collected_files(const struct tc_exec_filter *f, json_t *files, js
     json_t **items = calloc(n ? n : 1, sizeof(*items)), *e, *out = NULL;
     if (!items)
         return NULL;
-    json_array_foreach(files, i, e) {
+    json_array_foreach(files, i, e)
+    {
         json_t *path = json_object_get(e, "path"), *b64 = json_object_get(e, "content_b64");
         if (!json_is_string(path))
             continue;
@@ -554,12 +557,12 @@ static json_t *collected_files(const struct tc_exec_filter *f, json_t *files, js
         json_t *content = text ? filtered_string(f, bin, tlen, counts)
                                : binary_content(f, bin, len, counts, &withheld);
         free(bin);
-        items[k] = json_pack("{s:o, s:I, s:b, s:s, s:o, s:b}", "path",
-                             filtered_string(f, (const unsigned char *)json_string_value(path),
-                                             json_string_length(path), counts),
-                             "size", size < 0 ? (json_int_t)0 : size, "truncated", truncated,
-                             "encoding", text ? "utf8" : "base64", "content", content,
-                             "withheld", withheld);
+        items[k] =
+            json_pack("{s:o, s:I, s:b, s:s, s:o, s:b}", "path",
+                      filtered_string(f, (const unsigned char *)json_string_value(path),
+                                      json_string_length(path), counts),
+                      "size", size < 0 ? (json_int_t)0 : size, "truncated", truncated, "encoding",
+                      text ? "utf8" : "base64", "content", content, "withheld", withheld);
         if (!items[k])
             goto out;
         k++;
@@ -585,16 +588,15 @@ static json_t *get_or_null(json_t *o, const char *key)
 
 json_t *tc_exec_view(const char *id, const char *tool, json_t *result,
                      const int64_t limits[TC_LIMIT__COUNT], const char *created_at,
-                     const char *finished_at, const struct tc_exec_filter *filter,
-                     json_t *findings)
+                     const char *finished_at, const struct tc_exec_filter *filter, json_t *findings)
 {
     json_t *v = json_object();
     json_t *counts = json_object();
     json_object_set_new(v, "id", json_string(id));
     json_object_set_new(v, "tool", json_string(tool));
     json_t *status = json_object_get(result, "status");
-    json_object_set_new(v, "status", json_string(json_is_string(status) ? json_string_value(status)
-                                                                        : "error"));
+    json_object_set_new(v, "status",
+                        json_string(json_is_string(status) ? json_string_value(status) : "error"));
     json_object_set_new(v, "exit_code", get_or_null(result, "exit_code"));
     json_object_set_new(v, "signal", get_or_null(result, "signal"));
     json_object_set_new(v, "stdout",
@@ -621,10 +623,14 @@ json_t *tc_exec_view(const char *id, const char *tool, json_t *result,
     json_object_set_new(v, "limits", tc_exec_limits_json(limits));
     /* The launcher speaks in its own units (wall_ms, memory_bytes); the API in the policy's. */
     static const char *const spec_names[TC_LIMIT__COUNT] = {
-        [TC_LIMIT_TIMEOUT_MS] = "wall_ms",          [TC_LIMIT_CPU_MS] = "cpu_ms",
-        [TC_LIMIT_MEMORY_MB] = "memory_bytes",      [TC_LIMIT_PIDS] = "pids",
-        [TC_LIMIT_OUTPUT_BYTES] = "output_bytes",   [TC_LIMIT_FILE_SIZE_MB] = "file_size_bytes",
-        [TC_LIMIT_WORKSPACE_MB] = "workspace_bytes", [TC_LIMIT_TMP_MB] = "tmp_bytes",
+        [TC_LIMIT_TIMEOUT_MS] = "wall_ms",
+        [TC_LIMIT_CPU_MS] = "cpu_ms",
+        [TC_LIMIT_MEMORY_MB] = "memory_bytes",
+        [TC_LIMIT_PIDS] = "pids",
+        [TC_LIMIT_OUTPUT_BYTES] = "output_bytes",
+        [TC_LIMIT_FILE_SIZE_MB] = "file_size_bytes",
+        [TC_LIMIT_WORKSPACE_MB] = "workspace_bytes",
+        [TC_LIMIT_TMP_MB] = "tmp_bytes",
         [TC_LIMIT_OPEN_FILES] = "nofile"};
     json_t *enforced = json_object_get(result, "enforced"), *en = json_object();
     for (int i = 0; i < TC_LIMIT__COUNT; i++) {
@@ -638,22 +644,25 @@ json_t *tc_exec_view(const char *id, const char *tool, json_t *result,
     /* Egress proxy attempts (sandbox.h). Hosts come from the sandboxed code: redacted too. */
     json_t *net = json_object_get(result, "network"), *netv = json_array(), *att;
     size_t ai;
-    json_array_foreach(net, ai, att) {
+    json_array_foreach(net, ai, att)
+    {
         json_t *copy = json_deep_copy(att), *host = json_object_get(att, "host");
         if (copy && json_is_string(host))
             json_object_set_new(copy, "host",
-                                filtered_string(filter, (const unsigned char *)json_string_value(host),
+                                filtered_string(filter,
+                                                (const unsigned char *)json_string_value(host),
                                                 json_string_length(host), counts));
         json_array_append_new(netv, copy);
     }
     json_object_set_new(v, "network", netv);
     json_t *err = json_object_get(result, "error");
-    json_object_set_new(v, "error", json_is_string(err)
-                                        ? filtered_string(filter,
-                                                          (const unsigned char *)json_string_value(err),
-                                                          json_string_length(err), counts)
-                                        : json_null());
-    json_object_set_new(v, "findings", json_is_array(findings) ? json_incref(findings) : json_array());
+    json_object_set_new(v, "error",
+                        json_is_string(err)
+                            ? filtered_string(filter, (const unsigned char *)json_string_value(err),
+                                              json_string_length(err), counts)
+                            : json_null());
+    json_object_set_new(v, "findings",
+                        json_is_array(findings) ? json_incref(findings) : json_array());
     json_object_set_new(v, "redactions", counts);
     json_object_set_new(v, "created_at", json_string(created_at));
     json_object_set_new(v, "finished_at", finished_at ? json_string(finished_at) : json_null());

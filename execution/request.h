@@ -10,16 +10,16 @@
 
 struct tc_redactor;
 
-#define TC_EXEC_MAX_CODE_BYTES (1024 * 1024)
-#define TC_EXEC_MAX_STDIN_BYTES (1024 * 1024)
-#define TC_EXEC_MAX_FILES 64
-#define TC_EXEC_MAX_FILE_BYTES (1024 * 1024)
-#define TC_EXEC_MAX_COLLECT 32          /* patterns in "collect" */
+#define TC_EXEC_MAX_CODE_BYTES      (1024 * 1024)
+#define TC_EXEC_MAX_STDIN_BYTES     (1024 * 1024)
+#define TC_EXEC_MAX_FILES           64
+#define TC_EXEC_MAX_FILE_BYTES      (1024 * 1024)
+#define TC_EXEC_MAX_COLLECT         32  /* patterns in "collect" */
 #define TC_EXEC_MAX_COLLECT_PATTERN 256 /* bytes per pattern */
 
 struct tc_exec_request {
-    const char *tool;   /* borrowed from body */
-    json_t *body;       /* the validated request (a reference) */
+    const char *tool; /* borrowed from body */
+    json_t *body;     /* the validated request (a reference) */
 };
 
 /* http(s)://host... without credentials, control characters or backslashes; <= 2048 bytes. */

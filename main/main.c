@@ -129,13 +129,17 @@ static int run_migrations(const struct tc_config *cfg)
 static int check_runtime_role(struct tc_db *db)
 {
     PGconn *c = tc_db_acquire(db, TC_DB_WAIT_MS);
-    PGresult *r = c ? tc_db_exec(c,
-        "SELECT current_user, (SELECT rolsuper FROM pg_roles WHERE rolname = current_user),"
-        " coalesce((SELECT string_agg(c.relname, ', ' ORDER BY c.relname) FROM pg_class c"
-        "  WHERE c.relname IN ('audit_log', 'audit_checkpoints', 'audit_head', 'audit_chain')"
-        "  AND c.relnamespace = 'public'::regnamespace"
-        "  AND pg_has_role(current_user, c.relowner, 'MEMBER')), '')", 0, NULL)
-                        : NULL;
+    PGresult *r =
+        c ? tc_db_exec(
+                c,
+                "SELECT current_user, (SELECT rolsuper FROM pg_roles WHERE rolname = current_user),"
+                " coalesce((SELECT string_agg(c.relname, ', ' ORDER BY c.relname) FROM pg_class c"
+                "  WHERE c.relname IN ('audit_log', 'audit_checkpoints', 'audit_head', "
+                "'audit_chain')"
+                "  AND c.relnamespace = 'public'::regnamespace"
+                "  AND pg_has_role(current_user, c.relowner, 'MEMBER')), '')",
+                0, NULL)
+          : NULL;
     tc_db_release(db, c);
     if (!r || PQntuples(r) != 1) {
         PQclear(r);
@@ -151,7 +155,8 @@ static int check_runtime_role(struct tc_db *db)
                 "the audit trail. Run with two roles: an owner that migrates "
                 "(TOOLCAGE_MIGRATE_DATABASE_URL) and a runtime role that owns nothing (see "
                 "docs/audit.md, \"Database roles\").\n",
-                PQgetvalue(r, 0, 0), super ? "is a superuser" : "owns (or may act as the owner of) ",
+                PQgetvalue(r, 0, 0),
+                super ? "is a superuser" : "owns (or may act as the owner of) ",
                 super ? "" : owned);
         rc = -EPERM;
     }
@@ -224,8 +229,10 @@ static int cmd_serve(int argc, char **argv)
         goto out;
     }
     if (start_cp == -EBADMSG)
-        tc_log(TC_LOG_ERROR, "audit checkpoint refused at start: a record since the last "
-                             "checkpoint does not verify (GET /v1/audit/verify names it)", NULL);
+        tc_log(TC_LOG_ERROR,
+               "audit checkpoint refused at start: a record since the last "
+               "checkpoint does not verify (GET /v1/audit/verify names it)",
+               NULL);
     struct tc_launcher_options lo = launcher_options(&cfg, (unsigned)cfg.max_sandboxes);
     r = tc_launcher_start(&lo, &srv.launcher);
     if (r < 0) {
@@ -249,16 +256,18 @@ static int cmd_serve(int argc, char **argv)
         tc_log(TC_LOG_ERROR, "cannot start the audit verifier", "{s:s}", "error", strerror(-r));
         goto out;
     }
-    struct tc_webhooks_options wo = {
-        .database_url = cfg.database_url, .keys = keys,
-        .allow_private = cfg.webhook_allow_private, .instance_id = srv.instance_id,
-        .max_in_flight = (unsigned)cfg.webhook_concurrency,
-        .per_tenant = (unsigned)cfg.webhook_tenant_concurrency,
-        .max_attempts = (unsigned)cfg.webhook_max_attempts};
+    struct tc_webhooks_options wo = {.database_url = cfg.database_url,
+                                     .keys = keys,
+                                     .allow_private = cfg.webhook_allow_private,
+                                     .instance_id = srv.instance_id,
+                                     .max_in_flight = (unsigned)cfg.webhook_concurrency,
+                                     .per_tenant = (unsigned)cfg.webhook_tenant_concurrency,
+                                     .max_attempts = (unsigned)cfg.webhook_max_attempts};
     free(err);
     err = NULL;
     if (tc_webhooks_start(&wo, &webhooks, &err) < 0) {
-        tc_log(TC_LOG_ERROR, "cannot start the webhook deliveries", "{s:s}", "error", err ? err : "");
+        tc_log(TC_LOG_ERROR, "cannot start the webhook deliveries", "{s:s}", "error",
+               err ? err : "");
         goto out;
     }
     json_t *host = tc_launcher_host_info(srv.launcher);
@@ -284,9 +293,11 @@ static int cmd_serve(int argc, char **argv)
                 PGconn *cc = tc_db_acquire(srv.db, 1000);
                 int cr = cc ? tc_audit_checkpoint(cc, keys, NULL) : -EIO;
                 if (cr == -EBADMSG)
-                    tc_log(TC_LOG_ERROR, "audit checkpoint refused: a record since the last "
-                                         "checkpoint does not verify (GET /v1/audit/verify "
-                                         "names it)", NULL);
+                    tc_log(TC_LOG_ERROR,
+                           "audit checkpoint refused: a record since the last "
+                           "checkpoint does not verify (GET /v1/audit/verify "
+                           "names it)",
+                           NULL);
                 else if (cr < 0)
                     tc_log(TC_LOG_WARN, "audit checkpoint failed", NULL);
                 tc_db_release(srv.db, cc);
@@ -334,8 +345,10 @@ static int cmd_serve(int argc, char **argv)
      * request has been answered (bounded), then a little for the answers to be written. */
     for (int i = 0; i < 200 && srv.suspended > 0; i++)
         usleep(25 * 1000);
-    for (int i = 0; i < 20 && MHD_get_daemon_info(srv.mhd, MHD_DAEMON_INFO_CURRENT_CONNECTIONS)
-                                   ->num_connections > 0; i++)
+    for (int i = 0;
+         i < 20 &&
+         MHD_get_daemon_info(srv.mhd, MHD_DAEMON_INFO_CURRENT_CONNECTIONS)->num_connections > 0;
+         i++)
         usleep(50 * 1000);
     tc_http_stop(&srv);
     rc = 0;
@@ -433,7 +446,7 @@ static int cmd_keys(int argc, char **argv)
         else
             return usage_of("keys") ? 2 : 2;
     }
-    bool operator = role && strcmp(role, "operator") == 0;
+    bool operator= role && strcmp(role, "operator") == 0;
     if (!role || (!tenant && !operator) || ((tenant || person) && operator) || optind != argc) {
         fprintf(stderr, "toolcage keys create: --tenant and --role are required (--role operator"
                         " takes neither --tenant nor --person)\n");
@@ -456,7 +469,8 @@ static int cmd_keys(int argc, char **argv)
     } else {
         if (operator)
             printf("created an operator key (every tenant's audit trail, policy reload); it is"
-                   " shown once:\n%s\n", key);
+                   " shown once:\n%s\n",
+                   key);
         else
             printf("created a %s key for tenant %s%s%s; it is shown once:\n%s\n", role, tenant,
                    person ? ", person " : "", person ? person : "", key);
@@ -556,10 +570,9 @@ static int cmd_exec(int argc, char **argv)
     if (!body || tc_exec_request_parse(body, &req, &errors) < 0) {
         size_t i;
         json_t *e;
-        json_array_foreach(errors, i, e)
-            fprintf(stderr, "toolcage exec: %s: %s\n",
-                    json_string_value(json_object_get(e, "path")),
-                    json_string_value(json_object_get(e, "message")));
+        json_array_foreach(errors, i, e) fprintf(stderr, "toolcage exec: %s: %s\n",
+                                                 json_string_value(json_object_get(e, "path")),
+                                                 json_string_value(json_object_get(e, "message")));
         goto out;
     }
     const struct tc_tool *tool = tc_policy_tool(policy, tool_name);
@@ -669,8 +682,9 @@ static int cmd_audit(int argc, char **argv)
     if (file) {
         unsigned char pk[32];
         size_t pklen = 0;
-        if (pk_hex && (sodium_hex2bin(pk, sizeof(pk), pk_hex, strlen(pk_hex), NULL, &pklen, NULL) != 0 ||
-                       pklen != 32)) {
+        if (pk_hex &&
+            (sodium_hex2bin(pk, sizeof(pk), pk_hex, strlen(pk_hex), NULL, &pklen, NULL) != 0 ||
+             pklen != 32)) {
             fprintf(stderr, "toolcage audit verify: --public-key must be 64 hex digits\n");
             goto out;
         }

@@ -10,15 +10,15 @@
 #include <stdint.h>
 
 enum tc_limit_id {
-    TC_LIMIT_TIMEOUT_MS,    /* wall clock */
-    TC_LIMIT_CPU_MS,        /* CPU time of the whole tree */
-    TC_LIMIT_MEMORY_MB,     /* RAM of the whole tree (cgroup), per process (RLIMIT_AS) as fallback */
-    TC_LIMIT_PIDS,          /* tasks in the sandbox */
-    TC_LIMIT_OUTPUT_BYTES,  /* per stream (stdout, stderr) */
-    TC_LIMIT_FILE_SIZE_MB,  /* RLIMIT_FSIZE */
-    TC_LIMIT_WORKSPACE_MB,  /* size of the /workspace tmpfs */
-    TC_LIMIT_TMP_MB,        /* size of the /tmp tmpfs */
-    TC_LIMIT_OPEN_FILES,    /* RLIMIT_NOFILE */
+    TC_LIMIT_TIMEOUT_MS,   /* wall clock */
+    TC_LIMIT_CPU_MS,       /* CPU time of the whole tree */
+    TC_LIMIT_MEMORY_MB,    /* RAM of the whole tree (cgroup), per process (RLIMIT_AS) as fallback */
+    TC_LIMIT_PIDS,         /* tasks in the sandbox */
+    TC_LIMIT_OUTPUT_BYTES, /* per stream (stdout, stderr) */
+    TC_LIMIT_FILE_SIZE_MB, /* RLIMIT_FSIZE */
+    TC_LIMIT_WORKSPACE_MB, /* size of the /workspace tmpfs */
+    TC_LIMIT_TMP_MB,       /* size of the /tmp tmpfs */
+    TC_LIMIT_OPEN_FILES,   /* RLIMIT_NOFILE */
     TC_LIMIT__COUNT
 };
 
@@ -42,23 +42,24 @@ struct tc_mount {
 struct tc_tool {
     char *name;
     char *description;
-    char *language;           /* "python", "shell", "javascript" or "other": selects pre-screen rules */
-    char **command;           /* argv; the element "{code_file}" is replaced by the code file's sandbox path */
+    char *language; /* "python", "shell", "javascript" or "other": selects pre-screen rules */
+    char *
+        *command; /* argv; the element "{code_file}" is replaced by the code file's sandbox path */
     size_t ncommand;
-    char *code_file;          /* file name written into /workspace holding the request's code */
+    char *code_file; /* file name written into /workspace holding the request's code */
     enum tc_backend backend;
     enum tc_tier tier;
     bool irreversible;
     struct tc_limit limits[TC_LIMIT__COUNT];
-    char **env;               /* "NAME=value", the sandbox's whole environment */
+    char **env; /* "NAME=value", the sandbox's whole environment */
     size_t nenv;
-    struct tc_mount *mounts;  /* extra host paths, read-only unless writable */
+    struct tc_mount *mounts; /* extra host paths, read-only unless writable */
     size_t nmounts;
-    bool network_none;        /* true: loopback only */
-    char **network_allow;     /* "host[:port]" / "*.domain[:port]" when !network_none */
+    bool network_none;    /* true: loopback only */
+    char **network_allow; /* "host[:port]" / "*.domain[:port]" when !network_none */
     size_t nnetwork_allow;
-    json_t *raw;              /* the tool's validated JSON object, for later modules (borrowed) */
-    char *runtime;            /* gvisor: absolute path of runsc found at load time; else NULL */
+    json_t *raw;   /* the tool's validated JSON object, for later modules (borrowed) */
+    char *runtime; /* gvisor: absolute path of runsc found at load time; else NULL */
 };
 
 /* Caps on the policy file itself (see docs/policy.md). */
@@ -71,7 +72,8 @@ struct tc_tool {
 extern const int64_t tc_limit_builtin[TC_LIMIT__COUNT];
 extern const int64_t tc_limit_ceiling[TC_LIMIT__COUNT];
 
-struct tc_policy; /* immutable once loaded; reference counted so reloads do not pull it from under in-flight calls */
+struct tc_policy; /* immutable once loaded; reference counted so reloads do not pull it from under
+                     in-flight calls */
 
 /* Load and validate. On failure returns -EINVAL (or -EFBIG past TC_POLICY_MAX_BYTES, -ENOMEM,
  * -errno for I/O) and, if ret_errors is non-NULL, sets it to a JSON array of strings
@@ -80,7 +82,8 @@ struct tc_policy; /* immutable once loaded; reference counted so reloads do not 
  * On success *ret_errors is set to NULL. A tool with backend "gvisor"
  * makes loading look for runsc in PATH, /usr/bin, /usr/sbin and /usr/local/bin. */
 int tc_policy_load(const char *path, struct tc_policy **ret_policy, json_t **ret_errors);
-int tc_policy_load_buffer(const char *text, size_t len, struct tc_policy **ret_policy, json_t **ret_errors);
+int tc_policy_load_buffer(const char *text, size_t len, struct tc_policy **ret_policy,
+                          json_t **ret_errors);
 
 struct tc_policy *tc_policy_ref(struct tc_policy *p);
 void tc_policy_unref(struct tc_policy *p); /* NULL is a no-op */

@@ -419,7 +419,8 @@ static bool try_v2(struct tc_cg_host *h)
             base[bl - sl - 1] = '\0';
         if (!controllers_have(base, "memory") || !controllers_have(base, "pids")) {
             snprintf(h->note, sizeof(h->note),
-                     "cgroup v2: memory and pids are not available in %.180s (Delegate=yes?)", base);
+                     "cgroup v2: memory and pids are not available in %.180s (Delegate=yes?)",
+                     base);
             fd = -ENOENT;
         } else {
             fd = delegate_at(base, true, h->parent_path[0], sizeof(h->parent_path[0]));

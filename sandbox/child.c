@@ -125,7 +125,6 @@ _Noreturn void tc_child_main(const struct tc_child_cfg *cfg)
 
 /* ---- the shell, launcher side ---- */
 
-
 static int write_proc(pid_t pid, const char *file, const char *data)
 {
     char path[64];

@@ -68,9 +68,12 @@ extern char **environ;
  * or key configuration: credentials never reach it. Variables dropped by name or prefix. */
 static bool launcher_env_ok(const char *kv)
 {
-    static const char *const drop[] = {"TOOLCAGE_DATABASE_URL=", "TOOLCAGE_MIGRATE_DATABASE_URL=",
+    static const char *const drop[] = {"TOOLCAGE_DATABASE_URL=",
+                                       "TOOLCAGE_MIGRATE_DATABASE_URL=",
                                        "TOOLCAGE_MASTER_KEY_FILE=",
-                                       "TOOLCAGE_PREVIOUS_MASTER_KEY_FILES=", "PG", "DATABASE_URL="};
+                                       "TOOLCAGE_PREVIOUS_MASTER_KEY_FILES=",
+                                       "PG",
+                                       "DATABASE_URL="};
     for (size_t i = 0; i < TC_ARRAY_SIZE(drop); i++)
         if (strncmp(kv, drop[i], strlen(drop[i])) == 0)
             return false;
@@ -99,7 +102,7 @@ static int spawn_launcher(struct tc_launcher *l, int *ret_sock, pid_t *ret_pid)
 {
     int sv[2];
     char fdarg[] = "3", maxarg[16], ppidarg[24], one[] = "1";
-    char *argv[24] = {"toolcage",    "launcher",   "--fd",   fdarg,   "--max", maxarg,
+    char *argv[24] = {"toolcage",    "launcher",   "--fd",   fdarg,   "--max",  maxarg,
                       "--state-dir", l->state_dir, "--ppid", ppidarg, "--pool", l->pool};
     size_t n = 12;
     pid_t pid;
@@ -128,7 +131,8 @@ static int spawn_launcher(struct tc_launcher *l, int *ret_sock, pid_t *ret_pid)
 
     snprintf(maxarg, sizeof(maxarg), "%u", l->max);
     snprintf(ppidarg, sizeof(ppidarg), "%ld", (long)getpid());
-    char **envp = launcher_env(); /* built before fork: the child only calls async-signal-safe code */
+    char **envp =
+        launcher_env(); /* built before fork: the child only calls async-signal-safe code */
     if (!envp)
         return -ENOMEM;
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
@@ -381,9 +385,10 @@ int tc_launcher_start(const struct tc_launcher_options *opts, struct tc_launcher
         r = -EINVAL;
         goto fail;
     }
-    snprintf(l->pool, sizeof(l->pool), "%d", opts->pool == TC_POOL_NONE ? 0
-                                             : opts->pool ? opts->pool
-                                                          : 2);
+    snprintf(l->pool, sizeof(l->pool), "%d",
+             opts->pool == TC_POOL_NONE ? 0
+             : opts->pool               ? opts->pool
+                                        : 2);
     l->no_cgroup = opts->no_cgroup;
     l->no_seccomp_notify = opts->no_seccomp_notify;
     if ((opts->uid_registry && !(l->uid_registry = strdup(opts->uid_registry))) ||

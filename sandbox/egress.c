@@ -44,7 +44,7 @@ struct attempt {
     char host[TC_EGRESS_HOST_MAX + 1]; /* "" = unknown (malformed request) */
     uint16_t port;
     bool allowed;
-    const char *reason; /* static string */
+    const char *reason;              /* static string */
     char resolved[INET6_ADDRSTRLEN]; /* "" = none */
     uint64_t sent, received;
 };
@@ -99,8 +99,7 @@ static void sbx_unref(struct sbx *s)
 
 /* ---- the attempt log ---- */
 
-static long record(struct sbx *s, const char *host, uint16_t port, bool allowed,
-                   const char *reason)
+static long record(struct sbx *s, const char *host, uint16_t port, bool allowed, const char *reason)
 {
     long idx = -1;
     pthread_mutex_lock(&s->mu);
@@ -151,12 +150,12 @@ static char *snapshot(struct sbx *s)
         const char *reason = a->reason;
         if (strcmp(reason, "resolving") == 0 || strcmp(reason, "connecting") == 0)
             reason = "cancelled";
-        json_array_append_new(
-            arr, json_pack("{s:s?, s:i, s:b, s:s, s:I, s:I, s:s?}", "host",
-                           a->host[0] ? a->host : NULL, "port", (int)a->port, "allowed",
-                           a->allowed, "reason", reason, "bytes_sent", (json_int_t)a->sent,
-                           "bytes_received", (json_int_t)a->received, "resolved",
-                           a->resolved[0] ? a->resolved : NULL));
+        json_array_append_new(arr, json_pack("{s:s?, s:i, s:b, s:s, s:I, s:I, s:s?}", "host",
+                                             a->host[0] ? a->host : NULL, "port", (int)a->port,
+                                             "allowed", a->allowed, "reason", reason, "bytes_sent",
+                                             (json_int_t)a->sent, "bytes_received",
+                                             (json_int_t)a->received, "resolved",
+                                             a->resolved[0] ? a->resolved : NULL));
     }
     root = json_pack("{s:o, s:I}", "attempts", arr, "dropped", (json_int_t)s->dropped);
     out = root ? json_dumps(root, JSON_COMPACT) : NULL;
@@ -380,11 +379,14 @@ static void serve(struct conn *c)
     }
     freeaddrinfo(res);
     if (r == -EHOSTUNREACH && blocked) {
-        static const char *const reasons[] = {
-            [TC_ADDR_LOOPBACK] = "blocked_loopback",   [TC_ADDR_PRIVATE] = "blocked_private",
-            [TC_ADDR_LINK_LOCAL] = "blocked_link_local", [TC_ADDR_METADATA] = "blocked_metadata",
-            [TC_ADDR_CGNAT] = "blocked_cgnat",         [TC_ADDR_MULTICAST] = "blocked_multicast",
-            [TC_ADDR_UNSPECIFIED] = "blocked_unspecified", [TC_ADDR_RESERVED] = "blocked_reserved"};
+        static const char *const reasons[] = {[TC_ADDR_LOOPBACK] = "blocked_loopback",
+                                              [TC_ADDR_PRIVATE] = "blocked_private",
+                                              [TC_ADDR_LINK_LOCAL] = "blocked_link_local",
+                                              [TC_ADDR_METADATA] = "blocked_metadata",
+                                              [TC_ADDR_CGNAT] = "blocked_cgnat",
+                                              [TC_ADDR_MULTICAST] = "blocked_multicast",
+                                              [TC_ADDR_UNSPECIFIED] = "blocked_unspecified",
+                                              [TC_ADDR_RESERVED] = "blocked_reserved"};
         const char *reason = "blocked_reserved";
         for (size_t i = 1; i < sizeof(reasons) / sizeof(reasons[0]); i++)
             if (strcmp(blocked, tc_egress_class_name((enum tc_addr_class)i)) == 0)
@@ -396,8 +398,9 @@ static void serve(struct conn *c)
     }
     if (r < 0) {
         update(s, idx, true, r == -ECANCELED ? "cancelled" : "connect_failed", ip[0] ? ip : NULL);
-        deny(c->cfd, r == -ETIMEDOUT ? 504 : 502, r == -ETIMEDOUT ? "Gateway Timeout" : "Bad Gateway",
-             "could not be connected to", h.host, h.port);
+        deny(c->cfd, r == -ETIMEDOUT ? 504 : 502,
+             r == -ETIMEDOUT ? "Gateway Timeout" : "Bad Gateway", "could not be connected to",
+             h.host, h.port);
         return;
     }
     update(s, idx, true, "allowed", ip);

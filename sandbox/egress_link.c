@@ -165,7 +165,8 @@ pid_t tc_egress_link_pid(const struct tc_egress_link *l)
 static int make_listener(struct tc_egress_link *l, pid_t pid)
 {
     char path[64];
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(TC_EGRESS_PORT),
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons(TC_EGRESS_PORT),
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     _cleanup_close_ int ns = -1, fd = -1;
     int r = 0;
@@ -191,8 +192,7 @@ static int make_listener(struct tc_egress_link *l, pid_t pid)
     return tc_steal_fd(&fd);
 }
 
-int tc_egress_link_attach(struct tc_egress_link *l, pid_t pid, json_t *allow,
-                          uint64_t *ret_handle)
+int tc_egress_link_attach(struct tc_egress_link *l, pid_t pid, json_t *allow, uint64_t *ret_handle)
 {
     _cleanup_close_ int fd = -1;
     _cleanup_free_ char *payload = NULL;
@@ -221,9 +221,8 @@ void tc_egress_link_close(struct tc_egress_link *l, uint64_t handle)
         (void)tc_eg_send(l->sock, TC_EG_CLOSE, handle, NULL, 0, -1);
 }
 
-void tc_egress_link_park(struct tc_egress_link *l, uint64_t handle, const char *id,
-                         json_t *result, int64_t deadline_ms, tc_egress_deliver_fn deliver,
-                         void *ud)
+void tc_egress_link_park(struct tc_egress_link *l, uint64_t handle, const char *id, json_t *result,
+                         int64_t deadline_ms, tc_egress_deliver_fn deliver, void *ud)
 {
     struct parked p = {.handle = handle, .result = result, .deadline_ms = deadline_ms};
     snprintf(p.id, sizeof(p.id), "%s", id);
@@ -276,10 +275,10 @@ static json_t *validated_attempts(json_t *root, json_int_t *ret_dropped)
             json_decref(out);
             return NULL;
         }
-        json_array_append_new(out, json_pack("{s:O, s:O, s:O, s:O, s:O, s:O, s:O}", "host", host,
-                                             "port", port, "allowed", allowed, "reason", reason,
-                                             "bytes_sent", sent, "bytes_received", recv,
-                                             "resolved", resolved));
+        json_array_append_new(out,
+                              json_pack("{s:O, s:O, s:O, s:O, s:O, s:O, s:O}", "host", host, "port",
+                                        port, "allowed", allowed, "reason", reason, "bytes_sent",
+                                        sent, "bytes_received", recv, "resolved", resolved));
     }
     *ret_dropped = json_is_integer(dropped) && json_integer_value(dropped) > 0
                        ? json_integer_value(dropped)
@@ -354,8 +353,8 @@ size_t tc_egress_link_parked(const struct tc_egress_link *l)
 
 static bool is_proxy_var(const char *e)
 {
-    static const char *const names[] = {"HTTP_PROXY=", "HTTPS_PROXY=", "NO_PROXY=", "ALL_PROXY=",
-                                        "FTP_PROXY="};
+    static const char *const names[] = {
+        "HTTP_PROXY=", "HTTPS_PROXY=", "NO_PROXY=", "ALL_PROXY=", "FTP_PROXY="};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (strncasecmp(e, names[i], strlen(names[i])) == 0)
             return true;

@@ -28,17 +28,15 @@ pid_t tc_egress_link_pid(const struct tc_egress_link *l); /* 0 while there is no
  * namespace of pid (entered with setns and left again), registered with the proxy
  * together with allow (the spec's network.allow). -ENETUNREACH when the proxy is gone
  * (it is never forked again: sandboxes that need it fail until the launcher restarts). */
-int tc_egress_link_attach(struct tc_egress_link *l, pid_t pid, json_t *allow,
-                          uint64_t *ret_handle);
+int tc_egress_link_attach(struct tc_egress_link *l, pid_t pid, json_t *allow, uint64_t *ret_handle);
 /* The sandbox is gone: the proxy cuts its connections and reports (FINAL). */
 void tc_egress_link_close(struct tc_egress_link *l, uint64_t handle);
 
 typedef void (*tc_egress_deliver_fn)(void *userdata, const char *id, json_t *result);
 /* Hold result (owned) until FINAL for handle arrives or deadline_ms passes, then hand it
  * to deliver with "network" (and "network_dropped") filled in. */
-void tc_egress_link_park(struct tc_egress_link *l, uint64_t handle, const char *id,
-                         json_t *result, int64_t deadline_ms, tc_egress_deliver_fn deliver,
-                         void *userdata);
+void tc_egress_link_park(struct tc_egress_link *l, uint64_t handle, const char *id, json_t *result,
+                         int64_t deadline_ms, tc_egress_deliver_fn deliver, void *userdata);
 void tc_egress_link_on_readable(struct tc_egress_link *l, tc_egress_deliver_fn deliver,
                                 void *userdata);
 void tc_egress_link_tick(struct tc_egress_link *l, int64_t now_ms, tc_egress_deliver_fn deliver,

@@ -15,8 +15,11 @@
 int tc_eg_send(int sock, enum tc_eg_type type, uint64_t handle, const char *payload, size_t len,
                int fd)
 {
-    struct tc_eg_hdr h = {.magic = TC_EG_MAGIC, .type = (uint32_t)type, .handle = handle,
-                          .len = (uint32_t)len, .has_fd = fd >= 0};
+    struct tc_eg_hdr h = {.magic = TC_EG_MAGIC,
+                          .type = (uint32_t)type,
+                          .handle = handle,
+                          .len = (uint32_t)len,
+                          .has_fd = fd >= 0};
     union {
         struct cmsghdr align;
         char buf[CMSG_SPACE(2 * sizeof(int))];
@@ -54,7 +57,6 @@ int tc_eg_send(int sock, enum tc_eg_type type, uint64_t handle, const char *payl
         return -errno;
     return n == (ssize_t)sizeof(h) ? 0 : -EIO;
 }
-
 
 int tc_eg_recv(int sock, struct tc_eg_hdr *ret_hdr, char **ret_payload, int *ret_fd)
 {
@@ -95,8 +97,8 @@ int tc_eg_recv(int sock, struct tc_eg_hdr *ret_hdr, char **ret_payload, int *ret
     }
     if (foreign || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || (size_t)n != sizeof(h) ||
         h.magic != TC_EG_MAGIC || h.type == 0 || h.type >= TC_EG_TYPE_MAX_ ||
-        h.len > TC_EG_MAX_PAYLOAD || h.has_fd > 1 ||
-        nfds != (h.len > 0 ? 1 : 0) + (int)h.has_fd || h.handle == 0)
+        h.len > TC_EG_MAX_PAYLOAD || h.has_fd > 1 || nfds != (h.len > 0 ? 1 : 0) + (int)h.has_fd ||
+        h.handle == 0)
         r = -EBADMSG;
     if (r == 0 && h.len > 0)
         r = tc_wire_memfd_read(fds[0], h.len, &payload);

@@ -108,8 +108,8 @@ int tc_egress_rule_parse(const char *s, struct tc_egress_rule *ret)
     return 0;
 }
 
-enum tc_egress_match tc_egress_match(const struct tc_egress_rule *rules, size_t n,
-                                     const char *host, uint16_t port, size_t *ret_index)
+enum tc_egress_match tc_egress_match(const struct tc_egress_rule *rules, size_t n, const char *host,
+                                     uint16_t port, size_t *ret_index)
 {
     size_t hl = strlen(host);
     bool host_seen = false;
@@ -119,7 +119,8 @@ enum tc_egress_match tc_egress_match(const struct tc_egress_rule *rules, size_t 
         size_t rl = strlen(r->host);
         bool host_ok;
         if (r->wildcard)
-            host_ok = hl > rl + 1 && host[hl - rl - 1] == '.' && strcmp(host + hl - rl, r->host) == 0;
+            host_ok =
+                hl > rl + 1 && host[hl - rl - 1] == '.' && strcmp(host + hl - rl, r->host) == 0;
         else
             host_ok = strcmp(host, r->host) == 0;
         if (!host_ok)
@@ -214,10 +215,10 @@ enum tc_addr_class tc_egress_classify(const struct sockaddr *sa)
 const char *tc_egress_class_name(enum tc_addr_class c)
 {
     static const char *const names[] = {
-        [TC_ADDR_PUBLIC] = "public",         [TC_ADDR_LOOPBACK] = "loopback",
-        [TC_ADDR_PRIVATE] = "private",       [TC_ADDR_LINK_LOCAL] = "link_local",
-        [TC_ADDR_METADATA] = "metadata",     [TC_ADDR_CGNAT] = "cgnat",
-        [TC_ADDR_MULTICAST] = "multicast",   [TC_ADDR_UNSPECIFIED] = "unspecified",
+        [TC_ADDR_PUBLIC] = "public",       [TC_ADDR_LOOPBACK] = "loopback",
+        [TC_ADDR_PRIVATE] = "private",     [TC_ADDR_LINK_LOCAL] = "link_local",
+        [TC_ADDR_METADATA] = "metadata",   [TC_ADDR_CGNAT] = "cgnat",
+        [TC_ADDR_MULTICAST] = "multicast", [TC_ADDR_UNSPECIFIED] = "unspecified",
         [TC_ADDR_RESERVED] = "reserved"};
     return (unsigned)c < sizeof(names) / sizeof(names[0]) ? names[c] : "reserved";
 }
@@ -435,9 +436,15 @@ static bool hdr_is(const char *buf, const struct tc_http_hdr *x, const char *nam
 
 long tc_http_head_rewrite(const char *buf, const struct tc_http_head *h, char *out, size_t size)
 {
-    static const char *const drop[] = {"host",         "connection", "proxy-connection",
-                                       "keep-alive",   "proxy-authorization",
-                                       "proxy-authenticate", "te", "upgrade", "trailer"};
+    static const char *const drop[] = {"host",
+                                       "connection",
+                                       "proxy-connection",
+                                       "keep-alive",
+                                       "proxy-authorization",
+                                       "proxy-authenticate",
+                                       "te",
+                                       "upgrade",
+                                       "trailer"};
     size_t o = 0;
     int n;
 

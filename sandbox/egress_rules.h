@@ -32,8 +32,8 @@ enum tc_egress_match {
 };
 /* First rule matching host (normalised: lowercase, no trailing dot) and port. On a match
  * *ret_index is set. */
-enum tc_egress_match tc_egress_match(const struct tc_egress_rule *rules, size_t n,
-                                     const char *host, uint16_t port, size_t *ret_index);
+enum tc_egress_match tc_egress_match(const struct tc_egress_rule *rules, size_t n, const char *host,
+                                     uint16_t port, size_t *ret_index);
 
 enum tc_addr_class {
     TC_ADDR_PUBLIC = 0,
@@ -71,7 +71,7 @@ struct tc_http_hdr {
 struct tc_http_head {
     enum tc_http_kind kind;
     char method[16];
-    char host[TC_EGRESS_HOST_MAX + 1]; /* normalised (tc_egress_host_normalise) */
+    char host[TC_EGRESS_HOST_MAX + 1];       /* normalised (tc_egress_host_normalise) */
     char authority[TC_EGRESS_HOST_MAX + 10]; /* "host[:port]" as sent upstream in Host: */
     uint16_t port;
     uint16_t path_off, path_len; /* origin-form target ("/..."); absent (0) means "/" */

@@ -141,7 +141,8 @@ static int write_etc(int dirfd, const struct tc_spec *spec, const struct tc_root
     for (size_t i = 0; i < TC_ARRAY_SIZE(files); i++)
         if ((r = write_file(dirfd, files[i][0], files[i][1], strlen(files[i][1]), 0644)) < 0)
             return fail(err, errlen, r, "bundle /etc");
-    if (ri->localtime_target[0] && symlinkat(ri->localtime_target, dirfd, "rootfs/etc/localtime") < 0)
+    if (ri->localtime_target[0] &&
+        symlinkat(ri->localtime_target, dirfd, "rootfs/etc/localtime") < 0)
         return fail(err, errlen, -errno, "bundle /etc/localtime");
     return 0;
 }
@@ -158,7 +159,8 @@ static int write_secrets(int dirfd, const char *bundle, const struct tc_spec *sp
         return 0;
     if (mkdirat(dirfd, "secrets", 0700) < 0)
         return fail(err, errlen, -errno, "bundle secrets");
-    _cleanup_close_ int sfd = openat(dirfd, "secrets", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    _cleanup_close_ int sfd =
+        openat(dirfd, "secrets", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (sfd < 0)
         return fail(err, errlen, -errno, "bundle secrets");
     json_array_foreach(spec->secret_files, i, f)
@@ -180,7 +182,8 @@ static int write_secrets(int dirfd, const char *bundle, const struct tc_spec *sp
     if ((r = make_path(dirfd, "rootfs/run/secrets", false)) < 0)
         return fail(err, errlen, r, "bundle /run/secrets");
     snprintf(src, sizeof(src), "%s/secrets", bundle);
-    json_array_append_new(mounts, mount_entry("/run/secrets", "bind", src, "rbind,ro,nosuid,nodev,noexec"));
+    json_array_append_new(mounts,
+                          mount_entry("/run/secrets", "bind", src, "rbind,ro,nosuid,nodev,noexec"));
     return 0;
 }
 
@@ -188,9 +191,9 @@ int tc_gv_write_bundle(int dirfd, const char *bundle, const struct tc_spec *spec
                        const struct tc_rootfs_info *ri, const char *ws_path, uid_t uid,
                        bool rlimit_as, char *err, size_t errlen)
 {
-    static const char *const dirs[] = {"rootfs", "rootfs/proc", "rootfs/dev", "rootfs/tmp",
-                                       "rootfs/usr", "rootfs/etc", "rootfs/run",
-                                       "rootfs/workspace"};
+    static const char *const dirs[] = {"rootfs",     "rootfs/proc",     "rootfs/dev",
+                                       "rootfs/tmp", "rootfs/usr",      "rootfs/etc",
+                                       "rootfs/run", "rootfs/workspace"};
     const struct tc_limits *l = &spec->limits;
     json_t *args = json_array(), *env = json_array(), *mounts = json_array(), *rl = json_array();
     char rel[PATH_MAX], opts[96];
@@ -214,7 +217,8 @@ int tc_gv_write_bundle(int dirfd, const char *bundle, const struct tc_spec *spec
     /* Mounts, most general first. The root itself is read-only; only the workspace and /tmp
      * (gVisor's own size-capped tmpfs) are writable, as in the native backend. */
     json_array_append_new(mounts, mount_entry("/proc", "proc", "proc", "nosuid,noexec,nodev"));
-    json_array_append_new(mounts, mount_entry("/dev", "tmpfs", "tmpfs", "nosuid,noexec,mode=755,size=64k"));
+    json_array_append_new(mounts,
+                          mount_entry("/dev", "tmpfs", "tmpfs", "nosuid,noexec,mode=755,size=64k"));
     snprintf(opts, sizeof(opts), "nosuid,nodev,mode=1777,size=%" PRId64, l->tmp_bytes);
     json_array_append_new(mounts, mount_entry("/tmp", "tmpfs", "tmpfs", opts));
     json_array_append_new(mounts, mount_entry("/dev/shm", "tmpfs", "shm", opts));
@@ -225,10 +229,11 @@ int tc_gv_write_bundle(int dirfd, const char *bundle, const struct tc_spec *spec
             r = fail(err, errlen, r, "bundle /etc mount point");
             goto out;
         }
-        json_array_append_new(mounts, mount_entry(rel + strlen("rootfs"), "bind",
-                                                  ri->binds[i].src, "rbind,ro,nosuid,nodev"));
+        json_array_append_new(mounts, mount_entry(rel + strlen("rootfs"), "bind", ri->binds[i].src,
+                                                  "rbind,ro,nosuid,nodev"));
     }
-    json_array_append_new(mounts, mount_entry("/workspace", "bind", ws_path, "rbind,rw,nosuid,nodev"));
+    json_array_append_new(mounts,
+                          mount_entry("/workspace", "bind", ws_path, "rbind,rw,nosuid,nodev"));
     for (size_t i = 0; i < spec->n_mounts; i++) {
         const struct tc_spec_mount *m = &spec->mounts[i];
         struct stat st;
@@ -241,9 +246,9 @@ int tc_gv_write_bundle(int dirfd, const char *bundle, const struct tc_spec *spec
             r = fail(err, errlen, r, "bundle mount point");
             goto out;
         }
-        json_array_append_new(mounts, mount_entry(m->target, "bind", m->source,
-                                                  m->writable ? "rbind,rw,nosuid,nodev"
-                                                              : "rbind,ro,nosuid,nodev"));
+        json_array_append_new(
+            mounts, mount_entry(m->target, "bind", m->source,
+                                m->writable ? "rbind,rw,nosuid,nodev" : "rbind,ro,nosuid,nodev"));
     }
     if ((r = write_secrets(dirfd, bundle, spec, uid, mounts, err, errlen)) < 0)
         goto out;
@@ -254,8 +259,8 @@ int tc_gv_write_bundle(int dirfd, const char *bundle, const struct tc_spec *spec
         json_array_append_new(env, json_string(*e));
     /* RLIMIT_CPU in whole seconds is a backstop behind the launcher's cgroup poll. */
     uint64_t cpu_s = (uint64_t)((l->cpu_ms + 999) / 1000);
-    json_array_append_new(rl, rlimit("RLIMIT_FSIZE", (uint64_t)l->file_size_bytes,
-                                     (uint64_t)l->file_size_bytes));
+    json_array_append_new(
+        rl, rlimit("RLIMIT_FSIZE", (uint64_t)l->file_size_bytes, (uint64_t)l->file_size_bytes));
     json_array_append_new(rl, rlimit("RLIMIT_NOFILE", (uint64_t)l->nofile, (uint64_t)l->nofile));
     json_array_append_new(rl, rlimit("RLIMIT_NPROC", (uint64_t)l->pids, (uint64_t)l->pids));
     json_array_append_new(rl, rlimit("RLIMIT_CORE", 0, 0));
@@ -265,8 +270,8 @@ int tc_gv_write_bundle(int dirfd, const char *bundle, const struct tc_spec *spec
     uint64_t stack = l->memory_bytes < (8 << 20) ? (uint64_t)l->memory_bytes : 8 << 20;
     json_array_append_new(rl, rlimit("RLIMIT_STACK", stack, stack));
     if (rlimit_as)
-        json_array_append_new(rl, rlimit("RLIMIT_AS", (uint64_t)l->memory_bytes,
-                                         (uint64_t)l->memory_bytes));
+        json_array_append_new(
+            rl, rlimit("RLIMIT_AS", (uint64_t)l->memory_bytes, (uint64_t)l->memory_bytes));
 
     json_t *empty_caps = json_pack("{s:[], s:[], s:[], s:[], s:[]}", "bounding", "effective",
                                    "inheritable", "permitted", "ambient");

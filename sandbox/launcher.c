@@ -48,10 +48,21 @@
 #define TICK_MS             50
 #define MAX_SLOTS           1024
 _Static_assert(MAX_SLOTS <= TC_UID_RANGE_SIZE, "one host uid per slot, from the launcher's range");
-#define SETUP_QUIET_MS      5 /* see setting_up() */
-#define HOLD_MAX_MS         60000 /* a held sandbox the server never released (see hold()) */
+#define SETUP_QUIET_MS 5     /* see setting_up() */
+#define HOLD_MAX_MS    60000 /* a held sandbox the server never released (see hold()) */
 
-enum wkind { W_CLIENT = 1, W_SIGNAL, W_PIDFD, W_STDIN, W_STDOUT, W_STDERR, W_CTL, W_NOTIFY, W_EGRESS, W_SHELL };
+enum wkind {
+    W_CLIENT = 1,
+    W_SIGNAL,
+    W_PIDFD,
+    W_STDIN,
+    W_STDOUT,
+    W_STDERR,
+    W_CTL,
+    W_NOTIFY,
+    W_EGRESS,
+    W_SHELL
+};
 
 struct stream {
     int fd;
@@ -194,8 +205,9 @@ static void send_result(struct launcher *L, const char *id, json_t *result)
         /* stdout, stderr and collected files near their caps: an answer the wire cannot
          * carry would leave the caller waiting forever. */
         free(s);
-        send_result(L, id, tc_result_error(id, "the result is too large to return "
-                                               "(lower output_bytes or collect less)"));
+        send_result(L, id,
+                    tc_result_error(id, "the result is too large to return "
+                                        "(lower output_bytes or collect less)"));
         return;
     }
     (void)tc_wire_send(L->sock, TC_WIRE_RESULT, id, s, len);
@@ -466,8 +478,9 @@ static void finish(struct launcher *L, struct sbx *s)
                     "stdout_truncated", s->out.dropped > 0, "stderr_truncated", s->err.dropped > 0,
                     "duration_ms", (json_int_t)(s->end_ms - s->start_ms), "cpu_ms",
                     (json_int_t)cpu_ms, "memory_peak_bytes", (json_int_t)peak, "killed_reason",
-                    s->killed_reason, "enforced", s->gvisor ? tc_gv_enforced(&L->cg) : enforced_json(L), "policy_violations", viol,
-                    "files", files ? files : json_array(), "pids_limit_hit",
+                    s->killed_reason, "enforced",
+                    s->gvisor ? tc_gv_enforced(&L->cg) : enforced_json(L), "policy_violations",
+                    viol, "files", files ? files : json_array(), "pids_limit_hit",
                     s->has_cg && tc_cg_pids_hit(&s->cg), "workspace_full", ws_full);
     if (res && !s->killed_reason)
         json_object_set_new(res, "killed_reason", json_null());
@@ -711,8 +724,9 @@ static int prepare(struct launcher *L, struct sbx *s)
     int r;
 
     /* PID 1 exec's toolcage-init and reads everything it needs from this memfd. */
-    s->cfg_fd = tc_child_config(&s->spec, &L->sc, s->ws_path + strlen(L->scratch) + 1 /* "ws/<id>" */,
-                                !L->cg.has[TC_CG_MEMORY], !L->cg.has[TC_CG_PIDS]);
+    s->cfg_fd =
+        tc_child_config(&s->spec, &L->sc, s->ws_path + strlen(L->scratch) + 1 /* "ws/<id>" */,
+                        !L->cg.has[TC_CG_MEMORY], !L->cg.has[TC_CG_PIDS]);
     if (s->cfg_fd < 0) {
         r = s->cfg_fd;
         s->cfg_fd = -1;
@@ -1219,17 +1233,16 @@ static json_t *host_info(struct launcher *L)
             ctl, json_string(L->cg.mode == TC_CG_V1 && c == TC_CG_CPU ? "cpuacct" : names[c]));
         json_object_set_new(parents, names[c], json_string(L->cg.parent_path[c]));
     }
-    json_t *hi =
-        json_pack("{s:s, s:o, s:o, s:b, s:b, s:s, s:i, s:i, s:s, s:b, s:s?, s:i, s:i}", "cgroup",
-                  L->cg.mode == TC_CG_V2   ? "v2"
-                  : L->cg.mode == TC_CG_V1 ? "v1"
-                                           : "none",
-                  "controllers", ctl, "cgroup_parents", parents, "seccomp_notify", L->sc.notify,
-                  "memsw", L->cg.memsw, "kernel", u.release, "launcher_pid", (int)getpid(),
-                  "max_sandboxes", (int)L->max, "backends",
-                  L->gv.available ? "native,gvisor" : "native", "userns", 1, "note",
-                  L->cg.note[0] ? L->cg.note : NULL, "egress_pid",
-                  (int)tc_egress_link_pid(L->egress), "pool", (int)L->pool.target);
+    json_t *hi = json_pack(
+        "{s:s, s:o, s:o, s:b, s:b, s:s, s:i, s:i, s:s, s:b, s:s?, s:i, s:i}", "cgroup",
+        L->cg.mode == TC_CG_V2   ? "v2"
+        : L->cg.mode == TC_CG_V1 ? "v1"
+                                 : "none",
+        "controllers", ctl, "cgroup_parents", parents, "seccomp_notify", L->sc.notify, "memsw",
+        L->cg.memsw, "kernel", u.release, "launcher_pid", (int)getpid(), "max_sandboxes",
+        (int)L->max, "backends", L->gv.available ? "native,gvisor" : "native", "userns", 1, "note",
+        L->cg.note[0] ? L->cg.note : NULL, "egress_pid", (int)tc_egress_link_pid(L->egress), "pool",
+        (int)L->pool.target);
     /* the host uids of this launcher's sandboxes: first .. first + count - 1 */
     if (hi)
         json_object_set_new(hi, "uid_range",
@@ -1287,9 +1300,10 @@ static int setup(struct launcher *L, const struct settings *set)
         if (r == -EBUSY)
             snprintf(why, sizeof(why), "all %u are held by other launchers", TC_UID_RANGES);
         else
-            snprintf(why, sizeof(why), "%s", r == -EPERM ? "the directory must be ours and "
-                                                           "writable by nobody else"
-                                                         : strerror(-r));
+            snprintf(why, sizeof(why), "%s",
+                     r == -EPERM ? "the directory must be ours and "
+                                   "writable by nobody else"
+                                 : strerror(-r));
         snprintf(L->setup_error, sizeof(L->setup_error),
                  "no host uid range for the sandboxes in the registry %.*s: %s", PATH_MAX - 200,
                  registry, why);
@@ -1415,8 +1429,10 @@ static bool copy_arg(char *dst, size_t size, const char *v)
 int tc_launcher_main(int argc, char **argv)
 {
     struct launcher L;
-    struct settings set = {.state_dir = "/run/toolcage", .pool = 2,
-                           .uid_registry = TC_UID_REGISTRY, .gvisor_platform = "ptrace"};
+    struct settings set = {.state_dir = "/run/toolcage",
+                           .pool = 2,
+                           .uid_registry = TC_UID_REGISTRY,
+                           .gvisor_platform = "ptrace"};
     unsigned long fd = 3, max = 64, ppid = 0, flag;
     int r;
 

@@ -55,10 +55,10 @@ struct tc_launcher;
 
 /* Zero-initialised fields take the defaults; the launcher reads no environment. */
 struct tc_launcher_options {
-    const char *exe;        /* binary to exec as the launcher; NULL = "/proc/self/exe" */
-    const char *state_dir;  /* scratch space for the launcher */
-    unsigned max_sandboxes; /* concurrent sandboxes; submissions beyond get -EAGAIN */
-    int pool;               /* shells kept ready, 1..TC_POOL_MAX; 0: 2; TC_POOL_NONE: none */
+    const char *exe;             /* binary to exec as the launcher; NULL = "/proc/self/exe" */
+    const char *state_dir;       /* scratch space for the launcher */
+    unsigned max_sandboxes;      /* concurrent sandboxes; submissions beyond get -EAGAIN */
+    int pool;                    /* shells kept ready, 1..TC_POOL_MAX; 0: 2; TC_POOL_NONE: none */
     const char *uid_registry;    /* NULL: TC_UID_REGISTRY (sandbox/uidrange.h) */
     const char *gvisor_platform; /* "ptrace" (NULL) or "kvm" */
     const char *init_path;       /* NULL: toolcage-init next to the binary (sandbox/child.h) */
@@ -84,7 +84,7 @@ struct tc_launcher_job {
     tc_launcher_cb done;        /* required */
     tc_launcher_ready_cb ready; /* required with "hold": true in the spec, NULL without */
     void *userdata;
-    bool reserved;              /* takes a slot promised by tc_launcher_reserve() */
+    bool reserved; /* takes a slot promised by tc_launcher_reserve() */
 };
 
 /* 0, -EINVAL (spec fails validation), -EAGAIN (too many in flight), -EPIPE (launcher gone). */

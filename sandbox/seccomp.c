@@ -142,7 +142,8 @@ static int add_rules(scmp_filter_ctx ctx, uint32_t act)
         if (r < 0)
             return r;
     }
-    r = seccomp_rule_add(ctx, act, SCMP_SYS(socket), 1, SCMP_A0(SCMP_CMP_GT, (uint64_t)AF_INET6, 0));
+    r = seccomp_rule_add(ctx, act, SCMP_SYS(socket), 1,
+                         SCMP_A0(SCMP_CMP_GT, (uint64_t)AF_INET6, 0));
     if (r < 0)
         return r;
     static const uint64_t bad_types[] = {SOCK_RAW, SOCK_PACKET};

@@ -187,8 +187,10 @@ static int check_secret_files(json_t *a, char *err, size_t errlen)
             !tc_spec_relpath_valid(name) || strchr(name, '/'))
             return fail(err, errlen, "secret_files[%zu].name: plain file name required", i);
         if (!json_is_string(c) || json_string_length(c) > TC_SPEC_MAX_SECRET_BYTES / 3 * 4 + 4)
-            return fail(err, errlen, "secret_files[%zu].content_b64: base64 string of at most"
-                        " %d bytes required", i, TC_SPEC_MAX_SECRET_BYTES);
+            return fail(err, errlen,
+                        "secret_files[%zu].content_b64: base64 string of at most"
+                        " %d bytes required",
+                        i, TC_SPEC_MAX_SECRET_BYTES);
         if (json_object_size(f) != 2)
             return fail(err, errlen, "secret_files[%zu]: unknown key", i);
         for (size_t k = 0; k < i; k++)
@@ -217,8 +219,8 @@ static int parse_network(json_t *v, json_t **ret_allow, char *err, size_t errlen
         struct tc_egress_rule rule;
         if (!json_is_string(e) || strlen(json_string_value(e)) != json_string_length(e) ||
             tc_egress_rule_parse(json_string_value(e), &rule) < 0)
-            return fail(err, errlen, "network.allow[%zu]: host, host:port, *.domain or *.domain:port",
-                        i);
+            return fail(err, errlen,
+                        "network.allow[%zu]: host, host:port, *.domain or *.domain:port", i);
     }
     *ret_allow = allow;
     return 0;
@@ -270,10 +272,9 @@ static int parse_mounts(json_t *a, struct tc_spec *o, char *err, size_t errlen)
 
 int tc_spec_parse(json_t *spec, struct tc_spec *ret, char *err, size_t errlen)
 {
-    static const char *const known[] = {"id",     "backend",   "argv",    "env",
-                                        "cwd",    "stdin_b64", "files",   "collect",
-                                        "mounts", "hostname",  "network", "limits",
-                                        "secret_files", "hold"};
+    static const char *const known[] = {
+        "id",      "backend", "argv",     "env",     "cwd",    "stdin_b64",    "files",
+        "collect", "mounts",  "hostname", "network", "limits", "secret_files", "hold"};
     struct tc_spec s = {0};
     const char *key;
     json_t *val, *v;

@@ -7,11 +7,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TC_SPEC_ID_MAX     64
-#define TC_SPEC_MAX_ARGS   4096
-#define TC_SPEC_MAX_FILES  1024
-#define TC_SPEC_MAX_MOUNTS 64
-#define TC_SPEC_MAX_PATH   4096
+#define TC_SPEC_ID_MAX           64
+#define TC_SPEC_MAX_ARGS         4096
+#define TC_SPEC_MAX_FILES        1024
+#define TC_SPEC_MAX_MOUNTS       64
+#define TC_SPEC_MAX_PATH         4096
 #define TC_SPEC_MAX_SECRET_FILES 32
 #define TC_SPEC_MAX_SECRET_BYTES (64 * 1024) /* decoded, per file */
 
@@ -34,8 +34,8 @@ struct tc_spec {
     const char *cwd;
     const char *hostname;
     const char *stdin_b64;
-    json_t *files;   /* array or NULL */
-    json_t *collect; /* array or NULL */
+    json_t *files;        /* array or NULL */
+    json_t *collect;      /* array or NULL */
     json_t *secret_files; /* array of {name, content_b64} or NULL: /run/secrets/<name>, 0400 */
     struct tc_spec_mount *mounts;
     size_t n_mounts;

@@ -13,7 +13,6 @@
 
 #define EXPORT_BATCH 1000
 
-
 /* clause: SQL with "?" where the parameter goes (each "?" becomes the same $N). */
 int tc_audit_filter_add(struct tc_audit_filter *f, const char *clause, const char *value)
 {
@@ -61,25 +60,29 @@ bool tc_audit_filter_build(struct tc_request *r, struct tc_audit_filter *f, enum
         return false;
     const char *tenant = tc_request_query(r, "tenant");
     if (tenant && strlen(tenant) > 64) {
-        *ret = tc_respond_problem(r, 400, "validation", "Invalid request", NULL,
-                                  "tenant is too long");
+        *ret =
+            tc_respond_problem(r, 400, "validation", "Invalid request", NULL, "tenant is too long");
         return false;
     }
     if (r->principal.role != TC_ROLE_OPERATOR) {
         /* Admins and auditors act on their own tenant only. */
-        if (tenant && strcmp(tenant, r->principal.tenant_name) && strcmp(tenant, r->principal.tenant_id)) {
+        if (tenant && strcmp(tenant, r->principal.tenant_name) &&
+            strcmp(tenant, r->principal.tenant_id)) {
             *ret = tc_respond_problem(r, 403, "forbidden", "Forbidden", NULL,
                                       "only an operator key may read another tenant's records");
             return false;
         }
         tc_audit_filter_add(f, "tenant_id = ?", r->principal.tenant_id);
     } else if (tenant) {
-        tc_audit_filter_add(f, "tenant_id = (SELECT id::text FROM tenants WHERE name = ? OR id::text = ?)",
-                   tenant);
+        tc_audit_filter_add(
+            f, "tenant_id = (SELECT id::text FROM tenants WHERE name = ? OR id::text = ?)", tenant);
     }
-    static const struct { const char *q, *clause; } eq[] = {
-        {"actor", "actor = ?"}, {"tool", "tool = ?"}, {"action", "action = ?"},
-        {"status", "status = ?"}};
+    static const struct {
+        const char *q, *clause;
+    } eq[] = {{"actor", "actor = ?"},
+              {"tool", "tool = ?"},
+              {"action", "action = ?"},
+              {"status", "status = ?"}};
     for (size_t i = 0; i < TC_ARRAY_SIZE(eq); i++) {
         const char *v = tc_request_query(r, eq[i].q);
         if (!v)
@@ -138,8 +141,8 @@ struct export_state {
     PGconn *conn;
     struct tc_audit_filter f;
     bool csv;
-    int phase; /* 0 header, 1 checkpoints, 2 records, 3 done */
-    char last[24];   /* the last seq written (start - 1 before any) */
+    int phase;     /* 0 header, 1 checkpoints, 2 records, 3 done */
+    char last[24]; /* the last seq written (start - 1 before any) */
     char end[24];
     struct tc_buf out; /* pending bytes */
     size_t off;
@@ -176,17 +179,28 @@ static int csv_row_out(struct tc_buf *b, const char *kind, const char *seq,
 static int export_checkpoints(struct export_state *st)
 {
     const char *p[] = {st->last, st->end};
-    PGresult *res = tc_db_exec(st->conn, "SELECT seq, encode(hash, 'hex'), ts, key_id,"
-                                         " encode(signature, 'hex') FROM audit_checkpoints"
-                                         " WHERE seq >= $1::bigint AND seq <= $2::bigint"
-                                         " ORDER BY seq", 2, p);
+    PGresult *res = tc_db_exec(st->conn,
+                               "SELECT seq, encode(hash, 'hex'), ts, key_id,"
+                               " encode(signature, 'hex') FROM audit_checkpoints"
+                               " WHERE seq >= $1::bigint AND seq <= $2::bigint"
+                               " ORDER BY seq",
+                               2, p);
     if (!res)
         return -EIO;
     int rc = 0;
     for (int i = 0; i < PQntuples(res) && rc == 0; i++) {
         if (st->csv) {
-            const char *vals[] = {PQgetvalue(res, i, 2), "", "", "", "", "", PQgetvalue(res, i, 1),
-                                  PQgetvalue(res, i, 3), PQgetvalue(res, i, 4), "", ""};
+            const char *vals[] = {PQgetvalue(res, i, 2),
+                                  "",
+                                  "",
+                                  "",
+                                  "",
+                                  "",
+                                  PQgetvalue(res, i, 1),
+                                  PQgetvalue(res, i, 3),
+                                  PQgetvalue(res, i, 4),
+                                  "",
+                                  ""};
             rc = csv_row_out(&st->out, "checkpoint", PQgetvalue(res, i, 0), vals);
         } else {
             json_t *o = json_pack("{s:{s:I, s:s, s:s, s:s, s:s}}", "checkpoint", "seq",
@@ -207,11 +221,12 @@ static int export_records(struct export_state *st)
 {
     struct tc_buf sql;
     tc_buf_init(&sql, 8192);
-    int rc = tc_buf_appendf(&sql, "SELECT seq, encode(hash, 'hex'), coalesce(encode(digest, 'hex'), ''),"
-                                  " CASE WHEN %s THEN record::text END, ts, tenant_id, actor, action,"
-                                  " tool, status FROM audit_log WHERE seq > $%d AND seq <= $%d"
-                                  " ORDER BY seq LIMIT %d", st->f.where.data, st->f.n + 1,
-                            st->f.n + 2, EXPORT_BATCH);
+    int rc = tc_buf_appendf(&sql,
+                            "SELECT seq, encode(hash, 'hex'), coalesce(encode(digest, 'hex'), ''),"
+                            " CASE WHEN %s THEN record::text END, ts, tenant_id, actor, action,"
+                            " tool, status FROM audit_log WHERE seq > $%d AND seq <= $%d"
+                            " ORDER BY seq LIMIT %d",
+                            st->f.where.data, st->f.n + 1, st->f.n + 2, EXPORT_BATCH);
     st->f.params[st->f.n] = st->last;
     st->f.params[st->f.n + 1] = st->end;
     PGresult *res = rc == 0 ? tc_db_exec(st->conn, sql.data, st->f.n + 2, st->f.params) : NULL;
@@ -224,10 +239,17 @@ static int export_records(struct export_state *st)
         const char *digest = PQgetvalue(res, i, 2);
         bool shown = !PQgetisnull(res, i, 3);
         if (st->csv) {
-            const char *vals[] = {shown ? PQgetvalue(res, i, 4) : "", shown ? PQgetvalue(res, i, 5) : "",
-                                  shown ? PQgetvalue(res, i, 6) : "", shown ? PQgetvalue(res, i, 7) : "",
-                                  shown ? PQgetvalue(res, i, 8) : "", shown ? PQgetvalue(res, i, 9) : "",
-                                  hash, "", "", shown ? PQgetvalue(res, i, 3) : "", digest};
+            const char *vals[] = {shown ? PQgetvalue(res, i, 4) : "",
+                                  shown ? PQgetvalue(res, i, 5) : "",
+                                  shown ? PQgetvalue(res, i, 6) : "",
+                                  shown ? PQgetvalue(res, i, 7) : "",
+                                  shown ? PQgetvalue(res, i, 8) : "",
+                                  shown ? PQgetvalue(res, i, 9) : "",
+                                  hash,
+                                  "",
+                                  "",
+                                  shown ? PQgetvalue(res, i, 3) : "",
+                                  digest};
             rc = csv_row_out(&st->out, shown ? "record" : "withheld", seq, vals);
         } else {
             rc = tc_buf_appendf(&st->out, "{\"seq\":%s,\"hash\":\"%s\"", seq, hash);
@@ -297,8 +319,9 @@ static int export_range(struct tc_request *r, struct export_state *st, PGconn *c
     int64_t cp = 0;
     int rc = tc_audit_checkpoint(c, r->srv->keys, &cp);
     if (rc == -EBADMSG)
-        tc_log(TC_LOG_ERROR, "audit export: a record since the last checkpoint does not verify; "
-                             "no checkpoint was signed, so the export's tail is not vouched for",
+        tc_log(TC_LOG_ERROR,
+               "audit export: a record since the last checkpoint does not verify; "
+               "no checkpoint was signed, so the export's tail is not vouched for",
                "{s:s}", "request_id", r->request_id);
     else if (rc < 0)
         return rc;
@@ -308,14 +331,16 @@ static int export_range(struct tc_request *r, struct export_state *st, PGconn *c
     struct tc_buf sql;
     tc_buf_init(&sql, 8192);
     /* $n+1: the last record to export (NULL: the head) */
-    rc = tc_buf_appendf(&sql,
+    rc = tc_buf_appendf(
+        &sql,
         "WITH u AS (SELECT coalesce($%d::bigint, (SELECT seq FROM audit_head)) AS upto),"
         " m AS (SELECT min(seq) AS first, max(seq) AS last FROM audit_log, u"
         "       WHERE %s AND seq <= u.upto)"
         " SELECT coalesce((SELECT max(seq) FROM audit_checkpoints WHERE seq < m.first), 0),"
         "        coalesce((SELECT min(seq) FROM audit_checkpoints, u"
         "                  WHERE seq >= m.last AND seq <= u.upto), u.upto), m.first IS NULL"
-        " FROM m, u", st->f.n + 1, st->f.where.data);
+        " FROM m, u",
+        st->f.n + 1, st->f.where.data);
     st->f.params[st->f.n] = upto[0] ? upto : NULL;
     PGresult *res = rc == 0 ? tc_db_exec(c, sql.data, st->f.n + 1, st->f.params) : NULL;
     tc_buf_free(&sql);
@@ -348,7 +373,8 @@ enum MHD_Result tc_audit_export_respond(struct tc_request *r)
         export_free(st);
         return ret;
     }
-    PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS); /* answer 503 now rather than a cut stream */
+    PGconn *c =
+        tc_db_acquire(r->srv->db, TC_DB_WAIT_MS); /* answer 503 now rather than a cut stream */
     int rc = c ? export_range(r, st, c) : -EIO;
     if (c && rc < 0)
         tc_log(TC_LOG_ERROR, "audit export failed", "{s:s, s:s}", "request_id", r->request_id,
@@ -359,8 +385,8 @@ enum MHD_Result tc_audit_export_respond(struct tc_request *r)
         return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
                                   "the audit trail cannot be read right now");
     }
-    struct MHD_Response *resp =
-        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, export_read, st, export_free);
+    struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024,
+                                                                  export_read, st, export_free);
     if (!resp) {
         export_free(st);
         return MHD_NO;
@@ -372,4 +398,3 @@ enum MHD_Result tc_audit_export_respond(struct tc_request *r)
                                     : "attachment; filename=\"audit.jsonl\"");
     return tc_http_queue(r, 200, resp);
 }
-

@@ -11,7 +11,7 @@
 #include "core/db.h"
 #include "server/http.h"
 
-#define KEY_PREFIX "tc_"
+#define KEY_PREFIX       "tc_"
 #define KEY_RANDOM_BYTES 32
 
 static const char *const role_names[] = {"agent", "reviewer", "auditor", "admin", "operator"};
@@ -76,8 +76,10 @@ int tc_auth_person(PGconn *c, const char *tenant_id, const char *name, char ret_
     char id[37];
     tc_uuid7(id);
     const char *p[] = {id, tenant_id, name};
-    PGresult *r = tc_db_exec(c, "INSERT INTO persons (id, tenant_id, name) VALUES ($1, $2, $3)"
-                                " ON CONFLICT (tenant_id, name) DO NOTHING", 3, p);
+    PGresult *r = tc_db_exec(c,
+                             "INSERT INTO persons (id, tenant_id, name) VALUES ($1, $2, $3)"
+                             " ON CONFLICT (tenant_id, name) DO NOTHING",
+                             3, p);
     if (!r)
         return -EIO;
     PQclear(r);
@@ -99,13 +101,13 @@ int tc_auth_create_key(PGconn *c, const struct tc_keys *keys, const char *tenant
         *ret_error = strdup("role must be agent, reviewer, auditor, admin or operator");
         return -EINVAL;
     }
-    bool operator = role_bit == TC_ROLE_OPERATOR;
-    if (operator && (tenant || person)) {
+    bool operator= role_bit == TC_ROLE_OPERATOR;
+    if (operator&&(tenant || person)) {
         *ret_error = strdup("an operator key belongs to no tenant and no person: give neither"
                             " --tenant nor --person");
         return -EINVAL;
     }
-    if (!operator && !tenant) {
+    if (!operator&& !tenant) {
         *ret_error = strdup("--tenant is required (except for --role operator)");
         return -EINVAL;
     }
@@ -135,15 +137,19 @@ int tc_auth_create_key(PGconn *c, const struct tc_keys *keys, const char *tenant
         sodium_memzero(key, sizeof(key));
         return -EIO;
     }
-    PGresult *r = operator
-        ? tc_db_exec(c, "INSERT INTO api_keys (id, tenant_id, role, key_hash, prefix)"
-                        " VALUES ($1, NULL, $2, $3::bytea, $4) RETURNING ''", 4, p + 2)
+    PGresult *r =
+    operator
+        ? tc_db_exec(c,
+                     "INSERT INTO api_keys (id, tenant_id, role, key_hash, prefix)"
+                     " VALUES ($1, NULL, $2, $3::bytea, $4) RETURNING ''",
+                     4, p + 2)
         : tc_db_exec(c,
-        "WITH ins AS (INSERT INTO tenants (id, name) VALUES ($1, $2)"
-        "             ON CONFLICT (name) DO NOTHING RETURNING id),"
-        " t AS (SELECT id FROM ins UNION ALL SELECT id FROM tenants WHERE name = $2)"
-        " INSERT INTO api_keys (id, tenant_id, role, key_hash, prefix)"
-        " SELECT $3, t.id, $4, $5::bytea, $6 FROM t LIMIT 1 RETURNING tenant_id", 6, p);
+                     "WITH ins AS (INSERT INTO tenants (id, name) VALUES ($1, $2)"
+                     "             ON CONFLICT (name) DO NOTHING RETURNING id),"
+                     " t AS (SELECT id FROM ins UNION ALL SELECT id FROM tenants WHERE name = $2)"
+                     " INSERT INTO api_keys (id, tenant_id, role, key_hash, prefix)"
+                     " SELECT $3, t.id, $4, $5::bytea, $6 FROM t LIMIT 1 RETURNING tenant_id",
+                     6, p);
     json_t *ev = r && PQntuples(r) == 1
                      ? json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s}}", "action",
                                  "key.create", "status", "ok", "actor", "type", "cli", "id",
@@ -155,16 +161,17 @@ int tc_auth_create_key(PGconn *c, const struct tc_keys *keys, const char *tenant
     if (rc == 0 && person) {
         rc = tc_auth_person(c, PQgetvalue(r, 0, 0), person, person_id);
         const char *pp[] = {key_id, person_id};
-        PGresult *u = rc == 0 ? tc_db_exec(c, "UPDATE api_keys SET person_id = $2 WHERE id = $1",
-                                           2, pp)
-                              : NULL;
+        PGresult *u = rc == 0
+                          ? tc_db_exec(c, "UPDATE api_keys SET person_id = $2 WHERE id = $1", 2, pp)
+                          : NULL;
         rc = u ? 0 : -EIO;
         PQclear(u);
         json_object_set_new(json_object_get(ev, "key"), "person",
                             json_pack("{s:s, s:s}", "id", person_id, "name", person));
     }
     PQclear(r);
-    rc = rc == 0 && tc_audit_append_tx(c, keys, ev, NULL) == 0 && tc_db_command(c, "COMMIT") ? 0 : -EIO;
+    rc = rc == 0 && tc_audit_append_tx(c, keys, ev, NULL) == 0 && tc_db_command(c, "COMMIT") ? 0
+                                                                                             : -EIO;
     json_decref(ev);
     if (rc < 0) {
         *ret_error = strdup(PQerrorMessage(c));
@@ -184,11 +191,13 @@ int tc_auth_lookup(PGconn *c, const char *key, struct tc_principal *ret)
     char hash[2 * 32 + 3];
     key_hash_hex(key, hash);
     const char *p[] = {hash};
-    PGresult *r = tc_db_exec(c,
-        "SELECT k.id, coalesce(k.tenant_id::text, ''), coalesce(t.name, ''), k.role,"
-        " coalesce(k.person_id::text, '')"
-        " FROM api_keys k LEFT JOIN tenants t ON t.id = k.tenant_id"
-        " WHERE k.key_hash = $1::bytea AND k.revoked_at IS NULL", 1, p);
+    PGresult *r =
+        tc_db_exec(c,
+                   "SELECT k.id, coalesce(k.tenant_id::text, ''), coalesce(t.name, ''), k.role,"
+                   " coalesce(k.person_id::text, '')"
+                   " FROM api_keys k LEFT JOIN tenants t ON t.id = k.tenant_id"
+                   " WHERE k.key_hash = $1::bytea AND k.revoked_at IS NULL",
+                   1, p);
     if (!r)
         return -EIO;
     if (PQntuples(r) != 1) {
@@ -215,7 +224,8 @@ enum MHD_Result tc_auth_bearer_dispatch(struct tc_request *r, const struct tc_ro
     if (!rt->roles)
         return rt->handler(r);
     const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Authorization");
-    if (tc_request_header_count(r, "Authorization") > 1) /* a proxy in front may have checked the other one: trust neither */
+    if (tc_request_header_count(r, "Authorization") >
+        1) /* a proxy in front may have checked the other one: trust neither */
         return tc_respond_problem_header(r, 401, "unauthorized", "Unauthorized", "WWW-Authenticate",
                                          "Bearer", "send exactly one Authorization header");
     if (!h || strncasecmp(h, "Bearer ", 7) != 0)

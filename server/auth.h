@@ -22,7 +22,7 @@ struct tc_principal {
     char tenant_id[37];   /* "" for an operator */
     char tenant_name[65]; /* "" for an operator */
     char key_id[37];
-    char person_id[37];   /* the person the key or console user is bound to, or "" */
+    char person_id[37]; /* the person the key or console user is bound to, or "" */
     enum tc_role role;
 };
 

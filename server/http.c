@@ -69,8 +69,8 @@ enum MHD_Result tc_respond_text(struct tc_request *r, unsigned status, const cha
 }
 
 enum MHD_Result tc_respond_json_ex(struct tc_request *r, unsigned status, json_t *body,
-                                          const char *content_type, const char *extra_name,
-                                          const char *extra_value)
+                                   const char *content_type, const char *extra_name,
+                                   const char *extra_value)
 {
     char *s = json_dumps(body, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(body);
@@ -127,8 +127,8 @@ enum MHD_Result tc_respond_problem(struct tc_request *r, unsigned status, const 
 }
 
 enum MHD_Result tc_respond_problem_header(struct tc_request *r, unsigned status, const char *slug,
-                                          const char *title, const char *hname,
-                                          const char *hvalue, const char *fmt, ...)
+                                          const char *title, const char *hname, const char *hvalue,
+                                          const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -157,7 +157,8 @@ json_t *tc_request_json(struct tc_request *r, enum MHD_Result *ret_result)
     }
     json_error_t err;
     /* NUL is allowed by the parser so that the validator can name the field that holds it. */
-    json_t *j = json_loadb(r->body.data, r->body.len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL | JSON_DECODE_ANY, &err);
+    json_t *j = json_loadb(r->body.data, r->body.len,
+                           JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL | JSON_DECODE_ANY, &err);
     if (!j) {
         *ret_result = tc_respond_problem(r, 400, "invalid-json", "Malformed JSON", NULL,
                                          "line %d, column %d: %s", err.line, err.column, err.text);
@@ -181,7 +182,10 @@ bool tc_server_begin(struct tc_server *srv)
     return false;
 }
 
-void tc_server_end(struct tc_server *srv) { pthread_rwlock_unlock(&srv->run_lock); }
+void tc_server_end(struct tc_server *srv)
+{
+    pthread_rwlock_unlock(&srv->run_lock);
+}
 
 void tc_server_set_stopping(struct tc_server *srv)
 {
@@ -197,7 +201,10 @@ void tc_request_suspend(struct tc_request *r, tc_handler resume)
     MHD_suspend_connection(r->conn);
 }
 
-void tc_request_resume(struct tc_request *r) { MHD_resume_connection(r->conn); }
+void tc_request_resume(struct tc_request *r)
+{
+    MHD_resume_connection(r->conn);
+}
 
 const char *tc_request_query(struct tc_request *r, const char *name)
 {
@@ -205,7 +212,6 @@ const char *tc_request_query(struct tc_request *r, const char *name)
 }
 
 /* ---- routing ---- */
-
 
 struct header_count {
     const char *name;
@@ -286,8 +292,9 @@ static bool match(const char *pattern, const char *path, struct tc_request *r)
 }
 
 /* The route for r among srv->routes, its group, and in allow the methods the path has. */
-static const struct tc_route *route_find(struct tc_request *r, const struct tc_route_group **ret_group,
-                                         char *allow, size_t allow_size)
+static const struct tc_route *route_find(struct tc_request *r,
+                                         const struct tc_route_group **ret_group, char *allow,
+                                         size_t allow_size)
 {
     for (const struct tc_route_group *const *g = r->srv->routes; g && *g; g++)
         for (const struct tc_route *rt = (*g)->routes; rt->method; rt++) {
@@ -368,8 +375,9 @@ static bool request_id_ok(const char *s)
  *   METHOD \0 [spaces] TARGET \0 VERSION \0 [\0]   (CRLF, or a bare LF, become NUL bytes)
  *   NAME \0 [spaces] VALUE \0 [\0]   ... one per header line ...   \0 [\0]
  * so anything but NUL bytes between the end of one string and the start of the next means
- * the client sent a NUL (or folded a header line: refused too, RFC 9112 5.2). raw_uri_len is strlen() of the target as the URI log callback saw
- * it, before '?' and escapes were cut out. Returns NULL, or why the head is refused. */
+ * the client sent a NUL (or folded a header line: refused too, RFC 9112 5.2). raw_uri_len is
+ * strlen() of the target as the URI log callback saw it, before '?' and escapes were cut out.
+ * Returns NULL, or why the head is refused. */
 struct head_walk {
     const char *prev_end; /* end of the previous header's value */
     bool bad;
@@ -475,8 +483,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (nul) {
             r->body_done = true;
             tc_http_guard_handling(srv->guard, r->gconn);
-            return tc_respond_problem_header(r, 400, "bad-request", "Bad request", "Connection", "close",
-                                       "%s", nul);
+            return tc_respond_problem_header(r, 400, "bad-request", "Bad request", "Connection",
+                                             "close", "%s", nul);
         }
         /* Request smuggling: where a proxy in front and libmicrohttpd could disagree on where
          * the body ends (two Content-Length headers, or one with Transfer-Encoding), refuse
@@ -486,9 +494,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (ncl > 1 || (ncl && nte)) {
             r->body_done = true;
             tc_http_guard_handling(srv->guard, r->gconn);
-            return tc_respond_problem_header(r, 400, "bad-request", "Bad request", "Connection", "close",
-                                       ncl > 1 ? "send exactly one Content-Length header"
-                                               : "send Content-Length or Transfer-Encoding, not both");
+            return tc_respond_problem_header(
+                r, 400, "bad-request", "Bad request", "Connection", "close",
+                ncl > 1 ? "send exactly one Content-Length header"
+                        : "send Content-Length or Transfer-Encoding, not both");
         }
         /* Refuse a declared oversize body before reading it. */
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
@@ -543,9 +552,11 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     } else {
         /* refused by libmicrohttpd before the handler saw it (431, 414, a bad header line),
          * or the client left, or was cut off (http_guard.h), in the middle of its head */
-        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_HTTP_STATUS);
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_HTTP_STATUS);
         tc_log(TC_LOG_DEBUG, "request head not accepted", "{s:i, s:I}", "status",
-               ci ? (int)ci->http_status : 0, "duration_ms", (json_int_t)(tc_now_ms() - r->start_ms));
+               ci ? (int)ci->http_status : 0, "duration_ms",
+               (json_int_t)(tc_now_ms() - r->start_ms));
     }
     request_free(r);
     *con_cls = NULL;
@@ -565,7 +576,8 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
     }
 }
 
-static void on_mhd_error(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
+static void on_mhd_error(void *cls, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
 static void on_mhd_error(void *cls, const char *fmt, va_list ap)
 {
     char msg[256];
@@ -578,8 +590,10 @@ static void on_mhd_error(void *cls, const char *fmt, va_list ap)
 
 int tc_http_start(struct tc_server *srv, char **ret_error)
 {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_NUMERICSERV}, *ai = NULL;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_NUMERICSERV},
+                    *ai = NULL;
     char port[8];
     snprintf(port, sizeof(port), "%u", srv->cfg->listen_port);
     int rc = getaddrinfo(srv->cfg->listen_host, port, &hints, &ai);
@@ -605,12 +619,11 @@ int tc_http_start(struct tc_server *srv, char **ret_error)
         flags |= MHD_USE_IPv6;
     srv->mhd = MHD_start_daemon(
         flags, srv->cfg->listen_port, NULL, NULL, on_request, srv, MHD_OPTION_EXTERNAL_LOGGER,
-        on_mhd_error, NULL, MHD_OPTION_SOCK_ADDR,
-        ai->ai_addr, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)srv->cfg->threads,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_UNESCAPE_CALLBACK, unescape,
-        NULL, MHD_OPTION_URI_LOG_CALLBACK, on_request_line, srv, MHD_OPTION_NOTIFY_CONNECTION,
-        on_connection, srv, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000,
+        on_mhd_error, NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_THREAD_POOL_SIZE,
+        (unsigned)srv->cfg->threads, MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
+        MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_URI_LOG_CALLBACK, on_request_line,
+        srv, MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)IDLE_TIMEOUT_S, MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000,
         /* one client address cannot take all 1000 slots (idle sockets, slow headers) */
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)srv->cfg->max_connections_per_ip,
         MHD_OPTION_END);

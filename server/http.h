@@ -41,8 +41,8 @@ struct tc_server {
      * the main thread takes it for writing to set stopping, after which neither happens. */
     pthread_rwlock_t run_lock;
     bool stopping;
-    _Atomic int suspended; /* connections suspended now (drained before the daemon stops) */
-    struct tc_policy *policy; /* swap under policy_lock; readers take a reference */
+    _Atomic int suspended;        /* connections suspended now (drained before the daemon stops) */
+    struct tc_policy *policy;     /* swap under policy_lock; readers take a reference */
     struct tc_verifier *verifier; /* audit chain walks (server/verifier.h) */
 };
 
@@ -80,11 +80,11 @@ struct tc_request {
     bool body_done;
     struct tc_principal principal;
     const char *route; /* pattern of the matched route, for metrics */
-    char *params[4]; /* path segments matched by "{}" */
-    unsigned status; /* of the response queued, for the access log */
+    char *params[4];   /* path segments matched by "{}" */
+    unsigned status;   /* of the response queued, for the access log */
     long long start_ms;
-    bool started;       /* the headers are in and the handler has seen the request */
-    size_t raw_uri_len; /* of the request target as received, up to its first NUL byte */
+    bool started;               /* the headers are in and the handler has seen the request */
+    size_t raw_uri_len;         /* of the request target as received, up to its first NUL byte */
     struct tc_http_conn *gconn; /* the connection's record in srv->guard, or NULL */
     /* async: set by tc_request_suspend(); the handler that runs when resumed */
     tc_handler resume;
@@ -127,8 +127,8 @@ enum MHD_Result tc_respond_db_down(struct tc_request *r);
 
 /* A problem response with one extra header (e.g. WWW-Authenticate, Allow). */
 enum MHD_Result tc_respond_problem_header(struct tc_request *r, unsigned status, const char *slug,
-                                          const char *title, const char *hname,
-                                          const char *hvalue, const char *fmt, ...)
+                                          const char *title, const char *hname, const char *hvalue,
+                                          const char *fmt, ...)
     __attribute__((format(printf, 7, 8)));
 
 /* Parse the body as a JSON object. On failure a problem response has been queued:

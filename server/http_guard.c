@@ -37,9 +37,11 @@ struct tc_http_guard {
     struct tc_http_conn *head;
 };
 
-static const char *const phase_names[] = {
-    [PHASE_HEAD] = "request head", [PHASE_IDLE] = "next request line",
-    [PHASE_BODY] = "request body", [PHASE_HANDLING] = "handling", [PHASE_CUT] = "cut"};
+static const char *const phase_names[] = {[PHASE_HEAD] = "request head",
+                                          [PHASE_IDLE] = "next request line",
+                                          [PHASE_BODY] = "request body",
+                                          [PHASE_HANDLING] = "handling",
+                                          [PHASE_CUT] = "cut"};
 
 /* When the connection's body is overdue: after the grace, the bytes received must keep
  * up with min_rate; and never later than grace + max_body / min_rate. */
@@ -77,8 +79,9 @@ static void *guard_main(void *arg)
         struct cut_note notes[16];
         size_t n = 0, more = 0;
         for (struct tc_http_conn *c = g->head; c; c = c->next) {
-            bool late = ((c->phase == PHASE_HEAD || c->phase == PHASE_IDLE) && now > c->deadline_ms) ||
-                        (c->phase == PHASE_BODY && g->lim.min_rate > 0 && now > body_deadline(g, c));
+            bool late =
+                ((c->phase == PHASE_HEAD || c->phase == PHASE_IDLE) && now > c->deadline_ms) ||
+                (c->phase == PHASE_BODY && g->lim.min_rate > 0 && now > body_deadline(g, c));
             if (!late)
                 continue;
             struct cut_note spare;

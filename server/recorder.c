@@ -21,15 +21,15 @@
 #include "core/metrics.h"
 #include "server/waiters.h"
 
-#define THREADS 2
+#define THREADS          2
 #define START_GIVE_UP_MS 15000 /* a held sandbox waits this long for its start record */
 #define ANSWER_WITHIN_MS 10000 /* a waiting client hears within this long, stored or not */
-#define STOP_DRAIN_MS 5000     /* at shutdown, store what can be stored within this long */
+#define STOP_DRAIN_MS    5000  /* at shutdown, store what can be stored within this long */
 #define MEMORY_MAX_ITEMS 256   /* unstored outcomes kept in memory; beyond: on disk */
 #define MEMORY_MAX_BYTES ((size_t)32 << 20)
-#define SPILL_MAX_BYTES ((size_t)80 << 20) /* a spilled outcome: output caps plus JSON */
-#define BACKOFF_MAX_MS 2000
-#define BACKOFF_STUCK_MS 5000  /* the database answers but refuses: a bug; retry slowly */
+#define SPILL_MAX_BYTES  ((size_t)80 << 20) /* a spilled outcome: output caps plus JSON */
+#define BACKOFF_MAX_MS   2000
+#define BACKOFF_STUCK_MS 5000 /* the database answers but refuses: a bug; retry slowly */
 
 enum kind { K_START, K_FINISH };
 
@@ -139,10 +139,10 @@ static int spill(struct tc_recorder *rec, struct item *it)
         (r = spill_path(rec, it->exec_id, "", path)) < 0)
         return r;
     json_t *o = json_pack("{s:i, s:s, s:s, s:s, s:s, s:i, s:O, s:s, s:O, s:b}", "version", 1,
-                          "execution_id", it->exec_id, "tenant_id", it->tenant_id, "tool",
-                          it->tool, "request_id", it->request_id, "claimed_by", it->claimed_by,
-                          "actor", it->actor, "action", it->action, "view", it->view,
-                          "release_credentials", it->release_credentials);
+                          "execution_id", it->exec_id, "tenant_id", it->tenant_id, "tool", it->tool,
+                          "request_id", it->request_id, "claimed_by", it->claimed_by, "actor",
+                          it->actor, "action", it->action, "view", it->view, "release_credentials",
+                          it->release_credentials);
     char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     if (!text)
@@ -195,10 +195,13 @@ static int load(struct tc_recorder *rec, struct item *it, const char *path)
         json_decref(o);
         return -EBADMSG;
     }
-    struct tc_record_ids ids = {
-        .exec_id = id, .tenant_id = tenant, .tool = tool,
-        .request_id = json_string_value(json_object_get(o, "request_id")),
-        .claimed_by = (int)json_integer_value(json_object_get(o, "claimed_by")), .actor = actor};
+    struct tc_record_ids ids = {.exec_id = id,
+                                .tenant_id = tenant,
+                                .tool = tool,
+                                .request_id = json_string_value(json_object_get(o, "request_id")),
+                                .claimed_by =
+                                    (int)json_integer_value(json_object_get(o, "claimed_by")),
+                                .actor = actor};
     json_decref(it->actor);
     set_ids(it, &ids);
     snprintf(it->action, sizeof(it->action), "%s", action);
@@ -259,7 +262,8 @@ static void launcher_say(struct tc_recorder *rec, const char *id, bool go)
     int r = go ? tc_launcher_go(srv->launcher, id) : tc_launcher_cancel(srv->launcher, id);
     tc_server_end(srv);
     if (r < 0)
-        tc_log(TC_LOG_WARN, go ? "telling the launcher to go failed" : "cancelling a held sandbox failed",
+        tc_log(TC_LOG_WARN,
+               go ? "telling the launcher to go failed" : "cancelling a held sandbox failed",
                "{s:s, s:s}", "execution_id", id, "error", strerror(-r));
 }
 
@@ -273,25 +277,28 @@ static int write_start(struct tc_recorder *rec, PGconn *c, struct item *it)
     const char *p[] = {it->exec_id, it->tenant_id, claimed};
     if (tc_db_begin(c) < 0)
         return -EIO;
-    PGresult *r = tc_db_exec(c,
-        "UPDATE executions SET code_started_at = now() WHERE id = $1 AND tenant_id = $2"
-        " AND status = 'running' AND claimed_by = $3::int AND code_started_at IS NULL"
-        " RETURNING 1", 3, p);
+    PGresult *r =
+        tc_db_exec(c,
+                   "UPDATE executions SET code_started_at = now() WHERE id = $1 AND tenant_id = $2"
+                   " AND status = 'running' AND claimed_by = $3::int AND code_started_at IS NULL"
+                   " RETURNING 1",
+                   3, p);
     int rc = -EIO;
     if (r && PQntuples(r) == 1) {
-        json_t *ev = json_pack("{s:s, s:s, s:O, s:s, s:s, s:s*, s:i}", "action", "execution.start",
-                               "tenant_id", it->tenant_id, "actor", it->actor, "tool", it->tool,
-                               "execution_id", it->exec_id, "request_id",
-                               it->request_id[0] ? it->request_id : NULL, "instance",
-                               it->claimed_by);
+        json_t *ev = json_pack(
+            "{s:s, s:s, s:O, s:s, s:s, s:s*, s:i}", "action", "execution.start", "tenant_id",
+            it->tenant_id, "actor", it->actor, "tool", it->tool, "execution_id", it->exec_id,
+            "request_id", it->request_id[0] ? it->request_id : NULL, "instance", it->claimed_by);
         rc = ev && tc_audit_append_tx(c, rec->srv->keys, ev, NULL) == 0 ? 0 : -EIO;
         json_decref(ev);
     } else if (r) {
         /* Started already (an earlier attempt committed, its answer lost)? */
         PQclear(r);
-        r = tc_db_exec(c, "SELECT 1 FROM executions WHERE id = $1 AND tenant_id = $2"
-                          " AND status = 'running' AND claimed_by = $3::int"
-                          " AND code_started_at IS NOT NULL", 3, p);
+        r = tc_db_exec(c,
+                       "SELECT 1 FROM executions WHERE id = $1 AND tenant_id = $2"
+                       " AND status = 'running' AND claimed_by = $3::int"
+                       " AND code_started_at IS NOT NULL",
+                       3, p);
         rc = !r ? -EIO : PQntuples(r) == 1 ? 0 : -ESTALE;
     }
     PQclear(r);
@@ -429,9 +436,13 @@ static void process_finish(struct tc_recorder *rec, PGconn **c, struct item *it)
         }
         it->release_credentials = false;
     }
-    struct tc_finish f = {.tenant_id = it->tenant_id, .exec_id = it->exec_id, .tool = it->tool,
+    struct tc_finish f = {.tenant_id = it->tenant_id,
+                          .exec_id = it->exec_id,
+                          .tool = it->tool,
                           .request_id = it->request_id[0] ? it->request_id : NULL,
-                          .claimed_by = it->claimed_by, .actor = it->actor, .view = it->view,
+                          .claimed_by = it->claimed_by,
+                          .actor = it->actor,
+                          .view = it->view,
                           .action = it->action};
     int rc = tc_execution_finish(*c, srv->keys, &f);
     json_t *stored = NULL;

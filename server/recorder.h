@@ -46,11 +46,11 @@ typedef void (*tc_recorded_fn)(void *userdata, int rc, json_t *view);
 
 struct tc_record_outcome {
     struct tc_record_ids ids;
-    const char *action;      /* "execution.complete", "execution.refused" */
-    json_t *raw;             /* a launcher result for build (borrowed), or NULL ... */
+    const char *action; /* "execution.complete", "execution.refused" */
+    json_t *raw;        /* a launcher result for build (borrowed), or NULL ... */
     tc_record_build_fn build;
-    json_t *view;            /* ... the view itself (borrowed) */
-    tc_recorded_fn done;     /* may be NULL */
+    json_t *view;        /* ... the view itself (borrowed) */
+    tc_recorded_fn done; /* may be NULL */
     void *userdata;
     bool release_credentials; /* revoke the execution's leases and tokens first */
 };

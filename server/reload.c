@@ -71,8 +71,8 @@ int tc_server_reload_policy(struct tc_server *srv, json_t *actor, json_t **ret_e
         tc_policy_unref(p);
         return -EIO;
     }
-    *ret_info = json_pack("{s:s, s:i}", "digest", tc_policy_digest(p), "tools",
-                          (int)tc_policy_ntools(p));
+    *ret_info =
+        json_pack("{s:s, s:i}", "digest", tc_policy_digest(p), "tools", (int)tc_policy_ntools(p));
     tc_server_set_policy(srv, p);
     return 0;
 }

@@ -84,8 +84,14 @@ static void wake_matching(const char *exec_id, int64_t now_ms, bool all)
     }
 }
 
-void tc_waiters_wake(const char *exec_id) { wake_matching(exec_id, 0, false); }
-void tc_waiters_expire(int64_t now_ms) { wake_matching(NULL, now_ms, false); }
+void tc_waiters_wake(const char *exec_id)
+{
+    wake_matching(exec_id, 0, false);
+}
+void tc_waiters_expire(int64_t now_ms)
+{
+    wake_matching(NULL, now_ms, false);
+}
 void tc_waiters_wake_all(void)
 {
     pthread_mutex_lock(&lock);

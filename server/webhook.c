@@ -17,7 +17,7 @@
 #include "core/log.h"
 #include "server/webhook_internal.h"
 
-#define ATTEMPT_TIMEOUT_MS 5000  /* one POST, from the connect to the last byte of the answer */
+#define ATTEMPT_TIMEOUT_MS 5000 /* one POST, from the connect to the last byte of the answer */
 #define CONNECT_TIMEOUT_MS 2000
 #define LEASE_S            60    /* longer than any attempt: a live process never loses a claim */
 #define CLAIM_EVERY_MS     500   /* due rows are looked for at least this often */
@@ -106,9 +106,10 @@ static curl_socket_t open_socket(void *clientp, curlsocktype purpose, struct cur
     const char *cls = tc_webhook_address_refused(&addr->addr, d->w->o.allow_private);
     if (cls) {
         d->refused = cls;
-        const void *a = addr->family == AF_INET6
-                            ? (const void *)&((const struct sockaddr_in6 *)(const void *)&addr->addr)->sin6_addr
-                            : (const void *)&((const struct sockaddr_in *)(const void *)&addr->addr)->sin_addr;
+        const void *a =
+            addr->family == AF_INET6
+                ? (const void *)&((const struct sockaddr_in6 *)(const void *)&addr->addr)->sin6_addr
+                : (const void *)&((const struct sockaddr_in *)(const void *)&addr->addr)->sin_addr;
         if (!inet_ntop(addr->family, a, d->refused_addr, sizeof(d->refused_addr)))
             snprintf(d->refused_addr, sizeof(d->refused_addr), "?");
         return CURL_SOCKET_BAD;
@@ -201,8 +202,9 @@ static void record(struct tc_webhooks *w, struct delivery *d, bool delivered, lo
     /* 1 s, 2 s, 4 s, ... at most an hour, from the end of this attempt */
     long b = d->attempt >= 13 ? BACKOFF_MAX_S : 1L << (d->attempt > 0 ? d->attempt - 1 : 0);
     snprintf(backoff, sizeof(backoff), "%ld", b < BACKOFF_MAX_S ? b : BACKOFF_MAX_S);
-    const char *p[] = {d->id,  w->instance, status > 0 ? st : NULL, error,
-                       backoff, give_up ? "true" : "false", w->max_attempts};
+    const char *p[] = {d->id,          w->instance, status > 0 ? st : NULL,
+                       error,          backoff,     give_up ? "true" : "false",
+                       w->max_attempts};
     PGresult *r =
         delivered
             ? tc_db_exec(w->conn,
@@ -223,11 +225,10 @@ static void record(struct tc_webhooks *w, struct delivery *d, bool delivered, lo
     PQclear(r);
     if (!delivered)
         tc_log(give_up || d->attempt >= (int)w->o.max_attempts ? TC_LOG_ERROR : TC_LOG_WARN,
-               give_up || d->attempt >= (int)w->o.max_attempts
-                   ? "webhook delivery given up"
-                   : "webhook delivery failed",
-               "{s:s, s:s, s:i, s:s}", "delivery_id", d->id, "tenant_id", d->tenant_id,
-               "attempt", d->attempt, "error", error);
+               give_up || d->attempt >= (int)w->o.max_attempts ? "webhook delivery given up"
+                                                               : "webhook delivery failed",
+               "{s:s, s:s, s:i, s:s}", "delivery_id", d->id, "tenant_id", d->tenant_id, "attempt",
+               d->attempt, "error", error);
 }
 
 static void unlink_inflight(struct tc_webhooks *w, struct delivery *d)

@@ -34,11 +34,15 @@ const char *tc_webhook_address_refused(const struct sockaddr *sa, bool allow_pri
 static void refusal(char *why, size_t n, const char *host, const char *addr, const char *what)
 {
     if (addr && strcmp(host, addr) != 0)
-        snprintf(why, n, "callback_url host %s resolves to %s (%s): webhooks go to public "
-                 "addresses only", host, addr, what);
+        snprintf(why, n,
+                 "callback_url host %s resolves to %s (%s): webhooks go to public "
+                 "addresses only",
+                 host, addr, what);
     else
-        snprintf(why, n, "callback_url host %s is not public (%s): webhooks go to public "
-                 "addresses only", host, what);
+        snprintf(why, n,
+                 "callback_url host %s is not public (%s): webhooks go to public "
+                 "addresses only",
+                 host, what);
 }
 
 /* ---- a host name lookup that gives up waiting after LOOKUP_TIMEOUT_MS ----
@@ -149,9 +153,12 @@ static int check_answer(const struct addrinfo *ai, void *arg)
         const char *cls = tc_webhook_address_refused(ai->ai_addr, v->allow_private);
         if (cls) {
             char addr[INET6_ADDRSTRLEN] = "";
-            const void *a = ai->ai_family == AF_INET6
-                                ? (const void *)&((const struct sockaddr_in6 *)(const void *)ai->ai_addr)->sin6_addr
-                                : (const void *)&((const struct sockaddr_in *)(const void *)ai->ai_addr)->sin_addr;
+            const void *a =
+                ai->ai_family == AF_INET6
+                    ? (const void *)&((const struct sockaddr_in6 *)(const void *)ai->ai_addr)
+                          ->sin6_addr
+                    : (const void *)&((const struct sockaddr_in *)(const void *)ai->ai_addr)
+                          ->sin_addr;
             inet_ntop(ai->ai_family, a, addr, sizeof(addr));
             refusal(v->why, v->n, v->host, addr, cls);
             return 1;

@@ -26,15 +26,15 @@
 #include "server/waiters.h"
 
 #define INSTANCE_LOCK_CLASS "7715"
-#define HEARTBEAT_MS 500
-#define MAX_SUSPECTS 64
+#define HEARTBEAT_MS        500
+#define MAX_SUSPECTS        64
 
 struct job {
     struct tc_worker *w;
     char id[37], tenant_id[37], key_id[37], tool[65], request_id[65], created_at[32];
     int claimed_by; /* this instance's id when it claimed the job */
     int64_t limits[TC_LIMIT__COUNT];
-    json_t *findings; /* the pre-screen's, from the approval */
+    json_t *findings;       /* the pre-screen's, from the approval */
     struct tc_grant *grant; /* credentials leased to this run (broker/leases.h) */
 };
 
@@ -52,15 +52,18 @@ struct tc_worker {
     int wake_fd; /* eventfd: stop requested or a job finished */
     pthread_mutex_t lock;
     pthread_cond_t monitor_cv;
-    _Atomic bool stopping; /* read by the threads without the lock */
-    _Atomic unsigned running; /* claimed jobs not recorded yet */
-    PGconn *lock_conn; /* the monitor thread's */
+    _Atomic bool stopping;      /* read by the threads without the lock */
+    _Atomic unsigned running;   /* claimed jobs not recorded yet */
+    PGconn *lock_conn;          /* the monitor thread's */
     PGconn *listen_conn, *conn; /* the worker thread's */
     struct suspect suspects[MAX_SUSPECTS];
     size_t nsuspects;
 };
 
-int tc_worker_instance_id(const struct tc_worker *w) { return w ? w->srv->instance_id : 0; }
+int tc_worker_instance_id(const struct tc_worker *w)
+{
+    return w ? w->srv->instance_id : 0;
+}
 
 static void wake(struct tc_worker *w)
 {
@@ -94,8 +97,9 @@ static json_t *job_view(void *userdata, json_t *result)
     struct tc_policy *policy = tc_server_policy(w->srv);
     const struct tc_tool *tool = tc_policy_tool(policy, j->tool);
     struct tc_redactor *red = NULL;
-    int rrc = tool ? tc_exec_redactor(tool, w->srv->cfg->state_dir, &red)
-                   : tc_redactor_new(NULL, 0, (const char *const[]){w->srv->cfg->state_dir}, 1, &red);
+    int rrc =
+        tool ? tc_exec_redactor(tool, w->srv->cfg->state_dir, &red)
+             : tc_redactor_new(NULL, 0, (const char *const[]){w->srv->cfg->state_dir}, 1, &red);
     tc_policy_unref(policy);
     struct tc_exec_filter filter = {.redactor = red};
     filter.secrets = tc_grant_values(j->grant, &filter.nsecrets);
@@ -125,11 +129,18 @@ static void job_recorded(void *userdata, int rc, json_t *view)
 static void record(struct tc_worker *w, struct job *j, json_t *result, const char *action)
 {
     json_t *actor = actor_key(j->key_id);
-    struct tc_record_outcome o = {
-        .ids = {.exec_id = j->id, .tenant_id = j->tenant_id, .tool = j->tool,
-                .request_id = j->request_id, .claimed_by = j->claimed_by, .actor = actor},
-        .action = action, .raw = result, .build = job_view, .done = job_recorded,
-        .userdata = j, .release_credentials = true};
+    struct tc_record_outcome o = {.ids = {.exec_id = j->id,
+                                          .tenant_id = j->tenant_id,
+                                          .tool = j->tool,
+                                          .request_id = j->request_id,
+                                          .claimed_by = j->claimed_by,
+                                          .actor = actor},
+                                  .action = action,
+                                  .raw = result,
+                                  .build = job_view,
+                                  .done = job_recorded,
+                                  .userdata = j,
+                                  .release_credentials = true};
     if (!actor || tc_recorder_finish(w->srv->recorder, &o) < 0) {
         tc_log(TC_LOG_ERROR, "recording an approved execution failed: out of memory", "{s:s}",
                "execution_id", j->id);
@@ -149,8 +160,11 @@ static void on_job_ready(void *userdata, const char *id)
 {
     struct job *j = userdata;
     json_t *actor = actor_key(j->key_id);
-    struct tc_record_ids ids = {.exec_id = j->id, .tenant_id = j->tenant_id, .tool = j->tool,
-                                .request_id = j->request_id, .claimed_by = j->claimed_by,
+    struct tc_record_ids ids = {.exec_id = j->id,
+                                .tenant_id = j->tenant_id,
+                                .tool = j->tool,
+                                .request_id = j->request_id,
+                                .claimed_by = j->claimed_by,
                                 .actor = actor};
     (void)id;
     (void)tc_recorder_start_run(j->w->srv->recorder, &ids);
@@ -183,19 +197,21 @@ static bool requeue_tx(PGconn *c, const struct tc_keys *keys, const char *exec_i
     char claimed[16];
     snprintf(claimed, sizeof(claimed), "%d", claimed_by);
     const char *p[] = {exec_id, claimed};
-    PGresult *r = tc_db_exec(c,
-        "UPDATE executions SET status = 'queued', claimed_by = NULL, started_at = NULL"
-        " WHERE id = $1 AND status = 'running' AND claimed_by = $2::int"
-        " AND code_started_at IS NULL RETURNING attempts", 2, p);
+    PGresult *r =
+        tc_db_exec(c,
+                   "UPDATE executions SET status = 'queued', claimed_by = NULL, started_at = NULL"
+                   " WHERE id = $1 AND status = 'running' AND claimed_by = $2::int"
+                   " AND code_started_at IS NULL RETURNING attempts",
+                   2, p);
     bool ok = r && PQntuples(r) == 1;
     int attempts = ok ? (int)strtol(PQgetvalue(r, 0, 0), NULL, 10) : 0;
     PQclear(r);
     if (!ok)
         return false;
     json_t *ev = json_pack("{s:s, s:s, s:{s:s, s:s}, s:s, s:s, s:i, s:i, s:s}", "action",
-                           "execution.requeued", "tenant_id", tenant_id, "actor", "type",
-                           "system", "id", "worker", "tool", tool, "execution_id", exec_id,
-                           "instance", claimed_by, "attempts", attempts, "reason", why);
+                           "execution.requeued", "tenant_id", tenant_id, "actor", "type", "system",
+                           "id", "worker", "tool", tool, "execution_id", exec_id, "instance",
+                           claimed_by, "attempts", attempts, "reason", why);
     ok = ev && tc_audit_append_tx(c, keys, ev, NULL) == 0 &&
          tc_db_command(c, "NOTIFY toolcage_queue");
     json_decref(ev);
@@ -224,9 +240,11 @@ static void requeue(struct tc_worker *w, struct job *j, const char *why)
 static void start_job(struct tc_worker *w, struct job *j)
 {
     const char *p[] = {j->id};
-    PGresult *r = tc_db_exec(w->conn, "SELECT payload::text, payload_hash, findings::text"
-                                      " FROM approvals WHERE execution_id = $1"
-                                      " AND status = 'approved'", 1, p);
+    PGresult *r = tc_db_exec(w->conn,
+                             "SELECT payload::text, payload_hash, findings::text"
+                             " FROM approvals WHERE execution_id = $1"
+                             " AND status = 'approved'",
+                             1, p);
     if (!r || PQntuples(r) != 1) {
         PQclear(r);
         release_slot(w);
@@ -264,9 +282,9 @@ static void start_job(struct tc_worker *w, struct job *j)
         json_decref(now_creds);
     }
     if (!why) {
-        body = json_pack("{s:O, s:O, s:O}", "tool", json_object_get(payload, "tool"), "code",
-                         json_object_get(payload, "code"), "files",
-                         json_object_get(payload, "files"));
+        body =
+            json_pack("{s:O, s:O, s:O}", "tool", json_object_get(payload, "tool"), "code",
+                      json_object_get(payload, "code"), "files", json_object_get(payload, "files"));
         json_t *in = json_object_get(payload, "stdin");
         if (body && json_is_string(in))
             json_object_set(body, "stdin", in);
@@ -296,8 +314,8 @@ static void start_job(struct tc_worker *w, struct job *j)
     } else {
         /* Held until the recorder has written its start (on_job_ready). */
         json_object_set_new(spec, "hold", json_true());
-        struct tc_launcher_job lj = {.done = on_job_result, .ready = on_job_ready,
-                                     .userdata = j, .reserved = true};
+        struct tc_launcher_job lj = {
+            .done = on_job_result, .ready = on_job_ready, .userdata = j, .reserved = true};
         int rc = -ESHUTDOWN;
         if (tc_server_begin(w->srv)) {
             rc = tc_launcher_submit_job(w->srv->launcher, spec, &lj);
@@ -332,8 +350,8 @@ static int reserve_slot(struct tc_worker *w)
  * turn a direct call away as "overloaded".) */
 static bool queued_work(struct tc_worker *w)
 {
-    PGresult *r = tc_db_exec(w->conn, "SELECT 1 FROM executions WHERE status = 'queued' LIMIT 1",
-                             0, NULL);
+    PGresult *r =
+        tc_db_exec(w->conn, "SELECT 1 FROM executions WHERE status = 'queued' LIMIT 1", 0, NULL);
     bool any = r && PQntuples(r) == 1;
     PQclear(r);
     return any;
@@ -358,7 +376,7 @@ static void claim(struct tc_worker *w)
             "             ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED)"
             " RETURNING id, tenant_id, coalesce(api_key_id::text, ''), tool,"
             " coalesce(request_id, ''), " TC_SQL_ISO("created_at") ","
-            " limits::text",
+                                                                   " limits::text",
             1, p);
         struct job *j = r && PQntuples(r) == 1 ? calloc(1, sizeof(*j)) : NULL;
         if (!j) {
@@ -406,7 +424,8 @@ static void sweep_instance(struct tc_worker *w, int dead)
     if (!tc_db_command(c, "BEGIN"))
         return;
     /* Its lock free now (and kept free until we commit), and silent for the grace period. */
-    PGresult *r = tc_db_exec(c,
+    PGresult *r = tc_db_exec(
+        c,
         "SELECT pg_try_advisory_xact_lock(" INSTANCE_LOCK_CLASS ", $1::int)"
         " AND coalesce((SELECT heartbeat_at < now() - make_interval(secs => $2::float8 / 1000)"
         "               FROM instances WHERE id = $1::int), true)",
@@ -418,16 +437,20 @@ static void sweep_instance(struct tc_worker *w, int dead)
         return;
     }
     /* Declared dead first: should it come back, it is fenced (see the monitor). */
-    PQclear(tc_db_exec(c, "UPDATE instances SET dead_at = coalesce(dead_at, now()) WHERE id = $1::int",
-                       1, p));
-    r = tc_db_exec(c,
+    PQclear(tc_db_exec(
+        c, "UPDATE instances SET dead_at = coalesce(dead_at, now()) WHERE id = $1::int", 1, p));
+    r = tc_db_exec(
+        c,
         "SELECT e.id, e.tenant_id, coalesce(e.api_key_id::text, ''), e.tool,"
-        " coalesce(e.request_id, ''), " TC_SQL_ISO("e.created_at") ","
-        " e.limits::text, e.code_started_at IS NOT NULL, coalesce(a.status = 'approved', false),"
-        " e.attempts"
-        " FROM executions e LEFT JOIN approvals a ON a.execution_id = e.id"
-        " WHERE e.status = 'running' AND e.claimed_by = $1::int"
-        " ORDER BY e.created_at LIMIT 100 FOR UPDATE OF e", 1, p);
+        " coalesce(e.request_id, ''), " TC_SQL_ISO(
+            "e.created_at") ","
+                            " e.limits::text, e.code_started_at IS NOT NULL, coalesce(a.status = "
+                            "'approved', false),"
+                            " e.attempts"
+                            " FROM executions e LEFT JOIN approvals a ON a.execution_id = e.id"
+                            " WHERE e.status = 'running' AND e.claimed_by = $1::int"
+                            " ORDER BY e.created_at LIMIT 100 FOR UPDATE OF e",
+        1, p);
     bool ok = r != NULL;
     for (int i = 0; ok && i < PQntuples(r); i++) {
         struct job j = {.w = w, .claimed_by = dead};
@@ -452,9 +475,9 @@ static void sweep_instance(struct tc_worker *w, int dead)
         } else {
             char finished[32];
             tc_iso8601(tc_wall_ms(), finished);
-            json_t *res = json_pack("{s:s, s:s}", "status", "failed", "error",
-                                    started ? "interrupted_after_start"
-                                            : "interrupted_before_start");
+            json_t *res =
+                json_pack("{s:s, s:s}", "status", "failed", "error",
+                          started ? "interrupted_after_start" : "interrupted_before_start");
             struct tc_exec_filter filter = {0};
             json_t *view = res ? tc_exec_view(j.id, j.tool, res, j.limits, j.created_at, finished,
                                               &filter, NULL)
@@ -466,10 +489,15 @@ static void sweep_instance(struct tc_worker *w, int dead)
             bool review = approved && started;
             if (view)
                 json_object_set_new(view, "needs_review", json_boolean(review));
-            struct tc_finish f = {.tenant_id = j.tenant_id, .exec_id = j.id, .tool = j.tool,
+            struct tc_finish f = {.tenant_id = j.tenant_id,
+                                  .exec_id = j.id,
+                                  .tool = j.tool,
                                   .request_id = j.request_id[0] ? j.request_id : NULL,
-                                  .claimed_by = dead, .actor = actor, .view = view,
-                                  .action = "execution.interrupted", .needs_review = review};
+                                  .claimed_by = dead,
+                                  .actor = actor,
+                                  .view = view,
+                                  .action = "execution.interrupted",
+                                  .needs_review = review};
             ok = view && actor && tc_execution_finish_tx(c, w->srv->keys, &f) == 0;
             json_decref(view);
             json_decref(actor);
@@ -554,8 +582,8 @@ static int register_instance(struct tc_worker *w)
     char host[64] = "";
     gethostname(host, sizeof(host) - 1);
     const char *p[] = {host};
-    PGresult *r = tc_db_exec(w->lock_conn,
-                             "INSERT INTO instances (hostname) VALUES ($1) RETURNING id", 1, p);
+    PGresult *r =
+        tc_db_exec(w->lock_conn, "INSERT INTO instances (hostname) VALUES ($1) RETURNING id", 1, p);
     if (!r)
         return -EIO;
     char id[16];
@@ -579,7 +607,8 @@ static int heartbeat(struct tc_worker *w)
     const char *p[] = {id};
     PGresult *r = tc_db_exec(w->lock_conn,
                              "UPDATE instances SET heartbeat_at = now()"
-                             " WHERE id = $1::int AND dead_at IS NULL RETURNING 1", 1, p);
+                             " WHERE id = $1::int AND dead_at IS NULL RETURNING 1",
+                             1, p);
     int rc = !r ? -EIO : PQntuples(r) == 1 ? 1 : 0;
     PQclear(r);
     return rc;
@@ -611,9 +640,10 @@ static bool relock(struct tc_worker *w)
      * results, when they come, are kept as late results). It carries on as a new instance. */
     if (register_instance(w) < 0)
         return false;
-    tc_log(TC_LOG_WARN, "this process was declared dead while it had lost its database lock;"
-                        " it carries on as a new instance", "{s:i, s:i}", "old_instance", old,
-           "instance", (int)w->srv->instance_id);
+    tc_log(TC_LOG_WARN,
+           "this process was declared dead while it had lost its database lock;"
+           " it carries on as a new instance",
+           "{s:i, s:i}", "old_instance", old, "instance", (int)w->srv->instance_id);
     return true;
 }
 
@@ -628,9 +658,11 @@ static void *monitor_main(void *arg)
         bool locked = w->srv->instance_locked;
         if (locked && heartbeat(w) != 1) {
             w->srv->instance_locked = false;
-            tc_log(TC_LOG_WARN, "the instance lock is lost; this process claims, starts and sweeps"
-                                " nothing until it has it back", "{s:i, s:s}", "instance",
-                   (int)w->srv->instance_id, "error", PQerrorMessage(w->lock_conn));
+            tc_log(TC_LOG_WARN,
+                   "the instance lock is lost; this process claims, starts and sweeps"
+                   " nothing until it has it back",
+                   "{s:i, s:s}", "instance", (int)w->srv->instance_id, "error",
+                   PQerrorMessage(w->lock_conn));
             locked = false;
         }
         if (!locked && relock(w)) {
@@ -689,8 +721,9 @@ static void *worker_main(void *arg)
     int64_t last_sweep = 0, last_interrupt = 0;
     bool listening = listen_on(w);
     for (;;) {
-        struct pollfd fds[2] = {{.fd = w->wake_fd, .events = POLLIN},
-                                {.fd = listening ? PQsocket(w->listen_conn) : -1, .events = POLLIN}};
+        struct pollfd fds[2] = {
+            {.fd = w->wake_fd, .events = POLLIN},
+            {.fd = listening ? PQsocket(w->listen_conn) : -1, .events = POLLIN}};
         poll(fds, 2, 200);
         if (fds[0].revents & POLLIN) {
             uint64_t v;

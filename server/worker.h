@@ -24,7 +24,7 @@
 #pragma once
 
 #define TC_SWEEP_GRACE_MS 2000
-#define TC_MAX_ATTEMPTS 3
+#define TC_MAX_ATTEMPTS   3
 
 struct tc_server;
 struct tc_worker;

@@ -34,8 +34,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if ((const char *)c.secrets[i].data < lo ||
                 (const char *)c.secrets[i].data + c.secrets[i].len > hi)
                 abort();
-        if ((const char *)c.bpf.filter < lo ||
-            (const char *)(c.bpf.filter + c.bpf.len) > hi)
+        if ((const char *)c.bpf.filter < lo || (const char *)(c.bpf.filter + c.bpf.len) > hi)
             abort();
     }
     close(TC_INIT_FD_CFG); /* load_cfg closes it only on success */

@@ -21,7 +21,8 @@ static bool survives(const char *out, size_t len, const char *secret, size_t sl)
     for (const char *p = out; (p = memmem(p, len - (size_t)(p - out), secret, sl)); p++) {
         size_t at = (size_t)(p - out);
         bool covered = false;
-        for (const char *m = out; !covered && (m = memmem(m, len - (size_t)(m - out), "[REDACTED:", 10));) {
+        for (const char *m = out;
+             !covered && (m = memmem(m, len - (size_t)(m - out), "[REDACTED:", 10));) {
             const char *end = memchr(m, ']', len - (size_t)(m - out));
             if (!end)
                 break;

@@ -12,7 +12,7 @@ static int tap_case_failed;
 #define CHECK(cond)                                                                                \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
-            fprintf(stderr, "    %s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);          \
+            fprintf(stderr, "    %s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);           \
             tap_case_failed = 1;                                                                   \
         }                                                                                          \
     } while (0)

@@ -66,9 +66,9 @@ static json_t *make_record(int seq, const unsigned char prev[32])
 {
     char prev_hex[65];
     hex(prev, 32, prev_hex);
-    return json_pack("{s:i, s:s, s:s, s:s, s:s, s:s}", "seq", seq, "ts",
-                     "2026-11-22T00:00:00.000Z", "prev_hash", prev_hex, "action", "execute",
-                     "tool", "python \xc3\xa9", "tenant_id", tenant_of(seq));
+    return json_pack("{s:i, s:s, s:s, s:s, s:s, s:s}", "seq", seq, "ts", "2026-11-22T00:00:00.000Z",
+                     "prev_hash", prev_hex, "action", "execute", "tool", "python \xc3\xa9",
+                     "tenant_id", tenant_of(seq));
 }
 
 /* digest (v2) and hash of a record after prev */
@@ -145,7 +145,8 @@ static FILE *make_export(const struct gen *g)
         fclose(lf);
         free(s);
         json_decref(rec);
-        bool skip = seq < start || (g->t == DROP && victim) || (g->t == CUT_TAIL && seq >= g->victim);
+        bool skip =
+            seq < start || (g->t == DROP && victim) || (g->t == CUT_TAIL && seq >= g->victim);
         if (!skip)
             lines[seq] = line;
         else

@@ -1,4 +1,5 @@
-/* common/ and execution/request.c: bounded parsing, UTF-8, buffers with caps, request validation. */
+/* common/ and execution/request.c: bounded parsing, UTF-8, buffers with caps, request validation.
+ */
 #include <sodium.h>
 #include <string.h>
 
@@ -108,7 +109,8 @@ TEST(exec_view_makes_output_valid_utf8)
                                "stdout_b64", "b2sA/w==", "stderr_b64", "");
     int64_t limits[TC_LIMIT__COUNT] = {0};
     json_t *v = tc_exec_view("id", "python", result, limits, "t0", "t1", NULL, NULL);
-    CHECK(strcmp(json_string_value(json_object_get(v, "stdout")), "ok\xef\xbf\xbd\xef\xbf\xbd") == 0);
+    CHECK(strcmp(json_string_value(json_object_get(v, "stdout")), "ok\xef\xbf\xbd\xef\xbf\xbd") ==
+          0);
     CHECK(json_integer_value(json_object_get(v, "exit_code")) == 0);
     CHECK(json_is_null(json_object_get(v, "killed_reason")));
     json_decref(v);

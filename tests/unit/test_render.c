@@ -58,16 +58,18 @@ TEST(text_is_escaped)
     CHECK(eq(R("<textarea>{{x}}</textarea>", "{\"x\":\"</textarea><script>x</script>\"}"),
              "<textarea>&lt;/textarea&gt;&lt;script&gt;x&lt;/script&gt;</textarea>"));
     /* a NUL never reaches the page */
-    CHECK(eq(R("{{x}}", "{\"x\":\"a\\u0000b\"}"), "a\xef\xbf\xbd" "b"));
+    CHECK(eq(R("{{x}}", "{\"x\":\"a\\u0000b\"}"), "a\xef\xbf\xbd"
+                                                  "b"));
     /* template syntax inside data is data */
     CHECK(eq(R("{{x}}", "{\"x\":\"{{y}}\",\"y\":\"no\"}"), "{{y}}"));
 }
 
 TEST(values_and_paths)
 {
-    CHECK(eq(R("{{a.b.c}}|{{n}}|{{f}}|{{t}}|{{z}}|{{missing}}|{{o}}",
-               "{\"a\":{\"b\":{\"c\":\"deep\"}},\"n\":42,\"f\":1.5,\"t\":true,\"z\":null,\"o\":{}}"),
-             "deep|42|1.5|true|||"));
+    CHECK(
+        eq(R("{{a.b.c}}|{{n}}|{{f}}|{{t}}|{{z}}|{{missing}}|{{o}}",
+             "{\"a\":{\"b\":{\"c\":\"deep\"}},\"n\":42,\"f\":1.5,\"t\":true,\"z\":null,\"o\":{}}"),
+           "deep|42|1.5|true|||"));
 }
 
 TEST(attributes_are_escaped)
@@ -80,9 +82,15 @@ TEST(attributes_are_escaped)
 
 TEST(urls_at_the_start_allow_only_http_and_relative)
 {
-    const char *bad[] = {"javascript:alert(1)", "JaVaScRiPt:alert(1)", " javascript:alert(1)",
-                         "java\\tscript:alert(1)", "java\\nscript:alert(1)", "data:text/html,<script>",
-                         "vbscript:x", "\\u0001javascript:x", "file:///etc/passwd"};
+    const char *bad[] = {"javascript:alert(1)",
+                         "JaVaScRiPt:alert(1)",
+                         " javascript:alert(1)",
+                         "java\\tscript:alert(1)",
+                         "java\\nscript:alert(1)",
+                         "data:text/html,<script>",
+                         "vbscript:x",
+                         "\\u0001javascript:x",
+                         "file:///etc/passwd"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char data[256];
         snprintf(data, sizeof(data), "{\"u\":\"%s\"}", bad[i]);
@@ -104,8 +112,9 @@ TEST(urls_at_the_start_allow_only_http_and_relative)
 
 TEST(urls_in_the_middle_are_percent_encoded)
 {
-    CHECK(eq(R("<a href=\"/console/audit?q={{q}}&amp;x=1\">", "{\"q\":\"javascript:alert(1) \\\"&<\"}"),
-             "<a href=\"/console/audit?q=javascript%3Aalert%281%29%20%22%26%3C&amp;x=1\">"));
+    CHECK(eq(
+        R("<a href=\"/console/audit?q={{q}}&amp;x=1\">", "{\"q\":\"javascript:alert(1) \\\"&<\"}"),
+        "<a href=\"/console/audit?q=javascript%3Aalert%281%29%20%22%26%3C&amp;x=1\">"));
     CHECK(eq(R("<a href=\"/e/{{id}}\">", "{\"id\":\"../../x\"}"), "<a href=\"/e/..%2F..%2Fx\">"));
     /* a value after another one is not at the start */
     CHECK(eq(R("<a href=\"{{a}}{{b}}\">", "{\"a\":\"\",\"b\":\"javascript:x\"}"),
@@ -117,20 +126,20 @@ TEST(urls_in_the_middle_are_percent_encoded)
 TEST(substitutions_refused_where_unsafe)
 {
     const char *bad[] = {
-        "<a {{x}}>",                  /* attribute name position */
-        "<a href={{x}}>",             /* unquoted value */
-        "<a onclick=\"{{x}}\">",      /* event handler */
-        "<a style=\"{{x}}\">",        /* CSS */
-        "<iframe srcdoc=\"{{x}}\">",  /* HTML in an attribute */
+        "<a {{x}}>",                 /* attribute name position */
+        "<a href={{x}}>",            /* unquoted value */
+        "<a onclick=\"{{x}}\">",     /* event handler */
+        "<a style=\"{{x}}\">",       /* CSS */
+        "<iframe srcdoc=\"{{x}}\">", /* HTML in an attribute */
         "<script>var a = {{x}};</script>",
         "<style>{{x}}</style>",
         "<!-- {{x}} -->",
-        "<a href=\"{{raw x}}\">",     /* raw only in text */
+        "<a href=\"{{raw x}}\">", /* raw only in text */
         "<{{x}}>",
-        "<div",                       /* ends inside a tag */
+        "<div",                          /* ends inside a tag */
         "{{#if a}}<a href=\"{{/if}}\">", /* branch changes context */
         "{{#each l}}<b title=\"{{/each}}\">",
-        "{{#if a}}x",                 /* unclosed */
+        "{{#if a}}x", /* unclosed */
         "{{/if}}",
         "{{#if a}}x{{/each}}",
         "{{#bogus a}}{{/bogus}}",
@@ -138,7 +147,7 @@ TEST(substitutions_refused_where_unsafe)
         "{{bad name}}",
         "{{a..b}}",
         "{{}}",
-        "<a title=\"{{> head}}\">",   /* partial inside an attribute */
+        "<a title=\"{{> head}}\">", /* partial inside an attribute */
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         const char *got = R(bad[i], "{\"x\":\"1\",\"a\":true,\"l\":[1]}");
@@ -156,7 +165,8 @@ TEST(substitutions_refused_where_unsafe)
 
 TEST(blocks)
 {
-    CHECK(eq(R("{{#each l}}[{{@index}}/{{@number}}:{{.}}]{{else}}none{{/each}}", "{\"l\":[\"a\",\"<\"]}"),
+    CHECK(eq(R("{{#each l}}[{{@index}}/{{@number}}:{{.}}]{{else}}none{{/each}}",
+               "{\"l\":[\"a\",\"<\"]}"),
              "[0/1:a][1/2:&lt;]"));
     CHECK(eq(R("{{#each l}}x{{else}}none{{/each}}", "{\"l\":[]}"), "none"));
     CHECK(eq(R("{{#each l}}x{{else}}none{{/each}}", "{\"l\":\"not a list\"}"), "none"));
@@ -165,7 +175,8 @@ TEST(blocks)
     CHECK(eq(R("{{#if a}}y{{else}}n{{/if}}{{#unless a}}u{{/unless}}", "{\"a\":0}"), "nu"));
     CHECK(eq(R("{{#if a}}y{{else}}n{{/if}}", "{\"a\":\"x\"}"), "y"));
     CHECK(eq(R("{{#if a}}y{{else}}n{{/if}}", "{\"a\":[]}"), "n"));
-    CHECK(eq(R("<tr class=\"{{#if f}}flagged{{/if}}\">", "{\"f\":true}"), "<tr class=\"flagged\">"));
+    CHECK(
+        eq(R("<tr class=\"{{#if f}}flagged{{/if}}\">", "{\"f\":true}"), "<tr class=\"flagged\">"));
     CHECK(eq(R("{{! a comment }}ok", "{}"), "ok"));
     CHECK(eq(R("{{> head}}", "{\"title\":\"<b>\"}"), "<h1>&lt;b&gt;</h1>"));
     CHECK(eq(R("<!DOCTYPE html><p>{{x}}</p>", "{\"x\":\"&\"}"), "<!DOCTYPE html><p>&amp;</p>"));
@@ -231,7 +242,6 @@ TEST(escaper_functions)
     tc_buf_free(&b);
 }
 
-
 /* {{show x}}: what a reader would not see becomes visible; nothing raw, nothing executable. */
 TEST(show_makes_hidden_characters_visible)
 {
@@ -244,18 +254,19 @@ TEST(show_makes_hidden_characters_visible)
               strstr(out, "\xe2\x81\xa9") == NULL);
         CHECK(strstr(out, "<span class=\"uc uc-bidi\" title=\"U+202E RIGHT-TO-LEFT OVERRIDE\">"
                           "\xe2\x9f\xaaU+202E\xe2\x9f\xab</span>") != NULL);
-        CHECK(strstr(out, "\xe2\x9f\xaaU+2066\xe2\x9f\xab") && strstr(out, "\xe2\x9f\xaaU+2069\xe2\x9f\xab"));
+        CHECK(strstr(out, "\xe2\x9f\xaaU+2066\xe2\x9f\xab") &&
+              strstr(out, "\xe2\x9f\xaaU+2069\xe2\x9f\xab"));
         CHECK(strstr(out, "&#39;none") != NULL); /* still escaped around the markers */
     }
     /* zero-width, tags, Hangul filler, line separator, variation selector, soft hyphen, BOM */
     static const struct {
         const char *json, *marker, *kind;
     } cases[] = {
-        {"is\\u200bAdmin", "U+200B", "invisible"},       {"x\\udb40\\udc41y", "U+E0041", "tag"},
-        {"a\\u3164b", "U+3164", "filler"},                {"a\\u2028b", "U+2028", "separator"},
-        {"a\\ufe01b", "U+FE01", "variation"},             {"ad\\u00admin", "U+00AD", "invisible"},
-        {"\\ufeffx", "U+FEFF", "invisible"},              {"a\\u001bb", "U+001B", "control"},
-        {"a\\u200fb", "U+200F", "mark"},                  {"a\\u0085b", "U+0085", "separator"},
+        {"is\\u200bAdmin", "U+200B", "invisible"}, {"x\\udb40\\udc41y", "U+E0041", "tag"},
+        {"a\\u3164b", "U+3164", "filler"},         {"a\\u2028b", "U+2028", "separator"},
+        {"a\\ufe01b", "U+FE01", "variation"},      {"ad\\u00admin", "U+00AD", "invisible"},
+        {"\\ufeffx", "U+FEFF", "invisible"},       {"a\\u001bb", "U+001B", "control"},
+        {"a\\u200fb", "U+200F", "mark"},           {"a\\u0085b", "U+0085", "separator"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char data[128], want_m[64], want_c[64];
@@ -292,7 +303,8 @@ TEST(show_makes_hidden_characters_visible)
     /* a run of one character is one marker with a count; a flood stays bounded */
     CHECK(eq(R("{{show x}}", "{\"x\":\"a\\u200b\\u200b\\u200bb\"}"),
              "a<span class=\"uc uc-invisible\" title=\"U+200B ZERO WIDTH SPACE\">"
-             "\xe2\x9f\xaaU+200B\xe2\x9f\xab\xc3\x97" "3</span>b"));
+             "\xe2\x9f\xaaU+200B\xe2\x9f\xab\xc3\x97"
+             "3</span>b"));
     tc_buf_init(&b, 16u << 20);
     struct tc_buf in;
     tc_buf_init(&in, 4u << 20);

@@ -1318,11 +1318,12 @@ TEST(gvisor_backend)
                    /* Debian 12's runsc rejects coreutils' statx flags (docs/sandbox.md) */
                    " python3 -c 'import os; print(oct(os.stat(\"/run/secrets/tok\").st_mode))';"
                    " echo x > /run/secrets/tok 2>/dev/null && echo WROTE || echo refused"));
-    json_object_set_new(s, "files", json_pack("[{s:s, s:s}]", "path", "in/data.txt",
-                                              "content_b64", "ZGF0YQo="));
+    json_object_set_new(
+        s, "files", json_pack("[{s:s, s:s}]", "path", "in/data.txt", "content_b64", "ZGF0YQo="));
     json_object_set_new(s, "collect", json_pack("[s]", "*.txt"));
-    json_object_set_new(s, "secret_files", json_pack("[{s:s, s:s}]", "name", "tok",
-                                                     "content_b64", "czNjcjN0Cg==")); /* s3cr3t */
+    json_object_set_new(
+        s, "secret_files",
+        json_pack("[{s:s, s:s}]", "name", "tok", "content_b64", "czNjcjN0Cg==")); /* s3cr3t */
     r = run(s);
     CHECK(strcmp(OUT(r), "data\ns3cr3t\n0o100400\nrefused\n") == 0);
     bool out = false, link = false;
@@ -1352,7 +1353,8 @@ TEST(gvisor_backend)
     check_clean();
 
     /* memory: the cgroup holds the whole gVisor sandbox */
-    s = gv(spec_py("b = bytearray(1 << 30)\nfor i in range(0, len(b), 4096): b[i] = 1\nprint('survived')"));
+    s = gv(spec_py(
+        "b = bytearray(1 << 30)\nfor i in range(0, len(b), 4096): b[i] = 1\nprint('survived')"));
     set_limit(s, "memory_bytes", 128 << 20);
     r = run(s);
     CHECK(strcmp(str(r, "status"), "killed") == 0);
@@ -1414,8 +1416,9 @@ TEST(gvisor_backend)
     {
         struct stat st;
         s = gv(spec_sh("true"));
-        json_object_set_new(s, "mounts", json_pack("[{s:s, s:s}]", "source", "/usr/share",
-                                                   "target", "/bin/tc-probe-dir/x"));
+        json_object_set_new(
+            s, "mounts",
+            json_pack("[{s:s, s:s}]", "source", "/usr/share", "target", "/bin/tc-probe-dir/x"));
         r = run(s);
         CHECK(strcmp(str(r, "status"), "error") == 0);
         CHECK(stat("/usr/bin/tc-probe-dir", &st) < 0 && errno == ENOENT);

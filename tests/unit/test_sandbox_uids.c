@@ -238,8 +238,11 @@ static int start(const char *name, struct tc_launcher **ret)
     char state[192];
     snprintf(state, sizeof(state), "%s/%s", base_dir, name);
     mkdir(state, 0700);
-    struct tc_launcher_options o = {.exe = "/proc/self/exe", .state_dir = state, .max_sandboxes = 4,
-                                    .uid_registry = registry, .pool = 1};
+    struct tc_launcher_options o = {.exe = "/proc/self/exe",
+                                    .state_dir = state,
+                                    .max_sandboxes = 4,
+                                    .uid_registry = registry,
+                                    .pool = 1};
     return tc_launcher_start(&o, ret);
 }
 

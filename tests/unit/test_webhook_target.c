@@ -56,11 +56,16 @@ TEST(internal_literals_refused)
 TEST(metadata_and_multicast_refused_even_when_private_is_allowed)
 {
     static const char *const cases[] = {
-        "http://169.254.169.254/latest/meta-data/", "http://[::ffff:169.254.169.254]/",
-        "http://[64:ff9b::a9fe:a9fe]/",               "http://[2002:a9fe:a9fe::1]/",
-        "http://[fd00:ec2::254]/",                    "http://100.100.100.200/",
-        "http://192.0.0.192/",                        "http://metadata.google.internal/",
-        "http://METADATA.GOOGLE.INTERNAL./x",         "http://metadata/",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://[::ffff:169.254.169.254]/",
+        "http://[64:ff9b::a9fe:a9fe]/",
+        "http://[2002:a9fe:a9fe::1]/",
+        "http://[fd00:ec2::254]/",
+        "http://100.100.100.200/",
+        "http://192.0.0.192/",
+        "http://metadata.google.internal/",
+        "http://METADATA.GOOGLE.INTERNAL./x",
+        "http://metadata/",
     };
     for (size_t i = 0; i < TC_ARRAY_SIZE(cases); i++) {
         CHECK(refused(cases[i], true, "(metadata)"));
