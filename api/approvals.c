@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "execution/cancel.h"
 #include "server/auth.h"
 #include "approval/approval.h"
 #include "common/util.h"
@@ -192,11 +193,13 @@ enum MHD_Result tc_api_execution_cancel(struct tc_request *r)
 {
     if (!tc_uuid_valid(r->params[0]))
         return tc_respond_problem(r, 404, "not-found", "Not found", NULL, "no such execution");
-    json_t *actor = json_pack("{s:s, s:s, s:s}", "type", "api_key", "id", r->principal.key_id,
-                              "role", tc_role_name(r->principal.role));
+    json_t *actor = tc_auth_actor(&r->principal);
     PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
+    /* Held: withdrawn. Otherwise queued (approved, not claimed yet): closed; running: killed. */
     int rc =
         c ? tc_approval_cancel(c, r->srv->keys, r->principal.tenant_id, r->params[0], actor) : -EIO;
+    if (rc == -ESTALE)
+        rc = tc_execution_cancel(c, r->srv->keys, r->principal.tenant_id, r->params[0], actor);
     tc_db_release(r->srv->db, c);
     json_decref(actor);
     if (rc == -ENOENT)
@@ -204,9 +207,17 @@ enum MHD_Result tc_api_execution_cancel(struct tc_request *r)
                                   "no execution of this tenant has this id");
     if (rc == -ESTALE)
         return tc_respond_problem(r, 409, "not-pending", "Conflict", NULL,
-                                  "the execution is not waiting for approval");
+                                  "the execution has finished already");
     if (rc < 0)
         return tc_respond_db_down(r);
+    if (rc == TC_CANCEL_REQUESTED) {
+        /* the sandbox is being killed; GET the execution (?wait=) for its outcome */
+        char loc[64];
+        snprintf(loc, sizeof(loc), "/v1/executions/%s", r->params[0]);
+        return tc_respond_json_ex(
+            r, 202, json_pack("{s:s, s:s}", "id", r->params[0], "status", "cancelling"),
+            "application/json", "Location", loc);
+    }
     return tc_respond_json(r, 200,
                            json_pack("{s:s, s:s}", "id", r->params[0], "status", "cancelled"));
 }

@@ -599,20 +599,6 @@ static int ctl_fd(struct tc_cgroup *cg, enum tc_cg_ctl c)
     return cg->host->mode == TC_CG_V2 ? cg->fd[0] : cg->fd[c];
 }
 
-int tc_cg_attach(struct tc_cgroup *cg, pid_t pid)
-{
-    char val[32];
-    snprintf(val, sizeof(val), "%ld", (long)pid);
-    for (int c = 0; c < TC_CG_N_; c++) {
-        if (cg->fd[c] < 0)
-            continue;
-        int r = write_at(cg->fd[c], "cgroup.procs", val);
-        if (r < 0)
-            return r;
-    }
-    return 0;
-}
-
 int tc_cg_open_procs(struct tc_cgroup *cg, int ret_fds[TC_CG_N_])
 {
     int fds[TC_CG_N_];

@@ -41,7 +41,6 @@ int tc_cg_create(const struct tc_cg_host *h, const char *name, struct tc_cgroup 
 /* Write memory/swap/pids limits. Never takes the kernel's cgroup mutex (unlike mkdir, rmdir
  * and migrations), so it does not wait behind another task's v1 migration. */
 int tc_cg_set_limits(struct tc_cgroup *cg, const struct tc_limits *lim);
-int tc_cg_attach(struct tc_cgroup *cg, pid_t pid);
 /* Open the group's cgroup.procs files for writing (-1 where absent), so that a child can
  * move itself in ("0") without any path lookup. Caller closes. */
 int tc_cg_open_procs(struct tc_cgroup *cg, int ret_fds[TC_CG_N_]);

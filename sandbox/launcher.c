@@ -95,9 +95,10 @@ struct sbx {
     size_t stdin_len, stdin_off;
     struct stream out, err;
     int ctl_fd, notify_fd;
-    int sync_fd; /* the shell's, until go */
-    int cfg_fd;  /* PID 1's configuration, between prepare() and release() */
-    bool held;   /* set up, waiting for TC_WIRE_GO (spec "hold") */
+    int sync_fd;           /* the shell's, until go */
+    int cfg_fd;            /* PID 1's configuration, between prepare() and release() */
+    bool held;             /* set up, waiting for TC_WIRE_GO (spec "hold") */
+    bool cancel_requested; /* killed by TC_WIRE_CANCEL: the result says "cancelled" */
 
     struct tc_cgroup cg;
     bool has_cg;
@@ -449,7 +450,9 @@ static void finish(struct launcher *L, struct sbx *s)
     if (s->killed_reason && strcmp(s->killed_reason, "cpu") == 0 && cpu_ms < s->spec.limits.cpu_ms)
         cpu_ms = s->spec.limits.cpu_ms; /* RLIMIT_CPU is per process: show the limit hit */
 
-    if (s->killed_reason)
+    if (s->cancel_requested && s->killed_reason && strcmp(s->killed_reason, "cancelled") == 0)
+        status = "cancelled"; /* the server asked (POST /v1/executions/{id}/cancel) */
+    else if (s->killed_reason)
         status = strcmp(s->killed_reason, "timeout") == 0 ? "timeout" : "killed";
     else if (json_is_integer(exit_code) && json_integer_value(exit_code) == 0)
         status = "completed";
@@ -1063,10 +1066,12 @@ static void on_client(struct launcher *L)
             struct sbx *s = &L->slots[i];
             if (!s->used || strcmp(s->id, h.id) != 0)
                 continue;
-            if (s->held)
+            if (s->held) {
                 drop_held(L, s, "cancelled before the program started");
-            else
+            } else {
+                s->cancel_requested = !s->killed_reason;
                 kill_sbx(L, s, "cancelled");
+            }
         }
         break;
     case TC_WIRE_GO:

@@ -235,15 +235,6 @@ void tc_seccomp_free(struct tc_seccomp_prog *p)
     p->prog.len = 0;
 }
 
-int tc_seccomp_install(const struct tc_seccomp_prog *p)
-{
-    long r = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
-                     p->notify ? SECCOMP_FILTER_FLAG_NEW_LISTENER : 0, &p->prog);
-    if (r < 0)
-        return -errno;
-    return (int)r;
-}
-
 static bool personality_harmless(uint64_t v)
 {
     return v == 0 || v == PER_LINUX32 || v == UNAME26 || v == (PER_LINUX32 | UNAME26) ||

@@ -19,10 +19,6 @@ void tc_seccomp_free(struct tc_seccomp_prog *p);
 /* True when the kernel + libseccomp support user notification. */
 bool tc_seccomp_notify_supported(void);
 
-/* Install in the calling (single-threaded, no_new_privs) process. Returns the listener fd
- * (notify) or 0, or -errno. Async-signal-safe: usable after fork. */
-int tc_seccomp_install(const struct tc_seccomp_prog *p);
-
 /* Answer one pending notification on listener fd. On a denied call the syscall name is
  * stored in name (true returned in *ret_denied); allowed edge cases (personality queries)
  * continue. 0, -ENOENT (target gone, nothing to count), or -errno. */

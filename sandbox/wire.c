@@ -164,32 +164,6 @@ int tc_wire_recv(int sock, struct tc_wire_hdr *ret_hdr, char **ret_payload)
     return 0;
 }
 
-int tc_send_fd(int sock, int fd, const void *data, size_t len)
-{
-    union {
-        struct cmsghdr align;
-        char buf[CMSG_SPACE(sizeof(int))];
-    } cm;
-    struct iovec iov = {.iov_base = (void *)data, .iov_len = len};
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
-    ssize_t n;
-
-    memset(&cm, 0, sizeof(cm));
-    if (fd >= 0) {
-        msg.msg_control = cm.buf;
-        msg.msg_controllen = sizeof(cm.buf);
-        struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &fd, sizeof(int));
-    }
-    do
-        n = sendmsg(sock, &msg, MSG_NOSIGNAL);
-    while (n < 0 && errno == EINTR);
-    return n < 0 ? -errno : 0;
-}
-
 long tc_recv_fd(int sock, int *ret_fd, void *data, size_t len)
 {
     union {

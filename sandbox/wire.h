@@ -41,7 +41,6 @@ int tc_wire_send(int sock, enum tc_wire_type type, const char *id, const void *p
  * malformed message, or another -errno. */
 int tc_wire_recv(int sock, struct tc_wire_hdr *ret_hdr, char **ret_payload);
 
-/* Pass/receive one fd plus a small blob over a unix socket (sandbox child -> launcher). */
-int tc_send_fd(int sock, int fd, const void *data, size_t len);
-/* Returns bytes received (>= 0), *ret_fd = -1 when none came. */
+/* Receive one fd plus a small blob over a unix socket (sandbox child -> launcher). Returns
+ * bytes received (>= 0), *ret_fd = -1 when none came. */
 long tc_recv_fd(int sock, int *ret_fd, void *data, size_t len);

@@ -687,6 +687,18 @@ static void *monitor_main(void *arg)
 
 /* ---- the worker thread ---- */
 
+/* A cancel request (execution/cancel.h) reaches every server: the launcher that runs the
+ * sandbox kills it (the others know no such id), and its outcome is recorded as any run's. */
+static void cancel_run(struct tc_worker *w, const char *id)
+{
+    if (!tc_server_begin(w->srv))
+        return; /* stopping: every sandbox is being killed anyway */
+    int r = tc_launcher_cancel(w->srv->launcher, id);
+    tc_server_end(w->srv);
+    tc_log(TC_LOG_INFO, "cancel requested", "{s:s, s:s}", "execution_id", id, "launcher",
+           r == 0 ? "told" : strerror(-r));
+}
+
 static void drain_notifications(struct tc_worker *w, bool *ret_queue)
 {
     PQconsumeInput(w->listen_conn);
@@ -696,6 +708,8 @@ static void drain_notifications(struct tc_worker *w, bool *ret_queue)
             *ret_queue = true;
         else if (strcmp(n->relname, "toolcage_done") == 0 && tc_uuid_valid(n->extra))
             tc_waiters_wake(n->extra);
+        else if (strcmp(n->relname, "toolcage_cancel") == 0 && tc_uuid_valid(n->extra))
+            cancel_run(w, n->extra);
         PQfreemem(n);
     }
 }
@@ -709,7 +723,8 @@ static bool listen_on(struct tc_worker *w)
         w->listen_conn = tc_db_connect(w->srv->cfg->database_url, NULL);
     if (!w->listen_conn || PQstatus(w->listen_conn) != CONNECTION_OK)
         return false;
-    PGresult *r = PQexec(w->listen_conn, "LISTEN toolcage_queue; LISTEN toolcage_done");
+    PGresult *r = PQexec(w->listen_conn,
+                         "LISTEN toolcage_queue; LISTEN toolcage_done; LISTEN toolcage_cancel");
     bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
     PQclear(r);
     return ok;

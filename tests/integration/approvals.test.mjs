@@ -248,14 +248,15 @@ test('cancel: the requesting tenant withdraws a pending call; afterwards 409', a
   assertProblem(await decide(server, held.approval_id, 'approve'), 409, 'not-pending');
   assert.deepEqual(actions(await auditOf(server, held.id)), ['execute', 'approval.cancelled']);
 
-  // Roles that do not execute cannot cancel; an approved call cannot be cancelled.
+  // Roles that do not execute cannot cancel; an approved call that has run is not cancellable
+  // (cancel.test.mjs: an approved call that waits for a slot, or runs, is).
   const { json: b } = await hold(server, `echo approved-${tag()}`);
   assertProblem(await server.request('POST', `/v1/executions/${b.id}/cancel`, { key: server.keys.reviewer }), 403, 'forbidden');
   assert.equal((await decide(server, b.approval_id, 'approve')).status, 200);
-  assertProblem(await server.request('POST', `/v1/executions/${b.id}/cancel`, { key: server.keys.agent }), 409, 'not-pending');
   assert.equal((await waitFinished(server, b.id)).status, 'completed');
+  assertProblem(await server.request('POST', `/v1/executions/${b.id}/cancel`, { key: server.keys.agent }), 409, 'not-pending');
 
-  // A call that was never held exists but is not cancellable; an unknown id is not found.
+  // A call that was never held and has finished is not cancellable; an unknown id is not found.
   const { json: plain } = await server.execute({ tool: 'shell', code: 'echo plain' });
   assertProblem(await server.request('POST', `/v1/executions/${plain.id}/cancel`, { key: server.keys.agent }), 409, 'not-pending');
   assertProblem(await server.request('POST', `/v1/executions/${crypto.randomUUID()}/cancel`, { key: server.keys.agent }), 404, 'not-found');
