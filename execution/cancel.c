@@ -30,10 +30,10 @@ static int close_queued(PGconn *c, const struct tc_keys *keys, const char *tenan
         return -EIO;
     if (!exec_ok(c, "SELECT pg_notify('toolcage_done', $1)", 1, p))
         return -EIO;
-    json_t *ev = json_pack("{s:s, s:s, s:O, s:s, s:s, s:s, s:b, s:s}", "action",
-                           "execution.complete", "tenant_id", tenant_id, "actor", actor, "tool",
-                           tool, "execution_id", id, "status", "cancelled", "started", 0,
-                           "killed_reason", "cancelled");
+    json_t *ev =
+        json_pack("{s:s, s:s, s:O, s:s, s:s, s:s, s:b, s:s}", "action", "execution.complete",
+                  "tenant_id", tenant_id, "actor", actor, "tool", tool, "execution_id", id,
+                  "status", "cancelled", "started", 0, "killed_reason", "cancelled");
     int rc = ev ? tc_audit_append_tx(c, keys, ev, NULL) : -ENOMEM;
     json_decref(ev);
     return rc < 0 ? rc : TC_CANCEL_DONE;
@@ -47,8 +47,8 @@ static int request_kill(PGconn *c, const struct tc_keys *keys, const char *tenan
     if (!exec_ok(c, "SELECT pg_notify('toolcage_cancel', $1)", 1, p))
         return -EIO;
     json_t *ev =
-        json_pack("{s:s, s:s, s:O, s:s, s:s}", "action", "execution.cancel_requested",
-                  "tenant_id", tenant_id, "actor", actor, "tool", tool, "execution_id", id);
+        json_pack("{s:s, s:s, s:O, s:s, s:s}", "action", "execution.cancel_requested", "tenant_id",
+                  tenant_id, "actor", actor, "tool", tool, "execution_id", id);
     int rc = ev ? tc_audit_append_tx(c, keys, ev, NULL) : -ENOMEM;
     json_decref(ev);
     return rc < 0 ? rc : TC_CANCEL_REQUESTED;

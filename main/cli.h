@@ -1,0 +1,35 @@
+/* The command line's shared pieces: each command is a function in one of main/'s files
+ * (serve.c; exec.c: policy check and exec; admin.c: migrate, keys, users, secrets, audit,
+ * version); main.c holds the table, the usage and main(). */
+#pragma once
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "core/config.h"
+#include "sandbox/sandbox.h"
+
+/* Exit status for a configuration the command cannot run with. */
+int tc_cli_fail_config(void);
+/* Loads the configuration (one line on stderr naming a bad variable) and the log level. */
+int tc_cli_load_config(struct tc_config *cfg);
+/* What the launcher takes from the configuration (it reads no environment itself). */
+struct tc_launcher_options tc_cli_launcher_options(const struct tc_config *cfg, unsigned max);
+/* True when argv asks for --help / -h. */
+bool tc_cli_wants_help(int argc, char **argv);
+/* Every policy error, one per line, on stderr. */
+void tc_cli_print_policy_errors(const char *path, json_t *errors);
+/* Applies the migrations as the schema owner: 0, or -1 with the cause on stderr. */
+int tc_cli_run_migrations(const struct tc_config *cfg);
+/* Prints one command's usage: its exit status. */
+int tc_cli_usage_of(const char *name);
+
+int tc_cmd_serve(int argc, char **argv);
+int tc_cmd_migrate(int argc, char **argv);
+int tc_cmd_keys(int argc, char **argv);
+int tc_cmd_webhook_secret(int argc, char **argv);
+int tc_cmd_policy(int argc, char **argv);
+int tc_cmd_exec(int argc, char **argv);
+int tc_cmd_audit(int argc, char **argv);
+int tc_cmd_users(int argc, char **argv);
+int tc_cmd_secrets(int argc, char **argv);
+int tc_cmd_version(int argc, char **argv);

@@ -1,0 +1,283 @@
+/* toolcage serve: wires the layers together in order and stops them in reverse
+ * (docs/architecture.md). */
+#include <getopt.h>
+#include <libpq-fe.h>
+#include <signal.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "execution/request.h"
+#include "audit/audit.h"
+#include "core/keys.h"
+#include "broker/secrets.h"
+#include "broker/token.h"
+#include "api/api.h"
+#include "common/util.h"
+#include "console/console.h"
+#include "policy/policy.h"
+#include "policy/prescreen.h"
+#include "policy/redact.h"
+#include "sandbox/sandbox.h"
+#include "console/session.h"
+#include "server/auth.h"
+#include "core/config.h"
+#include "core/db.h"
+#include "server/http.h"
+#include "core/log.h"
+#include "core/migrate.h"
+#include "server/recorder.h"
+#include "server/reload.h"
+#include "server/verifier.h"
+#include "server/waiters.h"
+#include "server/webhook.h"
+#include "server/worker.h"
+#include <curl/curl.h>
+#include "main/cli.h"
+
+/* The runtime role must not be able to rewrite the audit trail: it may not own the audit
+ * tables (an owner can disable their triggers and ALTER them), be a member of their owner,
+ * or be a superuser. 0 when it cannot; -EPERM (with a message) when it can; -EIO. */
+static int check_runtime_role(struct tc_db *db)
+{
+    PGconn *c = tc_db_acquire(db, TC_DB_WAIT_MS);
+    PGresult *r =
+        c ? tc_db_exec(
+                c,
+                "SELECT current_user, (SELECT rolsuper FROM pg_roles WHERE rolname = current_user),"
+                " coalesce((SELECT string_agg(c.relname, ', ' ORDER BY c.relname) FROM pg_class c"
+                "  WHERE c.relname IN ('audit_log', 'audit_checkpoints', 'audit_head', "
+                "'audit_chain')"
+                "  AND c.relnamespace = 'public'::regnamespace"
+                "  AND pg_has_role(current_user, c.relowner, 'MEMBER')), '')",
+                0, NULL)
+          : NULL;
+    tc_db_release(db, c);
+    if (!r || PQntuples(r) != 1) {
+        PQclear(r);
+        tc_log(TC_LOG_ERROR, "cannot check the runtime role's privileges", NULL);
+        return -EIO;
+    }
+    bool super = strcmp(PQgetvalue(r, 0, 1), "t") == 0;
+    const char *owned = PQgetvalue(r, 0, 2);
+    int rc = 0;
+    if (super || *owned) {
+        fprintf(stderr,
+                "toolcage: the runtime role '%s' (TOOLCAGE_DATABASE_URL) %s%s, so it could rewrite "
+                "the audit trail. Run with two roles: an owner that migrates "
+                "(TOOLCAGE_MIGRATE_DATABASE_URL) and a runtime role that owns nothing (see "
+                "docs/audit.md, \"Database roles\").\n",
+                PQgetvalue(r, 0, 0),
+                super ? "is a superuser" : "owns (or may act as the owner of) ",
+                super ? "" : owned);
+        rc = -EPERM;
+    }
+    PQclear(r);
+    return rc;
+}
+
+int tc_cmd_serve(int argc, char **argv)
+{
+    if (tc_cli_wants_help(argc, argv))
+        return tc_cli_usage_of("serve");
+    struct tc_config cfg;
+    if (tc_cli_load_config(&cfg) < 0)
+        return tc_cli_fail_config();
+    int rc = 1, r;
+    _cleanup_free_ char *err = NULL; /* before the first goto: out frees it */
+    struct tc_keys *keys = NULL;
+    tc_console_configure(&cfg);
+    /* The console first: its prefix is the narrower one. */
+    static const struct tc_route_group *const routes[] = {&tc_console_routes, &tc_api_routes, NULL};
+    struct tc_server srv = {.cfg = &cfg, .routes = routes};
+    struct tc_worker *worker = NULL;
+    struct tc_webhooks *webhooks = NULL;
+    pthread_mutex_init(&srv.policy_lock, NULL);
+    pthread_rwlock_init(&srv.run_lock, NULL);
+
+    /* Signals are taken synchronously by this thread; every other thread blocks them. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    json_t *errors = NULL;
+    if (tc_policy_load(cfg.policy_path, &srv.policy, &errors) < 0) {
+        fprintf(stderr, "toolcage: TOOLCAGE_POLICY=%s is not a valid policy:\n", cfg.policy_path);
+        tc_cli_print_policy_errors(cfg.policy_path, errors);
+        json_decref(errors);
+        goto out;
+    }
+    if (tc_keys_load(cfg.master_key_file, &keys, &err) < 0) {
+        fprintf(stderr, "toolcage: %s\n", err ? err : "cannot load the master key");
+        goto out;
+    }
+    srv.keys = keys;
+    if (tc_keys_add_previous(keys, cfg.previous_master_key_files, &err) < 0) {
+        fprintf(stderr, "toolcage: %s\n", err ? err : "cannot load a previous master key");
+        goto out;
+    }
+    if (tc_cli_run_migrations(&cfg) < 0)
+        goto out;
+    if (tc_db_open(cfg.database_url, (unsigned)cfg.db_pool, &srv.db, &err) < 0) {
+        tc_log(TC_LOG_ERROR, "cannot connect to the database", "{s:s}", "error", err ? err : "");
+        goto out;
+    }
+    if (check_runtime_role(srv.db) < 0)
+        goto out;
+    PGconn *kc = tc_db_acquire(srv.db, TC_DB_WAIT_MS);
+    r = kc ? tc_audit_publish_key(kc, keys) : -EIO;
+    /* A checkpoint at start, signed by the key this server now holds after checking every
+     * record since the last one: during a master-key rotation (old key still configured as
+     * previous) it vouches for the records made under the old key, which is what lets
+     * verification accept them once the old key is gone. */
+    int start_cp = r == 0 ? tc_audit_checkpoint(kc, keys, NULL) : 0;
+    tc_db_release(srv.db, kc);
+    if (r < 0) {
+        tc_log(TC_LOG_ERROR, "cannot register the audit checkpoint key", NULL);
+        goto out;
+    }
+    if (start_cp == -EBADMSG)
+        tc_log(TC_LOG_ERROR,
+               "audit checkpoint refused at start: a record since the last "
+               "checkpoint does not verify (GET /v1/audit/verify names it)",
+               NULL);
+    struct tc_launcher_options lo = tc_cli_launcher_options(&cfg, (unsigned)cfg.max_sandboxes);
+    r = tc_launcher_start(&lo, &srv.launcher);
+    if (r < 0) {
+        /* strerror of the launcher's own cause (e.g. "No space left on device") */
+        tc_log(TC_LOG_ERROR, "cannot start the sandbox launcher", "{s:s, s:s}", "error",
+               strerror(-r), "state_dir", cfg.state_dir);
+        goto out;
+    }
+    r = tc_recorder_start(&srv, &srv.recorder);
+    if (r < 0) {
+        tc_log(TC_LOG_ERROR, "cannot start the recorder", "{s:s}", "error", strerror(-r));
+        goto out;
+    }
+    free(err);
+    err = NULL;
+    if (tc_worker_start(&srv, &worker, &err) < 0) {
+        tc_log(TC_LOG_ERROR, "cannot start the worker", "{s:s}", "error", err ? err : "");
+        goto out;
+    }
+    if ((r = tc_verifier_start(&srv, &srv.verifier)) < 0) {
+        tc_log(TC_LOG_ERROR, "cannot start the audit verifier", "{s:s}", "error", strerror(-r));
+        goto out;
+    }
+    struct tc_webhooks_options wo = {.database_url = cfg.database_url,
+                                     .keys = keys,
+                                     .allow_private = cfg.webhook_allow_private,
+                                     .instance_id = srv.instance_id,
+                                     .max_in_flight = (unsigned)cfg.webhook_concurrency,
+                                     .per_tenant = (unsigned)cfg.webhook_tenant_concurrency,
+                                     .max_attempts = (unsigned)cfg.webhook_max_attempts};
+    free(err);
+    err = NULL;
+    if (tc_webhooks_start(&wo, &webhooks, &err) < 0) {
+        tc_log(TC_LOG_ERROR, "cannot start the webhook deliveries", "{s:s}", "error",
+               err ? err : "");
+        goto out;
+    }
+    json_t *host = tc_launcher_host_info(srv.launcher);
+    tc_log(TC_LOG_INFO, "sandbox host support", "{s:O}", "host", host ? host : json_null());
+    json_decref(host);
+    free(err);
+    err = NULL;
+    if (tc_http_start(&srv, &err) < 0) {
+        tc_log(TC_LOG_ERROR, "cannot listen", "{s:s, s:s, s:i}", "error", err ? err : "", "host",
+               cfg.listen_host, "port", (int)cfg.listen_port);
+        goto out;
+    }
+    tc_log(TC_LOG_INFO, "serving", "{s:s, s:i, s:s, s:i}", "host", cfg.listen_host, "port",
+           (int)cfg.listen_port, "policy", cfg.policy_path, "tools",
+           (int)tc_policy_ntools(srv.policy));
+
+    for (;;) {
+        /* Wake at least once a minute to sign an audit checkpoint if the chain moved. */
+        struct timespec minute = {.tv_sec = 60};
+        int sig = sigtimedwait(&set, NULL, &minute);
+        if (sig < 0) {
+            if (errno == EAGAIN) {
+                PGconn *cc = tc_db_acquire(srv.db, 1000);
+                int cr = cc ? tc_audit_checkpoint(cc, keys, NULL) : -EIO;
+                if (cr == -EBADMSG)
+                    tc_log(TC_LOG_ERROR,
+                           "audit checkpoint refused: a record since the last "
+                           "checkpoint does not verify (GET /v1/audit/verify "
+                           "names it)",
+                           NULL);
+                else if (cr < 0)
+                    tc_log(TC_LOG_WARN, "audit checkpoint failed", NULL);
+                tc_db_release(srv.db, cc);
+            }
+            continue;
+        }
+        if (sig == SIGHUP) {
+            json_t *actor = json_pack("{s:s, s:s}", "type", "system", "id", "SIGHUP");
+            json_t *errs = NULL, *info = NULL;
+            int rr = tc_server_reload_policy(&srv, actor, &errs, &info);
+            if (rr == 0)
+                tc_log(TC_LOG_INFO, "policy reloaded", "{s:s, s:O}", "policy", cfg.policy_path,
+                       "result", info);
+            else
+                tc_log(TC_LOG_ERROR, "policy reload refused; the old policy stays", "{s:s, s:O}",
+                       "policy", cfg.policy_path, "errors", errs ? errs : json_null());
+            json_decref(actor);
+            json_decref(errs);
+            json_decref(info);
+            continue;
+        }
+        tc_log(TC_LOG_INFO, "shutting down", "{s:s}", "signal", strsignal(sig));
+        break;
+    }
+    /* Stop accepting, end the sandboxes (their suspended requests resume with an error),
+     * then stop the HTTP threads. */
+    if (srv.mhd)
+        MHD_quiesce_daemon(srv.mhd);
+    /* From here no request suspends and nothing touches the launcher; sections already in
+     * progress finish first (they hold the run lock). */
+    tc_server_set_stopping(&srv);
+    tc_worker_quiesce(worker);
+    tc_launcher_stop(srv.launcher); /* pending executions resume with an error result */
+    srv.launcher = NULL;
+    tc_worker_stop(worker);
+    worker = NULL;
+    /* Every outcome stored, or kept on disk for the next start; every waiting client answered. */
+    tc_recorder_stop(srv.recorder);
+    srv.recorder = NULL;
+    tc_webhooks_stop(webhooks); /* deliveries in flight are aborted, due again at once */
+    webhooks = NULL;
+    tc_waiters_wake_all();
+    tc_verifier_stop(srv.verifier); /* its waiting requests resume */
+    /* MHD must not be stopped while a connection is suspended: wait until every resumed
+     * request has been answered (bounded), then a little for the answers to be written. */
+    for (int i = 0; i < 200 && srv.suspended > 0; i++)
+        usleep(25 * 1000);
+    for (int i = 0;
+         i < 20 &&
+         MHD_get_daemon_info(srv.mhd, MHD_DAEMON_INFO_CURRENT_CONNECTIONS)->num_connections > 0;
+         i++)
+        usleep(50 * 1000);
+    tc_http_stop(&srv);
+    rc = 0;
+out:
+    tc_worker_quiesce(worker);
+    tc_http_stop(&srv);
+    tc_launcher_stop(srv.launcher);
+    tc_worker_stop(worker);
+    tc_verifier_free(srv.verifier);
+    tc_recorder_stop(srv.recorder);
+    tc_webhooks_stop(webhooks);
+    tc_db_close(srv.db);
+    tc_keys_free((struct tc_keys *)srv.keys);
+    tc_policy_unref(srv.policy);
+    pthread_mutex_destroy(&srv.policy_lock);
+    pthread_rwlock_destroy(&srv.run_lock);
+    tc_config_free(&cfg);
+    return rc;
+}
