@@ -94,7 +94,7 @@ static inline bool is_t(const struct toks *ts, size_t i, enum tt type)
 }
 
 static inline int push(struct toks *ts, enum tt t, uint32_t src, const char *s, size_t n, int flags,
-                long long num)
+                       long long num)
 {
     int r;
     if (ts->n >= MAX_TOKENS)
@@ -156,7 +156,7 @@ void pn_kv_free(struct kvs *m);
 int pn_out_bytes(struct ps_norm *n, const char *s, size_t len, uint32_t src);
 int pn_add_note(struct ps_norm *n, const char *rule, int sev, uint32_t src, const char *msg);
 int pn_add_job(struct ps_norm *n, enum ps_lang lang, const char *s, size_t len, uint32_t src,
-                   int depth);
+               int depth);
 
 /* s is one of the NULL-terminated list */
 static inline bool in_list(const char *s, const char *const *list)

@@ -1222,14 +1222,14 @@ static int fr_call_literal(struct fold *f, size_t i, size_t j, const char *chain
         const char *dunder = strstr(chain, "__.");
         if (dunder || strstr(chain, "f_globals") || strstr(chain, "f_builtins"))
             r = pn_add_note(f->nm, "evasion_object_graph", TC_SEV_HIGH, in->v[i].src,
-                         "imports through an object reached by walking the object graph");
+                            "imports through an object reached by walking the object graph");
         if (r < 0)
             return r;
         if (s->flags & F_BUILT)
             r = note_built(f, in->v[i].src, "module imported by a name built at run time");
         else if (f->py)
             r = pn_add_note(f->nm, "dynamic_import", TC_SEV_LOW, in->v[i].src,
-                         "module imported by name at run time");
+                            "module imported by name at run time");
         if (r >= 0)
             r = push(f->out, T_NAME, in->v[i].src, m, mn, 0, 0);
         *next = k + 1;
@@ -1260,7 +1260,7 @@ static int fr_call_literal(struct fold *f, size_t i, size_t j, const char *chain
         return 0;
     if ((fl & F_DECODED) && !(s->flags & F_DECODED) && strcmp(chain, "codecs.encode") != 0 &&
         (r = pn_add_note(f->nm, "encoded_literal", TC_SEV_LOW, in->v[i].src,
-                      "encoded string literal decoded at run time")) < 0)
+                         "encoded string literal decoded at run time")) < 0)
         return r;
     if ((r = push(f->out, T_STR, in->v[i].src, f->v.data ? f->v.data : "", f->v.len, fl, 0)) < 0)
         return r;
@@ -1960,8 +1960,8 @@ static int scan_sinks(bool py, const struct toks *ts, const struct kvs *al, cons
             snprintf(v, sizeof(v), "%.*s", (int)ts->v[i].n, ttext(ts, &ts->v[i]));
             if (in_list(v, dangerous_names))
                 r = pn_add_note(n, "evasion_computed_name", TC_SEV_HIGH, ts->v[i].src,
-                             "a string assembled or decoded at run time spells the name of a "
-                             "process-spawning or code-executing function or module");
+                                "a string assembled or decoded at run time spells the name of a "
+                                "process-spawning or code-executing function or module");
             continue;
         }
         if (ts->v[i].t == T_NAME && i > 1 && IS_OP(ts, i - 1, ".") && (ts->v[i].flags & F_BUILT)) {
@@ -1982,10 +1982,11 @@ static int scan_sinks(bool py, const struct toks *ts, const struct kvs *al, cons
                 hit = namespace_chain(py, res);
             }
             if (hit)
-                r = pn_add_note(n, "evasion_computed_name", TC_SEV_HIGH, ts->v[i].src,
-                             "an attribute, global or module is looked up by a name built at run "
-                             "time (joined, concatenated, decoded, reversed or from character "
-                             "codes)");
+                r = pn_add_note(
+                    n, "evasion_computed_name", TC_SEV_HIGH, ts->v[i].src,
+                    "an attribute, global or module is looked up by a name built at run "
+                    "time (joined, concatenated, decoded, reversed or from character "
+                    "codes)");
             continue;
         }
         if (ts->v[i].t != T_NAME || (i > 0 && IS_OP(ts, i - 1, ".")))
@@ -2018,9 +2019,10 @@ static int scan_sinks(bool py, const struct toks *ts, const struct kvs *al, cons
             }
             if (arg >= 0 && sinks++ < 4096 && call_arg(ts, j, arg, &a, &b) &&
                 strong_expr(py, ts, a, b, taint)) {
-                r = pn_add_note(n, "evasion_computed_name", TC_SEV_HIGH, ts->v[i].src,
-                             "a module, attribute or global is looked up by a name computed at "
-                             "run time (character codes, decoding, reversal, slicing or joining)");
+                r = pn_add_note(
+                    n, "evasion_computed_name", TC_SEV_HIGH, ts->v[i].src,
+                    "a module, attribute or global is looked up by a name computed at "
+                    "run time (character codes, decoding, reversal, slicing or joining)");
                 continue;
             }
             /* globals()[...], vars(x)[...], locals().get(...) */
@@ -2036,14 +2038,14 @@ static int scan_sinks(bool py, const struct toks *ts, const struct kvs *al, cons
                     continue;
                 if (call_arg(ts, o, 0, &a, &b) && strong_expr(py, ts, a, b, taint))
                     r = pn_add_note(n, "evasion_computed_name", TC_SEV_HIGH, ts->v[i].src,
-                                 "a namespace is indexed by a name computed at run time");
+                                    "a namespace is indexed by a name computed at run time");
             }
             continue;
         }
         if (IS_OP(ts, j, "[") && namespace_chain(py, res) && sinks++ < 4096 &&
             call_arg(ts, j, 0, &a, &b) && strong_expr(py, ts, a, b, taint))
             r = pn_add_note(n, "evasion_computed_name", TC_SEV_HIGH, ts->v[i].src,
-                         "a namespace or module is indexed by a name computed at run time");
+                            "a namespace or module is indexed by a name computed at run time");
     }
     return r;
 }
@@ -2099,14 +2101,14 @@ static int alias_note(struct ps_norm *n, const struct toks *ts, const struct tok
         return 0;
     if (in_list(last, code_builtins) && (strcmp(head, target) == 0 || in_list(head, global_objs)))
         return pn_add_note(n, "evasion_alias", TC_SEV_HIGH, as->src,
-                        "a code-execution builtin (eval, exec, Function, __import__, getattr) "
-                        "is given another name");
+                           "a code-execution builtin (eval, exec, Function, __import__, getattr) "
+                           "is given another name");
     if (!in_list(head, spawn_modules) || (strcmp(head, target) != 0 && !in_list(last, spawn_funcs)))
         return 0;
     if (abbreviates(alias, as->n, last))
         return 0;
     return pn_add_note(n, "evasion_alias", TC_SEV_HIGH, as->src,
-                    "a process-spawning module or function goes by an unrelated name");
+                       "a process-spawning module or function goes by an unrelated name");
 }
 
 static const char *const shell_sinks[] = {
@@ -2210,7 +2212,7 @@ static int emit_pyjs(bool py, const struct toks *ts, const struct kvs *al, int d
 }
 
 int pn_normalise_pyjs(bool py, const char *code, size_t len, int depth, uint32_t origin,
-                          struct ps_norm *n)
+                      struct ps_norm *n)
 {
     struct toks a, b;
     struct kvs *al = calloc(1, sizeof(*al)), *consts = calloc(1, sizeof(*consts)),
@@ -2266,4 +2268,3 @@ out:
     free(taint);
     return r;
 }
-

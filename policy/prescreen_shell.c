@@ -517,7 +517,7 @@ static int sh_close_subst(struct sh *s, uint32_t src)
             r = pn_kv_set(&s->vars, name, strlen(name), raw, strlen(raw));
             if (r >= 0)
                 r = pn_kv_set(&s->taint, name, strlen(name),
-                           sh_transforms(ts, open + 1, ts->n, &s->work) ? "1" : "0", 1);
+                              sh_transforms(ts, open + 1, ts->n, &s->work) ? "1" : "0", 1);
         }
         if (r >= 0)
             r = push(ts, T_OP, src, ")", 1, 0, 0);
@@ -832,15 +832,15 @@ static int sh_scan(struct sh *s)
             if (e < ts->n && (IS_OP(ts, e, "$(") || IS_OP(ts, e, "`")) &&
                 !(e > 0 && (ts->v[e - 1].flags & F_ASSIGN)) && sh_generated(ts, e, &s->work))
                 r = pn_add_note(s->n, "evasion_computed_command", TC_SEV_HIGH, ts->v[e].src,
-                             "the command to run is produced by a substitution that transforms "
-                             "text");
+                                "the command to run is produced by a substitution that transforms "
+                                "text");
             continue;
         }
         const struct tok *c = &ts->v[cw];
         if (c->flags & (F_COMPUTED | F_DECODED | F_SH_ADJ)) {
             r = pn_add_note(s->n, "evasion_computed_command", TC_SEV_HIGH, c->src,
-                         "the command name is built at run time (adjacent expansions, ${x:1:2}, "
-                         "${x//a/}, ${x,,}, ${!x}, decoded or transformed text)");
+                            "the command name is built at run time (adjacent expansions, ${x:1:2}, "
+                            "${x//a/}, ${x,,}, ${!x}, decoded or transformed text)");
             continue;
         }
         sh_cmd_base(ts, cw, base, sizeof(base));
@@ -850,7 +850,7 @@ static int sh_scan(struct sh *s)
                 gen = sh_generated(ts, k, &s->work);
             if (gen)
                 r = pn_add_note(s->n, "evasion_indirect_exec", TC_SEV_HIGH, c->src,
-                             "eval runs text that was decoded or transformed at run time");
+                                "eval runs text that was decoded or transformed at run time");
             continue;
         }
         if (strcmp(base, "source") == 0 || strcmp(base, ".") == 0) {
@@ -858,10 +858,10 @@ static int sh_scan(struct sh *s)
             if (a < ts->n && (sh_word_eq(ts, a, "/dev/stdin") || sh_word_eq(ts, a, "/dev/fd/0") ||
                               sh_word_eq(ts, a, "/proc/self/fd/0") || sh_word_eq(ts, a, "-")))
                 r = pn_add_note(s->n, "evasion_indirect_exec", TC_SEV_HIGH, c->src,
-                             "sources code from standard input");
+                                "sources code from standard input");
             else if (a < ts->n && IS_OP(ts, a, "<(") && sh_generated(ts, a, &s->work))
                 r = pn_add_note(s->n, "evasion_indirect_exec", TC_SEV_HIGH, c->src,
-                             "sources code that is decoded or transformed at run time");
+                                "sources code that is decoded or transformed at run time");
             continue;
         }
         if (strcmp(base, "xargs") == 0 && piped) {
@@ -881,8 +881,8 @@ static int sh_scan(struct sh *s)
             if (repl && k < e && ts->v[k].n == rn && memcmp(ttext(ts, &ts->v[k]), repl, rn) == 0 &&
                 sh_transforms(ts, pipe_start, cs, &s->work))
                 r = pn_add_note(s->n, "evasion_computed_command", TC_SEV_HIGH, c->src,
-                             "xargs runs a command name that was decoded or transformed at run "
-                             "time");
+                                "xargs runs a command name that was decoded or transformed at run "
+                                "time");
             continue;
         }
         if (in_list(base, shells)) {
@@ -892,7 +892,7 @@ static int sh_scan(struct sh *s)
                     code_arg = true;
                     if (k + 1 < e && is_t(ts, k + 1, T_NAME))
                         r = pn_add_job(s->n, PS_SHELL, ttext(ts, &ts->v[k + 1]), ts->v[k + 1].n,
-                                    ts->v[k + 1].src, s->depth + 1);
+                                       ts->v[k + 1].src, s->depth + 1);
                     gen |= sh_generated(ts, k + 1, &s->work);
                 } else if (IS_OP(ts, k, "<<<") || IS_OP(ts, k, "<")) {
                     gen |= sh_generated(ts, k + 1, &s->work);
@@ -911,8 +911,8 @@ static int sh_scan(struct sh *s)
                 gen = is_t(ts, k, T_NAME) && (ts->v[k].flags & (F_COMPUTED | F_DECODED));
             if (r >= 0 && gen)
                 r = pn_add_note(s->n, "evasion_indirect_exec", TC_SEV_HIGH, c->src,
-                             "a shell runs code that was decoded, transformed or built at run "
-                             "time");
+                                "a shell runs code that was decoded, transformed or built at run "
+                                "time");
             continue;
         }
         enum ps_lang lang = strncmp(base, "python", 6) == 0 ? PS_PYTHON
@@ -924,8 +924,8 @@ static int sh_scan(struct sh *s)
                             : (sh_word_eq(ts, k, "-e") || sh_word_eq(ts, k, "-p") ||
                                sh_word_eq(ts, k, "--eval") || sh_word_eq(ts, k, "--print"));
             if (flag && is_t(ts, k + 1, T_NAME)) {
-                r = pn_add_job(s->n, lang, ttext(ts, &ts->v[k + 1]), ts->v[k + 1].n, ts->v[k + 1].src,
-                            s->depth + 1);
+                r = pn_add_job(s->n, lang, ttext(ts, &ts->v[k + 1]), ts->v[k + 1].n,
+                               ts->v[k + 1].src, s->depth + 1);
                 break;
             }
         }
@@ -997,8 +997,7 @@ static int emit_shell(struct sh *s)
     return r;
 }
 
-int pn_normalise_shell(const char *code, size_t len, int depth, uint32_t origin,
-                           struct ps_norm *n)
+int pn_normalise_shell(const char *code, size_t len, int depth, uint32_t origin, struct ps_norm *n)
 {
     struct sh *s = calloc(1, sizeof(*s));
     int r;
@@ -1023,4 +1022,3 @@ int pn_normalise_shell(const char *code, size_t len, int depth, uint32_t origin,
     free(s);
     return r;
 }
-

@@ -1,0 +1,176 @@
+/* Internal to the launcher (sandbox/launcher*.c): its state and the functions its files share.
+ * launcher.c: the epoll loop, I/O, set-up and main; launcher_start.c: starting a sandbox (native
+ * and gVisor), hold and go; launcher_result.c: kill, teardown and the result. */
+#pragma once
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <grp.h>
+
+#include "common/util.h"
+#include "sandbox/cgroup.h"
+#include "sandbox/child.h"
+#include "sandbox/egress_link.h"
+#include "sandbox/gvisor.h"
+#include "sandbox/launcher.h"
+#include "sandbox/pool.h"
+#include "sandbox/sandbox.h"
+#include "sandbox/seccomp.h"
+#include "sandbox/spec.h"
+#include "sandbox/uidrange.h"
+#include "sandbox/wire.h"
+#include "sandbox/workspace.h"
+
+#define MAX_VIOLATIONS      64
+#define OUTPUT_KILL_DISCARD (64ULL << 20)
+#define TICK_MS             50
+#define MAX_SLOTS           1024
+_Static_assert(MAX_SLOTS <= TC_UID_RANGE_SIZE, "one host uid per slot, from the launcher's range");
+#define SETUP_QUIET_MS 5     /* see setting_up() */
+#define HOLD_MAX_MS    60000 /* a held sandbox the server never released (see hold()) */
+
+enum wkind {
+    W_CLIENT = 1,
+    W_SIGNAL,
+    W_PIDFD,
+    W_STDIN,
+    W_STDOUT,
+    W_STDERR,
+    W_CTL,
+    W_NOTIFY,
+    W_EGRESS,
+    W_SHELL
+};
+
+struct stream {
+    int fd;
+    char *data;
+    size_t len;
+    uint64_t dropped;
+};
+
+struct violation {
+    char name[48];
+    unsigned count;
+};
+
+struct sbx {
+    bool used;
+    unsigned slot;
+    char id[72];
+    json_t *spec_json;
+    struct tc_spec spec;
+    uid_t uid;
+
+    pid_t pid;
+    int pidfd;
+    bool exited;
+    int wstatus;
+    struct rusage ru;
+
+    int stdin_fd;
+    unsigned char *stdin_data;
+    size_t stdin_len, stdin_off;
+    struct stream out, err;
+    int ctl_fd, notify_fd;
+    int sync_fd;           /* the shell's, until go */
+    int cfg_fd;            /* PID 1's configuration, between prepare() and release() */
+    bool held;             /* set up, waiting for TC_WIRE_GO (spec "hold") */
+    bool cancel_requested; /* killed by TC_WIRE_CANCEL: the result says "cancelled" */
+
+    struct tc_cgroup cg;
+    bool has_cg;
+    char ws_path[PATH_MAX];
+    int ws_fd;
+    bool ws_mounted, ws_dir;
+
+    int64_t start_ms, end_ms, deadline_ms;
+    int64_t setup_until_ms; /* between go and the program's exec; see setting_up() */
+    const char *killed_reason;
+    bool have_exit;
+    int exit_status;
+    struct rusage exit_ru;
+    int setup_err;
+    char setup_what[96];
+    int exec_err;
+    struct violation viol[MAX_VIOLATIONS];
+    unsigned n_viol;
+    uint64_t egress_handle; /* registered with the egress proxy (network allowlist), 0 = none */
+
+    /* gvisor backend: pid/pidfd are runsc's; the bundle is a tmpfs of its own */
+    bool gvisor;
+    char gv_path[PATH_MAX];
+    int gv_fd;
+    bool gv_mounted, gv_dir;
+    char gv_error[384]; /* runsc failed before the program ran */
+};
+
+struct launcher {
+    int sock, epfd, sigfd;
+    char scratch[PATH_MAX - 64], newroot[PATH_MAX], wsdir[PATH_MAX], gvdir[PATH_MAX];
+    bool scratch_mounted;
+    struct tc_cg_host cg;
+    struct tc_seccomp_prog sc;
+    struct tc_rootfs_info rootfs;
+    int init_fd; /* toolcage-init (O_PATH), exec'ed as every sandbox's PID 1 */
+    int base_fd; /* its base configuration (tc_child_base_config) */
+    char init_path[PATH_MAX];
+    char setup_error[PATH_MAX + 64]; /* why setup failed, when errno alone does not say */
+    struct sbx *slots;
+    unsigned max, running;
+    uid_t uid_base;
+    unsigned uid_index; /* the range in the uid registry (uidrange.h) */
+    int uid_fd;         /* holds the range until we are gone */
+    bool stopping;
+    struct tc_cgroup *dead_cgs; /* finished sandboxes' groups: removed once the result is
+                                 * out, retried on tick while busy */
+    size_t n_dead_cgs;
+    struct tc_egress_link *egress; /* the egress proxy, NULL if it could not be started */
+    struct tc_pool pool;           /* shells created ahead of time, and the sandboxes' uids */
+    struct tc_gv_host gv;
+    unsigned gv_seq; /* gvisor cgroups are named g<seq> */
+};
+
+/* Shared by the launcher's files (each is defined next to its kind of work):
+ *   launcher.c: now_ms, watch/unwatch_close, send_result/send_error/deliver_result, read_ctl
+ *   launcher_start.c: start_sandbox, go, drop_held (a held sandbox the server did not release)
+ *   launcher_result.c: kill_sbx, teardown, fail_teardown, maybe_finish, retry_dead_cgs */
+void lc_drop_held(struct launcher *L, struct sbx *s, const char *why);
+void lc_go(struct launcher *L, const char *id);
+void lc_kill_sbx(struct launcher *L, struct sbx *s, const char *reason);
+void lc_maybe_finish(struct launcher *L, struct sbx *s);
+int64_t lc_now_ms(void);
+void lc_retry_dead_cgs(struct launcher *L);
+void lc_send_result(struct launcher *L, const char *id, json_t *result);
+void lc_start_sandbox(struct launcher *L, const char *hdr_id, char *payload);
+void lc_teardown(struct launcher *L, struct sbx *s);
+void lc_unwatch_close(struct launcher *L, int *fd);
+void lc_read_ctl(struct launcher *L, struct sbx *s);
+
+void lc_deliver_result(void *userdata, const char *id, json_t *result);
+
+void lc_fail_teardown(struct launcher *L, struct sbx *s, const char *msg);
+int lc_watch(struct launcher *L, int fd, uint32_t events, unsigned slot, enum wkind k);
+void lc_send_error(struct launcher *L, const char *id, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));

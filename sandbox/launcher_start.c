@@ -1,0 +1,369 @@
+/* The launcher: starting a sandbox (native shells from the pool, or gVisor), hold and go
+ * (sandbox/launcher_int.h). */
+#include "sandbox/launcher_int.h"
+
+/* ---------------- start ---------------- */
+
+static void start_fail(struct launcher *L, struct sbx *s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void start_fail(struct launcher *L, struct sbx *s, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    lc_fail_teardown(L, s, msg);
+}
+
+/* The sandbox takes over a shell's process, fds, uid and groups (teardown releases them). */
+static void adopt(struct sbx *s, struct tc_shell *sh)
+{
+    s->pid = sh->pid;
+    s->pidfd = sh->pidfd;
+    s->stdin_fd = sh->stdin_fd;
+    s->out.fd = sh->stdout_fd;
+    s->err.fd = sh->stderr_fd;
+    s->ctl_fd = sh->ctl_fd;
+    s->sync_fd = sh->sync_fd;
+    s->uid = sh->uid;
+    s->cg = sh->cg;
+    s->has_cg = sh->has_cg;
+}
+
+/* Limits, configuration, egress listener, then let the shell go. */
+/* PID 1's pidfd, stdout, stderr, control socket and (if there is input) stdin into the loop,
+ * non-blocking; without input, stdin is closed at once. 0 or -errno. */
+static int watch_streams(struct launcher *L, struct sbx *s)
+{
+    int r;
+    fcntl(s->stdin_fd, F_SETFL, O_NONBLOCK);
+    fcntl(s->out.fd, F_SETFL, O_NONBLOCK);
+    fcntl(s->err.fd, F_SETFL, O_NONBLOCK);
+    fcntl(s->ctl_fd, F_SETFL, O_NONBLOCK);
+    if ((r = lc_watch(L, s->pidfd, EPOLLIN, s->slot, W_PIDFD)) < 0 ||
+        (r = lc_watch(L, s->out.fd, EPOLLIN, s->slot, W_STDOUT)) < 0 ||
+        (r = lc_watch(L, s->err.fd, EPOLLIN, s->slot, W_STDERR)) < 0 ||
+        (r = lc_watch(L, s->ctl_fd, EPOLLIN, s->slot, W_CTL)) < 0)
+        return r;
+    if (s->stdin_len > 0)
+        return lc_watch(L, s->stdin_fd, EPOLLOUT, s->slot, W_STDIN);
+    close(s->stdin_fd);
+    s->stdin_fd = -1;
+    return 0;
+}
+
+/* Everything before PID 1 is released: its configuration, the limits, the egress listener. */
+static int prepare(struct launcher *L, struct sbx *s)
+{
+    int r;
+
+    /* PID 1 exec's toolcage-init and reads everything it needs from this memfd. */
+    s->cfg_fd =
+        tc_child_config(&s->spec, &L->sc, s->ws_path + strlen(L->scratch) + 1 /* "ws/<id>" */,
+                        !L->cg.has[TC_CG_MEMORY], !L->cg.has[TC_CG_PIDS]);
+    if (s->cfg_fd < 0) {
+        r = s->cfg_fd;
+        s->cfg_fd = -1;
+        return r;
+    }
+    if (s->has_cg && (r = tc_cg_set_limits(&s->cg, &s->spec.limits)) < 0)
+        return r;
+    /* Network allowlist: the proxy's listener goes into the sandbox's network namespace
+     * before PID 1 is released (and brings lo up). */
+    if (s->spec.network_allow &&
+        (r = tc_egress_link_attach(L->egress, s->pid, s->spec.network_allow, &s->egress_handle)) <
+            0)
+        return r;
+    return 0;
+}
+
+/* Let the shell go: from here on the program may run. */
+static int release(struct launcher *L, struct sbx *s)
+{
+    int r = tc_shell_go(s->sync_fd, s->cfg_fd);
+    close(s->sync_fd);
+    s->sync_fd = -1;
+    close(s->cfg_fd);
+    s->cfg_fd = -1;
+    if (r == -EPIPE || r == -ECONNRESET)
+        r = 0; /* it died on its way (a failed cgroup join): its report is on ctl_fd */
+    else if (r < 0)
+        return r;
+    s->setup_until_ms = lc_now_ms() + SETUP_QUIET_MS;
+    return watch_streams(L, s);
+}
+
+/* A "hold" spec: everything is set up; tell the server and wait for TC_WIRE_GO (or CANCEL).
+ * The server records that the program starts before it says go, so that a crash at any
+ * point leaves a record that tells whether the program can have run. The wall-time limit
+ * counts from go; HOLD_MAX_MS bounds the wait. */
+static void hold(struct launcher *L, struct sbx *s)
+{
+    s->held = true;
+    s->deadline_ms = lc_now_ms() + HOLD_MAX_MS;
+    (void)tc_wire_send(L->sock, TC_WIRE_READY, s->id, NULL, 0);
+}
+
+/* gvisor: runsc in the sandbox's cgroup, with the stdio pipes; its pidfd stands for PID 1. */
+static int spawn_gvisor(struct launcher *L, struct sbx *s)
+{
+    int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1}, ctl[2] = {-1, -1};
+    struct tc_gv_child c = {.cg_procs = {-1, -1, -1}};
+    char bufs[6][PATH_MAX + 32];
+    const char *argv[16];
+    struct clone_args_ ca;
+    int pidfd = -1, r = 0;
+    pid_t pid;
+
+    if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 ||
+        socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) < 0) {
+        r = -errno;
+        goto out;
+    }
+    bool into_cg = s->has_cg && L->cg.mode == TC_CG_V2 && s->cg.fd[0] >= 0;
+    if (s->has_cg && !into_cg && (r = tc_cg_open_procs(&s->cg, c.cg_procs)) < 0)
+        goto out;
+    tc_gv_argv(&L->gv, s->gv_path, s->id, bufs, argv);
+    c.stdin_fd = in[0];
+    c.stdout_fd = out[1];
+    c.stderr_fd = err[1];
+    c.ctl_fd = ctl[1];
+    c.argv = argv;
+    c.launcher = getpid();
+
+    memset(&ca, 0, sizeof(ca));
+    ca.flags = CLONE_PIDFD;
+    ca.pidfd = (uint64_t)(uintptr_t)&pidfd;
+    ca.exit_signal = SIGCHLD;
+    if (into_cg) {
+        ca.flags |= CLONE_INTO_CGROUP_;
+        ca.cgroup = (uint64_t)s->cg.fd[0];
+    }
+    pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
+    if (pid < 0 && into_cg) {
+        ca.flags &= ~CLONE_INTO_CGROUP_;
+        ca.cgroup = 0;
+        if ((r = tc_cg_open_procs(&s->cg, c.cg_procs)) < 0)
+            goto out;
+        pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
+    }
+    if (pid < 0) {
+        r = -errno;
+        goto out;
+    }
+    if (pid == 0)
+        tc_gv_child_main(&c);
+    s->pid = pid;
+    s->pidfd = pidfd;
+    s->stdin_fd = in[1];
+    s->out.fd = out[0];
+    s->err.fd = err[0];
+    s->ctl_fd = ctl[0];
+    in[1] = out[0] = err[0] = ctl[0] = -1;
+    r = watch_streams(L, s);
+out:
+    for (int i = 0; i < 3; i++)
+        if (c.cg_procs[i] >= 0)
+            close(c.cg_procs[i]);
+    for (int i = 0; i < 2; i++) {
+        if (in[i] >= 0)
+            close(in[i]);
+        if (out[i] >= 0)
+            close(out[i]);
+        if (err[i] >= 0)
+            close(err[i]);
+        if (ctl[i] >= 0)
+            close(ctl[i]);
+    }
+    return r;
+}
+
+/* gvisor: the bundle on a tmpfs of its own (so a teardown is one unmount). */
+static int prepare_gvisor(struct launcher *L, struct sbx *s, char *err, size_t errlen)
+{
+    int r = snprintf(s->gv_path, sizeof(s->gv_path), "%s/%s", L->gvdir, s->id);
+    if (r < 0 || (size_t)r >= sizeof(s->gv_path) || mkdir(s->gv_path, 0700) < 0) {
+        snprintf(err, errlen, "bundle: %s", strerror(errno));
+        return -1;
+    }
+    s->gv_dir = true;
+    /* config + rootfs skeleton + runsc state and log (~100 KiB) + the secret files */
+    if (mount("tcgvisor", s->gv_path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+              "mode=0700,size=4m,nr_inodes=4096") < 0) {
+        snprintf(err, errlen, "bundle: %s", strerror(errno));
+        return -1;
+    }
+    s->gv_mounted = true;
+    s->gv_fd = open(s->gv_path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (s->gv_fd < 0) {
+        snprintf(err, errlen, "bundle: %s", strerror(errno));
+        return -1;
+    }
+    return tc_gv_write_bundle(s->gv_fd, s->gv_path, &s->spec, &L->rootfs, s->ws_path, s->uid,
+                              !L->cg.has[TC_CG_MEMORY], err, errlen) < 0
+               ? -1
+               : 0;
+}
+
+/* gvisor: bundle, cgroups with limits (pids with runsc's headroom), then runsc. 0 or -errno
+ * (err says why for the bundle). */
+static int setup_gvisor(struct launcher *L, struct sbx *s, char *err, size_t errlen)
+{
+    if (prepare_gvisor(L, s, err, errlen) < 0)
+        return -EINVAL;
+    if (L->cg.mode != TC_CG_NONE) {
+        char name[32];
+        struct tc_limits lim = s->spec.limits;
+        lim.pids = lim.pids * 3 + TC_GV_PIDS_HEADROOM;
+        snprintf(name, sizeof(name), "g%u", ++L->gv_seq); /* never reused, unlike uids */
+        int r = tc_cg_create(&L->cg, name, &s->cg);
+        if (r < 0)
+            return r;
+        s->has_cg = true;
+        if ((r = tc_cg_set_limits(&s->cg, &lim)) < 0)
+            return r;
+    }
+    return 0;
+}
+
+void lc_start_sandbox(struct launcher *L, const char *hdr_id, char *payload)
+{
+    json_error_t jerr;
+    json_t *spec = json_loads(payload, JSON_REJECT_DUPLICATES, &jerr);
+    struct tc_spec parsed;
+    char err[256] = "";
+    struct sbx *s = NULL;
+    int r;
+
+    if (!spec) {
+        lc_send_error(L, hdr_id, "spec: invalid JSON");
+        return;
+    }
+    r = tc_spec_parse(spec, &parsed, err, sizeof(err));
+    if (r < 0) {
+        lc_send_error(L, hdr_id, "invalid spec: %s", err);
+        json_decref(spec);
+        return;
+    }
+    bool gvisor = strcmp(parsed.backend, "gvisor") == 0;
+    if (strcmp(parsed.id, hdr_id) != 0) {
+        lc_send_error(L, hdr_id, "spec id does not match the message");
+        goto fail_parsed;
+    }
+    if (gvisor && !L->gv.available) {
+        lc_send_error(L, hdr_id, "backend gvisor: runsc not found on this host");
+        goto fail_parsed;
+    }
+    if (gvisor && parsed.network_allow) {
+        /* runsc runs with --network=none; the egress proxy lives in a host netns */
+        lc_send_error(L, hdr_id, "backend gvisor: network allowlists are not supported");
+        goto fail_parsed;
+    }
+    for (unsigned i = 0; i < L->max; i++) {
+        if (L->slots[i].used && strcmp(L->slots[i].id, parsed.id) == 0) {
+            lc_send_error(L, hdr_id, "a sandbox with this id is running");
+            goto fail_parsed;
+        }
+        if (!L->slots[i].used && !s)
+            s = &L->slots[i];
+    }
+    if (!s || L->stopping) {
+        lc_send_error(L, hdr_id, "too many sandboxes");
+        goto fail_parsed;
+    }
+    L->running++;
+    s->used = true;
+    s->spec_json = spec;
+    s->spec = parsed;
+    snprintf(s->id, sizeof(s->id), "%s", parsed.id);
+    s->gvisor = gvisor;
+    s->start_ms = lc_now_ms();
+    s->deadline_ms = s->start_ms + s->spec.limits.wall_ms;
+    if (s->spec.network_allow && tc_egress_spec_env(&s->spec) < 0) {
+        start_fail(L, s, "out of memory");
+        return;
+    }
+
+    if (s->spec.stdin_b64 && tc_b64_decode(s->spec.stdin_b64, strlen(s->spec.stdin_b64),
+                                           &s->stdin_data, &s->stdin_len) < 0) {
+        start_fail(L, s, "stdin_b64: invalid base64");
+        return;
+    }
+    /* The shell brings the sandbox's host uid; a gvisor sandbox takes one of its own. */
+    if (s->gvisor) {
+        if ((r = tc_pool_alloc_uid(&L->pool, &s->uid)) < 0) {
+            start_fail(L, s, "spawn: %s", strerror(-r));
+            return;
+        }
+    } else {
+        struct tc_shell sh;
+        if ((r = tc_pool_take(&L->pool, s->start_ms, &sh)) < 0) {
+            start_fail(L, s, "spawn: %s", strerror(-r));
+            return;
+        }
+        adopt(s, &sh);
+    }
+    r = snprintf(s->ws_path, sizeof(s->ws_path), "%s/%s", L->wsdir, s->id);
+    if (r < 0 || (size_t)r >= sizeof(s->ws_path) || mkdir(s->ws_path, 0700) < 0) {
+        start_fail(L, s, "workspace: %s", strerror(errno));
+        return;
+    }
+    s->ws_dir = true;
+    r = tc_ws_mount(s->ws_path, s->spec.limits.workspace_bytes, s->uid, s->uid);
+    if (r < 0) {
+        start_fail(L, s, "workspace: %s", strerror(-r));
+        return;
+    }
+    s->ws_mounted = true;
+    s->ws_fd = r;
+    if (s->spec.files &&
+        (r = tc_ws_write_files(s->ws_fd, s->spec.files, s->uid, s->uid, err, sizeof(err))) < 0) {
+        start_fail(L, s, "workspace %s", err);
+        return;
+    }
+    if (s->gvisor && (r = setup_gvisor(L, s, err, sizeof(err))) == -EINVAL) {
+        start_fail(L, s, "gvisor %s", err);
+        return;
+    }
+    if (!s->gvisor)
+        r = prepare(L, s);
+    if (r == 0 && s->spec.hold) {
+        hold(L, s);
+        return;
+    }
+    if (r == 0)
+        r = s->gvisor ? spawn_gvisor(L, s) : release(L, s);
+    if (r < 0) {
+        start_fail(L, s, "spawn: %s", strerror(-r));
+        return;
+    }
+    return;
+fail_parsed:
+    tc_spec_release(&parsed);
+    json_decref(spec);
+}
+
+/* TC_WIRE_GO: start a held sandbox's program, with its full wall time from now. */
+void lc_go(struct launcher *L, const char *id)
+{
+    for (unsigned i = 0; i < L->max; i++) {
+        struct sbx *s = &L->slots[i];
+        if (!s->used || !s->held || strcmp(s->id, id) != 0)
+            continue;
+        s->held = false;
+        s->start_ms = lc_now_ms();
+        s->deadline_ms = s->start_ms + s->spec.limits.wall_ms;
+        int r = s->gvisor ? spawn_gvisor(L, s) : release(L, s);
+        if (r < 0)
+            start_fail(L, s, "spawn: %s", strerror(-r));
+        return;
+    }
+}
+
+/* A held sandbox ends without its program having run. */
+void lc_drop_held(struct launcher *L, struct sbx *s, const char *why)
+{
+    lc_fail_teardown(L, s, why);
+}
+
