@@ -145,7 +145,6 @@ static const char *sig_name(int sig, char *buf, size_t size)
     return buf;
 }
 
-
 void lc_fail_teardown(struct launcher *L, struct sbx *s, const char *msg)
 {
     char id[sizeof(s->id)];
@@ -279,4 +278,3 @@ void lc_maybe_finish(struct launcher *L, struct sbx *s)
     if (s->used && s->exited && s->out.fd < 0 && s->err.fd < 0)
         finish(L, s);
 }
-

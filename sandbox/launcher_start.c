@@ -366,4 +366,3 @@ void lc_drop_held(struct launcher *L, struct sbx *s, const char *why)
 {
     lc_fail_teardown(L, s, why);
 }
-
