@@ -571,6 +571,10 @@ static enum MHD_Result block(struct tc_request *r, struct exec_state *st, json_t
 enum MHD_Result tc_api_execute(struct tc_request *r)
 {
     enum MHD_Result ret;
+    if (r->srv->draining) /* shutting down: another replica takes the call */
+        return tc_respond_problem_header(r, 503, "draining", "Service unavailable", "Connection",
+                                         "close",
+                                         "this server is shutting down; retry (elsewhere)");
     json_t *body = tc_request_json(r, &ret);
     if (!body)
         return ret;

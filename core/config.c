@@ -82,6 +82,8 @@ static const struct opt options[] = {
      "one tenant's webhook deliveries in flight at once, over all server processes"},
     {"TOOLCAGE_WEBHOOK_MAX_ATTEMPTS", OPT_INT, "10", 1, 30, OFF(webhook_max_attempts),
      "attempts per webhook delivery (backoff 1 s, 2 s, 4 s ... 1 h) before it is given up"},
+    {"TOOLCAGE_DRAIN_SECONDS", OPT_INT, "30", 0, 3600, OFF(drain_seconds),
+     "on SIGTERM, running sandboxes get this long to finish before they are killed (0: at once)"},
     {"TOOLCAGE_SESSION_IDLE_SECONDS", OPT_INT, "900", 1, 86400, OFF(session_idle_seconds),
      "console sessions unused this long end (docs/console.md)"},
     {"TOOLCAGE_SESSION_MAX_SECONDS", OPT_INT, "28800", 1, 604800, OFF(session_max_seconds),

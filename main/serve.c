@@ -77,6 +77,31 @@ static int check_runtime_role(struct tc_db *db)
     return rc;
 }
 
+/* SIGTERM's grace: no new executions (503 draining), no new claims (queued work stays for
+ * the other replicas), running sandboxes get up to `seconds` to finish.
+ * A second signal ends the wait at once. */
+static void drain(struct tc_server *srv, struct tc_worker *worker, const sigset_t *set,
+                  int64_t seconds)
+{
+    srv->draining = true;
+    tc_worker_drain(worker);
+    int64_t t0 = tc_now_ms(), deadline = t0 + seconds * 1000;
+    unsigned left = tc_launcher_in_flight(srv->launcher);
+    tc_log(TC_LOG_INFO, "draining", "{s:i, s:I}", "running", (int)left, "seconds",
+           (json_int_t)seconds);
+    while ((left = tc_launcher_in_flight(srv->launcher) + tc_recorder_pending(srv->recorder)) > 0 &&
+           tc_now_ms() < deadline) {
+        struct timespec tick = {0, 50 * 1000 * 1000};
+        int sig = sigtimedwait(set, NULL, &tick);
+        if (sig == SIGTERM || sig == SIGINT) {
+            tc_log(TC_LOG_INFO, "drain cut short", "{s:s}", "signal", strsignal(sig));
+            break;
+        }
+    }
+    tc_log(TC_LOG_INFO, "drained", "{s:i, s:I}", "left", (int)left, "ms",
+           (json_int_t)(tc_now_ms() - t0));
+}
+
 int tc_cmd_serve(int argc, char **argv)
 {
     if (tc_cli_wants_help(argc, argv))
@@ -235,10 +260,11 @@ int tc_cmd_serve(int argc, char **argv)
         tc_log(TC_LOG_INFO, "shutting down", "{s:s}", "signal", strsignal(sig));
         break;
     }
-    /* Stop accepting, end the sandboxes (their suspended requests resume with an error),
-     * then stop the HTTP threads. */
+    /* Stop accepting; let running sandboxes finish (a bounded drain); then end the rest
+     * (their suspended requests resume with an error) and stop the HTTP threads. */
     if (srv.mhd)
         MHD_quiesce_daemon(srv.mhd);
+    drain(&srv, worker, &set, cfg.drain_seconds);
     /* From here no request suspends and nothing touches the launcher; sections already in
      * progress finish first (they hold the run lock). */
     tc_server_set_stopping(&srv);

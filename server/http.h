@@ -35,6 +35,9 @@ struct tc_server {
      * (written by the worker, see server/worker.h): without the lock, it starts nothing. */
     _Atomic int instance_id;
     _Atomic bool instance_locked;
+    /* SIGTERM: no new connections, new executions refused (503 draining), running ones
+     * finish within TOOLCAGE_DRAIN_SECONDS (main/serve.c) */
+    _Atomic bool draining;
     struct tc_recorder *recorder; /* writes starts and outcomes (server/recorder.h) */
     pthread_mutex_t policy_lock;
     /* Shutdown: readers hold run_lock while they use the launcher or suspend a request;

@@ -53,6 +53,7 @@ struct tc_worker {
     pthread_mutex_t lock;
     pthread_cond_t monitor_cv;
     _Atomic bool stopping;      /* read by the threads without the lock */
+    _Atomic bool draining;      /* claims nothing more (tc_worker_drain) */
     _Atomic unsigned running;   /* claimed jobs not recorded yet */
     PGconn *lock_conn;          /* the monitor thread's */
     PGconn *listen_conn, *conn; /* the worker thread's */
@@ -362,8 +363,8 @@ static void claim(struct tc_worker *w)
     unsigned cap = (unsigned)w->srv->cfg->max_sandboxes / 2 + 1;
     /* Only with the instance lock (a sweeper could otherwise take the row for a dead
      * instance's) and with a slot to run it in (else it waits, queued, for a slot). */
-    while (!w->stopping && w->srv->instance_locked && w->running < cap && queued_work(w) &&
-           reserve_slot(w) == 0) {
+    while (!w->stopping && !w->draining && w->srv->instance_locked && w->running < cap &&
+           queued_work(w) && reserve_slot(w) == 0) {
         char me[16];
         int my_id = w->srv->instance_id;
         snprintf(me, sizeof(me), "%d", my_id);
@@ -818,6 +819,12 @@ void tc_worker_quiesce(struct tc_worker *w)
     pthread_cond_broadcast(&w->monitor_cv);
     pthread_mutex_unlock(&w->lock);
     wake(w);
+}
+
+void tc_worker_drain(struct tc_worker *w)
+{
+    if (w)
+        w->draining = true;
 }
 
 void tc_worker_stop(struct tc_worker *w)

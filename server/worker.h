@@ -33,6 +33,9 @@ int tc_worker_start(struct tc_server *srv, struct tc_worker **ret_worker, char *
 int tc_worker_instance_id(const struct tc_worker *w);
 /* Stop claiming new work (before the launcher stops). NULL is a no-op. */
 void tc_worker_quiesce(struct tc_worker *w);
+/* Stop claiming queued work (a draining server): another replica takes it. The instance
+ * lock, its heartbeat and the sweeper go on until tc_worker_stop(). */
+void tc_worker_drain(struct tc_worker *w);
 /* Stops claiming, waits for claimed runs to be recorded (the launcher must still be up, and
  * the recorder), joins. */
 void tc_worker_stop(struct tc_worker *w);

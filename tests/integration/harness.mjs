@@ -331,6 +331,9 @@ class Server {
         TOOLCAGE_MASTER_KEY_FILE: this.masterKey,
         TOOLCAGE_POLICY: this.policy,
         TOOLCAGE_LOG_LEVEL: process.env.TOOLCAGE_LOG_LEVEL || 'debug',
+        // a short drain: a test that stops a server with calls still running does not wait
+        // 30 s (replicas.test.mjs tests the drain itself)
+        TOOLCAGE_DRAIN_SECONDS: '2',
         ...this.serveEnv,
       },
       stdio: ['ignore', log, log],
