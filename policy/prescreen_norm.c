@@ -14,17 +14,6 @@
 
 /* ---- small decoders ---- */
 
-int pn_hexval(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 int pn_b64val(unsigned char c)
 {
     if (c >= 'A' && c <= 'Z')
@@ -78,7 +67,7 @@ bool pn_hex_decode(const char *s, size_t n, struct tc_buf *out)
             i++;
             continue;
         }
-        int v = pn_hexval(c);
+        int v = tc_hexval(c);
         if (v < 0)
             return false;
         digits++;
@@ -112,16 +101,16 @@ bool pn_pct_decode(const char *s, size_t n, struct tc_buf *out)
 {
     for (size_t i = 0; i < n; i++) {
         char c = s[i];
-        if (c == '%' && i + 2 < n && pn_hexval((unsigned char)s[i + 1]) >= 0 &&
-            pn_hexval((unsigned char)s[i + 2]) >= 0) {
-            c = (char)(pn_hexval((unsigned char)s[i + 1]) << 4 |
-                       pn_hexval((unsigned char)s[i + 2]));
+        if (c == '%' && i + 2 < n && tc_hexval((unsigned char)s[i + 1]) >= 0 &&
+            tc_hexval((unsigned char)s[i + 2]) >= 0) {
+            c = (char)(tc_hexval((unsigned char)s[i + 1]) << 4 |
+                       tc_hexval((unsigned char)s[i + 2]));
             i += 2;
         } else if (c == '%' && i + 5 < n && s[i + 1] == 'u') {
             int v = 0, ok = 1;
             for (int k = 2; k < 6; k++)
-                ok &= pn_hexval((unsigned char)s[i + k]) >= 0,
-                    v = v * 16 + (pn_hexval((unsigned char)s[i + k]) & 15);
+                ok &= tc_hexval((unsigned char)s[i + k]) >= 0,
+                    v = v * 16 + (tc_hexval((unsigned char)s[i + k]) & 15);
             if (ok && v < 128) {
                 c = (char)v;
                 i += 5;
@@ -161,9 +150,9 @@ size_t pn_unescape1(const char *s, size_t n, struct tc_buf *out, bool *dec, int 
     if (n == 0)
         return 0;
     char c = s[0];
-    if ((c == 'x' || c == 'X') && n >= 3 && pn_hexval((unsigned char)s[1]) >= 0 &&
-        pn_hexval((unsigned char)s[2]) >= 0) {
-        char ch = (char)(pn_hexval((unsigned char)s[1]) << 4 | pn_hexval((unsigned char)s[2]));
+    if ((c == 'x' || c == 'X') && n >= 3 && tc_hexval((unsigned char)s[1]) >= 0 &&
+        tc_hexval((unsigned char)s[2]) >= 0) {
+        char ch = (char)(tc_hexval((unsigned char)s[1]) << 4 | tc_hexval((unsigned char)s[2]));
         *dec = true;
         *err |= tc_buf_append(out, &ch, 1);
         return 3;
@@ -171,8 +160,8 @@ size_t pn_unescape1(const char *s, size_t n, struct tc_buf *out, bool *dec, int 
     if (c == 'u' && n >= 2 && s[1] == '{') {
         unsigned long v = 0;
         size_t k = 2;
-        while (k < n && k < 9 && pn_hexval((unsigned char)s[k]) >= 0)
-            v = v * 16 + (unsigned long)pn_hexval((unsigned char)s[k++]);
+        while (k < n && k < 9 && tc_hexval((unsigned char)s[k]) >= 0)
+            v = v * 16 + (unsigned long)tc_hexval((unsigned char)s[k++]);
         if (k < n && s[k] == '}' && k > 2) {
             *dec = true;
             *err |= pn_put_utf8(out, v);
@@ -186,7 +175,7 @@ size_t pn_unescape1(const char *s, size_t n, struct tc_buf *out, bool *dec, int 
         if (n < want + 1)
             return 0;
         for (size_t k = 1; k <= want; k++) {
-            int h = pn_hexval((unsigned char)s[k]);
+            int h = tc_hexval((unsigned char)s[k]);
             if (h < 0)
                 return 0;
             v = v * 16 + (unsigned long)h;

@@ -142,7 +142,6 @@ static inline size_t kv_slot(const struct kvs *m, const char *k, size_t kn)
 }
 
 /* small decoders, constant tables, the normalised text (prescreen_norm.c) */
-int pn_hexval(unsigned char c);
 int pn_b64val(unsigned char c);
 bool pn_b64_decode(const char *s, size_t n, struct tc_buf *out);
 bool pn_hex_decode(const char *s, size_t n, struct tc_buf *out);

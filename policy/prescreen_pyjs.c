@@ -136,7 +136,7 @@ static int lex_pyjs(bool py, const char *c, size_t len, int depth, uint32_t orig
             else if (k - i > 2 && c[i] == '0' && (c[i + 1] == 'b' || c[i + 1] == 'B'))
                 base = 2, d = i + 2;
             for (; d < k && ok; d++) {
-                int hv = c[d] == '_' ? -2 : pn_hexval((unsigned char)c[d]);
+                int hv = c[d] == '_' ? -2 : tc_hexval((unsigned char)c[d]);
                 if (hv == -2)
                     continue;
                 if (hv < 0 || hv >= base || v > (1LL << 40))
