@@ -33,7 +33,6 @@
 #include "server/waiters.h"
 #include "server/webhook.h"
 #include "server/worker.h"
-#include <curl/curl.h>
 #include "main/cli.h"
 
 int tc_cmd_policy(int argc, char **argv)

@@ -33,7 +33,6 @@
 #include "server/waiters.h"
 #include "server/webhook.h"
 #include "server/worker.h"
-#include <curl/curl.h>
 #include "main/cli.h"
 
 struct command {
@@ -173,10 +172,6 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) {
-        fprintf(stderr, "toolcage: libcurl failed to initialise\n");
-        return 1;
-    }
     if (sodium_init() < 0) {
         fprintf(stderr, "toolcage: libsodium failed to initialise\n");
         return 1;

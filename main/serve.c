@@ -109,6 +109,13 @@ int tc_cmd_serve(int argc, char **argv)
     struct tc_config cfg;
     if (tc_cli_load_config(&cfg) < 0)
         return tc_cli_fail_config();
+    /* libcurl (webhooks; OpenSSL's configuration with it) only where it is used, before any
+     * thread: the other commands start without it */
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) {
+        fprintf(stderr, "toolcage: libcurl failed to initialise\n");
+        tc_config_free(&cfg);
+        return 1;
+    }
     int rc = 1, r;
     _cleanup_free_ char *err = NULL; /* before the first goto: out frees it */
     struct tc_keys *keys = NULL;
@@ -305,5 +312,6 @@ out:
     pthread_mutex_destroy(&srv.policy_lock);
     pthread_rwlock_destroy(&srv.run_lock);
     tc_config_free(&cfg);
+    curl_global_cleanup();
     return rc;
 }
