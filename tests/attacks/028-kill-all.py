@@ -3,6 +3,9 @@
 # expect: stdout~=^kill\(-1\)=ok alive$
 # expect: stdout~=^sibling=SIGKILL$
 # host: healthz
+# runner: concurrent
+#   kill(-1) reaches only the sandbox's own processes: a sandbox running beside it (the
+#   runner's companion) completes, and the launcher is the same process before and after.
 import os, signal, time
 child = os.fork()
 if child == 0:

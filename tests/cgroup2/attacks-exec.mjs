@@ -28,6 +28,7 @@ const ONLY = (process.env.TOOLCAGE_ATTACKS || '').split(',').filter(Boolean);
 const SKIP = (process.env.TOOLCAGE_ATTACKS_SKIP || '').split(',').filter(Boolean);
 const SKIP_REASON = process.env.TOOLCAGE_ATTACKS_SKIP_REASON || 'skipped';
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const sha256 = (p) => crypto.createHash('sha256').update(fs.readFileSync(p)).digest('hex');
 const STATE = fs.mkdtempSync('/tmp/toolcage-attacks-');
 fs.chmodSync(STATE, 0o700);
 
@@ -183,8 +184,13 @@ for (const file of files) {
   const t0 = Date.now();
   connections = [];
   const pwned = `/tmp/toolcage-pwned-${crypto.randomBytes(8).toString('hex')}`;
-  const subst = (s) => s.replaceAll('{PWNED}', pwned).replaceAll('{PORT}', String(PORT)).replaceAll('{HOSTIP}', HOSTIP);
+  const subst = (s) => s.replaceAll('{PWNED}', pwned).replaceAll('{PORT}', String(PORT)).replaceAll('{HOSTIP}', HOSTIP).replaceAll('{ABSTRACT}', 'toolcage-attack-none').replaceAll('{BIN}', path.join(BUILD, 'toolcage'));
   const problems = [];
+  const hashes = {};
+  for (const h of meta.host.map(subst)) {
+    const m = h.match(/^unchanged=(\S+)$/);
+    if (m) hashes[m[1]] = sha256(m[1]);
+  }
   const { code, out, err } = await exec(file.endsWith('.py') ? 'python' : 'shell', policyFor(meta), subst(meta.code));
   let r = null;
   try { r = JSON.parse(out); } catch { problems.push(`exec exit ${code}, no JSON result: ${err.slice(0, 500)}`); }
@@ -215,6 +221,8 @@ for (const file of files) {
     if ((m = h.match(/^absent=(\S+)$/))) {
       await sleep(3500); // a delayed writer the attack planted gets time to (fail to) fire
       if (fs.existsSync(m[1])) problems.push(`${m[1]} exists on the host`);
+    } else if ((m = h.match(/^unchanged=(\S+)$/))) {
+      if (hashes[m[1]] !== sha256(m[1])) problems.push(`${m[1]} changed on the host`);
     } else if (h === 'listener') {
       if (connections.length) problems.push(`the host listener received connections: ${connections.join(', ')}`);
     } else if (h !== 'healthz') {

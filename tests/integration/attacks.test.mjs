@@ -13,7 +13,10 @@
 //   # host: absent={PWNED}                      that host path does not exist after the run
 //   # host: listener                            a host TCP listener ({PORT}, all addresses) got no connection
 //   # host: healthz                             (always checked anyway)
+//   # host: unchanged=PATH                      PATH's bytes on the host (SHA-256) are the same after the run
 //   # runner: marker                            run A ("write") while C ("check") runs, then B ("check")
+//   # runner: concurrent                        a companion sandbox runs beside the attack and must
+//                                               complete; the launcher must be the same process after
 //   # gvisor-expect: ...                        for the gvisor backend, replaces every expect line
 //   # gvisor: skip REASON                       not run under the gvisor backend
 //   # probe: ... / # probe-refused-expect: ...  a host probe (tests/attacks/hostprobe.mjs): when the
@@ -27,7 +30,9 @@
 // the native seccomp filter refuses (ptrace of a child, unshare, io_uring) are emulated there
 // and contained, and no policy_violations are reported; those files say so with gvisor-expect.
 // Placeholders in the code and the headers: {PWNED} (a unique /tmp path on the host), {PORT}
-// (the listener's port), {HOSTIP} (a non-loopback address of this host, or 127.0.0.1).
+// (the listener's port), {HOSTIP} (a non-loopback address of this host, or 127.0.0.1),
+// {ABSTRACT} (the name of an abstract Unix socket the host listens on, without the NUL; its
+// connections count as the listener's), {BIN} (the server's binary).
 //
 // After every run, on the host: the launcher has no child left, no process runs under the
 // sandbox's host uid range, the sandbox's cgroup directories are gone, the launcher holds no
@@ -44,6 +49,13 @@ import { setup, ROOT, SLOW, sleep } from './harness.mjs';
 import { hostExpect } from '../attacks/hostprobe.mjs';
 
 const DIR = path.join(ROOT, 'tests/attacks');
+
+/** A process or file that vanished while we looked is an answer ("not there"); anything else
+ * (EACCES, EIO, a bug in a detector) is an error, never an empty list. */
+function gone(e) {
+  if (e && (e.code === 'ENOENT' || e.code === 'ESRCH')) return true;
+  throw e;
+}
 const server = setup('attacks', { policy: 'tests/attacks/policy.json' });
 
 function hostIp() {
@@ -114,14 +126,15 @@ function childrenOf(pid) {
   let tasks = [];
   try {
     tasks = fs.readdirSync(`/proc/${pid}/task`);
-  } catch {
+  } catch (e) {
+    gone(e);
     return out;
   }
   for (const t of tasks) {
     try {
       const s = fs.readFileSync(`/proc/${pid}/task/${t}/children`, 'utf8').trim();
       if (s) out.push(...s.split(/\s+/).map(Number));
-    } catch { /* task gone */ }
+    } catch (e) { gone(e); }
   }
   return out;
 }
@@ -130,7 +143,8 @@ function childrenOf(pid) {
 function isHelper(pid, lpid) {
   try {
     return fs.readlinkSync(`/proc/${pid}/ns/pid`) === fs.readlinkSync(`/proc/${lpid}/ns/pid`);
-  } catch {
+  } catch (e) {
+    gone(e);
     return false;
   }
 }
@@ -144,7 +158,8 @@ function isIdleShell(pid, lpid) {
     if (isHelper(pid, lpid) || path.basename(fs.readlinkSync(`/proc/${pid}/exe`)) !== 'toolcage-init') return false;
     if (Number(fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')[1]) !== lpid) return false;
     return fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim() === '';
-  } catch {
+  } catch (e) {
+    gone(e);
     return false;
   }
 }
@@ -154,7 +169,8 @@ function isIdleShellGroup(dir, lpid) {
   try {
     const pids = fs.readFileSync(path.join(dir, 'cgroup.procs'), 'utf8').trim().split('\n').filter(Boolean);
     return pids.length === 1 && isIdleShell(Number(pids[0]), lpid);
-  } catch {
+  } catch (e) {
+    gone(e);
     return false;
   }
 }
@@ -163,7 +179,8 @@ function launcherPid() {
   const kids = childrenOf(server.proc.pid).filter((p) => {
     try {
       return fs.readlinkSync(`/proc/${p}/exe`) === fs.realpathSync(server.proc.spawnfile);
-    } catch {
+    } catch (e) {
+      gone(e);
       return false;
     }
   });
@@ -175,7 +192,8 @@ function procUid(pid) {
   try {
     const m = fs.readFileSync(`/proc/${pid}/status`, 'utf8').match(/^Uid:\s+(\d+)/m);
     return m ? Number(m[1]) : null;
-  } catch {
+  } catch (e) {
+    gone(e);
     return null;
   }
 }
@@ -195,44 +213,45 @@ function sandboxUidProcs(lpid, { first: base, count }) {
     const uid = procUid(d);
     if (uid !== null && uid >= base && uid < base + count && !isIdleShell(Number(d), lpid)) {
       let cmd = '';
-      try { cmd = fs.readFileSync(`/proc/${d}/cmdline`, 'utf8').replaceAll('\0', ' '); } catch { /* gone */ }
+      try { cmd = fs.readFileSync(`/proc/${d}/cmdline`, 'utf8').replaceAll('\0', ' '); } catch (e) { gone(e); }
       found.push(`${d} uid=${uid} ${cmd}`);
     }
   }
   return found;
 }
 
-/** cgroup directories <mount>/<launcher's group>/toolcage/L<lpid>/* on every hierarchy. */
+/**
+ * The cgroup directories the launcher lpid made its sandboxes' groups in, as it reported them
+ * itself ("sandbox host support" in the server's log: host.cgroup_parents), not as this test
+ * would compute them (the launcher may have used a fallback parent). {} without cgroups.
+ */
+function cgroupParents(lpid) {
+  const lines = fs.readFileSync(server.logPath, 'utf8').split('\n').filter((l) => l.includes('"sandbox host support"'));
+  for (const l of lines.reverse()) {
+    const host = JSON.parse(l).host;
+    if (host?.launcher_pid === lpid) return host.cgroup_parents || {};
+  }
+  assert.fail(`the server log has no host report of launcher ${lpid}`);
+}
+
+/** Sandbox groups (every subdirectory but the idle shells' own) under the launcher's parents. */
 function sandboxCgroups(lpid) {
   const found = [];
-  let lines = [];
-  try {
-    lines = fs.readFileSync(`/proc/${lpid}/cgroup`, 'utf8').trim().split('\n');
-  } catch {
-    return found;
-  }
-  for (const line of lines) {
-    const [, ctrls, p] = line.split(':');
-    const mounts = ctrls ? ctrls.split(',').map((c) => c.replace(/^name=/, '')) : ['unified'];
-    for (const c of mounts) {
-      for (const base of [`/sys/fs/cgroup/${c}`, c === 'cpuacct' ? '/sys/fs/cgroup/cpu,cpuacct' : null, c === 'unified' ? '/sys/fs/cgroup' : null]) {
-        if (!base) continue;
-        const dir = path.join(base, p, 'toolcage', `L${lpid}`);
-        let ents = [];
-        try { ents = fs.readdirSync(dir, { withFileTypes: true }); } catch { continue; }
-        for (const e of ents) {
-          if (e.isDirectory() && !isIdleShellGroup(path.join(dir, e.name), lpid)) found.push(path.join(dir, e.name));
-        }
-      }
+  for (const dir of new Set(Object.values(cgroupParents(lpid)))) {
+    let ents = [];
+    try { ents = fs.readdirSync(dir, { withFileTypes: true }); } catch (e) { gone(e); continue; }
+    for (const e of ents) {
+      if (e.isDirectory() && !isIdleShellGroup(path.join(dir, e.name), lpid)) found.push(path.join(dir, e.name));
     }
   }
-  return [...new Set(found)];
+  return found;
 }
 
 function launcherMounts(lpid, id) {
   try {
     return fs.readFileSync(`/proc/${lpid}/mountinfo`, 'utf8').split('\n').filter((l) => l.includes(id));
-  } catch {
+  } catch (e) {
+    gone(e);
     return [];
   }
 }
@@ -266,6 +285,8 @@ async function assertHealthy(where) {
 
 // A TCP listener on all addresses of the host: an attack that reaches it shows up here.
 let listener;
+let abstract;
+const ABSTRACT = `toolcage-attack-${process.pid}-${crypto.randomBytes(4).toString('hex')}`;
 let connections = [];
 before(async () => {
   listener = net.createServer((sock) => {
@@ -273,13 +294,23 @@ before(async () => {
     sock.destroy();
   });
   await new Promise((resolve) => listener.listen(0, '::', resolve));
+  abstract = net.createServer((sock) => {
+    connections.push(`abstract:${ABSTRACT}`);
+    sock.destroy();
+  });
+  await new Promise((resolve) => abstract.listen(`\0${ABSTRACT}`, resolve));
 });
-after(() => new Promise((resolve) => listener.close(resolve)));
+after(async () => {
+  await new Promise((resolve) => listener.close(resolve));
+  await new Promise((resolve) => abstract.close(resolve));
+});
+
+const sha256 = (p) => crypto.createHash('sha256').update(fs.readFileSync(p)).digest('hex');
 
 function instantiate(meta, backend) {
   const pwned = `/tmp/toolcage-pwned-${crypto.randomBytes(8).toString('hex')}`;
   const subst = (s) => s.replaceAll('{PWNED}', pwned).replaceAll('{PORT}', String(listener.address().port))
-    .replaceAll('{HOSTIP}', HOSTIP);
+    .replaceAll('{HOSTIP}', HOSTIP).replaceAll('{ABSTRACT}', ABSTRACT).replaceAll('{BIN}', server.proc.spawnfile);
   let expect = meta.expect;
   let refused = false;
   if (backend === 'gvisor' && meta.gvExpect.length) expect = meta.gvExpect;
@@ -328,6 +359,8 @@ async function hostChecks(meta, inst, r, where) {
       // an attack that planted a delayed writer gets time to (fail to) fire
       await sleep(3500);
       assert.ok(!fs.existsSync(m[1]), `${where}: ${m[1]} exists on the host`);
+    } else if ((m = h.match(/^unchanged=(\S+)$/))) {
+      assert.equal(sha256(m[1]), inst.hashes[m[1]], `${where}: ${m[1]} changed on the host`);
     } else if (h === 'listener') {
       assert.deepEqual(connections, [], `${where}: the host listener received connections`);
     } else if (h !== 'healthz') {
@@ -346,6 +379,31 @@ test('the attack corpus has at least 40 attacks, each with a description and evi
   }
 });
 
+// The detectors above must be able to fail: while a sandbox runs, each one sees it. Only then
+// does an empty answer after an attack mean that nothing survived.
+test('positive control: every host detector sees a live sandbox', { timeout: 60_000 * SLOW }, async () => {
+  const lpid = launcherPid();
+  const t = crypto.randomBytes(6).toString('hex');
+  const call = server.execute({ tool: 'shell', code: `echo live-${t}; sleep 4; echo done-${t}` }, { timeout: 60_000 * SLOW });
+  const uids = await sandboxUids();
+  let seen = {};
+  for (let i = 0; i < 60 && !(seen.kids && seen.procs && seen.mounts && seen.cgroups); i++) {
+    const kids = childrenOf(lpid).filter((p) => !isHelper(p, lpid) && !isIdleShell(p, lpid));
+    const procs = sandboxUidProcs(lpid, uids);
+    const mounts = fs.readFileSync(`/proc/${lpid}/mountinfo`, 'utf8').split('\n').filter((l) => /\/ws\/[0-9a-f-]{36}/.test(l));
+    seen = { kids: kids.length > 0, procs: procs.length > 0, mounts: mounts.length > 0, cgroups: sandboxCgroups(lpid).length > 0 };
+    await sleep(50);
+  }
+  const parents = cgroupParents(lpid);
+  assert.ok(seen.kids, 'the launcher-children detector never saw the sandbox');
+  assert.ok(seen.procs, 'the uid-range detector never saw the sandbox\'s processes');
+  assert.ok(seen.mounts, 'the workspace-mount detector never saw the sandbox\'s workspace');
+  if (Object.keys(parents).length) assert.ok(seen.cgroups, `the cgroup detector never saw the sandbox's group under ${JSON.stringify(parents)}`);
+  const { json: r } = await call;
+  assert.equal(r.stdout, `live-${t}\ndone-${t}\n`);
+  await assertHostClean(lpid, r.id, 'after the control');
+});
+
 const RUNSC = ['/usr/bin/runsc', '/usr/sbin/runsc', '/usr/local/bin/runsc'].some((p) => fs.existsSync(p));
 
 test('gvisor: runsc is installed here (scripts/lib.sh installs it), so both backends are attacked', () => {
@@ -361,6 +419,11 @@ for (const [backend, file] of [...files.map((f) => ['native', f]), ...files.map(
   test(`attack ${file} [${backend}]: ${meta.attack}`, { timeout: 180_000 * SLOW, skip }, async (t) => {
     connections = [];
     const inst = instantiate(meta, backend);
+    inst.hashes = {};
+    for (const h of inst.host) {
+      const m = h.match(/^unchanged=(\S+)$/);
+      if (m) inst.hashes[m[1]] = sha256(m[1]);
+    }
     if (inst.refused) t.diagnostic(`${file}: this host's kernel refuses the attack unsandboxed (probe); asserting ${inst.expect.join(', ')}`);
     if (meta.runner === 'marker') {
       // A writes its markers and stays alive; C runs meanwhile; B runs after A is gone.
@@ -370,9 +433,27 @@ for (const [backend, file] of [...files.map((f) => ['native', f]), ...files.map(
       const ra = await a;
       assert.match(ra.stdout, /^written$/m);
       assert.match(c.stdout, /^tmp=\[\] shm=\[\] ws=\['main\.py'\]$/m, 'run C sees run A\'s markers');
+      // C looked while A's markers existed (wall clock of the host, printed by both)
+      const w = ra.stdout.match(/^window ([\d.]+) ([\d.]+)$/m);
+      const l = c.stdout.match(/^looked ([\d.]+)$/m);
+      assert.ok(w && l, `no timestamps: A ${JSON.stringify(ra.stdout)} C ${JSON.stringify(c.stdout)}`);
+      assert.ok(Number(w[1]) <= Number(l[1]) && Number(l[1]) <= Number(w[2]), `C looked at ${l[1]}, outside A's window ${w[1]}..${w[2]}`);
       const b = await runOne(meta, inst, 'check', `${file} (run B)`);
       assert.match(b.stdout, /^tmp=\[\] shm=\[\] ws=\['main\.py'\]$/m, 'run B sees run A\'s markers');
       await hostChecks(meta, inst, b, file);
+      return;
+    }
+    if (meta.runner === 'concurrent') {
+      const lpid = launcherPid();
+      const tool = inst.backend === 'gvisor' ? 'shell-gvisor' : 'shell';
+      const companion = server.execute({ tool, code: 'sleep 2; echo companion-alive' }, { timeout: 120_000 * SLOW });
+      await sleep(700); // the companion is running when the attack strikes
+      const r = await runOne(meta, inst, undefined, file);
+      const { json: cr } = await companion;
+      assert.equal(cr.status, 'completed', `the companion sandbox was hit: ${JSON.stringify(cr)}`);
+      assert.equal(cr.stdout, 'companion-alive\n');
+      assert.equal(launcherPid(), lpid, 'the launcher was replaced');
+      await hostChecks(meta, inst, r, file);
       return;
     }
     const r = await runOne(meta, inst, undefined, file);

@@ -303,6 +303,8 @@ class Server {
     this.keys.otherAdmin = await createKey(this.tenants.b, 'admin', this.env);
     this.keys.operator = await createKey(null, 'operator', this.env);
 
+    // A free port can be taken by someone else before the server binds it: only that is
+    // retried. Any other failure to start (a crash, a refused configuration) fails at once.
     let lastErr;
     for (let attempt = 0; attempt < 3; attempt++) {
       const port = await freePort();
@@ -312,6 +314,7 @@ class Server {
       } catch (e) {
         lastErr = e;
         await this.kill();
+        if (!/cannot listen \(address in use/.test(this.logTail(20))) throw e;
       }
     }
     throw lastErr;
@@ -421,6 +424,17 @@ class Server {
     p.logPath = path.join(ROOT, 'tests/artifacts', LABEL, `${name}.server.log`);
     await p.spawnAndWait(await freePort());
     return p;
+  }
+
+  /**
+   * What the current launcher found on this host ("sandbox host support" in the server log:
+   * cgroup version and controllers, seccomp notification, backends...): tests decide what to
+   * expect from the host, never from the result under test.
+   */
+  hostReport() {
+    const lines = fs.readFileSync(this.logPath, 'utf8').split('\n').filter((l) => l.includes('"sandbox host support"'));
+    assert.ok(lines.length, `no host report in ${this.logPath}`);
+    return JSON.parse(lines[lines.length - 1]).host;
   }
 
   /** The toolcage CLI with this server's database and master key. */
