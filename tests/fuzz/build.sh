@@ -17,7 +17,7 @@ libs="$(pkg-config --cflags --libs jansson libpcre2-8 libsodium) -lpthread"
 common="$root/common/buf.c $root/common/util.c"
 
 $cc $flags -o "$out/fuzz_policy" "$root/tests/fuzz/fuzz_policy.c" "$root/policy/policy.c" "$root/policy/redact.c" $common $libs
-$cc $flags -o "$out/fuzz_prescreen" "$root/tests/fuzz/fuzz_prescreen.c" "$root/policy/prescreen.c" "$root/policy/prescreen_norm.c" "$root/policy/prescreen_unicode.c" $common $libs
+$cc $flags -o "$out/fuzz_prescreen" "$root/tests/fuzz/fuzz_prescreen.c" "$root"/policy/prescreen*.c $common $libs
 $cc $flags -o "$out/fuzz_redact" "$root/tests/fuzz/fuzz_redact.c" "$root/policy/redact.c" $common $libs
 $cc $flags -Wno-unused-function -o "$out/fuzz_initcfg" "$root/tests/fuzz/fuzz_initcfg.c"
 $cc -g -O1 -std=gnu17 -D_GNU_SOURCE -I"$root" -o "$out/initcfg_seed" "$root/tests/fuzz/initcfg_seed.c" \
