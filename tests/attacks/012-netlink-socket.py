@@ -4,13 +4,23 @@
 # expect: stdout~=^netlink-audit EPERM$
 # expect: violation=socket
 # gvisor-expect: status=completed
-#   gVisor emulates NETLINK_ROUTE in its own network stack (loopback only); audit is absent
 # gvisor-expect: stdout~=^netlink-route (EPERM|OPEN)$
 # gvisor-expect: stdout~=^netlink-audit (EPERM|EPROTONOSUPPORT)$
-import errno, socket
+# gvisor-expect: stdout~=^kernel \S+$
+# gvisor-expect: stdout!~=^kernel {HOSTKERNEL}$
+# gvisor-expect: stdout~=^links \['lo'\]$
+#   gVisor emulates NETLINK_ROUTE in its own network stack (the kernel that answered is not
+#   the host's, asserted): the links it lists are the sandbox's loopback only, none of the
+#   host's interfaces. Audit is absent.
+import errno, os, socket
+print("kernel", os.uname().release, flush=True)
 for name, proto in (("netlink-route", 0), ("netlink-audit", 9)):
     try:
-        socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, proto)
-        print(name, "OPEN")
+        socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, proto).close()
+        print(name, "OPEN", flush=True)
     except OSError as e:
-        print(name, errno.errorcode[e.errno])
+        print(name, errno.errorcode[e.errno], flush=True)
+try:
+    print("links", sorted(n for _, n in socket.if_nameindex()), flush=True)
+except OSError as e:
+    print("links", errno.errorcode[e.errno], flush=True)

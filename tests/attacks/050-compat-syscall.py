@@ -12,12 +12,15 @@
 #   gVisor has no i386 ABI: int 0x80 returns an error into the program instead of a host call
 # gvisor-expect: stdout~=^before$
 # gvisor-expect: signal!~=SIGSYS
-import ctypes, mmap, sys
+# gvisor-expect: stdout~=^result -[0-9]+$
+#   (an error number, not getpid's answer: unsandboxed it prints "result getpid")
+import ctypes, mmap, os, sys
 print("before", flush=True)
 # mov eax, 20 (getpid, i386); int 0x80; ret
 code = bytes([0xb8, 20, 0, 0, 0, 0xcd, 0x80, 0xc3])
 m = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
 m.write(code)
 addr = ctypes.addressof(ctypes.c_char.from_buffer(m))
-ctypes.CFUNCTYPE(ctypes.c_int)(addr)()
+r = ctypes.CFUNCTYPE(ctypes.c_int)(addr)()
 print("after", flush=True)
+print("result", "getpid" if r == os.getpid() else r, flush=True)

@@ -184,7 +184,7 @@ for (const file of files) {
   const t0 = Date.now();
   connections = [];
   const pwned = `/tmp/toolcage-pwned-${crypto.randomBytes(8).toString('hex')}`;
-  const subst = (s) => s.replaceAll('{PWNED}', pwned).replaceAll('{PORT}', String(PORT)).replaceAll('{HOSTIP}', HOSTIP).replaceAll('{ABSTRACT}', 'toolcage-attack-none').replaceAll('{BIN}', path.join(BUILD, 'toolcage'));
+  const subst = (s) => s.replaceAll('{PWNED}', pwned).replaceAll('{PORT}', String(PORT)).replaceAll('{HOSTIP}', HOSTIP).replaceAll('{ABSTRACT}', 'toolcage-attack-none').replaceAll('{BIN}', path.join(BUILD, 'toolcage')).replaceAll('{HOSTKERNEL}', os.release());
   const problems = [];
   const hashes = {};
   for (const h of meta.host.map(subst)) {

@@ -16,7 +16,11 @@
 //   # host: unchanged=PATH                      PATH's bytes on the host (SHA-256) are the same after the run
 //   # runner: marker                            run A ("write") while C ("check") runs, then B ("check")
 //   # runner: concurrent                        a companion sandbox runs beside the attack and must
-//                                               complete; the launcher must be the same process after
+//                                               complete; the launcher must be the same process after.
+//                                               NNN-name.companion.{py,sh}, if present, is that
+//                                               companion: its last line must be "companion-alive",
+//                                               and the attack's "looked T" must fall in its
+//                                               "window START END" (wall clock)
 //   # gvisor-expect: ...                        for the gvisor backend, replaces every expect line
 //   # gvisor: skip REASON                       not run under the gvisor backend
 //   # probe: ... / # probe-refused-expect: ...  a host probe (tests/attacks/hostprobe.mjs): when the
@@ -32,7 +36,8 @@
 // Placeholders in the code and the headers: {PWNED} (a unique /tmp path on the host), {PORT}
 // (the listener's port), {HOSTIP} (a non-loopback address of this host, or 127.0.0.1),
 // {ABSTRACT} (the name of an abstract Unix socket the host listens on, without the NUL; its
-// connections count as the listener's), {BIN} (the server's binary).
+// connections count as the listener's), {BIN} (the server's binary), {HOSTKERNEL} (the host
+// kernel's release, as uname -r prints it).
 //
 // After every run, on the host: the launcher has no child left, no process runs under the
 // sandbox's host uid range, the sandbox's cgroup directories are gone, the launcher holds no
@@ -310,7 +315,8 @@ const sha256 = (p) => crypto.createHash('sha256').update(fs.readFileSync(p)).dig
 function instantiate(meta, backend) {
   const pwned = `/tmp/toolcage-pwned-${crypto.randomBytes(8).toString('hex')}`;
   const subst = (s) => s.replaceAll('{PWNED}', pwned).replaceAll('{PORT}', String(listener.address().port))
-    .replaceAll('{HOSTIP}', HOSTIP).replaceAll('{ABSTRACT}', ABSTRACT).replaceAll('{BIN}', server.proc.spawnfile);
+    .replaceAll('{HOSTIP}', HOSTIP).replaceAll('{ABSTRACT}', ABSTRACT).replaceAll('{BIN}', server.proc.spawnfile)
+    .replaceAll('{HOSTKERNEL}', os.release());
   let expect = meta.expect;
   let refused = false;
   if (backend === 'gvisor' && meta.gvExpect.length) expect = meta.gvExpect;
@@ -445,13 +451,24 @@ for (const [backend, file] of [...files.map((f) => ['native', f]), ...files.map(
     }
     if (meta.runner === 'concurrent') {
       const lpid = launcherPid();
-      const tool = inst.backend === 'gvisor' ? 'shell-gvisor' : 'shell';
-      const companion = server.execute({ tool, code: 'sleep 2; echo companion-alive' }, { timeout: 120_000 * SLOW });
-      await sleep(700); // the companion is running when the attack strikes
+      // The attack's own companion (NNN-name.companion.py|sh) if it has one, else a sleeper.
+      const own = ['py', 'sh'].map((x) => file.replace(/\.(py|sh)$/, `.companion.${x}`)).find((f) => fs.existsSync(path.join(DIR, f)));
+      const base = own?.endsWith('.py') ? 'python' : 'shell';
+      const tool = inst.backend === 'gvisor' ? `${base}-gvisor` : base;
+      const code = own ? fs.readFileSync(path.join(DIR, own), 'utf8') : 'sleep 2; echo companion-alive';
+      const companion = server.execute({ tool, code }, { timeout: 120_000 * SLOW });
+      await sleep((own ? 1000 : 700) * SLOW); // the companion is running when the attack strikes
       const r = await runOne(meta, inst, undefined, file);
       const { json: cr } = await companion;
       assert.equal(cr.status, 'completed', `the companion sandbox was hit: ${JSON.stringify(cr)}`);
-      assert.equal(cr.stdout, 'companion-alive\n');
+      assert.match(cr.stdout, /(^|\n)companion-alive\n$/, `the companion sandbox was hit: ${JSON.stringify(cr)}`);
+      // A companion that prints its window: the attack looked while it was there.
+      const w = cr.stdout.match(/^window ([\d.]+) ([\d.]+)$/m);
+      if (own) {
+        const l = r.stdout.match(/^looked ([\d.]+)$/m);
+        assert.ok(w && l, `no timestamps: companion ${JSON.stringify(cr.stdout)} attack ${JSON.stringify(r.stdout)}`);
+        assert.ok(Number(w[1]) <= Number(l[1]) && Number(l[1]) <= Number(w[2]), `the attack looked at ${l[1]}, outside the companion's window ${w[1]}..${w[2]}`);
+      }
       assert.equal(launcherPid(), lpid, 'the launcher was replaced');
       await hostChecks(meta, inst, r, file);
       return;

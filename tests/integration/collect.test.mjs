@@ -232,6 +232,41 @@ test('symlinks planted in the workspace are not followed: nothing of /etc/passwd
   assert.ok(!all.includes(Buffer.from('root:x:0:0').toString('base64').slice(0, 12)));
 });
 
+// Races and depth: a process left behind keeps swapping race.txt between a symlink to
+// /etc/passwd and a regular file while the program exits; a chain 40 directories deep hides a
+// match. The launcher collects only after every process of the sandbox is gone (reap, then
+// collect), opens with O_NOFOLLOW and checks what it opened, and walks at most 32 levels.
+test('a process racing symlinks against the collector, and a tree deeper than the walk: nothing of the host, the cut said', async () => {
+  const hostPasswd = fs.readFileSync('/etc/passwd', 'utf8').split('\n')[0];
+  const t0 = performance.now();
+  const r = await run({
+    tool: 'sh',
+    code: [
+      'echo regular > race.txt',
+      '( setsid sh -c \'while :; do ln -sf /etc/passwd r1 && mv -f r1 race.txt; echo regular > r2 && mv -f r2 race.txt; done\' </dev/null >/dev/null 2>&1 & )',
+      'p=.; for i in $(seq 40); do p=$p/d; done; mkdir -p $p && echo deep > $p/leaf.txt',
+      'sleep 0.3',
+      'echo started',
+    ].join('\n'),
+    collect: ['race.txt', '**/leaf.txt', '*/*/*/*/*/*/*/*/*/*/*/*/*/*/*/*/*/*/*/*/*/*/*/*/*/*/*/*/*/*/*/*/*/*/*/*/*/*/*/*/leaf.txt'],
+  });
+  const ms = performance.now() - t0;
+  assert.equal(r.status, 'completed', r.stderr);
+  assert.equal(r.stdout, 'started\n');
+  const files = byPath(r);
+  // race.txt is either the regular file (collected, its own content) or was a link then (skipped)
+  if (files['race.txt']) assert.equal(files['race.txt'].content, 'regular\n');
+  assert.ok(!Object.keys(files).some((p) => p.endsWith('leaf.txt')), 'a file 41 levels down was collected');
+  assert.equal(r.files_truncated, true, 'the walk stopped at its depth without saying so');
+  assert.ok(!JSON.stringify(r.files).includes(hostPasswd), 'a host file came back');
+  assert.ok(ms < 15_000, `collect took ${ms.toFixed(0)} ms`);
+  // The racer is gone with its sandbox: no process of it is left on the host.
+  const racers = fs.readdirSync('/proc').filter((d) => /^\d+$/.test(d)).filter((d) => {
+    try { return fs.readFileSync(`/proc/${d}/cmdline`, 'utf8').includes('mv -f r1 race.txt'); } catch { return false; }
+  });
+  assert.deepEqual(racers, [], 'the racing process outlived its sandbox');
+});
+
 test('caps: a file over 1 MiB is cut and flagged; a cut inside a character keeps the text utf8', async () => {
   const r = await run({
     tool: 'py',
