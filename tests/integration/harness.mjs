@@ -77,6 +77,20 @@ const templates = Object.keys(spec.paths).map((t) => ({
   re: new RegExp('^' + t.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{[^}]+\}/g, '[^/]+') + '$'),
 }));
 
+// Every (operation, status) a test saw, for scripts/contract-coverage: appended to
+// tests/artifacts/LABEL/contract-seen.txt when the test process exits.
+const seen = new Set();
+function noteSeen(method, reqPath, status) {
+  const t = matchPath(reqPath);
+  if (t && spec.paths[t][method.toLowerCase()]) seen.add(`${method.toUpperCase()} ${t} ${status}`);
+}
+process.on('exit', () => {
+  if (!seen.size) return;
+  const dir = path.join(ROOT, 'tests/artifacts', LABEL);
+  fs.mkdirSync(dir, { recursive: true });
+  fs.appendFileSync(path.join(dir, 'contract-seen.txt'), [...seen].join('\n') + '\n');
+});
+
 /** The path template of spec.paths matching a concrete path (no query), or null. */
 export function matchPath(p) {
   const pathOnly = p.split('?')[0];
@@ -96,6 +110,7 @@ function fmtErrors(errors) {
  */
 export function validateResponse(method, reqPath, res) {
   const where = `${method} ${reqPath} -> ${res.status}`;
+  noteSeen(method, reqPath, res.status);
   const requestId = res.headers.get('x-request-id');
   assert.ok(requestId, `${where}: X-Request-Id header missing`);
 
