@@ -8,6 +8,7 @@ extern const struct tc_route_group tc_api_routes;
 enum MHD_Result tc_api_execute(struct tc_request *r);
 enum MHD_Result tc_api_prescreen(struct tc_request *r);
 enum MHD_Result tc_api_execution_get(struct tc_request *r);
+enum MHD_Result tc_api_executions_list(struct tc_request *r);
 enum MHD_Result tc_api_tools(struct tc_request *r);
 enum MHD_Result tc_api_policy_reload(struct tc_request *r);
 enum MHD_Result tc_api_healthz(struct tc_request *r);

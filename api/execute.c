@@ -25,7 +25,10 @@
 #include "server/webhook.h"
 
 struct exec_state {
-    struct tc_request *r;
+    struct tc_request *r; /* the client's request; NULL once an asynchronous call was answered */
+    struct tc_server *srv;
+    struct tc_principal principal; /* copies: an asynchronous call outlives its request */
+    char request_id[65];
     char id[37];
     char tool[65];
     char created_at[32];
@@ -84,10 +87,19 @@ static json_t *build_view(void *userdata, json_t *result)
     return view;
 }
 
-/* Stored (or not yet): answer the client, if it is still there. */
+/* Stored (or not yet): answer the client, if it is still there. An asynchronous call was
+ * answered with 202 already: the state is its own, and ends here. */
 static void on_recorded(void *userdata, int rc, json_t *view)
 {
     struct exec_state *st = userdata;
+    if (!st->r) {
+        tc_log(rc == 0 || rc == -ESTALE ? TC_LOG_INFO : TC_LOG_WARN, "execution finished",
+               "{s:s, s:s, s:s, s:O, s:i}", "request_id", st->request_id, "execution_id", st->id,
+               "tool", st->tool, "status", view ? json_object_get(view, "status") : NULL, "rc",
+               rc);
+        exec_state_free(st);
+        return;
+    }
     st->record_rc = rc;
     st->view = json_incref(view);
     tc_request_resume(st->r);
@@ -95,12 +107,11 @@ static void on_recorded(void *userdata, int rc, json_t *view)
 
 static void record_outcome(struct exec_state *st, json_t *result)
 {
-    struct tc_request *r = st->r;
-    json_t *actor = tc_auth_actor(&r->principal);
+    json_t *actor = tc_auth_actor(&st->principal);
     struct tc_record_outcome o = {.ids = {.exec_id = st->id,
-                                          .tenant_id = r->principal.tenant_id,
+                                          .tenant_id = st->principal.tenant_id,
                                           .tool = st->tool,
-                                          .request_id = r->request_id,
+                                          .request_id = st->request_id,
                                           .claimed_by = st->claimed_by,
                                           .actor = actor},
                                   .action = "execution.complete",
@@ -109,7 +120,7 @@ static void record_outcome(struct exec_state *st, json_t *result)
                                   .done = on_recorded,
                                   .userdata = st,
                                   .release_credentials = !tc_grant_empty(st->grant)};
-    if (!actor || tc_recorder_finish(r->srv->recorder, &o) < 0)
+    if (!actor || tc_recorder_finish(st->srv->recorder, &o) < 0)
         on_recorded(st, -ENOMEM, NULL);
     json_decref(actor);
 }
@@ -123,16 +134,15 @@ static void on_result_cb(void *userdata, json_t *result)
 static void on_ready_cb(void *userdata, const char *id)
 {
     struct exec_state *st = userdata;
-    struct tc_request *r = st->r;
-    json_t *actor = tc_auth_actor(&r->principal);
+    json_t *actor = tc_auth_actor(&st->principal);
     struct tc_record_ids ids = {.exec_id = st->id,
-                                .tenant_id = r->principal.tenant_id,
+                                .tenant_id = st->principal.tenant_id,
                                 .tool = st->tool,
-                                .request_id = r->request_id,
+                                .request_id = st->request_id,
                                 .claimed_by = st->claimed_by,
                                 .actor = actor};
     (void)id;
-    (void)tc_recorder_start_run(r->srv->recorder, &ids);
+    (void)tc_recorder_start_run(st->srv->recorder, &ids);
     json_decref(actor);
 }
 
@@ -596,6 +606,13 @@ enum MHD_Result tc_api_execute(struct tc_request *r)
         goto out;
     }
     st->r = r;
+    st->srv = r->srv;
+    st->principal = r->principal;
+    snprintf(st->request_id, sizeof(st->request_id), "%s", r->request_id);
+    bool async = json_is_true(json_object_get(req.body, "async")) ||
+                 tc_request_prefers(r, "respond-async");
+    if (async)
+        r->preference_applied = "respond-async";
     if (idem_begin(r, st, &ret) == IDEM_DONE)
         goto out;
     if (!tool) {
@@ -681,15 +698,32 @@ enum MHD_Result tc_api_execute(struct tc_request *r)
         release_slot(r->srv);
         goto out;
     }
-    r->state = TC_STEAL(st);
-    r->state_free = exec_state_free;
-    struct exec_state *s = r->state;
+    struct exec_state *s;
+    if (async) {
+        /* Answered now; the state belongs to the run and ends in on_recorded(). Everything
+         * about the answer is done before the submission: the run may finish at once. */
+        char location[64];
+        snprintf(location, sizeof(location), "/v1/executions/%s", st->id);
+        json_t *accepted = json_pack("{s:s, s:s, s:s, s:s, s:o}", "id", st->id, "tool", st->tool,
+                                     "status", "running", "created_at", st->created_at,
+                                     "findings",
+                                     st->findings ? json_incref(st->findings) : json_array());
+        idem_end(r, st, 202, accepted, location);
+        st->r = NULL;
+        s = TC_STEAL(st);
+        ret = tc_respond_json_ex(r, 202, accepted, "application/json", "Location", location);
+    } else {
+        r->state = TC_STEAL(st);
+        r->state_free = exec_state_free;
+        s = r->state;
+        /* Suspend before submitting: the result may arrive before this function returns. */
+        tc_request_suspend(r, on_resumed);
+        ret = MHD_YES;
+    }
     /* Held until the recorder has written execution.start (on_ready_cb). */
     json_object_set_new(spec, "hold", json_true());
     struct tc_launcher_job job = {
         .done = on_result_cb, .ready = on_ready_cb, .userdata = s, .reserved = true};
-    /* Suspend before submitting: the result may arrive before this function returns. */
-    tc_request_suspend(r, on_resumed);
     int src = -ESHUTDOWN;
     if (tc_server_begin(r->srv)) {
         src = tc_launcher_submit_job(r->srv->launcher, spec, &job);
@@ -702,7 +736,6 @@ enum MHD_Result tc_api_execute(struct tc_request *r)
         record_outcome(s, res);
         json_decref(res);
     }
-    ret = MHD_YES;
 out:
     json_decref(spec);
     json_decref(reasons);

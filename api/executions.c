@@ -1,5 +1,7 @@
 /* GET /v1/executions/{id}[?wait=SECONDS]: the stored execution of the caller's tenant; with
- * wait, a long-poll that holds no thread until the execution finishes or the time is up. */
+ * wait, a long-poll that holds no thread until the execution finishes or the time is up.
+ * GET /v1/executions: the tenant's executions, newest first, a page at a time. */
+#include <stdio.h>
 #include <string.h>
 
 #include "api/api.h"
@@ -143,4 +145,96 @@ enum MHD_Result tc_api_execution_get(struct tc_request *r)
     if (done && tc_waiter_remove(r))
         tc_request_resume(r);
     return MHD_YES;
+}
+
+/* ---- the list ---- */
+
+#define LIST_DEFAULT 20
+#define LIST_MAX 100
+
+static bool status_known(const char *s)
+{
+    static const char *const all[] = {"pending_approval", "queued",  "running",   "completed",
+                                      "failed",           "timeout", "killed",    "error",
+                                      "denied",           "expired", "cancelled"};
+    for (size_t i = 0; i < TC_ARRAY_SIZE(all); i++)
+        if (strcmp(s, all[i]) == 0)
+            return true;
+    return false;
+}
+
+static json_t *text_or_null(PGresult *res, int row, int col)
+{
+    return PQgetisnull(res, row, col) ? json_null() : json_string(PQgetvalue(res, row, col));
+}
+
+enum MHD_Result tc_api_executions_list(struct tc_request *r)
+{
+    const char *status = tc_request_query(r, "status"), *tool = tc_request_query(r, "tool");
+    const char *since = tc_request_query(r, "since"), *cursor = tc_request_query(r, "cursor");
+    const char *ls = tc_request_query(r, "limit");
+    int64_t limit = LIST_DEFAULT, since_ms = 0;
+    json_t *errors = json_array();
+    if (status && !status_known(status))
+        json_array_append_new(errors, json_pack("{s:s, s:s}", "path", "status", "message",
+                                                "must be an execution status"));
+    if (tool && (!*tool || strlen(tool) > 64))
+        json_array_append_new(errors, json_pack("{s:s, s:s}", "path", "tool", "message",
+                                                "must be 1 to 64 characters"));
+    if (since && tc_parse_iso_utc(since, &since_ms) < 0)
+        json_array_append_new(
+            errors, json_pack("{s:s, s:s}", "path", "since", "message",
+                              "must be a UTC date or time: YYYY-MM-DD or YYYY-MM-DDTHH:MM:SS[.mmm]Z"));
+    if (cursor && !tc_uuid_valid(cursor))
+        json_array_append_new(errors, json_pack("{s:s, s:s}", "path", "cursor", "message",
+                                                "must be the next_cursor of an earlier page"));
+    if (ls && tc_parse_i64(ls, 1, LIST_MAX, &limit) < 0)
+        json_array_append_new(errors, json_pack("{s:s, s:s}", "path", "limit", "message",
+                                                "must be an integer from 1 to 100"));
+    if (json_array_size(errors) > 0)
+        return tc_respond_problem(r, 400, "validation", "Invalid request", errors,
+                                  "a query parameter is not valid (see errors)");
+    json_decref(errors);
+
+    char lbuf[24], sbuf[24];
+    snprintf(lbuf, sizeof(lbuf), "%lld", (long long)limit + 1);
+    snprintf(sbuf, sizeof(sbuf), "%lld", (long long)since_ms);
+    const char *p[] = {r->principal.tenant_id, status, tool, since ? sbuf : NULL, cursor, lbuf};
+    PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
+    if (!c)
+        return tc_respond_db_down(r);
+    /* Newest first: ids are time-ordered UUIDv7, so the cursor (the last id of a page) is a
+     * stable position, and executions created meanwhile never shift a page. The tenant is
+     * part of every lookup. */
+    PGresult *res = tc_db_exec(
+        c,
+        "SELECT e.id, e.tool, e.status, " TC_SQL_ISO("e.created_at") ","
+        " " TC_SQL_ISO("e.finished_at") ", e.result->'exit_code', a.id, a.status"
+        " FROM executions e LEFT JOIN approvals a ON a.execution_id = e.id"
+        " WHERE e.tenant_id = $1 AND ($2::text IS NULL OR e.status = $2)"
+        " AND ($3::text IS NULL OR e.tool = $3)"
+        " AND ($4::bigint IS NULL OR e.created_at >= to_timestamp($4::bigint / 1000.0))"
+        " AND ($5::uuid IS NULL OR e.id < $5::uuid)"
+        " ORDER BY e.id DESC LIMIT $6::int",
+        6, p);
+    tc_db_release(r->srv->db, c);
+    if (!res)
+        return tc_respond_db_down(r);
+    json_t *items = json_array();
+    int n = PQntuples(res);
+    for (int i = 0; i < n && i < limit; i++) {
+        json_t *exit_code = PQgetisnull(res, i, 5) ? NULL : json_loads(PQgetvalue(res, i, 5),
+                                                                        JSON_DECODE_ANY, NULL);
+        json_array_append_new(
+            items, json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:o}", "id",
+                             PQgetvalue(res, i, 0), "tool", PQgetvalue(res, i, 1), "status",
+                             PQgetvalue(res, i, 2), "created_at", PQgetvalue(res, i, 3),
+                             "finished_at", text_or_null(res, i, 4), "exit_code",
+                             exit_code ? exit_code : json_null(), "approval_id",
+                             text_or_null(res, i, 6), "approval_status", text_or_null(res, i, 7)));
+    }
+    json_t *next = n > limit ? json_string(PQgetvalue(res, (int)limit - 1, 0)) : json_null();
+    PQclear(res);
+    return tc_respond_json(r, 200,
+                           json_pack("{s:o, s:o}", "executions", items, "next_cursor", next));
 }

@@ -25,6 +25,37 @@ int tc_parse_i64(const char *s, int64_t min, int64_t max, int64_t *ret)
     return 0;
 }
 
+int tc_parse_iso_utc(const char *s, int64_t *ret_ms)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (n != 10 && n != 20 && n != 24)
+        return -EINVAL;
+    static const char shape[] = "dddd-dd-ddTdd:dd:dd.dddZ";
+    for (size_t i = 0; i < n; i++) {
+        char want = (n == 20 && i == 19) ? 'Z' : shape[i];
+        if (want == 'd' ? !(s[i] >= '0' && s[i] <= '9') : s[i] != want)
+            return -EINVAL;
+    }
+    int v[7] = {0};
+    static const int at[7] = {0, 5, 8, 11, 14, 17, 20}, len[7] = {4, 2, 2, 2, 2, 2, 3};
+    for (int k = 0; k < 7; k++) {
+        if ((size_t)at[k] >= n)
+            break;
+        for (int i = 0; i < len[k]; i++)
+            v[k] = v[k] * 10 + (s[at[k] + i] - '0');
+    }
+    if (v[1] < 1 || v[1] > 12 || v[2] < 1 || v[3] > 23 || v[4] > 59 || v[5] > 59)
+        return -EINVAL;
+    struct tm tm = {.tm_year = v[0] - 1900, .tm_mon = v[1] - 1, .tm_mday = v[2],
+                    .tm_hour = v[3], .tm_min = v[4], .tm_sec = v[5]};
+    time_t t = timegm(&tm);
+    /* timegm normalises 31 February into March: a real date comes back unchanged */
+    if (t == (time_t)-1 || tm.tm_mday != v[2] || tm.tm_mon != v[1] - 1)
+        return -EINVAL;
+    *ret_ms = (int64_t)t * 1000 + v[6];
+    return 0;
+}
+
 int tc_write_all(int fd, const void *buf, size_t len)
 {
     const char *p = buf;

@@ -60,6 +60,10 @@ static inline int tc_steal_fd(int *fd)
  * empty strings and overflow are errors (-EINVAL / -ERANGE). */
 int tc_parse_i64(const char *s, int64_t min, int64_t max, int64_t *ret);
 
+/* A UTC time "YYYY-MM-DD", "YYYY-MM-DDTHH:MM:SSZ" or "YYYY-MM-DDTHH:MM:SS.mmmZ" that names a
+ * real instant (no 31 February, no hour 24) as milliseconds since the epoch. 0 or -EINVAL. */
+int tc_parse_iso_utc(const char *s, int64_t *ret_ms);
+
 /* Write all of buf, retrying on EINTR and short writes. 0 or -errno. */
 int tc_write_all(int fd, const void *buf, size_t len);
 /* Read until EOF or max bytes. On success *ret_buf is malloc'ed and NUL-terminated

@@ -156,7 +156,7 @@ int tc_exec_request_parse(json_t *body, struct tc_exec_request *ret_req, json_t 
     {
         if (strcmp(key, "tool") && strcmp(key, "code") && strcmp(key, "stdin") &&
             strcmp(key, "files") && strcmp(key, "limits") && strcmp(key, "callback_url") &&
-            strcmp(key, "collect")) {
+            strcmp(key, "collect") && strcmp(key, "async")) {
             snprintf(path, sizeof(path), "%.100s", key);
             add_error(errors, path, "unknown field");
         }
@@ -166,6 +166,10 @@ int tc_exec_request_parse(json_t *body, struct tc_exec_request *ret_req, json_t 
         add_error(errors, "tool", "must match ^[a-z][a-z0-9_-]{0,63}$");
     check_string(json_object_get(body, "code"), "code", TC_EXEC_MAX_CODE_BYTES, true, errors);
     check_string(json_object_get(body, "stdin"), "stdin", TC_EXEC_MAX_STDIN_BYTES, false, errors);
+
+    json_t *async = json_object_get(body, "async");
+    if (async && !json_is_boolean(async))
+        add_error(errors, "async", "must be a boolean");
 
     json_t *cb = json_object_get(body, "callback_url");
     if (check_string(cb, "callback_url", 2048, false, errors) && cb &&

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 
 #include "common/util.h"
@@ -51,6 +52,8 @@ enum MHD_Result tc_http_queue(struct tc_request *r, unsigned status, struct MHD_
     /* Every "try again later" says when (a handler may have set its own value). */
     if ((status == 503 || status == 429) && !MHD_get_response_header(resp, "Retry-After"))
         MHD_add_response_header(resp, "Retry-After", status == 503 ? "1" : "60");
+    if (r->preference_applied && status >= 200 && status < 300)
+        MHD_add_response_header(resp, "Preference-Applied", r->preference_applied);
     r->status = status;
     enum MHD_Result ret = MHD_queue_response(r->conn, status, resp);
     MHD_destroy_response(resp);
@@ -646,4 +649,36 @@ void tc_http_stop(struct tc_server *srv)
     srv->mhd = NULL;
     tc_http_guard_free(srv->guard); /* after the daemon: its close notifications use it */
     srv->guard = NULL;
+}
+
+struct prefer_scan {
+    const char *token;
+    bool found;
+};
+
+static enum MHD_Result prefer_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value)
+{
+    struct prefer_scan *p = cls;
+    (void)kind;
+    if (!key || strcasecmp(key, "Prefer") != 0 || !value)
+        return MHD_YES;
+    size_t tl = strlen(p->token);
+    /* preference *( ";" parameter ) *( "," preference ... ): a token ends at '=', ';', ','
+     * or white space */
+    for (const char *s = value; *s;) {
+        s += strspn(s, " \t,");
+        size_t n = strcspn(s, "=;, \t");
+        if (n == tl && strncasecmp(s, p->token, tl) == 0)
+            p->found = true;
+        s += strcspn(s, ","); /* skip the value and parameters */
+    }
+    return MHD_YES;
+}
+
+bool tc_request_prefers(struct tc_request *r, const char *token)
+{
+    struct prefer_scan p = {.token = token};
+    MHD_get_connection_values(r->conn, MHD_HEADER_KIND, prefer_header, &p);
+    return p.found;
 }

@@ -89,6 +89,7 @@ struct tc_request {
     bool started;               /* the headers are in and the handler has seen the request */
     size_t raw_uri_len;         /* of the request target as received, up to its first NUL byte */
     struct tc_http_conn *gconn; /* the connection's record in srv->guard, or NULL */
+    const char *preference_applied; /* RFC 7240 Preference-Applied of a 2xx answer, or NULL */
     /* async: set by tc_request_suspend(); the handler that runs when resumed */
     tc_handler resume;
     void *state;
@@ -151,3 +152,6 @@ void tc_request_suspend(struct tc_request *r, tc_handler resume);
 void tc_request_resume(struct tc_request *r);
 
 const char *tc_request_query(struct tc_request *r, const char *name);
+/* True if a Prefer header (RFC 7240; any of them, comma-separated, case-insensitive, with or
+ * without parameters) names the preference token, e.g. "respond-async". */
+bool tc_request_prefers(struct tc_request *r, const char *token);

@@ -21,6 +21,23 @@ TEST(parse_i64_rejects_garbage)
     CHECK(tc_parse_i64("99999999999999999999999", 0, INT64_MAX, &v) == -ERANGE);
 }
 
+TEST(iso_utc_names_real_instants_only)
+{
+    int64_t ms = 0;
+    CHECK(tc_parse_iso_utc("1970-01-02", &ms) == 0 && ms == 86400000);
+    CHECK(tc_parse_iso_utc("2024-02-29T23:59:59Z", &ms) == 0 && ms == 1709251199000);
+    CHECK(tc_parse_iso_utc("2024-02-29T23:59:59.250Z", &ms) == 0 && ms == 1709251199250);
+    CHECK(tc_parse_iso_utc("2023-02-29", &ms) == -EINVAL);  /* not a leap year */
+    CHECK(tc_parse_iso_utc("2024-13-01", &ms) == -EINVAL);
+    CHECK(tc_parse_iso_utc("2024-04-31", &ms) == -EINVAL);
+    CHECK(tc_parse_iso_utc("2024-01-01T24:00:00Z", &ms) == -EINVAL);
+    CHECK(tc_parse_iso_utc("2024-01-01T10:00:00", &ms) == -EINVAL); /* no zone */
+    CHECK(tc_parse_iso_utc("2024-01-01T10:00:00+01:00", &ms) == -EINVAL);
+    CHECK(tc_parse_iso_utc("2024-1-01", &ms) == -EINVAL);
+    CHECK(tc_parse_iso_utc("", &ms) == -EINVAL);
+    CHECK(tc_parse_iso_utc(NULL, &ms) == -EINVAL);
+}
+
 TEST(utf8_validation)
 {
     CHECK(tc_utf8_valid("héllo ✓ 😀", strlen("héllo ✓ 😀"), false));
@@ -122,6 +139,7 @@ int main(void)
     if (sodium_init() < 0)
         return 1;
     RUN(parse_i64_rejects_garbage);
+    RUN(iso_utc_names_real_instants_only);
     RUN(utf8_validation);
     RUN(buf_cap_holds);
     RUN(uuid7_shape);
