@@ -2,13 +2,31 @@
 #pragma once
 #include "server/http.h"
 
+struct tc_tool;
+
 /* Every /v1 route, /healthz, /readyz, /openapi.yaml and /metrics; API keys authenticate. */
 extern const struct tc_route_group tc_api_routes;
 
 enum MHD_Result tc_api_execute(struct tc_request *r);
+/* POST /v1/execute's work on a parsed body (stolen): async answers 202 at once; idempotency
+ * honours an Idempotency-Key header (the raw request body is what it hashes). */
+struct tc_execute_opts {
+    bool async;
+    bool idempotency;
+};
+enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
+                                    const struct tc_execute_opts *opts);
 enum MHD_Result tc_api_prescreen(struct tc_request *r);
 enum MHD_Result tc_api_execution_get(struct tc_request *r);
 enum MHD_Result tc_api_executions_list(struct tc_request *r);
+/* The execution r->params[0] of the caller's tenant, after waiting up to `wait` seconds (at
+ * most 60) for it to finish without holding a thread; 404 for an id that is not one. */
+enum MHD_Result tc_api_execution_wait(struct tc_request *r, int64_t wait);
+/* MCP (api/mcp.c): POST /mcp */
+enum MHD_Result tc_api_mcp(struct tc_request *r);
+/* The JSON Schema of a tool's arguments: code and stdin; full adds files, limits (bounded by
+ * the tool's maxima) and collect. */
+json_t *tc_api_tool_input_schema(const struct tc_tool *t, bool full);
 enum MHD_Result tc_api_tools(struct tc_request *r);
 enum MHD_Result tc_api_policy_reload(struct tc_request *r);
 enum MHD_Result tc_api_healthz(struct tc_request *r);

@@ -581,14 +581,23 @@ static enum MHD_Result block(struct tc_request *r, struct exec_state *st, json_t
 enum MHD_Result tc_api_execute(struct tc_request *r)
 {
     enum MHD_Result ret;
-    if (r->srv->draining) /* shutting down: another replica takes the call */
-        return tc_respond_problem_header(r, 503, "draining", "Service unavailable", "Connection",
-                                         "close",
-                                         "this server is shutting down; retry (elsewhere)");
     json_t *body = tc_request_json(r, &ret);
     if (!body)
         return ret;
+    bool async = tc_request_prefers(r, "respond-async");
+    return tc_api_execute_json(r, body, &(struct tc_execute_opts){.async = async, .idempotency = true});
+}
 
+enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
+                                    const struct tc_execute_opts *opts)
+{
+    enum MHD_Result ret;
+    if (r->srv->draining) { /* shutting down: another replica takes the call */
+        json_decref(body);
+        return tc_respond_problem_header(r, 503, "draining", "Service unavailable", "Connection",
+                                         "close",
+                                         "this server is shutting down; retry (elsewhere)");
+    }
     struct tc_exec_request req = {0};
     json_t *errors = NULL, *spec = NULL, *reasons = NULL;
     if (tc_exec_request_parse(body, &req, &errors) < 0) {
@@ -609,11 +618,10 @@ enum MHD_Result tc_api_execute(struct tc_request *r)
     st->srv = r->srv;
     st->principal = r->principal;
     snprintf(st->request_id, sizeof(st->request_id), "%s", r->request_id);
-    bool async = json_is_true(json_object_get(req.body, "async")) ||
-                 tc_request_prefers(r, "respond-async");
+    bool async = opts->async || json_is_true(json_object_get(req.body, "async"));
     if (async)
         r->preference_applied = "respond-async";
-    if (idem_begin(r, st, &ret) == IDEM_DONE)
+    if (opts->idempotency && idem_begin(r, st, &ret) == IDEM_DONE)
         goto out;
     if (!tool) {
         idem_end(r, st, 404, NULL, NULL);

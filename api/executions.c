@@ -109,17 +109,24 @@ static enum MHD_Result respond(struct tc_request *r)
 
 enum MHD_Result tc_api_execution_get(struct tc_request *r)
 {
-    const char *id = r->params[0];
-    if (!tc_uuid_valid(id))
-        return tc_respond_problem(r, 404, "not-found", "Not found", NULL, "no such execution");
     const char *ws = tc_request_query(r, "wait");
     int64_t wait = 0;
-    if (ws && tc_parse_i64(ws, 0, MAX_WAIT_SECONDS, &wait) < 0)
+    if (tc_uuid_valid(r->params[0]) && ws && tc_parse_i64(ws, 0, MAX_WAIT_SECONDS, &wait) < 0)
         return tc_respond_problem(r, 400, "validation", "Invalid request", NULL,
                                   "wait must be an integer number of seconds from 0 to %d",
                                   MAX_WAIT_SECONDS);
-    if (wait == 0)
+    return tc_api_execution_wait(r, wait);
+}
+
+enum MHD_Result tc_api_execution_wait(struct tc_request *r, int64_t wait)
+{
+    const char *id = r->params[0];
+    if (!tc_uuid_valid(id))
+        return tc_respond_problem(r, 404, "not-found", "Not found", NULL, "no such execution");
+    if (wait <= 0)
         return respond(r);
+    if (wait > MAX_WAIT_SECONDS)
+        wait = MAX_WAIT_SECONDS;
 
     json_t *view = NULL;
     int rc = load(r, id, &view);

@@ -33,6 +33,8 @@ static const struct tc_route routes[] = {
     {"GET", "/v1/credentials/keys", 0, tc_api_credentials_keys},
     {"POST", "/v1/credentials/introspect", TC_ROLE_ANY, tc_api_credentials_introspect},
     {"POST", "/v1/credentials/{}/revoke", TC_ROLE_AGENT | TC_ROLE_ADMIN, tc_api_credentials_revoke},
+    /* MCP (api/mcp.c): tool calls like POST /v1/execute, as JSON-RPC */
+    {"POST", "/mcp", TC_ROLE_AGENT | TC_ROLE_ADMIN, tc_api_mcp},
     {"GET", "/healthz", 0, tc_api_healthz},
     {"GET", "/readyz", 0, tc_api_readyz},
     {"GET", "/openapi.yaml", 0, tc_api_openapi},

@@ -7,16 +7,46 @@
 #include "core/log.h"
 #include "server/reload.h"
 
-static json_t *input_schema(const struct tc_tool *t)
+json_t *tc_api_tool_input_schema(const struct tc_tool *t, bool full)
 {
     const char *what = strcmp(t->language, "python") == 0       ? "Python 3 source code to run"
                        : strcmp(t->language, "shell") == 0      ? "a bash script to run"
                        : strcmp(t->language, "javascript") == 0 ? "JavaScript source code to run"
                                                                 : "the program text to run";
-    return json_pack("{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s}}, s:[s], s:b}", "type", "object",
-                     "properties", "code", "type", "string", "description", what, "stdin", "type",
-                     "string", "description", "optional standard input", "required", "code",
-                     "additionalProperties", 0);
+    json_t *schema = json_pack("{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s}}, s:[s], s:b}", "type",
+                               "object", "properties", "code", "type", "string", "description",
+                               what, "stdin", "type", "string", "description",
+                               "optional standard input", "required", "code",
+                               "additionalProperties", 0);
+    if (!schema || !full)
+        return schema;
+    json_t *props = json_object_get(schema, "properties");
+    json_object_set_new(
+        props, "files",
+        json_pack("{s:s, s:s, s:i, s:{s:s, s:b, s:[s, s], s:{s:{s:s, s:i, s:i, s:s}, s:{s:s},"
+                  " s:{s:s, s:[s, s]}}}}",
+                  "type", "array", "description", "files written into /workspace before the run",
+                  "maxItems", 64, "items", "type", "object", "additionalProperties", 0, "required",
+                  "path", "content", "properties", "path", "type", "string", "minLength", 1,
+                  "maxLength", 255, "description", "relative to /workspace", "content", "type",
+                  "string", "encoding", "type", "string", "enum", "utf8", "base64"));
+    json_t *limits = json_object();
+    for (int i = 0; i < TC_LIMIT__COUNT; i++)
+        json_object_set_new(limits, tc_limit_names[i],
+                            json_pack("{s:s, s:i, s:I, s:I}", "type", "integer", "minimum", 1,
+                                      "maximum", (json_int_t)t->limits[i].max, "default",
+                                      (json_int_t)t->limits[i].def));
+    json_object_set_new(props, "limits",
+                        json_pack("{s:s, s:s, s:b, s:o}", "type", "object", "description",
+                                  "tighter limits for this call (the tool's are the maximum)",
+                                  "additionalProperties", 0, "properties", limits));
+    json_object_set_new(props, "collect",
+                        json_pack("{s:s, s:s, s:i, s:i, s:{s:s, s:i, s:i}}", "type", "array",
+                                  "description",
+                                  "glob patterns of files in /workspace to return after the run",
+                                  "minItems", 1, "maxItems", 32, "items", "type", "string",
+                                  "minLength", 1, "maxLength", 256));
+    return schema;
 }
 
 enum MHD_Result tc_api_tools(struct tc_request *r)
@@ -34,11 +64,11 @@ enum MHD_Result tc_api_tools(struct tc_request *r)
         else if (strcmp(format, "openai") == 0)
             json_array_append_new(tools, json_pack("{s:s, s:{s:s, s:s, s:o}}", "type", "function",
                                                    "function", "name", t->name, "description",
-                                                   t->description, "parameters", input_schema(t)));
+                                                   t->description, "parameters", tc_api_tool_input_schema(t, false)));
         else
             json_array_append_new(tools,
                                   json_pack("{s:s, s:s, s:o}", "name", t->name, "description",
-                                            t->description, "input_schema", input_schema(t)));
+                                            t->description, "input_schema", tc_api_tool_input_schema(t, false)));
     }
     tc_policy_unref(p);
     return tc_respond_json(r, 200, json_pack("{s:o}", "tools", tools));

@@ -84,6 +84,8 @@ static const struct opt options[] = {
      "attempts per webhook delivery (backoff 1 s, 2 s, 4 s ... 1 h) before it is given up"},
     {"TOOLCAGE_DRAIN_SECONDS", OPT_INT, "30", 0, 3600, OFF(drain_seconds),
      "on SIGTERM, running sandboxes get this long to finish before they are killed (0: at once)"},
+    {"TOOLCAGE_MCP_HOLD_SECONDS", OPT_INT, "30", 0, 60, OFF(mcp_hold_seconds),
+     "an MCP tools/call held for approval waits this long for the decision and the run"},
     {"TOOLCAGE_SESSION_IDLE_SECONDS", OPT_INT, "900", 1, 86400, OFF(session_idle_seconds),
      "console sessions unused this long end (docs/console.md)"},
     {"TOOLCAGE_SESSION_MAX_SECONDS", OPT_INT, "28800", 1, 604800, OFF(session_max_seconds),

@@ -75,6 +75,8 @@ enum MHD_Result tc_respond_json_ex(struct tc_request *r, unsigned status, json_t
                                    const char *content_type, const char *extra_name,
                                    const char *extra_value)
 {
+    if (r->reply_filter)
+        return r->reply_filter(r, status, body, content_type);
     char *s = json_dumps(body, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(body);
     if (!s)
@@ -351,6 +353,8 @@ static void request_free(struct tc_request *r)
         return;
     if (r->state_free)
         r->state_free(r->state);
+    if (r->reply_ctx_free)
+        r->reply_ctx_free(r->reply_ctx);
     free_params(r);
     tc_buf_free(&r->body);
     free(r->path);

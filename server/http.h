@@ -90,6 +90,13 @@ struct tc_request {
     size_t raw_uri_len;         /* of the request target as received, up to its first NUL byte */
     struct tc_http_conn *gconn; /* the connection's record in srv->guard, or NULL */
     const char *preference_applied; /* RFC 7240 Preference-Applied of a 2xx answer, or NULL */
+    /* A reply filter (api/mcp.c): every JSON answer of the handler (tc_respond_json_ex and
+     * what calls it) goes to it instead, with its status, body (stolen) and content type; it
+     * queues what it makes of it, or suspends the request. ctx is freed with the request. */
+    enum MHD_Result (*reply_filter)(struct tc_request *r, unsigned status, json_t *body,
+                                    const char *content_type);
+    void *reply_ctx;
+    void (*reply_ctx_free)(void *ctx);
     /* async: set by tc_request_suspend(); the handler that runs when resumed */
     tc_handler resume;
     void *state;

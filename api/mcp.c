@@ -1,0 +1,454 @@
+/* POST /mcp: the Model Context Protocol (Streamable HTTP transport) for agent frameworks that
+ * speak MCP rather than HTTP. Stateless: each POST carries one JSON-RPC 2.0 message and gets
+ * one application/json answer (no event stream, no Mcp-Session-Id); a bearer API key (role
+ * agent or admin) authenticates it like every /v1 route, before any of this runs.
+ *
+ * Methods: initialize (the version is negotiated), ping, tools/list (the policy's tools, plus
+ * toolcage_wait), tools/call. A tool call is POST /v1/execute's own path
+ * (tc_api_execute_json): the same validation, pre-screen, approval gate, sandbox, redaction
+ * and audit. Its answers are turned into JSON-RPC by a reply filter (server/http.h): an
+ * Execution becomes a CallToolResult (text plus structuredContent, isError unless it
+ * completed), a bad argument a -32602 error carrying the problem, a call held for a human
+ * waits up to TOOLCAGE_MCP_HOLD_SECONDS for the decision and the run (the long-poll of GET
+ * /v1/executions/{id}?wait=, no thread held), then answers what it has: the result, the
+ * reviewer's reason for a denial, or the execution id to resume with toolcage_wait.
+ * Notifications and responses are accepted (202, no body). Requests that carry an Origin
+ * header come from a web page and are refused (DNS rebinding): MCP clients send none. */
+#include <stdarg.h>
+#include <string.h>
+
+#include "api/api.h"
+#include "common/buf.h"
+#include "common/util.h"
+#include "core/db.h"
+#include "core/log.h"
+#include "policy/policy.h"
+
+/* Newest first: initialize answers the client's version if it is here, else the first. */
+static const char *const versions[] = {"2025-11-25", "2025-06-18"};
+
+#define WAIT_TOOL "toolcage_wait"
+
+enum {
+    RPC_PARSE_ERROR = -32700,
+    RPC_INVALID_REQUEST = -32600,
+    RPC_METHOD_NOT_FOUND = -32601,
+    RPC_INVALID_PARAMS = -32602,
+    RPC_INTERNAL_ERROR = -32603,
+};
+
+struct mcp_call {
+    json_t *id;    /* the request's id */
+    bool may_hold; /* a held call waits for its outcome (once) */
+};
+
+static void mcp_call_free(void *p)
+{
+    struct mcp_call *c = p;
+    if (c)
+        json_decref(c->id);
+    free(c);
+}
+
+/* ---- JSON-RPC answers (never through the filter) ---- */
+
+static enum MHD_Result send_message(struct tc_request *r, unsigned http_status, json_t *msg)
+{
+    r->reply_filter = NULL;
+    return tc_respond_json_ex(r, http_status, msg, "application/json", NULL, NULL);
+}
+
+static enum MHD_Result rpc_result(struct tc_request *r, json_t *id, json_t *result /* stolen */)
+{
+    return send_message(r, 200,
+                        json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id, "result", result));
+}
+
+/* data (stolen) may be NULL. */
+static enum MHD_Result rpc_error(struct tc_request *r, unsigned http_status, json_t *id, int code,
+                                 const char *message, json_t *data)
+{
+    json_t *err = json_pack("{s:i, s:s}", "code", code, "message", message);
+    if (err && data)
+        json_object_set_new(err, "data", data);
+    else
+        json_decref(data);
+    return send_message(r, http_status,
+                        json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id ? id : json_null(),
+                                  "error", err));
+}
+
+static enum MHD_Result accepted(struct tc_request *r)
+{
+    r->reply_filter = NULL;
+    return tc_respond_text(r, 202, "application/json", "", 0);
+}
+
+/* ---- tools ---- */
+
+static json_t *output_schema(void)
+{
+    return json_pack("{s:s, s:{s:{s:s}, s:{s:s}}, s:[s, s]}", "type", "object", "properties", "id",
+                     "type", "string", "status", "type", "string", "required", "id", "status");
+}
+
+static json_t *tools_list(struct tc_request *r)
+{
+    struct tc_policy *p = tc_server_policy(r->srv);
+    json_t *tools = json_array();
+    for (size_t i = 0; i < tc_policy_ntools(p); i++) {
+        const struct tc_tool *t = tc_policy_tool_at(p, i);
+        json_array_append_new(
+            tools,
+            json_pack("{s:s, s:s, s:o, s:o, s:{s:s, s:b, s:b, s:b, s:b}}", "name", t->name,
+                      "description", t->description, "inputSchema",
+                      tc_api_tool_input_schema(t, true), "outputSchema", output_schema(),
+                      "annotations", "title", t->name, "readOnlyHint", 0, "destructiveHint",
+                      t->irreversible, "idempotentHint", 0, "openWorldHint", !t->network_none));
+    }
+    tc_policy_unref(p);
+    json_array_append_new(
+        tools,
+        json_pack("{s:s, s:s, s:{s:s, s:{s:{s:s, s:s}, s:{s:s, s:i, s:i, s:i, s:s}}, s:[s],"
+                  " s:b}, s:o, s:{s:s, s:b, s:b}}",
+                  "name", WAIT_TOOL, "description",
+                  "Wait for a call that was held for approval or is still running, and return "
+                  "its result (the execution_id comes from that call's answer).",
+                  "inputSchema", "type", "object", "properties", "execution_id", "type", "string",
+                  "description", "the id of the held or running execution", "timeout_seconds",
+                  "type", "integer", "minimum", 0, "maximum", 60, "default", 30, "description",
+                  "how long to wait for it to finish", "required", "execution_id",
+                  "additionalProperties", 0, "outputSchema", output_schema(), "annotations",
+                  "title", "wait for a toolcage execution", "readOnlyHint", 1, "openWorldHint",
+                  0));
+    return json_pack("{s:o}", "tools", tools);
+}
+
+/* The reviewer's reason for a denial, or NULL. */
+static char *denial_reason(struct tc_request *r, const char *approval_id)
+{
+    if (!approval_id)
+        return NULL;
+    PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
+    if (!c)
+        return NULL;
+    const char *p[] = {approval_id, r->principal.tenant_id};
+    PGresult *res = tc_db_exec(c,
+                               "SELECT d.reason FROM approval_decisions d JOIN approvals a"
+                               " ON a.id = d.approval_id WHERE d.approval_id = $1"
+                               " AND a.tenant_id = $2 AND d.decision = 'deny'"
+                               " ORDER BY d.created_at LIMIT 1",
+                               2, p);
+    tc_db_release(r->srv->db, c);
+    char *reason = res && PQntuples(res) == 1 ? strdup(PQgetvalue(res, 0, 0)) : NULL;
+    PQclear(res);
+    return reason;
+}
+
+/* Text for the model: what does not fit the buffer's cap is left out (an append that fails
+ * changes nothing), the structured result keeps it all. */
+static void put(struct tc_buf *b, const char *fmt, ...) TC_PRINTF(2, 3);
+static void put(struct tc_buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (tc_buf_vappendf(b, fmt, ap) < 0)
+        tc_log(TC_LOG_DEBUG, "mcp: text left out of a tool result", NULL);
+    va_end(ap);
+}
+
+static void append_stream(struct tc_buf *b, const char *name, json_t *view)
+{
+    const char *s = json_string_value(json_object_get(view, name));
+    if (s && *s)
+        put(b, "\n--- %s%s ---\n%s", name,
+                             json_is_true(json_object_get(view, name[3] == 'o' ? "stdout_truncated"
+                                                                               : "stderr_truncated"))
+                                 ? " (truncated)"
+                                 : "",
+                             s);
+}
+
+/* An Execution (or a HeldExecution) as a CallToolResult. */
+static json_t *call_result(struct tc_request *r, json_t *view /* stolen */)
+{
+    const char *id = json_string_value(json_object_get(view, "id"));
+    const char *status = json_string_value(json_object_get(view, "status"));
+    const char *approval = json_string_value(json_object_get(view, "approval_id"));
+    if (!id || !status) {
+        json_decref(view);
+        return NULL;
+    }
+    struct tc_buf text;
+    tc_buf_init(&text, 4 * 1024 * 1024);
+    bool error;
+    if (!strcmp(status, "pending_approval") || !strcmp(status, "queued") ||
+        !strcmp(status, "running")) {
+        error = false;
+        put(&text, "Execution %s is %s", id, status);
+        if (approval && !strcmp(status, "pending_approval"))
+            put(&text, ": held for a human's approval (approval %s, expires %s)",
+                                 approval,
+                                 json_string_value(json_object_get(view, "expires_at")) ?: "?");
+        put(&text,
+                             ". Call " WAIT_TOOL " with {\"execution_id\": \"%s\"} to wait for"
+                             " its result.",
+                             id);
+    } else if (!json_is_true(json_object_get(view, "started")) &&
+               (!strcmp(status, "denied") || !strcmp(status, "expired") ||
+                !strcmp(status, "cancelled"))) {
+        error = true;
+        _cleanup_free_ char *why = !strcmp(status, "denied") ? denial_reason(r, approval) : NULL;
+        put(&text, "Execution %s did not run: %s", id,
+                             !strcmp(status, "denied")    ? "a reviewer denied it"
+                             : !strcmp(status, "expired") ? "no reviewer decided in time"
+                                                          : "it was cancelled");
+        if (why) {
+            put(&text, ". Reason: %s", why);
+            json_object_set_new(view, "denial_reason", json_string(why));
+        }
+    } else {
+        error = strcmp(status, "completed") != 0;
+        json_t *code = json_object_get(view, "exit_code");
+        put(&text, "status: %s", status);
+        if (json_is_integer(code))
+            put(&text, ", exit code %lld", (long long)json_integer_value(code));
+        const char *killed = json_string_value(json_object_get(view, "killed_reason"));
+        const char *err = json_string_value(json_object_get(view, "error"));
+        if (killed)
+            put(&text, ", killed: %s", killed);
+        if (err)
+            put(&text, ", error: %s", err);
+        append_stream(&text, "stdout", view);
+        append_stream(&text, "stderr", view);
+    }
+    json_t *res = json_pack("{s:[{s:s, s:s%}], s:o, s:b}", "content", "type", "text", "text",
+                            text.data ? text.data : "", text.len, "structuredContent", view,
+                            "isError", error);
+    tc_buf_free(&text);
+    return res;
+}
+
+/* The findings of a 403 blocked-by-prescreen, for the model to fix its code. */
+static json_t *blocked_result(json_t *problem)
+{
+    struct tc_buf text;
+    tc_buf_init(&text, 1024 * 1024);
+    put(&text, "The pre-screen blocked this code; nothing ran.");
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(problem, "errors"), i, e)
+        put(&text, "\n%s: %s (%s)",
+                             json_string_value(json_object_get(e, "path")) ?: "",
+                             json_string_value(json_object_get(e, "message")) ?: "",
+                             json_string_value(json_object_get(e, "rule")) ?: "");
+    json_t *res = json_pack("{s:[{s:s, s:s%}], s:b}", "content", "type", "text", "text",
+                            text.data ? text.data : "", text.len, "isError", 1);
+    tc_buf_free(&text);
+    return res;
+}
+
+/* The reply filter of tools/call: POST /v1/execute's and GET /v1/executions/{id}'s answers
+ * as JSON-RPC. */
+static enum MHD_Result tool_reply(struct tc_request *r, unsigned status, json_t *body,
+                                  const char *content_type)
+{
+    struct mcp_call *call = r->reply_ctx;
+    json_t *id = json_incref(call->id);
+    enum MHD_Result ret;
+    if (content_type && strncmp(content_type, "application/problem+json", 24) == 0) {
+        const char *type = json_string_value(json_object_get(body, "type")) ?: "";
+        const char *detail = json_string_value(json_object_get(body, "detail")) ?: "error";
+        if (status == 403 && strstr(type, ":blocked-by-prescreen"))
+            ret = rpc_result(r, id, blocked_result(body));
+        else if (status == 400 || status == 404 || status == 422)
+            ret = rpc_error(r, 200, id, RPC_INVALID_PARAMS, detail, json_incref(body));
+        else
+            ret = rpc_error(r, 200, id, RPC_INTERNAL_ERROR, detail, json_incref(body));
+        json_decref(body);
+    } else if (status == 202 && call->may_hold && r->srv->cfg->mcp_hold_seconds > 0 &&
+               json_is_string(json_object_get(body, "id"))) {
+        /* Held: wait for the decision and the run like GET /v1/executions/{id}?wait= (this
+         * filter then sees its 200). */
+        call->may_hold = false;
+        free(r->params[0]);
+        r->params[0] = strdup(json_string_value(json_object_get(body, "id")));
+        json_decref(body);
+        ret = r->params[0] ? tc_api_execution_wait(r, r->srv->cfg->mcp_hold_seconds)
+                           : rpc_error(r, 200, id, RPC_INTERNAL_ERROR, "out of memory", NULL);
+    } else if (status == 200 || status == 202) {
+        json_t *result = call_result(r, body);
+        ret = result ? rpc_result(r, id, result)
+                     : rpc_error(r, 200, id, RPC_INTERNAL_ERROR, "no execution to report", NULL);
+    } else {
+        json_decref(body);
+        ret = rpc_error(r, 200, id, RPC_INTERNAL_ERROR, "unexpected answer", NULL);
+    }
+    json_decref(id);
+    return ret;
+}
+
+static bool only_keys(json_t *o, const char *const *allowed, json_t *errors, const char *where)
+{
+    const char *key;
+    json_t *v;
+    bool ok = true;
+    json_object_foreach(o, key, v)
+    {
+        bool known = false;
+        for (const char *const *a = allowed; *a; a++)
+            known |= strcmp(key, *a) == 0;
+        if (!known) {
+            json_array_append_new(errors, json_pack("{s:s+, s:s}", "path", where, key, "message",
+                                                    "unknown argument"));
+            ok = false;
+        }
+    }
+    return ok;
+}
+
+static enum MHD_Result tools_call(struct tc_request *r, struct mcp_call *call, json_t *params)
+{
+    json_t *name = json_object_get(params, "name"), *args = json_object_get(params, "arguments");
+    if (!json_is_string(name))
+        return rpc_error(r, 200, call->id, RPC_INVALID_PARAMS, "params.name must be a string",
+                         NULL);
+    if (args && !json_is_object(args))
+        return rpc_error(r, 200, call->id, RPC_INVALID_PARAMS,
+                         "params.arguments must be an object", NULL);
+    json_t *errors = json_array();
+    r->reply_filter = tool_reply;
+    if (strcmp(json_string_value(name), WAIT_TOOL) == 0) {
+        static const char *const allowed[] = {"execution_id", "timeout_seconds", NULL};
+        json_t *eid = json_object_get(args, "execution_id");
+        json_t *secs = json_object_get(args, "timeout_seconds");
+        only_keys(args, allowed, errors, "arguments.");
+        if (!json_is_string(eid) || !tc_uuid_valid(json_string_value(eid)))
+            json_array_append_new(errors, json_pack("{s:s, s:s}", "path", "arguments.execution_id",
+                                                    "message", "must be an execution id"));
+        if (secs && (!json_is_integer(secs) || json_integer_value(secs) < 0 ||
+                     json_integer_value(secs) > 60))
+            json_array_append_new(errors,
+                                  json_pack("{s:s, s:s}", "path", "arguments.timeout_seconds",
+                                            "message", "must be an integer from 0 to 60"));
+        if (json_array_size(errors) > 0)
+            return rpc_error(r, 200, call->id, RPC_INVALID_PARAMS, "invalid arguments",
+                             json_pack("{s:o}", "errors", errors));
+        json_decref(errors);
+        r->params[0] = strdup(json_string_value(eid));
+        if (!r->params[0])
+            return MHD_NO;
+        return tc_api_execution_wait(r, secs ? json_integer_value(secs) : 30);
+    }
+    static const char *const allowed[] = {"code", "stdin", "files", "limits", "collect", NULL};
+    if (!only_keys(args, allowed, errors, "arguments."))
+        return rpc_error(r, 200, call->id, RPC_INVALID_PARAMS, "invalid arguments",
+                         json_pack("{s:o}", "errors", errors));
+    json_decref(errors);
+    json_t *body = args ? json_deep_copy(args) : json_object();
+    if (!body || json_object_set(body, "tool", name) < 0) {
+        json_decref(body);
+        return MHD_NO;
+    }
+    call->may_hold = true;
+    return tc_api_execute_json(r, body, &(struct tc_execute_opts){0});
+}
+
+/* ---- the message ---- */
+
+static bool id_ok(json_t *id)
+{
+    return json_is_string(id) || json_is_integer(id);
+}
+
+static enum MHD_Result initialize(struct tc_request *r, json_t *id, json_t *params)
+{
+    const char *want = json_string_value(json_object_get(params, "protocolVersion"));
+    if (!want)
+        return rpc_error(r, 200, id, RPC_INVALID_PARAMS, "params.protocolVersion must be a string",
+                         NULL);
+    const char *v = versions[0];
+    for (size_t i = 0; i < TC_ARRAY_SIZE(versions); i++)
+        if (strcmp(want, versions[i]) == 0)
+            v = versions[i];
+    return rpc_result(
+        r, id,
+        json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion", v,
+                  "capabilities", "tools", "listChanged", 0, "serverInfo", "name", "toolcage",
+                  "title", "toolcage sandbox", "version", TOOLCAGE_VERSION, "instructions",
+                  "Each tool runs code in a fresh, isolated sandbox under its policy and returns"
+                  " the redacted output. Calls to tools that need a human's approval wait for it;"
+                  " if they are still waiting, call " WAIT_TOOL " with the execution id."));
+}
+
+static bool version_supported(const char *v)
+{
+    for (size_t i = 0; i < TC_ARRAY_SIZE(versions); i++)
+        if (strcmp(v, versions[i]) == 0)
+            return true;
+    /* the version a client assumes before negotiating (Streamable HTTP, 2025-03-26) */
+    return strcmp(v, "2025-03-26") == 0;
+}
+
+enum MHD_Result tc_api_mcp(struct tc_request *r)
+{
+    if (MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Origin"))
+        return rpc_error(r, 403, NULL, RPC_INVALID_REQUEST,
+                         "requests from web pages (with an Origin header) are not accepted", NULL);
+    const char *pv = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "MCP-Protocol-Version");
+    if (pv && !version_supported(pv))
+        return rpc_error(r, 400, NULL, RPC_INVALID_REQUEST,
+                         "unsupported MCP-Protocol-Version (supported: 2025-11-25, 2025-06-18)",
+                         NULL);
+    json_error_t jerr;
+    json_t *msg = r->body.len ? json_loadb(r->body.data, r->body.len,
+                                           JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr)
+                              : NULL;
+    if (!msg) /* the parser's text may quote the body: only where it failed */
+        return rpc_error(
+            r, 400, NULL, RPC_PARSE_ERROR, "Parse error",
+            r->body.len ? json_pack("{s:i, s:i}", "line", jerr.line, "column", jerr.column) : NULL);
+    enum MHD_Result ret;
+    json_t *id = json_object_get(msg, "id"), *method = json_object_get(msg, "method");
+    json_t *params = json_object_get(msg, "params");
+    if (json_is_array(msg)) {
+        ret = rpc_error(r, 400, NULL, RPC_INVALID_REQUEST,
+                        "batches are not supported: send one message per request", NULL);
+    } else if (!json_is_object(msg) || !json_is_string(json_object_get(msg, "jsonrpc")) ||
+               strcmp(json_string_value(json_object_get(msg, "jsonrpc")), "2.0") != 0 ||
+               (id && !id_ok(id))) {
+        ret = rpc_error(r, 400, id_ok(id) ? id : NULL, RPC_INVALID_REQUEST,
+                        "not a JSON-RPC 2.0 message", NULL);
+    } else if (!method && id && (json_object_get(msg, "result") || json_object_get(msg, "error"))) {
+        ret = accepted(r); /* a response: we send no requests, so nothing waits for it */
+    } else if (!json_is_string(method)) {
+        ret = rpc_error(r, 400, id, RPC_INVALID_REQUEST, "method must be a string", NULL);
+    } else if (!id) {
+        ret = accepted(r); /* a notification (initialized, cancelled, ...) */
+    } else if (params && !json_is_object(params)) {
+        ret = rpc_error(r, 200, id, RPC_INVALID_PARAMS, "params must be an object", NULL);
+    } else {
+        const char *m = json_string_value(method);
+        if (strcmp(m, "initialize") == 0) {
+            ret = initialize(r, id, params);
+        } else if (strcmp(m, "ping") == 0) {
+            ret = rpc_result(r, id, json_object());
+        } else if (strcmp(m, "tools/list") == 0) {
+            ret = rpc_result(r, id, tools_list(r));
+        } else if (strcmp(m, "tools/call") == 0) {
+            struct mcp_call *call = calloc(1, sizeof(*call));
+            if (!call) {
+                ret = MHD_NO;
+            } else {
+                call->id = json_incref(id);
+                r->reply_ctx = call;
+                r->reply_ctx_free = mcp_call_free;
+                ret = tools_call(r, call, params);
+            }
+        } else {
+            ret = rpc_error(r, 200, id, RPC_METHOD_NOT_FOUND, "Method not found", NULL);
+        }
+    }
+    json_decref(msg);
+    return ret;
+}

