@@ -15,6 +15,7 @@
  * Notifications and responses are accepted (202, no body). Requests that carry an Origin
  * header come from a web page and are refused (DNS rebinding): MCP clients send none. */
 #include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "api/api.h"
@@ -157,16 +158,27 @@ static void put(struct tc_buf *b, const char *fmt, ...)
     va_end(ap);
 }
 
+/* Each stream's text for the model is bounded (the structured result keeps all of it); a cut
+ * never splits a UTF-8 sequence. */
+#define TEXT_STREAM_MAX (256 * 1024)
+
 static void append_stream(struct tc_buf *b, const char *name, json_t *view)
 {
-    const char *s = json_string_value(json_object_get(view, name));
-    if (s && *s)
-        put(b, "\n--- %s%s ---\n%s", name,
-                             json_is_true(json_object_get(view, name[3] == 'o' ? "stdout_truncated"
-                                                                               : "stderr_truncated"))
-                                 ? " (truncated)"
-                                 : "",
-                             s);
+    json_t *v = json_object_get(view, name);
+    const char *s = json_string_value(v);
+    size_t n = json_string_length(v);
+    if (!s || n == 0)
+        return;
+    char flag[24];
+    snprintf(flag, sizeof(flag), "%s_truncated", name);
+    bool cut = n > TEXT_STREAM_MAX;
+    if (cut) {
+        n = TEXT_STREAM_MAX;
+        while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
+            n--;
+    }
+    put(b, "\n--- %s%s ---\n%.*s", name,
+        json_is_true(json_object_get(view, flag)) || cut ? " (truncated)" : "", (int)n, s);
 }
 
 /* An Execution (or a HeldExecution) as a CallToolResult. */
@@ -180,7 +192,7 @@ static json_t *call_result(struct tc_request *r, json_t *view /* stolen */)
         return NULL;
     }
     struct tc_buf text;
-    tc_buf_init(&text, 4 * 1024 * 1024);
+    tc_buf_init(&text, 2 * TEXT_STREAM_MAX + 64 * 1024);
     bool error;
     if (!strcmp(status, "pending_approval") || !strcmp(status, "queued") ||
         !strcmp(status, "running")) {

@@ -95,6 +95,13 @@ test('tools/call runs like POST /v1/execute: stored, audited as the key, redacte
   assert.equal(failed.structuredContent.exit_code, 3);
   assert.match(failed.content[0].text, /exit code 3/);
 
+  // A large output: the text for the model is bounded and says so; the structured result has it all.
+  const big = await callTool(client, 'shell', { code: `printf x; s=${'é'.repeat(50)}; for i in $(seq 3000); do printf %s "$s"; done` });
+  assert.equal(big.structuredContent.stdout, `x${'é'.repeat(150000)}`); // odd: a cut lands inside a character
+  assert.match(big.content[0].text, /--- stdout \(truncated\) ---/);
+  assert.ok(big.content[0].text.length < 150_000, `text of ${big.content[0].text.length} characters`);
+  assert.doesNotMatch(big.content[0].text, /\uFFFD/, 'a UTF-8 sequence was cut');
+
   const collected = await callTool(client, 'shell', { code: `echo file-${t} > out.txt`, collect: ['*.txt'] });
   assert.equal(collected.structuredContent.files[0].content, `file-${t}\n`);
 });
