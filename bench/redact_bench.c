@@ -47,7 +47,7 @@ int main(int argc, char **argv)
     const char *paths[] = {"/var/lib/toolcage"};
     const char *secrets[] = {"leased-S3cret-value"};
 
-    if (!text || !copy || tc_redactor_new(NULL, 0, paths, 1, &r) < 0)
+    if (!text || !copy || tc_redactor_new(NULL, 0, NULL, 0, paths, 1, &r) < 0)
         return 2;
     /* the secret-bearing line appears once per ~1 KiB (1 in 10 pieces) */
     while (n < size) {

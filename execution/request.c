@@ -390,15 +390,23 @@ json_t *tc_exec_build_spec(const struct tc_tool *tool, const struct tc_exec_requ
 int tc_exec_redactor(const struct tc_tool *tool, const char *state_dir,
                      struct tc_redactor **ret_redactor)
 {
-    json_t *dis =
-        json_object_get(json_object_get(json_object_get(tool->raw, "output"), "redact"), "disable");
-    const char *names[64];
-    size_t n = 0, i;
+    json_t *redact = json_object_get(json_object_get(tool->raw, "output"), "redact");
+    const char *off[64], *on[64];
+    size_t noff = 0, non = 0, i;
     json_t *v;
-    json_array_foreach(dis, i, v) if (n < TC_ARRAY_SIZE(names) && json_is_string(v)) names[n++] =
-        json_string_value(v);
+    json_array_foreach(json_object_get(redact, "disable"), i, v)
+    {
+        if (noff < TC_ARRAY_SIZE(off) && json_is_string(v))
+            off[noff++] = json_string_value(v);
+    }
+    json_array_foreach(json_object_get(redact, "enable"), i, v)
+    {
+        if (non < TC_ARRAY_SIZE(on) && json_is_string(v))
+            on[non++] = json_string_value(v);
+    }
     const char *paths[] = {state_dir};
-    return tc_redactor_new(names, n, paths, state_dir && state_dir[0] == '/' ? 1 : 0, ret_redactor);
+    return tc_redactor_new(off, noff, on, non, paths, state_dir && state_dir[0] == '/' ? 1 : 0,
+                           ret_redactor);
 }
 
 /* Bytes -> a JSON string that is valid UTF-8 and holds no NUL: invalid bytes and NUL become

@@ -963,25 +963,17 @@ static void check_credentials(struct ctx *c, const char *path, json_t *obj, cons
         }
 }
 
-static void check_output(struct ctx *c, const char *path, json_t *obj)
+/* output.redact.disable / .enable: known rule names, each once, never in both lists. */
+static void check_rule_list(struct ctx *c, const char *rp, json_t *redact, const char *key,
+                            json_t *other)
 {
-    char op[PATH_BUF], rp[PATH_BUF], dp[PATH_BUF], p[PATH_BUF];
-    json_t *out = get_object(c, path, obj, "output");
-    json_t *redact, *dis, *v;
+    char dp[PATH_BUF], p[PATH_BUF];
+    json_t *list, *v;
     size_t i;
-
-    if (!out)
+    if (!(list = get_array(c, rp, redact, key, false, 0, MAX_REDACT_DISABLE)))
         return;
-    path_key(op, sizeof(op), path, "output");
-    check_keys(c, op, out, (const char *const[]){"redact", NULL});
-    if (!(redact = get_object(c, op, out, "redact")))
-        return;
-    path_key(rp, sizeof(rp), op, "redact");
-    check_keys(c, rp, redact, (const char *const[]){"disable", NULL});
-    if (!(dis = get_array(c, rp, redact, "disable", false, 0, MAX_REDACT_DISABLE)))
-        return;
-    path_key(dp, sizeof(dp), rp, "disable");
-    json_array_foreach(dis, i, v)
+    path_key(dp, sizeof(dp), rp, key);
+    json_array_foreach(list, i, v)
     {
         const char *s;
         path_index(p, sizeof(p), dp, i);
@@ -995,11 +987,37 @@ static void check_output(struct ctx *c, const char *path, json_t *obj)
         if (!known)
             add_err(c, p, "unknown redaction rule \"%s\" (see docs/redaction.md)", s);
         for (size_t k = 0; k < i; k++)
-            if (json_equal(json_array_get(dis, k), v)) {
+            if (json_equal(json_array_get(list, k), v)) {
                 add_err(c, p, "duplicate entry \"%s\"", s);
                 break;
             }
+        size_t k;
+        json_t *o;
+        json_array_foreach(other, k, o) if (json_equal(o, v))
+        {
+            add_err(c, p, "\"%s\" is both enabled and disabled", s);
+            break;
+        }
     }
+}
+
+static void check_output(struct ctx *c, const char *path, json_t *obj)
+{
+    char op[PATH_BUF], rp[PATH_BUF];
+    json_t *out = get_object(c, path, obj, "output");
+    json_t *redact;
+
+    if (!out)
+        return;
+    path_key(op, sizeof(op), path, "output");
+    check_keys(c, op, out, (const char *const[]){"redact", NULL});
+    if (!(redact = get_object(c, op, out, "redact")))
+        return;
+    path_key(rp, sizeof(rp), op, "redact");
+    check_keys(c, rp, redact, (const char *const[]){"disable", "enable", NULL});
+    json_t *dis = json_object_get(redact, "disable");
+    check_rule_list(c, rp, redact, "disable", NULL);
+    check_rule_list(c, rp, redact, "enable", json_is_array(dis) ? dis : NULL);
 }
 
 static char *find_runsc(struct ctx *c)

@@ -32,6 +32,8 @@ enum rule {
     R_URL_CREDENTIALS,
     R_ASSIGNMENT,
     R_PRIVATE_IP,
+    R_LOOPBACK_IP,   /* off unless a tool enables it */
+    R_LINK_LOCAL_IP, /* off unless a tool enables it */
     R_HOST_PATH,
     R_SECRET,
     R__COUNT
@@ -40,9 +42,17 @@ enum rule {
 static const char *const rule_names[R__COUNT] = {
     "aws_access_key", "aws_secret_key",  "github_token",  "slack_token",    "slack_webhook",
     "stripe_key",     "openai_key",      "anthropic_key", "google_api_key", "jwt",
-    "private_key",    "url_credentials", "assignment",    "private_ip",     "host_path",
-    "secret",
+    "private_key",    "url_credentials", "assignment",    "private_ip",     "loopback_ip",
+    "link_local_ip",  "host_path",       "secret",
 };
+
+/* Rules a tool must enable: what they match is ordinary output an agent needs to read (a
+ * test's 127.0.0.1:3128, the metadata address) more often than it is a secret. */
+static bool off_by_default(int rule)
+{
+    return rule == R_LOOPBACK_IP || rule == R_LINK_LOCAL_IP;
+}
+
 
 #define MAXTOK         TC_REDACT_MAX_TOKEN
 #define LOOKBEHIND     128
@@ -150,8 +160,14 @@ void tc_redactor_free(struct tc_redactor *r)
     free(r);
 }
 
-int tc_redactor_new(const char *const *disabled, size_t ndisabled, const char *const *host_paths,
-                    size_t nhost_paths, struct tc_redactor **ret)
+static bool any_ip_rule(const struct tc_redactor *r)
+{
+    return r->on[R_PRIVATE_IP] || r->on[R_LOOPBACK_IP] || r->on[R_LINK_LOCAL_IP];
+}
+
+int tc_redactor_new(const char *const *disabled, size_t ndisabled, const char *const *enabled,
+                    size_t nenabled, const char *const *host_paths, size_t nhost_paths,
+                    struct tc_redactor **ret)
 {
     struct tc_redactor *r;
 
@@ -161,6 +177,9 @@ int tc_redactor_new(const char *const *disabled, size_t ndisabled, const char *c
     for (size_t i = 0; i < ndisabled; i++)
         if (!disabled[i] || rule_index(disabled[i]) < 0)
             return -EINVAL;
+    for (size_t i = 0; i < nenabled; i++)
+        if (!enabled[i] || rule_index(enabled[i]) < 0)
+            return -EINVAL;
     for (size_t i = 0; i < nhost_paths; i++)
         if (!host_paths[i] || host_paths[i][0] != '/' || strlen(host_paths[i]) >= 4096)
             return -EINVAL;
@@ -168,8 +187,11 @@ int tc_redactor_new(const char *const *disabled, size_t ndisabled, const char *c
     if (!r)
         return -ENOMEM;
     for (int i = 0; i < R__COUNT; i++)
-        r->on[i] = true;
-    for (size_t i = 0; i < ndisabled; i++)
+        r->on[i] = !off_by_default(i);
+    for (size_t i = 0; i < nenabled; i++)
+        r->on[rule_index(enabled[i])] = true;
+    for (size_t i = 0; i < ndisabled; i++) /* named in both: off (the stricter reading of a typo
+                                              is not knowable; the policy check refuses it) */
         r->on[rule_index(disabled[i])] = false;
     r->on[R_SECRET] = true; /* leased values are always redacted */
     for (size_t i = 0; i < nhost_paths; i++) {
@@ -211,7 +233,7 @@ int tc_redactor_new(const char *const *disabled, size_t ndisabled, const char *c
         pair_set(r->pair, '-', '-');
     if (r->on[R_URL_CREDENTIALS])
         pair_set(r->pair, ':', '/');
-    if (r->on[R_PRIVATE_IP]) {
+    if (any_ip_rule(r)) {
         for (unsigned char c = '0'; c <= '9'; c++)
             pair_set(r->pair, '1', c);
         pair_set(r->pair, ':', ':');
@@ -767,8 +789,10 @@ static int parse_octet(const unsigned char *b, size_t *q, size_t end)
     return v;
 }
 
-/* Private (10/8, 172.16/12, 192.168/16), loopback (127/8) and link-local (169.254/16) IPv4. */
-static bool m_ipv4(const unsigned char *b, size_t p, size_t end, struct match *m)
+/* IPv4 of the classes the redactor has on: private (10/8, 172.16/12, 192.168/16), loopback
+ * (127/8), link-local (169.254/16). Documentation and public addresses never match. */
+static bool m_ipv4(const struct tc_redactor *r, const unsigned char *b, size_t p, size_t end,
+                   struct match *m)
 {
     int o[4];
     size_t q = p;
@@ -786,15 +810,21 @@ static bool m_ipv4(const unsigned char *b, size_t p, size_t end, struct match *m
     if (q < end && (IS(b[q], C_ALNUM) || b[q] == '_' ||
                     (b[q] == '.' && q + 1 < end && b[q + 1] >= '0' && b[q + 1] <= '9')))
         return false;
-    if (!(o[0] == 10 || o[0] == 127 || (o[0] == 169 && o[1] == 254) ||
-          (o[0] == 172 && o[1] >= 16 && o[1] <= 31) || (o[0] == 192 && o[1] == 168)))
+    int rule = o[0] == 127                                ? R_LOOPBACK_IP
+               : (o[0] == 169 && o[1] == 254)               ? R_LINK_LOCAL_IP
+               : (o[0] == 10 || (o[0] == 172 && o[1] >= 16 && o[1] <= 31) ||
+                  (o[0] == 192 && o[1] == 168))               ? R_PRIVATE_IP
+                                                            : -1;
+    if (rule < 0 || !r->on[rule])
         return false;
-    *m = (struct match){0, q - p, R_PRIVATE_IP, ST_NORMAL, NULL};
+    *m = (struct match){0, q - p, rule, ST_NORMAL, NULL};
     return true;
 }
 
-/* Link-local fe80::/10, unique-local fc00::/7 and loopback ::1 IPv6. */
-static bool m_ipv6(const unsigned char *b, size_t p, size_t end, struct match *m)
+/* IPv6 of the classes the redactor has on: unique-local fc00::/7 (private), loopback ::1,
+ * link-local fe80::/10. */
+static bool m_ipv6(const struct tc_redactor *r, const unsigned char *b, size_t p, size_t end,
+                   struct match *m)
 {
     size_t q = p;
     int groups = 0;
@@ -817,7 +847,9 @@ static bool m_ipv6(const unsigned char *b, size_t p, size_t end, struct match *m
             if (!url && !port)
                 return false;
         }
-        *m = (struct match){0, 3, R_PRIVATE_IP, ST_NORMAL, NULL};
+        if (!r->on[R_LOOPBACK_IP])
+            return false;
+        *m = (struct match){0, 3, R_LOOPBACK_IP, ST_NORMAL, NULL};
         return true;
     }
     while (groups < 8) {
@@ -858,9 +890,12 @@ static bool m_ipv6(const unsigned char *b, size_t p, size_t end, struct match *m
         return false;
     if (q < end && (IS(b[q], C_KEY) || b[q] == ':'))
         return false;
-    if (!((first & 0xfe00) == 0xfc00 || (first & 0xffc0) == 0xfe80))
+    int rule = (first & 0xfe00) == 0xfc00   ? R_PRIVATE_IP
+               : (first & 0xffc0) == 0xfe80 ? R_LINK_LOCAL_IP
+                                            : -1;
+    if (rule < 0 || !r->on[rule])
         return false;
-    *m = (struct match){0, q - p, R_PRIVATE_IP, ST_NORMAL, NULL};
+    *m = (struct match){0, q - p, rule, ST_NORMAL, NULL};
     return true;
 }
 
@@ -1083,10 +1118,10 @@ static bool try_match(const struct tc_redact_stream *s, const unsigned char *b, 
     case '-':
         return !tokens_only && r->on[R_PRIVATE_KEY] && m_pem(b, p, end, m);
     case '1':
-        return !tokens_only && r->on[R_PRIVATE_IP] && m_ipv4(b, p, end, m);
+        return !tokens_only && any_ip_rule(r) && m_ipv4(r, b, p, end, m);
     case 'f':
     case 'F':
-        return !tokens_only && r->on[R_PRIVATE_IP] && m_ipv6(b, p, end, m);
+        return !tokens_only && any_ip_rule(r) && m_ipv6(r, b, p, end, m);
     case '/':
         return !tokens_only && r->on[R_HOST_PATH] && m_host_path(r, b, p, end, m);
     case ':':
@@ -1094,7 +1129,7 @@ static bool try_match(const struct tc_redact_stream *s, const unsigned char *b, 
             return false;
         if (r->on[R_URL_CREDENTIALS] && m_url_credentials(b, p, end, m))
             return true;
-        if (r->on[R_PRIVATE_IP] && m_ipv6(b, p, end, m))
+        if (r->on[R_LOOPBACK_IP] && m_ipv6(r, b, p, end, m))
             return true;
         return r->on[R_ASSIGNMENT] && m_assignment(s, b, p, end, m);
     case '=':

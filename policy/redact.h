@@ -21,12 +21,14 @@
 
 struct tc_redactor; /* compiled built-in rules minus the disabled ones; immutable, thread-safe */
 
-/* disabled: rule names to switch off (from the policy's output.redact.disable); an unknown name
- * is -EINVAL; "secret" is accepted but has no effect (leased values are always redacted).
- * host_paths: extra absolute literal paths (the state dir) redacted as "host_path" wherever
- * they appear as a path prefix. 0, -EINVAL or -ENOMEM. */
-int tc_redactor_new(const char *const *disabled, size_t ndisabled, const char *const *host_paths,
-                    size_t nhost_paths, struct tc_redactor **ret);
+/* Every rule is on but loopback_ip and link_local_ip. enabled: rule names to switch on (from
+ * the policy's output.redact.enable), disabled: to switch off (output.redact.disable; a name in
+ * both is off); an unknown name is -EINVAL; "secret" is accepted but has no effect (leased
+ * values are always redacted). host_paths: extra absolute literal paths (the state dir)
+ * redacted as "host_path" wherever they appear as a path prefix. 0, -EINVAL or -ENOMEM. */
+int tc_redactor_new(const char *const *disabled, size_t ndisabled, const char *const *enabled,
+                    size_t nenabled, const char *const *host_paths, size_t nhost_paths,
+                    struct tc_redactor **ret);
 void tc_redactor_free(struct tc_redactor *r); /* NULL is a no-op */
 
 /* The stable rule names, for policy validation and docs (static storage). */

@@ -40,7 +40,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!R) {
         const char *paths[] = {"/var/lib/toolcage"};
-        if (tc_redactor_new(NULL, 0, paths, 1, &R) < 0)
+        if (tc_redactor_new(NULL, 0, NULL, 0, paths, 1, &R) < 0)
             abort();
     }
     if (size < 2)

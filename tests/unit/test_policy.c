@@ -642,6 +642,13 @@ static bool test_reserved_sections(void)
                           "(see docs/redaction.md)"));
     CHECK(tool_fails_with("\"output\": {\"redact\": {\"disable\": \"email\"}}",
                           "tools.t.output.redact.disable: must be an array"));
+    CHECK(tool_fails_with("\"output\": {\"redact\": {\"enable\": [\"loopback\"]}}",
+                          "tools.t.output.redact.enable[0]: unknown redaction rule \"loopback\" "
+                          "(see docs/redaction.md)"));
+    CHECK(tool_fails_with("\"output\": {\"redact\": {\"disable\": [\"jwt\", \"loopback_ip\"],"
+                          " \"enable\": [\"loopback_ip\"]}}",
+                          "tools.t.output.redact.enable[0]: \"loopback_ip\" is both enabled and "
+                          "disabled"));
     return true;
 }
 
