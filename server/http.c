@@ -296,22 +296,26 @@ static bool match(const char *pattern, const char *path, struct tc_request *r)
     return *p == '\0' && *s == '\0';
 }
 
-/* The route for r among srv->routes, its group, and in allow the methods the path has. */
+/* The route for r among srv->routes, its group, and in allow the methods the path has. A
+ * literal path wins over a template, as in OpenAPI: /v1/audit/hash is that path (POST only,
+ * so GET is 405), never the record {seq} = "hash". */
 static const struct tc_route *route_find(struct tc_request *r,
                                          const struct tc_route_group **ret_group, char *allow,
                                          size_t allow_size)
 {
-    for (const struct tc_route_group *const *g = r->srv->routes; g && *g; g++)
-        for (const struct tc_route *rt = (*g)->routes; rt->method; rt++) {
-            if (!match(rt->pattern, r->path, NULL))
-                continue;
-            if (strcmp(rt->method, r->method) == 0) {
-                *ret_group = *g;
-                return rt;
+    for (int templated = 0; templated <= 1 && !allow[0]; templated++)
+        for (const struct tc_route_group *const *g = r->srv->routes; g && *g; g++)
+            for (const struct tc_route *rt = (*g)->routes; rt->method; rt++) {
+                if ((strstr(rt->pattern, "{}") != NULL) != templated ||
+                    !match(rt->pattern, r->path, NULL))
+                    continue;
+                if (strcmp(rt->method, r->method) == 0) {
+                    *ret_group = *g;
+                    return rt;
+                }
+                size_t n = strlen(allow);
+                snprintf(allow + n, allow_size - n, "%s%s", n ? ", " : "", rt->method);
             }
-            size_t n = strlen(allow);
-            snprintf(allow + n, allow_size - n, "%s%s", n ? ", " : "", rt->method);
-        }
     return NULL;
 }
 

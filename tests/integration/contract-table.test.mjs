@@ -97,3 +97,67 @@ test('every declared operation is routed: a key it allows never gets 404 for the
     assert.ok(routed, `${where}: every role got 403`);
   }
 });
+
+test('every path: a method it does not declare answers 405 with an Allow header naming those it does', async () => {
+  const paths = [...new Set(ops.map((o) => o.template))];
+  for (const template of paths) {
+    const declared = ops.filter((o) => o.template === template).map((o) => o.method);
+    const path = ops.find((o) => o.template === template).path;
+    for (const m of ['GET', 'POST', 'PUT', 'DELETE', 'PATCH'].filter((x) => !declared.includes(x))) {
+      const res = await server.request(m, path, { key: server.keys.admin }); // validates Allow
+      assert.equal(res.status, 405, `${m} ${template}: ${res.status} ${res.text.slice(0, 300)}`);
+      assertProblem(res, 405, 'method-not-allowed');
+    }
+  }
+});
+
+test('every operation that declares 403 refuses some role with a forbidden problem; 403 is never the answer to an allowed role', async () => {
+  const roles = ['admin', 'agent', 'reviewer', 'auditor', 'operator'];
+  for (const o of ops.filter((x) => x.secured)) {
+    const where = `${o.method} ${o.template}`;
+    const refused = [];
+    for (const role of roles) {
+      const opts = { key: server.keys[role] };
+      if (o.body) opts.json = {};
+      const res = await server.request(o.method, o.path, opts);
+      if (res.status === 403 && res.json?.type === 'urn:toolcage:problem:forbidden') refused.push(role);
+    }
+    if (o.op.responses['403']) assert.ok(refused.length > 0, `${where} declares 403 but refuses no role`);
+    else assert.deepEqual(refused, [], `${where} refuses ${refused} without declaring 403`);
+  }
+});
+
+test('every operation with a body: a body that is not JSON is a 400, never a 500', async () => {
+  for (const o of ops.filter((x) => x.body)) {
+    const where = `${o.method} ${o.template}`;
+    // an empty body is a valid request where the body is optional (approve without a reason)
+    for (const body of ['{"unterminated', '\xff\xfe', '[]', ...(o.op.requestBody.required ? [''] : [])]) {
+      let res;
+      for (const key of keysFor()) {
+        res = await server.request(o.method, o.path, { key, body, headers: { 'content-type': 'application/json' } });
+        if (res.status !== 403) break;
+      }
+      assert.equal(res.status, 400, `${where} with ${JSON.stringify(body)}: ${res.status} ${res.text.slice(0, 300)}`);
+    }
+  }
+});
+
+test('every operation on a resource that declares 404 answers it for an id or name that names nothing', async () => {
+  for (const o of ops.filter((x) => x.template.includes('{') && x.op.responses['404'])) {
+    const where = `${o.method} ${o.template}`;
+    const statuses = [];
+    for (const key of o.secured ? keysFor() : [null]) {
+      const opts = {};
+      if (key) opts.key = key;
+      // a body the operation takes, so that the lookup is what refuses it
+      if (o.body) opts.json = o.template.endsWith('/deny') ? { reason: 'contract table' } : {};
+      const res = await server.request(o.method, o.template === '/v1/audit/{seq}' ? '/v1/audit/999999999' : o.path, opts);
+      statuses.push(res.status);
+      if (res.status === 404) {
+        assert.match(res.json?.type ?? '', /^urn:toolcage:problem:(not-found|unknown-)/, `${where}: ${res.text.slice(0, 200)}`);
+        break;
+      }
+    }
+    assert.ok(statuses.includes(404), `${where}: ${statuses.join(', ')}`);
+  }
+});

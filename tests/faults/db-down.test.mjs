@@ -1,0 +1,106 @@
+// PostgreSQL down: every operation of the contract that needs the database answers
+// 503 unavailable (a problem with Retry-After) at once, never a 500, a hang or a crash, and
+// writes nothing; the operations that need no database keep answering; once PostgreSQL is
+// back every operation answers as before. The table is openapi/openapi.yaml itself, so a new
+// operation is covered the day it is declared.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import YAML from 'yaml';
+import { Server, OPENAPI_PATH, assertProblem } from '../integration/harness.mjs';
+import { faultPolicy, tmpdir, pgStop, pgStart, report, SLOW } from './lib.mjs';
+
+const dir = tmpdir('db-down');
+const { policy } = faultPolicy(dir);
+const server = new Server('faults-db-down', { freshDatabase: true, policy });
+
+before(async () => { await server.start(); }, { timeout: 120_000 * SLOW });
+after(async () => {
+  await pgStart().catch(() => {});
+  await server.stop();
+  fs.rmSync(dir, { recursive: true, force: true });
+}, { timeout: 120_000 * SLOW });
+
+// What answers without the database: liveness, the contract, metrics. Everything with a key
+// needs it (the key is looked up), and so do readiness and the public token keys.
+const NO_DATABASE = new Set(['GET /healthz', 'GET /openapi.yaml', 'GET /metrics']);
+
+const spec = YAML.parse(fs.readFileSync(OPENAPI_PATH, 'utf8'));
+const ops = [];
+for (const [template, item] of Object.entries(spec.paths)) {
+  for (const m of ['get', 'post', 'put', 'delete', 'patch']) {
+    const op = item[m];
+    if (!op) continue;
+    ops.push({
+      name: `${m.toUpperCase()} ${template}`, method: m.toUpperCase(), op,
+      secured: (op.security ?? spec.security ?? []).length > 0,
+      body: Boolean(op.requestBody),
+      path: template.replace(/\{[^}]+\}/g, (p) => (p === '{seq}' ? '1' : p === '{name}' ? 'db-down-x' : crypto.randomUUID())),
+    });
+  }
+}
+
+/** A request each operation would take (its role, a body it accepts the shape of). */
+function requestFor(o) {
+  const keyFor = { 'POST /v1/admin/policy/reload': server.keys.operator };
+  const opts = {};
+  if (o.secured) opts.key = keyFor[o.name] ?? (o.method === 'GET' ? server.keys.admin : server.keys.agent);
+  if (/approvals|audit|secrets/.test(o.name)) opts.key = server.keys.admin;
+  if (o.body) {
+    opts.json = {
+      'POST /v1/execute': { tool: 'mark', code: 'true' },
+      'POST /v1/prescreen': { tool: 'mark', code: 'true' },
+      'POST /mcp': { jsonrpc: '2.0', id: 1, method: 'ping' },
+      'PUT /v1/secrets/{name}': { value: 'x', allowed_tools: ['mark'] },
+      'POST /v1/audit/hash': { value: 'x' },
+      'POST /v1/credentials': { tool: 'mark', audience: 'x' },
+      'POST /v1/credentials/introspect': { token: 'x' },
+    }[o.name.replace(/\/[0-9a-f-]{36}/g, '/{id}')] ?? {};
+  }
+  return opts;
+}
+
+test('every operation: 503 unavailable while PostgreSQL is down (none needing it answers otherwise), then back', async (t) => {
+  assert.ok(ops.length >= 25, `${ops.length} operations in the contract`);
+  const up = {};
+  for (const o of ops) up[o.name] = (await server.request(o.method, o.path, requestFor(o))).status;
+  assert.ok(Object.values(up).every((s) => s !== 503 && s < 500), `before the fault: ${JSON.stringify(up)}`);
+
+  await pgStop();
+  const down = {};
+  let slowest = 0;
+  try {
+    for (const o of ops) {
+      const res = await server.request(o.method, o.path, { ...requestFor(o), timeout: 30_000 * SLOW });
+      down[o.name] = res.status;
+      slowest = Math.max(slowest, res.ms);
+      if (NO_DATABASE.has(o.name)) {
+        assert.equal(res.status, 200, `${o.name} needs no database: ${res.text.slice(0, 300)}`);
+      } else if (o.name === 'GET /readyz') {
+        assert.equal(res.status, 503, `${o.name}: ${res.text.slice(0, 300)}`);
+      } else {
+        assertProblem(res, 503, 'unavailable');
+        assert.ok(Number(res.headers.get('retry-after')) >= 1, `${o.name}: Retry-After ${res.headers.get('retry-after')}`);
+      }
+    }
+  } finally {
+    await pgStart();
+  }
+  // Answered at once (the pool's wait for a connection, not a hang).
+  assert.ok(slowest < 10_000 * SLOW, `the slowest answer took ${Math.round(slowest)} ms`);
+  assert.equal(server.exited, null, 'the server exited');
+
+  // Back: every operation answers as it did before (the pool reconnects by itself).
+  const deadline = Date.now() + 30_000 * SLOW;
+  for (const o of ops) {
+    let status;
+    for (;;) {
+      status = (await server.request(o.method, o.path, requestFor(o))).status;
+      if (status !== 503 || Date.now() > deadline) break;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    assert.equal(status, up[o.name], `${o.name} after the restart`);
+  }
+  report(t, 'database down', { operations: ops.length, answered_503: Object.values(down).filter((s) => s === 503).length, slowest_ms: Math.round(slowest) });
+});
