@@ -18,7 +18,7 @@ RUNTIME_PACKAGES=(build-essential cmake pkg-config libmicrohttpd-dev libjansson-
   runsc)
 # nodejs/npm are checked as commands, not packages: a machine may have Node from
 # another source (whose nodejs package conflicts with Debian's npm package).
-TEST_PACKAGES=(chromium clang clang-format libclang-rt-14-dev python3
+TEST_PACKAGES=(chromium clang clang-format libclang-rt-14-dev python3 python3-venv
   # scripts/test-cgroup2: a cgroup v2 kernel under qemu
   qemu-system-x86 linux-image-amd64 busybox-static cpio
   # scripts/test-compose: docker-compose.yml with podman (rootful, runc) and images from Debian

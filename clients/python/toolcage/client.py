@@ -1,0 +1,280 @@
+"""A client for toolcage's HTTP API (openapi/openapi.yaml), standard library only.
+
+    from toolcage import Client
+    tc = Client("http://127.0.0.1:8080", key)
+    run = tc.execute("python", "print(6*7)")          # waits for the result
+    run["stdout"]                                      # '42\\n'
+    job = tc.submit("python", "import time; time.sleep(5)")  # 202 at once
+    done = tc.wait(job["id"])                          # long-polls until it finishes
+
+Every refusal raises a ProblemError subclass named after its problem type
+(ValidationError, UnknownTool, BlockedByPrescreen, Unavailable, ...), with the fields of the
+RFC 9457 problem the server answered.
+"""
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Type
+
+__all__ = [
+    "Client", "ToolcageError", "ProblemError", "ValidationError", "Unauthorized", "Forbidden",
+    "NotFound", "UnknownTool", "Conflict", "LimitExceedsPolicy", "BlockedByPrescreen",
+    "Overloaded", "Unavailable", "TransportError", "FINAL_STATUSES",
+]
+
+Json = Dict[str, Any]
+
+#: Statuses an execution never leaves.
+FINAL_STATUSES = frozenset(
+    {"completed", "failed", "timeout", "killed", "error", "denied", "expired", "cancelled"})
+
+_MAX_WAIT = 60  # the server's bound on ?wait=
+
+
+class ToolcageError(Exception):
+    """Anything this client raises."""
+
+
+class TransportError(ToolcageError):
+    """The server could not be reached, or answered something that is not the API."""
+
+
+class ProblemError(ToolcageError):
+    """An RFC 9457 problem: ``status``, ``type`` (the slug after ``urn:toolcage:problem:``),
+    ``title``, ``detail``, ``errors`` (a list of {path, message}), ``request_id``,
+    ``retry_after`` (seconds, for 429/503) and ``body`` (the whole problem)."""
+
+    def __init__(self, status: int, body: Json, retry_after: Optional[int] = None):
+        self.status = status
+        self.body = body
+        full = str(body.get("type", ""))
+        self.type = full.rsplit(":", 1)[-1] if full else ""
+        self.title = str(body.get("title", ""))
+        self.detail = str(body.get("detail", ""))
+        self.errors: List[Json] = list(body.get("errors") or [])
+        self.request_id = body.get("request_id")
+        self.retry_after = retry_after
+        super().__init__(f"{status} {self.type}: {self.detail}")
+
+
+class ValidationError(ProblemError):
+    pass
+
+
+class Unauthorized(ProblemError):
+    pass
+
+
+class Forbidden(ProblemError):
+    pass
+
+
+class NotFound(ProblemError):
+    pass
+
+
+class UnknownTool(NotFound):
+    pass
+
+
+class Conflict(ProblemError):
+    pass
+
+
+class LimitExceedsPolicy(ProblemError):
+    pass
+
+
+class BlockedByPrescreen(Forbidden):
+    """The pre-screen refused the code; ``errors`` name each finding (path code:LINE:COL)."""
+
+
+class Overloaded(ProblemError):
+    pass
+
+
+class Unavailable(ProblemError):
+    pass
+
+
+_BY_TYPE: Dict[str, Type[ProblemError]] = {
+    "validation": ValidationError, "invalid-json": ValidationError,
+    "invalid-encoding": ValidationError, "bad-request": ValidationError,
+    "unauthorized": Unauthorized, "forbidden": Forbidden, "not-found": NotFound,
+    "unknown-tool": UnknownTool, "limit-exceeds-policy": LimitExceedsPolicy,
+    "blocked-by-prescreen": BlockedByPrescreen, "overloaded": Overloaded,
+    "unavailable": Unavailable, "draining": Unavailable,
+    "idempotency-in-progress": Conflict, "not-pending": Conflict,
+}
+_BY_STATUS: Dict[int, Type[ProblemError]] = {
+    400: ValidationError, 401: Unauthorized, 403: Forbidden, 404: NotFound, 409: Conflict,
+    422: ValidationError, 503: Unavailable,
+}
+
+
+def _problem(status: int, body: Json, retry_after: Optional[int]) -> ProblemError:
+    slug = str(body.get("type", "")).rsplit(":", 1)[-1]
+    cls = _BY_TYPE.get(slug) or _BY_STATUS.get(status) or ProblemError
+    return cls(status, body, retry_after)
+
+
+class Client:
+    """One toolcage server and one API key. Thread-safe: every call is its own request."""
+
+    def __init__(self, url: str, key: str, *, timeout: float = 120.0,
+                 user_agent: str = "toolcage-python/0.1"):
+        if not url.startswith(("http://", "https://")):
+            raise ValueError("url must be http:// or https://")
+        self.url = url.rstrip("/")
+        self._key = key
+        self.timeout = timeout
+        self._ua = user_agent
+
+    def __repr__(self) -> str:  # never the key
+        return f"Client({self.url!r})"
+
+    # ---- transport ----
+
+    def _request(self, method: str, path: str, *, query: Optional[Mapping[str, Any]] = None,
+                 body: Optional[Json] = None, headers: Optional[Mapping[str, str]] = None,
+                 timeout: Optional[float] = None) -> "tuple[int, Json, Mapping[str, str]]":
+        url = self.url + path
+        if query:
+            q = {k: v for k, v in query.items() if v is not None}
+            if q:
+                url += "?" + urllib.parse.urlencode(q)
+        data = None
+        h = {"Authorization": f"Bearer {self._key}", "Accept": "application/json",
+             "User-Agent": self._ua}
+        if body is not None:
+            data = json.dumps(body).encode("utf-8")
+            h["Content-Type"] = "application/json"
+        h.update(headers or {})
+        req = urllib.request.Request(url, data=data, method=method, headers=h)
+        try:
+            with urllib.request.urlopen(req, timeout=timeout or self.timeout) as resp:
+                status, raw, rh = resp.status, resp.read(), resp.headers
+        except urllib.error.HTTPError as e:
+            status, raw, rh = e.code, e.read(), e.headers
+        except (urllib.error.URLError, OSError) as e:
+            raise TransportError(f"{method} {path}: {e}") from e
+        try:
+            parsed = json.loads(raw) if raw else {}
+        except ValueError as e:
+            raise TransportError(f"{method} {path}: {status} with a body that is not JSON") from e
+        if status >= 400:
+            ra = rh.get("Retry-After")
+            raise _problem(status, parsed if isinstance(parsed, dict) else {},
+                           int(ra) if ra and ra.isdigit() else None)
+        return status, parsed, rh
+
+    # ---- executions ----
+
+    @staticmethod
+    def _execute_body(tool: str, code: str, stdin: Optional[str],
+                      files: Optional[Sequence[Mapping[str, str]]],
+                      limits: Optional[Mapping[str, int]], collect: Optional[Sequence[str]],
+                      callback_url: Optional[str]) -> Json:
+        body: Json = {"tool": tool, "code": code}
+        for k, v in (("stdin", stdin), ("files", files), ("limits", limits),
+                     ("collect", collect), ("callback_url", callback_url)):
+            if v is not None:
+                body[k] = list(v) if k in ("files", "collect") else (
+                    dict(v) if k == "limits" else v)
+        return body
+
+    def execute(self, tool: str, code: str, *, stdin: Optional[str] = None,
+                files: Optional[Sequence[Mapping[str, str]]] = None,
+                limits: Optional[Mapping[str, int]] = None,
+                collect: Optional[Sequence[str]] = None, callback_url: Optional[str] = None,
+                idempotency_key: Optional[str] = None) -> Json:
+        """Run one call and return the Execution when it has finished, or, for a call held
+        for approval, the HeldExecution (status ``pending_approval``; see :meth:`wait`)."""
+        body = self._execute_body(tool, code, stdin, files, limits, collect, callback_url)
+        h = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+        return self._request("POST", "/v1/execute", body=body, headers=h)[1]
+
+    def submit(self, tool: str, code: str, *, stdin: Optional[str] = None,
+               files: Optional[Sequence[Mapping[str, str]]] = None,
+               limits: Optional[Mapping[str, int]] = None,
+               collect: Optional[Sequence[str]] = None, callback_url: Optional[str] = None,
+               idempotency_key: Optional[str] = None) -> Json:
+        """Start a call asynchronously (``Prefer: respond-async``); returns at once with its
+        ``id`` and ``status`` (``running``, or ``pending_approval`` when held)."""
+        body = self._execute_body(tool, code, stdin, files, limits, collect, callback_url)
+        h = {"Prefer": "respond-async"}
+        if idempotency_key:
+            h["Idempotency-Key"] = idempotency_key
+        return self._request("POST", "/v1/execute", body=body, headers=h)[1]
+
+    def get(self, execution_id: str) -> Json:
+        """The stored execution (any status)."""
+        return self._request("GET", f"/v1/executions/{urllib.parse.quote(execution_id)}")[1]
+
+    def wait(self, execution_id: str, timeout: Optional[float] = None) -> Json:
+        """Long-poll until the execution is final, or ``timeout`` seconds have passed (then
+        its current state). A held call waits for the reviewer and the run."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        path = f"/v1/executions/{urllib.parse.quote(execution_id)}"
+        while True:
+            left = _MAX_WAIT if deadline is None else max(0, deadline - time.monotonic())
+            w = min(_MAX_WAIT, int(left + 0.999))
+            e = self._request("GET", path, query={"wait": w}, timeout=w + 30)[1]
+            if e.get("status") in FINAL_STATUSES or w == 0 or (
+                    deadline is not None and time.monotonic() >= deadline):
+                return e
+
+    def cancel(self, execution_id: str) -> Json:
+        return self._request(
+            "POST", f"/v1/executions/{urllib.parse.quote(execution_id)}/cancel")[1]
+
+    def executions(self, *, status: Optional[str] = None, tool: Optional[str] = None,
+                   since: Optional[str] = None, page_size: int = 100) -> Iterator[Json]:
+        """The tenant's executions, newest first, following the cursor page by page."""
+        cursor = None
+        while True:
+            page = self._request("GET", "/v1/executions", query={
+                "status": status, "tool": tool, "since": since, "cursor": cursor,
+                "limit": page_size})[1]
+            yield from page["executions"]
+            cursor = page.get("next_cursor")
+            if not cursor:
+                return
+
+    def prescreen(self, tool: str, code: str, *, stdin: Optional[str] = None) -> Json:
+        return self._request("POST", "/v1/prescreen",
+                             body=self._execute_body(tool, code, stdin, None, None, None, None))[1]
+
+    def tools(self, format: Optional[str] = None) -> List[Json]:
+        """The policy's tools; ``format`` ``openai`` or ``anthropic`` gives definitions to
+        hand to a model."""
+        return self._request("GET", "/v1/tools", query={"format": format})[1]["tools"]
+
+    # ---- approvals (reviewer and admin keys) ----
+
+    def approvals(self, *, status: Optional[str] = "pending",
+                  tool: Optional[str] = None) -> Iterator[Json]:
+        cursor = None
+        while True:
+            page = self._request("GET", "/v1/approvals", query={
+                "status": status, "tool": tool, "cursor": cursor, "limit": 200})[1]
+            yield from page["approvals"]
+            cursor = page.get("next_cursor")
+            if not cursor:
+                return
+
+    def approval(self, approval_id: str) -> Json:
+        return self._request("GET", f"/v1/approvals/{urllib.parse.quote(approval_id)}")[1]
+
+    def approve(self, approval_id: str, reason: Optional[str] = None) -> Json:
+        body = {"reason": reason} if reason else {}
+        return self._request(
+            "POST", f"/v1/approvals/{urllib.parse.quote(approval_id)}/approve", body=body)[1]
+
+    def deny(self, approval_id: str, reason: str) -> Json:
+        return self._request("POST", f"/v1/approvals/{urllib.parse.quote(approval_id)}/deny",
+                             body={"reason": reason})[1]
