@@ -1,0 +1,159 @@
+/** Statuses an execution never leaves. */
+export const FINAL_STATUSES = new Set([
+    'completed', 'failed', 'timeout', 'killed', 'error', 'denied', 'expired', 'cancelled',
+]);
+const MAX_WAIT = 60; // the server's bound on ?wait=
+/** Anything the client throws. */
+export class ToolcageError extends Error {
+}
+/** The server could not be reached, or answered something that is not the API. */
+export class TransportError extends ToolcageError {
+}
+/**
+ * An RFC 9457 problem the server answered. `type` is the slug after
+ * `urn:toolcage:problem:` (`validation`, `unknown-tool`, `blocked-by-prescreen`, ...): switch
+ * on it. `errors` names each field or finding; `retryAfter` is set for 429 and 503.
+ */
+export class ProblemError extends ToolcageError {
+    status;
+    type;
+    title;
+    detail;
+    errors;
+    requestId;
+    retryAfter;
+    problem;
+    constructor(status, problem, retryAfter) {
+        const type = String(problem.type ?? '').split(':').pop() ?? '';
+        super(`${status} ${type}: ${problem.detail ?? ''}`);
+        this.name = 'ProblemError';
+        this.status = status;
+        this.type = type;
+        this.title = problem.title ?? '';
+        this.detail = problem.detail ?? '';
+        this.errors = (problem.errors ?? []);
+        this.requestId = problem.request_id;
+        this.retryAfter = retryAfter;
+        this.problem = problem;
+    }
+}
+export class Client {
+    url;
+    #key;
+    #timeoutMs;
+    #fetch;
+    constructor(url, key, options = {}) {
+        if (!/^https?:\/\//.test(url))
+            throw new TypeError('url must be http:// or https://');
+        this.url = url.replace(/\/+$/, '');
+        this.#key = key;
+        this.#timeoutMs = options.timeoutMs ?? 120_000;
+        this.#fetch = options.fetch ?? fetch;
+    }
+    /** Never the key. */
+    toJSON() {
+        return { url: this.url };
+    }
+    async #request(method, path, opts = {}) {
+        let url = this.url + path;
+        const q = Object.entries(opts.query ?? {}).filter(([, v]) => v !== undefined && v !== null);
+        if (q.length)
+            url += `?${new URLSearchParams(q.map(([k, v]) => [k, String(v)]))}`;
+        const headers = { authorization: `Bearer ${this.#key}`, accept: 'application/json', ...opts.headers };
+        if (opts.body !== undefined)
+            headers['content-type'] = 'application/json';
+        let res;
+        let text;
+        try {
+            res = await this.#fetch(url, {
+                method, headers,
+                body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
+                signal: AbortSignal.timeout(opts.timeoutMs ?? this.#timeoutMs),
+            });
+            text = await res.text();
+        }
+        catch (e) {
+            throw new TransportError(`${method} ${path}: ${e.message}`, { cause: e });
+        }
+        let json;
+        try {
+            json = text ? JSON.parse(text) : {};
+        }
+        catch {
+            throw new TransportError(`${method} ${path}: ${res.status} with a body that is not JSON`);
+        }
+        if (res.status >= 400) {
+            const ra = res.headers.get('retry-after');
+            throw new ProblemError(res.status, (json ?? {}), ra && /^\d+$/.test(ra) ? Number(ra) : undefined);
+        }
+        return json;
+    }
+    // ---- executions ----
+    /** Runs one call; the Execution when it has finished, or the HeldExecution of a held call. */
+    execute(req, opts = {}) {
+        const headers = opts.idempotencyKey ? { 'idempotency-key': opts.idempotencyKey } : {};
+        return this.#request('POST', '/v1/execute', { body: req, headers });
+    }
+    /** Starts a call asynchronously (`Prefer: respond-async`): its id at once. */
+    submit(req, opts = {}) {
+        const headers = { prefer: 'respond-async' };
+        if (opts.idempotencyKey)
+            headers['idempotency-key'] = opts.idempotencyKey;
+        return this.#request('POST', '/v1/execute', { body: req, headers });
+    }
+    get(id) {
+        return this.#request('GET', `/v1/executions/${encodeURIComponent(id)}`);
+    }
+    /** Long-polls until the execution is final or `timeoutMs` has passed (then its current state). */
+    async wait(id, timeoutMs) {
+        const deadline = timeoutMs === undefined ? Infinity : Date.now() + timeoutMs;
+        for (;;) {
+            const left = Math.max(0, deadline - Date.now());
+            const w = Math.min(MAX_WAIT, Math.ceil(left / 1000));
+            const e = await this.#request('GET', `/v1/executions/${encodeURIComponent(id)}`, { query: { wait: w }, timeoutMs: (w + 30) * 1000 });
+            if (FINAL_STATUSES.has(e.status) || w === 0 || Date.now() >= deadline)
+                return e;
+        }
+    }
+    cancel(id) {
+        return this.#request('POST', `/v1/executions/${encodeURIComponent(id)}/cancel`);
+    }
+    /** The tenant's executions, newest first, following the cursor page by page. */
+    async *executions(filter = {}) {
+        let cursor = null;
+        do {
+            const page = await this.#request('GET', '/v1/executions', {
+                query: { status: filter.status, tool: filter.tool, since: filter.since, cursor, limit: filter.pageSize ?? 100 },
+            });
+            yield* page.executions;
+            cursor = page.next_cursor;
+        } while (cursor);
+    }
+    prescreen(req) {
+        return this.#request('POST', '/v1/prescreen', { body: req });
+    }
+    /** The policy's tools; `openai` or `anthropic` gives definitions to hand to a model. */
+    async tools(format) {
+        return (await this.#request('GET', '/v1/tools', { query: { format } })).tools;
+    }
+    // ---- approvals (reviewer and admin keys) ----
+    async *approvals(filter = { status: 'pending' }) {
+        let cursor = null;
+        do {
+            const page = await this.#request('GET', '/v1/approvals', {
+                query: { status: filter.status, tool: filter.tool, cursor, limit: 200 },
+            });
+            yield* page.approvals;
+            cursor = page.next_cursor;
+        } while (cursor);
+    }
+    approval(id) {
+        return this.#request('GET', `/v1/approvals/${encodeURIComponent(id)}`);
+    }
+    approve(id, reason) {
+        return this.#request('POST', `/v1/approvals/${encodeURIComponent(id)}/approve`, { body: reason ? { reason } : {} });
+    }
+    deny(id, reason) {
+        return this.#request('POST', `/v1/approvals/${encodeURIComponent(id)}/deny`, { body: { reason } });
+    }
+}

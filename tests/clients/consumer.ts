@@ -1,0 +1,22 @@
+// Type-checked by tests/integration/client-typescript.test.mjs (tsc --noEmit, strict): the
+// client's types are the contract's. A field the contract does not have must not compile.
+import { Client, ProblemError, type Execution, type HeldExecution } from '../../clients/typescript/dist/index.js';
+
+export async function use(tc: Client): Promise<string> {
+  const e: Execution | HeldExecution = await tc.execute({ tool: 'shell', code: 'echo', limits: { timeout_ms: 1000 } });
+  if (e.status === 'pending_approval') return e.approval_id ?? '';
+  const done: Execution = await tc.wait(e.id);
+  const code: number | null | undefined = done.exit_code;
+  // @ts-expect-error: not a field of ExecuteRequest
+  await tc.execute({ tool: 'shell', code: 'x', timeout: 5 });
+  // @ts-expect-error: limits are integers
+  await tc.execute({ tool: 'shell', code: 'x', limits: { timeout_ms: 'long' } });
+  // @ts-expect-error: not an execution status
+  for await (const s of tc.executions({ status: 'finished' })) void s;
+  try {
+    await tc.execute({ tool: 'nosuch', code: '' });
+  } catch (err) {
+    if (err instanceof ProblemError && err.type === 'unknown-tool') return err.detail;
+  }
+  return `${done.stdout}${code ?? ''}`;
+}
