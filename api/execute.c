@@ -95,8 +95,7 @@ static void on_recorded(void *userdata, int rc, json_t *view)
     if (!st->r) {
         tc_log(rc == 0 || rc == -ESTALE ? TC_LOG_INFO : TC_LOG_WARN, "execution finished",
                "{s:s, s:s, s:s, s:O, s:i}", "request_id", st->request_id, "execution_id", st->id,
-               "tool", st->tool, "status", view ? json_object_get(view, "status") : NULL, "rc",
-               rc);
+               "tool", st->tool, "status", view ? json_object_get(view, "status") : NULL, "rc", rc);
         exec_state_free(st);
         return;
     }
@@ -585,7 +584,8 @@ enum MHD_Result tc_api_execute(struct tc_request *r)
     if (!body)
         return ret;
     bool async = tc_request_prefers(r, "respond-async");
-    return tc_api_execute_json(r, body, &(struct tc_execute_opts){.async = async, .idempotency = true});
+    return tc_api_execute_json(r, body,
+                               &(struct tc_execute_opts){.async = async, .idempotency = true});
 }
 
 enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
@@ -713,8 +713,7 @@ enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
         char location[64];
         snprintf(location, sizeof(location), "/v1/executions/%s", st->id);
         json_t *accepted = json_pack("{s:s, s:s, s:s, s:s, s:o}", "id", st->id, "tool", st->tool,
-                                     "status", "running", "created_at", st->created_at,
-                                     "findings",
+                                     "status", "running", "created_at", st->created_at, "findings",
                                      st->findings ? json_incref(st->findings) : json_array());
         idem_end(r, st, 202, accepted, location);
         st->r = NULL;

@@ -157,12 +157,12 @@ enum MHD_Result tc_api_execution_wait(struct tc_request *r, int64_t wait)
 /* ---- the list ---- */
 
 #define LIST_DEFAULT 20
-#define LIST_MAX 100
+#define LIST_MAX     100
 
 static bool status_known(const char *s)
 {
-    static const char *const all[] = {"pending_approval", "queued",  "running",   "completed",
-                                      "failed",           "timeout", "killed",    "error",
+    static const char *const all[] = {"pending_approval", "queued",  "running",  "completed",
+                                      "failed",           "timeout", "killed",   "error",
                                       "denied",           "expired", "cancelled"};
     for (size_t i = 0; i < TC_ARRAY_SIZE(all); i++)
         if (strcmp(s, all[i]) == 0)
@@ -190,8 +190,9 @@ enum MHD_Result tc_api_executions_list(struct tc_request *r)
                                                 "must be 1 to 64 characters"));
     if (since && tc_parse_iso_utc(since, &since_ms) < 0)
         json_array_append_new(
-            errors, json_pack("{s:s, s:s}", "path", "since", "message",
-                              "must be a UTC date or time: YYYY-MM-DD or YYYY-MM-DDTHH:MM:SS[.mmm]Z"));
+            errors,
+            json_pack("{s:s, s:s}", "path", "since", "message",
+                      "must be a UTC date or time: YYYY-MM-DD or YYYY-MM-DDTHH:MM:SS[.mmm]Z"));
     if (cursor && !tc_uuid_valid(cursor))
         json_array_append_new(errors, json_pack("{s:s, s:s}", "path", "cursor", "message",
                                                 "must be the next_cursor of an earlier page"));
@@ -215,14 +216,19 @@ enum MHD_Result tc_api_executions_list(struct tc_request *r)
      * part of every lookup. */
     PGresult *res = tc_db_exec(
         c,
-        "SELECT e.id, e.tool, e.status, " TC_SQL_ISO("e.created_at") ","
-        " " TC_SQL_ISO("e.finished_at") ", e.result->'exit_code', a.id, a.status"
-        " FROM executions e LEFT JOIN approvals a ON a.execution_id = e.id"
-        " WHERE e.tenant_id = $1 AND ($2::text IS NULL OR e.status = $2)"
-        " AND ($3::text IS NULL OR e.tool = $3)"
-        " AND ($4::bigint IS NULL OR e.created_at >= to_timestamp($4::bigint / 1000.0))"
-        " AND ($5::uuid IS NULL OR e.id < $5::uuid)"
-        " ORDER BY e.id DESC LIMIT $6::int",
+        "SELECT e.id, e.tool, e.status, " TC_SQL_ISO(
+            "e.created_at") ","
+                            " " TC_SQL_ISO(
+                                "e.finished_at") ", e.result->'exit_code', a.id, a.status"
+                                                 " FROM executions e LEFT JOIN approvals a ON "
+                                                 "a.execution_id = e.id"
+                                                 " WHERE e.tenant_id = $1 AND ($2::text IS NULL OR "
+                                                 "e.status = $2)"
+                                                 " AND ($3::text IS NULL OR e.tool = $3)"
+                                                 " AND ($4::bigint IS NULL OR e.created_at >= "
+                                                 "to_timestamp($4::bigint / 1000.0))"
+                                                 " AND ($5::uuid IS NULL OR e.id < $5::uuid)"
+                                                 " ORDER BY e.id DESC LIMIT $6::int",
         6, p);
     tc_db_release(r->srv->db, c);
     if (!res)
@@ -230,15 +236,16 @@ enum MHD_Result tc_api_executions_list(struct tc_request *r)
     json_t *items = json_array();
     int n = PQntuples(res);
     for (int i = 0; i < n && i < limit; i++) {
-        json_t *exit_code = PQgetisnull(res, i, 5) ? NULL : json_loads(PQgetvalue(res, i, 5),
-                                                                        JSON_DECODE_ANY, NULL);
+        json_t *exit_code = PQgetisnull(res, i, 5)
+                                ? NULL
+                                : json_loads(PQgetvalue(res, i, 5), JSON_DECODE_ANY, NULL);
         json_array_append_new(
-            items, json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:o}", "id",
-                             PQgetvalue(res, i, 0), "tool", PQgetvalue(res, i, 1), "status",
-                             PQgetvalue(res, i, 2), "created_at", PQgetvalue(res, i, 3),
-                             "finished_at", text_or_null(res, i, 4), "exit_code",
-                             exit_code ? exit_code : json_null(), "approval_id",
-                             text_or_null(res, i, 6), "approval_status", text_or_null(res, i, 7)));
+            items,
+            json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:o}", "id", PQgetvalue(res, i, 0),
+                      "tool", PQgetvalue(res, i, 1), "status", PQgetvalue(res, i, 2), "created_at",
+                      PQgetvalue(res, i, 3), "finished_at", text_or_null(res, i, 4), "exit_code",
+                      exit_code ? exit_code : json_null(), "approval_id", text_or_null(res, i, 6),
+                      "approval_status", text_or_null(res, i, 7)));
     }
     json_t *next = n > limit ? json_string(PQgetvalue(res, (int)limit - 1, 0)) : json_null();
     PQclear(res);

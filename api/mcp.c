@@ -74,9 +74,9 @@ static enum MHD_Result rpc_error(struct tc_request *r, unsigned http_status, jso
         json_object_set_new(err, "data", data);
     else
         json_decref(data);
-    return send_message(r, http_status,
-                        json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id ? id : json_null(),
-                                  "error", err));
+    return send_message(
+        r, http_status,
+        json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id ? id : json_null(), "error", err));
 }
 
 static enum MHD_Result accepted(struct tc_request *r)
@@ -99,13 +99,13 @@ static json_t *tools_list(struct tc_request *r)
     json_t *tools = json_array();
     for (size_t i = 0; i < tc_policy_ntools(p); i++) {
         const struct tc_tool *t = tc_policy_tool_at(p, i);
-        json_array_append_new(
-            tools,
-            json_pack("{s:s, s:s, s:o, s:o, s:{s:s, s:b, s:b, s:b, s:b}}", "name", t->name,
-                      "description", t->description, "inputSchema",
-                      tc_api_tool_input_schema(t, true), "outputSchema", output_schema(),
-                      "annotations", "title", t->name, "readOnlyHint", 0, "destructiveHint",
-                      t->irreversible, "idempotentHint", 0, "openWorldHint", !t->network_none));
+        json_array_append_new(tools,
+                              json_pack("{s:s, s:s, s:o, s:o, s:{s:s, s:b, s:b, s:b, s:b}}", "name",
+                                        t->name, "description", t->description, "inputSchema",
+                                        tc_api_tool_input_schema(t, true), "outputSchema",
+                                        output_schema(), "annotations", "title", t->name,
+                                        "readOnlyHint", 0, "destructiveHint", t->irreversible,
+                                        "idempotentHint", 0, "openWorldHint", !t->network_none));
     }
     tc_policy_unref(p);
     json_array_append_new(
@@ -120,8 +120,7 @@ static json_t *tools_list(struct tc_request *r)
                   "type", "integer", "minimum", 0, "maximum", 60, "default", 30, "description",
                   "how long to wait for it to finish", "required", "execution_id",
                   "additionalProperties", 0, "outputSchema", output_schema(), "annotations",
-                  "title", "wait for a toolcage execution", "readOnlyHint", 1, "openWorldHint",
-                  0));
+                  "title", "wait for a toolcage execution", "readOnlyHint", 1, "openWorldHint", 0));
     return json_pack("{s:o}", "tools", tools);
 }
 
@@ -199,22 +198,21 @@ static json_t *call_result(struct tc_request *r, json_t *view /* stolen */)
         error = false;
         put(&text, "Execution %s is %s", id, status);
         if (approval && !strcmp(status, "pending_approval"))
-            put(&text, ": held for a human's approval (approval %s, expires %s)",
-                                 approval,
-                                 json_string_value(json_object_get(view, "expires_at")) ?: "?");
+            put(&text, ": held for a human's approval (approval %s, expires %s)", approval,
+                json_string_value(json_object_get(view, "expires_at")) ?: "?");
         put(&text,
-                             ". Call " WAIT_TOOL " with {\"execution_id\": \"%s\"} to wait for"
-                             " its result.",
-                             id);
+            ". Call " WAIT_TOOL " with {\"execution_id\": \"%s\"} to wait for"
+            " its result.",
+            id);
     } else if (!json_is_true(json_object_get(view, "started")) &&
                (!strcmp(status, "denied") || !strcmp(status, "expired") ||
                 !strcmp(status, "cancelled"))) {
         error = true;
         _cleanup_free_ char *why = !strcmp(status, "denied") ? denial_reason(r, approval) : NULL;
         put(&text, "Execution %s did not run: %s", id,
-                             !strcmp(status, "denied")    ? "a reviewer denied it"
-                             : !strcmp(status, "expired") ? "no reviewer decided in time"
-                                                          : "it was cancelled");
+            !strcmp(status, "denied")    ? "a reviewer denied it"
+            : !strcmp(status, "expired") ? "no reviewer decided in time"
+                                         : "it was cancelled");
         if (why) {
             put(&text, ". Reason: %s", why);
             json_object_set_new(view, "denial_reason", json_string(why));
@@ -250,10 +248,9 @@ static json_t *blocked_result(json_t *problem)
     size_t i;
     json_t *e;
     json_array_foreach(json_object_get(problem, "errors"), i, e)
-        put(&text, "\n%s: %s (%s)",
-                             json_string_value(json_object_get(e, "path")) ?: "",
-                             json_string_value(json_object_get(e, "message")) ?: "",
-                             json_string_value(json_object_get(e, "rule")) ?: "");
+        put(&text, "\n%s: %s (%s)", json_string_value(json_object_get(e, "path")) ?: "",
+            json_string_value(json_object_get(e, "message")) ?: "",
+            json_string_value(json_object_get(e, "rule")) ?: "");
     json_t *res = json_pack("{s:[{s:s, s:s%}], s:b}", "content", "type", "text", "text",
                             text.data ? text.data : "", text.len, "isError", 1);
     tc_buf_free(&text);
@@ -326,8 +323,8 @@ static enum MHD_Result tools_call(struct tc_request *r, struct mcp_call *call, j
         return rpc_error(r, 200, call->id, RPC_INVALID_PARAMS, "params.name must be a string",
                          NULL);
     if (args && !json_is_object(args))
-        return rpc_error(r, 200, call->id, RPC_INVALID_PARAMS,
-                         "params.arguments must be an object", NULL);
+        return rpc_error(r, 200, call->id, RPC_INVALID_PARAMS, "params.arguments must be an object",
+                         NULL);
     json_t *errors = json_array();
     r->reply_filter = tool_reply;
     if (strcmp(json_string_value(name), WAIT_TOOL) == 0) {

@@ -13,11 +13,10 @@ json_t *tc_api_tool_input_schema(const struct tc_tool *t, bool full)
                        : strcmp(t->language, "shell") == 0      ? "a bash script to run"
                        : strcmp(t->language, "javascript") == 0 ? "JavaScript source code to run"
                                                                 : "the program text to run";
-    json_t *schema = json_pack("{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s}}, s:[s], s:b}", "type",
-                               "object", "properties", "code", "type", "string", "description",
-                               what, "stdin", "type", "string", "description",
-                               "optional standard input", "required", "code",
-                               "additionalProperties", 0);
+    json_t *schema = json_pack(
+        "{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s}}, s:[s], s:b}", "type", "object", "properties", "code",
+        "type", "string", "description", what, "stdin", "type", "string", "description",
+        "optional standard input", "required", "code", "additionalProperties", 0);
     if (!schema || !full)
         return schema;
     json_t *props = json_object_get(schema, "properties");
@@ -40,12 +39,11 @@ json_t *tc_api_tool_input_schema(const struct tc_tool *t, bool full)
                         json_pack("{s:s, s:s, s:b, s:o}", "type", "object", "description",
                                   "tighter limits for this call (the tool's are the maximum)",
                                   "additionalProperties", 0, "properties", limits));
-    json_object_set_new(props, "collect",
-                        json_pack("{s:s, s:s, s:i, s:i, s:{s:s, s:i, s:i}}", "type", "array",
-                                  "description",
-                                  "glob patterns of files in /workspace to return after the run",
-                                  "minItems", 1, "maxItems", 32, "items", "type", "string",
-                                  "minLength", 1, "maxLength", 256));
+    json_object_set_new(
+        props, "collect",
+        json_pack("{s:s, s:s, s:i, s:i, s:{s:s, s:i, s:i}}", "type", "array", "description",
+                  "glob patterns of files in /workspace to return after the run", "minItems", 1,
+                  "maxItems", 32, "items", "type", "string", "minLength", 1, "maxLength", 256));
     return schema;
 }
 
@@ -64,11 +62,12 @@ enum MHD_Result tc_api_tools(struct tc_request *r)
         else if (strcmp(format, "openai") == 0)
             json_array_append_new(tools, json_pack("{s:s, s:{s:s, s:s, s:o}}", "type", "function",
                                                    "function", "name", t->name, "description",
-                                                   t->description, "parameters", tc_api_tool_input_schema(t, false)));
+                                                   t->description, "parameters",
+                                                   tc_api_tool_input_schema(t, false)));
         else
-            json_array_append_new(tools,
-                                  json_pack("{s:s, s:s, s:o}", "name", t->name, "description",
-                                            t->description, "input_schema", tc_api_tool_input_schema(t, false)));
+            json_array_append_new(tools, json_pack("{s:s, s:s, s:o}", "name", t->name,
+                                                   "description", t->description, "input_schema",
+                                                   tc_api_tool_input_schema(t, false)));
     }
     tc_policy_unref(p);
     return tc_respond_json(r, 200, json_pack("{s:o}", "tools", tools));

@@ -46,8 +46,12 @@ int tc_parse_iso_utc(const char *s, int64_t *ret_ms)
     }
     if (v[1] < 1 || v[1] > 12 || v[2] < 1 || v[3] > 23 || v[4] > 59 || v[5] > 59)
         return -EINVAL;
-    struct tm tm = {.tm_year = v[0] - 1900, .tm_mon = v[1] - 1, .tm_mday = v[2],
-                    .tm_hour = v[3], .tm_min = v[4], .tm_sec = v[5]};
+    struct tm tm = {.tm_year = v[0] - 1900,
+                    .tm_mon = v[1] - 1,
+                    .tm_mday = v[2],
+                    .tm_hour = v[3],
+                    .tm_min = v[4],
+                    .tm_sec = v[5]};
     time_t t = timegm(&tm);
     /* timegm normalises 31 February into March: a real date comes back unchanged */
     if (t == (time_t)-1 || tm.tm_mday != v[2] || tm.tm_mon != v[1] - 1)

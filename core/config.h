@@ -26,7 +26,7 @@ struct tc_config {
     int64_t webhook_concurrency;        /* deliveries in flight, this process */
     int64_t webhook_tenant_concurrency; /* one tenant's deliveries in flight, all processes */
     int64_t webhook_max_attempts;
-    int64_t drain_seconds; /* SIGTERM: running sandboxes get this long to finish */
+    int64_t drain_seconds;    /* SIGTERM: running sandboxes get this long to finish */
     int64_t mcp_hold_seconds; /* MCP tools/call of a held tool: wait this long (api/mcp.c) */
     /* the console (console/session.h) */
     int64_t session_idle_seconds;

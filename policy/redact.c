@@ -53,7 +53,6 @@ static bool off_by_default(int rule)
     return rule == R_LOOPBACK_IP || rule == R_LINK_LOCAL_IP;
 }
 
-
 #define MAXTOK         TC_REDACT_MAX_TOKEN
 #define LOOKBEHIND     128
 #define CHUNK          (64 * 1024)
@@ -810,11 +809,12 @@ static bool m_ipv4(const struct tc_redactor *r, const unsigned char *b, size_t p
     if (q < end && (IS(b[q], C_ALNUM) || b[q] == '_' ||
                     (b[q] == '.' && q + 1 < end && b[q + 1] >= '0' && b[q + 1] <= '9')))
         return false;
-    int rule = o[0] == 127                                ? R_LOOPBACK_IP
-               : (o[0] == 169 && o[1] == 254)               ? R_LINK_LOCAL_IP
-               : (o[0] == 10 || (o[0] == 172 && o[1] >= 16 && o[1] <= 31) ||
-                  (o[0] == 192 && o[1] == 168))               ? R_PRIVATE_IP
-                                                            : -1;
+    int rule =
+        o[0] == 127                    ? R_LOOPBACK_IP
+        : (o[0] == 169 && o[1] == 254) ? R_LINK_LOCAL_IP
+        : (o[0] == 10 || (o[0] == 172 && o[1] >= 16 && o[1] <= 31) || (o[0] == 192 && o[1] == 168))
+            ? R_PRIVATE_IP
+            : -1;
     if (rule < 0 || !r->on[rule])
         return false;
     *m = (struct match){0, q - p, rule, ST_NORMAL, NULL};

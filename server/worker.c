@@ -98,10 +98,9 @@ static json_t *job_view(void *userdata, json_t *result)
     struct tc_policy *policy = tc_server_policy(w->srv);
     const struct tc_tool *tool = tc_policy_tool(policy, j->tool);
     struct tc_redactor *red = NULL;
-    int rrc =
-        tool ? tc_exec_redactor(tool, w->srv->cfg->state_dir, &red)
-             : tc_redactor_new(NULL, 0, NULL, 0, (const char *const[]){w->srv->cfg->state_dir}, 1,
-                               &red);
+    int rrc = tool ? tc_exec_redactor(tool, w->srv->cfg->state_dir, &red)
+                   : tc_redactor_new(NULL, 0, NULL, 0,
+                                     (const char *const[]){w->srv->cfg->state_dir}, 1, &red);
     tc_policy_unref(policy);
     struct tc_exec_filter filter = {.redactor = red};
     filter.secrets = tc_grant_values(j->grant, &filter.nsecrets);

@@ -27,7 +27,7 @@ TEST(iso_utc_names_real_instants_only)
     CHECK(tc_parse_iso_utc("1970-01-02", &ms) == 0 && ms == 86400000);
     CHECK(tc_parse_iso_utc("2024-02-29T23:59:59Z", &ms) == 0 && ms == 1709251199000);
     CHECK(tc_parse_iso_utc("2024-02-29T23:59:59.250Z", &ms) == 0 && ms == 1709251199250);
-    CHECK(tc_parse_iso_utc("2023-02-29", &ms) == -EINVAL);  /* not a leap year */
+    CHECK(tc_parse_iso_utc("2023-02-29", &ms) == -EINVAL); /* not a leap year */
     CHECK(tc_parse_iso_utc("2024-13-01", &ms) == -EINVAL);
     CHECK(tc_parse_iso_utc("2024-04-31", &ms) == -EINVAL);
     CHECK(tc_parse_iso_utc("2024-01-01T24:00:00Z", &ms) == -EINVAL);

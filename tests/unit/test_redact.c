@@ -274,7 +274,8 @@ TEST(private_ip)
     /* loopback, link-local and documentation addresses are ordinary output by default (a
      * test log's proxy, the metadata address) */
     CHECK(unchanged("proxy 127.0.0.1:3128, metadata 169.254.169.254, [::1]:8080, ::1 port 80"));
-    CHECK(unchanged("fe80::1ff:fe23:4567:890a%eth0 192.0.2.1 198.51.100.7 203.0.113.9 2001:db8::1"));
+    CHECK(
+        unchanged("fe80::1ff:fe23:4567:890a%eth0 192.0.2.1 198.51.100.7 203.0.113.9 2001:db8::1"));
     /* public addresses, versions, invalid octets, slices pass */
     CHECK(unchanged("8.8.8.8 1.1.1.1 172.32.0.1 192.169.0.1 169.253.0.1 11.0.0.1"));
     CHECK(unchanged("version 10.0.0.1.2 v10.0.0.1 10.0.0 10.0.0.256 127.0.0.01"));
