@@ -29,6 +29,8 @@ enum MHD_Result tc_api_mcp(struct tc_request *r);
 json_t *tc_api_tool_input_schema(const struct tc_tool *t, bool full);
 enum MHD_Result tc_api_tools(struct tc_request *r);
 enum MHD_Result tc_api_policy_reload(struct tc_request *r);
+enum MHD_Result tc_api_quota_get(struct tc_request *r);
+enum MHD_Result tc_api_quota_put(struct tc_request *r);
 enum MHD_Result tc_api_healthz(struct tc_request *r);
 enum MHD_Result tc_api_readyz(struct tc_request *r);
 enum MHD_Result tc_api_openapi(struct tc_request *r);

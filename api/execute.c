@@ -18,6 +18,7 @@
 #include "policy/redact.h"
 #include "sandbox/sandbox.h"
 #include "core/db.h"
+#include "execution/quota.h"
 #include "execution/record.h"
 #include "core/log.h"
 #include "core/metrics.h"
@@ -295,9 +296,11 @@ static json_t *execute_event(struct tc_request *r, struct exec_state *st, json_t
 
 /* The execution row (and, when held, its approval) commit together with the "execute" audit
  * record, before anything runs: no record, no run (fail closed). */
-static bool insert_execution(struct tc_request *r, struct exec_state *st, json_t *body,
-                             json_t *approval /* NULL unless held */, char ret_expires[32])
+static int insert_execution(struct tc_request *r, struct exec_state *st, json_t *body,
+                            json_t *approval /* NULL unless held */, char ret_expires[32],
+                            struct tc_quota *ret_quota)
 {
+    int quota_rc = 0;
     json_t *lj = tc_exec_limits_json(st->limits);
     char *req_text = json_dumps(body, JSON_COMPACT);
     char *limits_text = json_dumps(lj, JSON_COMPACT);
@@ -313,6 +316,13 @@ static bool insert_execution(struct tc_request *r, struct exec_state *st, json_t
         goto out;
     if (!tc_db_command(c, "BEGIN"))
         goto release;
+    /* A call that runs now counts against its tenant's quota; a held one when it runs. */
+    if (!approval &&
+        (quota_rc = tc_quota_admit_tx(c, r->principal.tenant_id, r->srv->cfg->tenant_max_concurrent,
+                                      ret_quota)) < 0) {
+        (void)tc_db_command(c, "ROLLBACK");
+        goto release;
+    }
     const char *p[] = {st->id,
                        r->principal.tenant_id,
                        r->principal.key_id,
@@ -384,7 +394,7 @@ out:
     json_decref(event);
     free(req_text);
     free(limits_text);
-    return ok;
+    return ok ? 0 : quota_rc == -EDQUOT ? -EDQUOT : -EIO;
 }
 
 static enum MHD_Result unavailable(struct tc_request *r, struct exec_state *st, const char *fmt,
@@ -508,7 +518,7 @@ static enum MHD_Result hold(struct tc_request *r, struct exec_state *st, const s
         json_pack("{s:s, s:o, s:O, s:s, s:s, s:i, s:i}", "id", approval_id, "payload", payload,
                   "reasons", reasons, "payload_hash", hash_hex_s, "tier", tiers[tool->tier], "ttl",
                   tc_approval_ttl_seconds(tool), "required", tc_approval_required_approvers(tool));
-    bool ok = approval && insert_execution(r, st, req->body, approval, expires);
+    bool ok = approval && insert_execution(r, st, req->body, approval, expires, NULL) == 0;
     json_decref(approval);
     if (!ok) {
         tc_metrics_audit_failure();
@@ -696,7 +706,20 @@ enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
         goto out;
     }
     st->claimed_by = r->srv->instance_id;
-    if (!insert_execution(r, st, req.body, NULL, NULL)) {
+    struct tc_quota quota = {0};
+    int irc = insert_execution(r, st, req.body, NULL, NULL, &quota);
+    if (irc == -EDQUOT) {
+        release_slot(r->srv);
+        idem_end(r, st, 429, NULL, NULL);
+        tc_metrics_quota_rejection();
+        ret = tc_respond_problem_header(
+            r, 429, "quota-exceeded", "Quota exceeded", "Retry-After", "1",
+            "tenant '%s' has %lld executions running, its limit max_concurrent (%s)",
+            r->principal.tenant_name, (long long)quota.running,
+            quota.own ? "set for the tenant" : "the server's default");
+        goto out;
+    }
+    if (irc < 0) {
         release_slot(r->srv);
         tc_metrics_audit_failure();
         ret = unavailable(r, st, "the execution could not be recorded, so it was not run");

@@ -13,6 +13,9 @@ static const struct tc_route routes[] = {
     {"GET", "/v1/tools", TC_ROLE_ANY | TC_ROLE_OPERATOR, tc_api_tools},
     /* Service-wide: operator keys only (an admin acts on its own tenant). */
     {"POST", "/v1/admin/policy/reload", TC_ROLE_OPERATOR, tc_api_policy_reload},
+    {"PUT", "/v1/admin/quotas/{}", TC_ROLE_OPERATOR, tc_api_quota_put},
+    /* A tenant's own quota; an operator names the tenant. */
+    {"GET", "/v1/quota", TC_ROLE_ANY | TC_ROLE_OPERATOR, tc_api_quota_get},
     {"GET", "/v1/approvals", TC_ROLE_REVIEWER | TC_ROLE_ADMIN, tc_api_approvals_list},
     {"GET", "/v1/approvals/{}", TC_ROLE_REVIEWER | TC_ROLE_ADMIN, tc_api_approval_get},
     {"POST", "/v1/approvals/{}/approve", TC_ROLE_REVIEWER | TC_ROLE_ADMIN, tc_api_approval_approve},

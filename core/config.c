@@ -62,6 +62,9 @@ static const struct opt options[] = {
      "largest request body accepted (413 beyond)"},
     {"TOOLCAGE_MAX_SANDBOXES", OPT_INT, "64", 1, 4096, OFF(max_sandboxes),
      "sandboxes running at once (503 beyond)"},
+    {"TOOLCAGE_TENANT_MAX_CONCURRENT", OPT_INT, "32", 0, 4096, OFF(tenant_max_concurrent),
+     "executions one tenant may have running at once, over every replica (429 beyond; 0: no"
+     " limit); `toolcage tenants quota` sets a tenant's own"},
     {"TOOLCAGE_MAX_CONNECTIONS_PER_IP", OPT_INT, "256", 0, 1000, OFF(max_connections_per_ip),
      "open HTTP connections per client address, of 1000 (0: no limit, e.g. behind a reverse "
      "proxy)"},

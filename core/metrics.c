@@ -32,6 +32,7 @@ static struct series requests[MAX_SERIES], executions[MAX_SERIES];
 static struct hseries request_latency[MAX_SERIES], execution_latency[MAX_SERIES];
 static size_t nrequests, nexecutions, nrequest_latency, nexecution_latency;
 static uint64_t audit_failures;
+static uint64_t quota_rejections;
 
 static struct series *find(struct series *t, size_t *n, const char *a, const char *b)
 {
@@ -96,6 +97,13 @@ void tc_metrics_audit_failure(void)
     pthread_mutex_unlock(&lock);
 }
 
+void tc_metrics_quota_rejection(void)
+{
+    pthread_mutex_lock(&lock);
+    quota_rejections++;
+    pthread_mutex_unlock(&lock);
+}
+
 static int render_hist(struct tc_buf *o, const char *name, const char *label, struct hseries *t,
                        size_t n)
 {
@@ -152,13 +160,17 @@ int tc_metrics_render(const struct tc_metrics_gauges *g, struct tc_buf *o)
             "# HELP toolcage_audit_write_failures_total Audit records that could not be written.\n"
             "# TYPE toolcage_audit_write_failures_total counter\n"
             "toolcage_audit_write_failures_total %" PRIu64 "\n"
+            "# HELP toolcage_quota_rejections_total Calls refused by their tenant's quota"
+            " (tenants are not named on this unauthenticated page).\n"
+            "# TYPE toolcage_quota_rejections_total counter\n"
+            "toolcage_quota_rejections_total %" PRIu64 "\n"
             "# HELP toolcage_sandboxes_in_flight Sandboxes running now.\n"
             "# TYPE toolcage_sandboxes_in_flight gauge\n"
             "toolcage_sandboxes_in_flight %u\n"
             "# HELP toolcage_launcher_restarts_total Times the launcher was restarted.\n"
             "# TYPE toolcage_launcher_restarts_total counter\n"
             "toolcage_launcher_restarts_total %u\n",
-            audit_failures, g->sandboxes_in_flight, g->launcher_restarts);
+            audit_failures, quota_rejections, g->sandboxes_in_flight, g->launcher_restarts);
     if (r == 0)
         r = tc_buf_appendf(
             o,

@@ -10,6 +10,8 @@
 void tc_metrics_request(const char *route, unsigned status, int64_t duration_ms);
 void tc_metrics_execution(const char *tool, const char *status, int64_t duration_ms);
 void tc_metrics_audit_failure(void);
+/* A call refused by its tenant's quota (429 quota-exceeded). */
+void tc_metrics_quota_rejection(void);
 
 struct tc_metrics_gauges {
     unsigned sandboxes_in_flight;

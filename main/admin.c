@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "execution/quota.h"
 #include "execution/request.h"
 #include "audit/audit.h"
 #include "core/keys.h"
@@ -377,4 +378,75 @@ int tc_cmd_version(int argc, char **argv)
         return tc_cli_usage_of("version");
     printf("toolcage %s\n", TOOLCAGE_VERSION);
     return 0;
+}
+
+/* tenants quota --tenant NAME [--max-concurrent N|default]: print (and set) a tenant's
+ * quota; every replica enforces it from the next call on. */
+int tc_cmd_tenants(int argc, char **argv)
+{
+    if (tc_cli_wants_help(argc, argv) || argc < 2 || strcmp(argv[1], "quota") != 0)
+        return tc_cli_usage_of("tenants");
+    const char *tenant = NULL, *maxc = NULL;
+    static const struct option lopts[] = {{"tenant", required_argument, NULL, 't'},
+                                          {"max-concurrent", required_argument, NULL, 'm'},
+                                          {NULL, 0, NULL, 0}};
+    optind = 2;
+    int c;
+    while ((c = getopt_long(argc, argv, "", lopts, NULL)) != -1) {
+        if (c == 't')
+            tenant = optarg;
+        else if (c == 'm')
+            maxc = optarg;
+        else
+            return 2;
+    }
+    int64_t v = -1;
+    if (!tenant || optind != argc ||
+        (maxc && strcmp(maxc, "default") != 0 && tc_parse_i64(maxc, 0, 4096, &v) < 0)) {
+        fprintf(stderr, "toolcage tenants quota: --tenant NAME is required; --max-concurrent is"
+                        " an integer from 0 to 4096 or \"default\"\n");
+        return 2;
+    }
+    struct tc_config cfg;
+    if (tc_cli_load_config(&cfg) < 0)
+        return tc_cli_fail_config();
+    int rc = 1;
+    struct tc_keys *keys = NULL;
+    _cleanup_free_ char *err = NULL;
+    PGconn *conn = NULL;
+    if (tc_keys_load(cfg.master_key_file, &keys, &err) < 0) {
+        fprintf(stderr, "toolcage: %s\n", err ? err : "cannot load the master key");
+    } else if (!(conn = tc_db_connect(cfg.database_url, &err))) {
+        fprintf(stderr, "toolcage: cannot connect to the database: %s", err ? err : "\n");
+    } else {
+        const char *p[] = {tenant};
+        PGresult *r = tc_db_exec(conn, "SELECT id FROM tenants WHERE name = $1", 1, p);
+        char id[37] = "";
+        if (r && PQntuples(r) == 1)
+            snprintf(id, sizeof(id), "%s", PQgetvalue(r, 0, 0));
+        PQclear(r);
+        json_t *actor = json_pack("{s:s, s:s}", "type", "cli", "id", "tenants quota");
+        struct tc_quota q;
+        if (!id[0]) {
+            fprintf(stderr, "toolcage: no tenant named '%s'\n", tenant);
+        } else if (maxc && tc_quota_set(conn, keys, id, v, actor) < 0) {
+            fprintf(stderr, "toolcage: the quota could not be stored: %s", PQerrorMessage(conn));
+        } else if (tc_quota_get(conn, id, cfg.tenant_max_concurrent, &q) < 0) {
+            fprintf(stderr, "toolcage: %s", PQerrorMessage(conn));
+        } else {
+            if (q.max_concurrent >= 0)
+                printf("tenant %s: max_concurrent %lld (%s), running %lld\n", tenant,
+                       (long long)q.max_concurrent, q.own ? "set for the tenant" : "default",
+                       (long long)q.running);
+            else
+                printf("tenant %s: max_concurrent none (%s), running %lld\n", tenant,
+                       q.own ? "set for the tenant" : "default", (long long)q.running);
+            rc = 0;
+        }
+        json_decref(actor);
+    }
+    PQfinish(conn);
+    tc_keys_free(keys);
+    tc_config_free(&cfg);
+    return rc;
 }

@@ -33,3 +33,4 @@ int tc_cmd_audit(int argc, char **argv);
 int tc_cmd_users(int argc, char **argv);
 int tc_cmd_secrets(int argc, char **argv);
 int tc_cmd_version(int argc, char **argv);
+int tc_cmd_tenants(int argc, char **argv);

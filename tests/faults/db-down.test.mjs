@@ -43,7 +43,7 @@ for (const [template, item] of Object.entries(spec.paths)) {
 
 /** A request each operation would take (its role, a body it accepts the shape of). */
 function requestFor(o) {
-  const keyFor = { 'POST /v1/admin/policy/reload': server.keys.operator };
+  const keyFor = { 'POST /v1/admin/policy/reload': server.keys.operator, 'PUT /v1/admin/quotas/{tenant}': server.keys.operator };
   const opts = {};
   if (o.secured) opts.key = keyFor[o.name] ?? (o.method === 'GET' ? server.keys.admin : server.keys.agent);
   if (/approvals|audit|secrets/.test(o.name)) opts.key = server.keys.admin;
@@ -56,6 +56,7 @@ function requestFor(o) {
       'POST /v1/audit/hash': { value: 'x' },
       'POST /v1/credentials': { tool: 'mark', audience: 'x' },
       'POST /v1/credentials/introspect': { token: 'x' },
+      'PUT /v1/admin/quotas/{tenant}': { max_concurrent: null },
     }[o.name.replace(/\/[0-9a-f-]{36}/g, '/{id}')] ?? {};
   }
   return opts;

@@ -23,7 +23,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Type
 __all__ = [
     "Client", "ToolcageError", "ProblemError", "ValidationError", "Unauthorized", "Forbidden",
     "NotFound", "UnknownTool", "Conflict", "LimitExceedsPolicy", "BlockedByPrescreen",
-    "Overloaded", "Unavailable", "TransportError", "FINAL_STATUSES",
+    "Overloaded", "QuotaExceeded", "Unavailable", "TransportError", "FINAL_STATUSES",
 ]
 
 Json = Dict[str, Any]
@@ -97,6 +97,10 @@ class Overloaded(ProblemError):
     pass
 
 
+class QuotaExceeded(ProblemError):
+    """The tenant has as many calls running as its quota allows; retry after ``retry_after``."""
+
+
 class Unavailable(ProblemError):
     pass
 
@@ -107,12 +111,12 @@ _BY_TYPE: Dict[str, Type[ProblemError]] = {
     "unauthorized": Unauthorized, "forbidden": Forbidden, "not-found": NotFound,
     "unknown-tool": UnknownTool, "limit-exceeds-policy": LimitExceedsPolicy,
     "blocked-by-prescreen": BlockedByPrescreen, "overloaded": Overloaded,
-    "unavailable": Unavailable, "draining": Unavailable,
+    "unavailable": Unavailable, "draining": Unavailable, "quota-exceeded": QuotaExceeded,
     "idempotency-in-progress": Conflict, "not-pending": Conflict,
 }
 _BY_STATUS: Dict[int, Type[ProblemError]] = {
     400: ValidationError, 401: Unauthorized, 403: Forbidden, 404: NotFound, 409: Conflict,
-    422: ValidationError, 503: Unavailable,
+    422: ValidationError, 429: QuotaExceeded, 503: Unavailable,
 }
 
 
@@ -248,6 +252,10 @@ class Client:
     def prescreen(self, tool: str, code: str, *, stdin: Optional[str] = None) -> Json:
         return self._request("POST", "/v1/prescreen",
                              body=self._execute_body(tool, code, stdin, None, None, None, None))[1]
+
+    def quota(self) -> Json:
+        """The tenant's quota and what it uses now."""
+        return self._request("GET", "/v1/quota")[1]
 
     def tools(self, format: Optional[str] = None) -> List[Json]:
         """The policy's tools; ``format`` ``openai`` or ``anthropic`` gives definitions to

@@ -93,6 +93,8 @@ export declare class Client {
         since?: string;
         pageSize?: number;
     }): AsyncGenerator<ExecutionSummary>;
+    /** The tenant's quota and what it uses now. */
+    quota(): Promise<Schemas['Quota']>;
     prescreen(req: Pick<ExecuteRequest, 'tool' | 'code' | 'stdin'>): Promise<PrescreenResult>;
     /** The policy's tools; `openai` or `anthropic` gives definitions to hand to a model. */
     tools(format?: 'openai' | 'anthropic'): Promise<unknown[]>;

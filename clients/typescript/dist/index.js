@@ -129,6 +129,10 @@ export class Client {
             cursor = page.next_cursor;
         } while (cursor);
     }
+    /** The tenant's quota and what it uses now. */
+    quota() {
+        return this.#request('GET', '/v1/quota');
+    }
     prescreen(req) {
         return this.#request('POST', '/v1/prescreen', { body: req });
     }

@@ -50,6 +50,54 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/quota": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tenant's quota and what it uses now
+         * @description Any role of a tenant, for its own tenant; an `operator` names the tenant
+         *     with `?tenant=NAME`. `concurrent.max_concurrent` is the number of the
+         *     tenant's executions that may run at once over every replica (`null`: no
+         *     limit), `source` says whether it was set for the tenant or is the
+         *     server's default (`TOOLCAGE_TENANT_MAX_CONCURRENT`), `running` how many
+         *     run now. A call beyond it is refused with `429 quota-exceeded` and
+         *     `Retry-After`; a held call counts when it runs, not while it waits.
+         */
+        get: operations["getQuota"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/admin/quotas/{tenant}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Set or clear a tenant's quota (operator)
+         * @description Role `operator`. `{"max_concurrent": N}` (0 to 4096) sets the tenant's
+         *     own limit, `null` returns it to the server's default. Audited as
+         *     `tenant.quota_set`; every replica enforces it from the next call on.
+         */
+        put: operations["putQuota"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/executions": {
         parameters: {
             query?: never;
@@ -748,7 +796,7 @@ export interface components {
              * @description A stable URN naming the kind of problem; clients switch on it.
              * @enum {string}
              */
-            type: "urn:toolcage:problem:invalid-json" | "urn:toolcage:problem:invalid-encoding" | "urn:toolcage:problem:validation" | "urn:toolcage:problem:bad-request" | "urn:toolcage:problem:body-too-large" | "urn:toolcage:problem:unknown-tool" | "urn:toolcage:problem:not-found" | "urn:toolcage:problem:method-not-allowed" | "urn:toolcage:problem:limit-exceeds-policy" | "urn:toolcage:problem:unauthorized" | "urn:toolcage:problem:forbidden" | "urn:toolcage:problem:overloaded" | "urn:toolcage:problem:unavailable" | "urn:toolcage:problem:internal" | "urn:toolcage:problem:blocked-by-prescreen" | "urn:toolcage:problem:policy-invalid" | "urn:toolcage:problem:idempotency-key-reused" | "urn:toolcage:problem:idempotency-in-progress" | "urn:toolcage:problem:maker-checker" | "urn:toolcage:problem:already-decided" | "urn:toolcage:problem:not-pending" | "urn:toolcage:problem:credential-unavailable" | "urn:toolcage:problem:approval-required" | "urn:toolcage:problem:callback-url-forbidden";
+            type: "urn:toolcage:problem:invalid-json" | "urn:toolcage:problem:invalid-encoding" | "urn:toolcage:problem:validation" | "urn:toolcage:problem:bad-request" | "urn:toolcage:problem:body-too-large" | "urn:toolcage:problem:unknown-tool" | "urn:toolcage:problem:not-found" | "urn:toolcage:problem:method-not-allowed" | "urn:toolcage:problem:limit-exceeds-policy" | "urn:toolcage:problem:unauthorized" | "urn:toolcage:problem:forbidden" | "urn:toolcage:problem:overloaded" | "urn:toolcage:problem:quota-exceeded" | "urn:toolcage:problem:unavailable" | "urn:toolcage:problem:internal" | "urn:toolcage:problem:blocked-by-prescreen" | "urn:toolcage:problem:policy-invalid" | "urn:toolcage:problem:idempotency-key-reused" | "urn:toolcage:problem:idempotency-in-progress" | "urn:toolcage:problem:maker-checker" | "urn:toolcage:problem:already-decided" | "urn:toolcage:problem:not-pending" | "urn:toolcage:problem:credential-unavailable" | "urn:toolcage:problem:approval-required" | "urn:toolcage:problem:callback-url-forbidden";
             /** @description Short, fixed per `type`. */
             title: string;
             /** @description The HTTP status code. */
@@ -1065,6 +1113,15 @@ export interface components {
             findings?: components["schemas"]["Finding"][];
             /** Format: date-time */
             created_at: string;
+        };
+        Quota: {
+            tenant: string;
+            concurrent: {
+                max_concurrent: number | null;
+                /** @enum {string} */
+                source: "tenant" | "default";
+                running: number;
+            };
         };
         JsonRpcResponse: {
             /** @constant */
@@ -1916,6 +1973,89 @@ export interface operations {
             409: components["responses"]["Conflict"];
             413: components["responses"]["BodyTooLarge"];
             422: components["responses"]["ExecuteUnprocessable"];
+            /**
+             * @description The tenant has as many executions running as its quota allows
+             *     (`quota-exceeded`, see `GET /v1/quota`); nothing was recorded. Retry
+             *     after `Retry-After` seconds.
+             */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    "Retry-After": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getQuota: {
+        parameters: {
+            query?: {
+                /** @description The tenant's name (operators only, and required for them). */
+                tenant?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The quota. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Quota"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    putQuota: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The tenant's name. */
+                tenant: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    max_concurrent: number | null;
+                };
+            };
+        };
+        responses: {
+            /** @description The tenant's quota now. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Quota"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["BodyTooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };

@@ -174,6 +174,11 @@ export class Client {
     } while (cursor);
   }
 
+  /** The tenant's quota and what it uses now. */
+  quota(): Promise<Schemas['Quota']> {
+    return this.#request('GET', '/v1/quota');
+  }
+
   prescreen(req: Pick<ExecuteRequest, 'tool' | 'code' | 'stdin'>): Promise<PrescreenResult> {
     return this.#request('POST', '/v1/prescreen', { body: req });
   }

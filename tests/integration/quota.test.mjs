@@ -1,0 +1,109 @@
+// Tenant quotas (issue 19): executions one tenant may have running at once, decided by the
+// database so that every replica enforces the same number. Evidence: the 429 and what was
+// (not) stored or audited, another tenant's calls succeeding meanwhile, the limit holding
+// across two server processes, and changes taking effect without a restart.
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
+import { setup, assertProblem, SLOW } from './harness.mjs';
+import { APPROVAL_POLICY, waitFinished, until, lit } from './fixtures/approval-helpers.mjs';
+
+const server = setup('quota', { policy: APPROVAL_POLICY, serveEnv: { TOOLCAGE_TENANT_MAX_CONCURRENT: '3' } });
+const tag = () => crypto.randomBytes(5).toString('hex');
+let peer = null;
+after(async () => { if (peer) await peer.stop(); });
+
+const submit = (code, key = server.keys.agent, via = server) => via.request('POST', '/v1/execute', { key, json: { tool: 'shell', code, async: true, limits: { timeout_ms: 30000 } } });
+const quotaOf = async (key = server.keys.agent) => (await server.request('GET', '/v1/quota', { key })).json;
+async function setQuota(n) {
+  const res = await server.request('PUT', `/v1/admin/quotas/${server.tenants.a}`, { key: server.keys.operator, json: { max_concurrent: n } });
+  assert.equal(res.status, 200, res.text);
+  return res.json;
+}
+const storedWith = async (t) => Number((await server.sql(`SELECT count(*) FROM executions WHERE request->>'code' LIKE ${lit(`%${t}%`)}`)).trim());
+const auditedWith = async (t) => Number((await server.sql(`SELECT count(*) FROM audit_log WHERE record->'params'->>'code' LIKE ${lit(`%${t}%`)}`)).trim());
+
+test('the CLI sets a tenant\'s limit; beyond it 429 quota-exceeded, nothing stored; the other tenant runs on', async () => {
+  const { stdout } = await server.cli(['tenants', 'quota', '--tenant', server.tenants.a, '--max-concurrent', '2']);
+  assert.match(stdout, /^tenant \S+: max_concurrent 2 \(set for the tenant\), running 0$/m);
+  const t = tag();
+  const long = [];
+  for (let i = 0; i < 2; i++) {
+    const r = await submit(`sleep 4; echo long-${t}-${i}`);
+    assert.equal(r.status, 202, r.text);
+    long.push(r.json.id);
+  }
+  await until(async () => (await quotaOf()).concurrent.running === 2, 10_000 * SLOW, 'two running');
+  const q = await quotaOf();
+  assert.deepEqual(q.concurrent, { max_concurrent: 2, source: 'tenant', running: 2 });
+  assert.equal(q.tenant, server.tenants.a);
+
+  const refused = await server.request('POST', '/v1/execute', { key: server.keys.agent, json: { tool: 'shell', code: `echo third-${t}` } });
+  const p = assertProblem(refused, 429, 'quota-exceeded');
+  assert.equal(refused.headers.get('retry-after'), '1');
+  assert.match(p.detail, /2 executions running, its limit max_concurrent \(set for the tenant\)/);
+  assert.equal(await storedWith(`third-${t}`), 0, 'the refused call left an execution row');
+  assert.equal(await auditedWith(`third-${t}`), 0, 'the refused call left an audit record');
+
+  // The other tenant (default limit 3) is not held back: its call runs at once.
+  const t0 = performance.now();
+  const other = await server.execute({ tool: 'shell', code: `echo other-${t}` }, { key: server.keys.otherAgent });
+  assert.equal(other.json.stdout, `other-${t}\n`);
+  assert.ok(performance.now() - t0 < 3000 * SLOW, 'the other tenant waited');
+  assert.deepEqual((await quotaOf(server.keys.otherAgent)).concurrent, { max_concurrent: 3, source: 'default', running: 0 });
+
+  // A held call is not refused: it counts when it runs, not while it waits for a human.
+  const held = await server.request('POST', '/v1/execute', { key: server.keys.agent, json: { tool: 'deploy', code: `echo held-${t}` } });
+  assert.equal(held.status, 202, held.text);
+  assert.equal(held.json.status, 'pending_approval');
+
+  for (const id of long) assert.equal((await waitFinished(server, id, 30 * SLOW)).status, 'completed');
+  assert.equal((await server.execute({ tool: 'shell', code: `echo after-${t}` })).json.stdout, `after-${t}\n`);
+});
+
+test('an operator changes the limit over the API, audited, and it holds at once; null is the default again', async () => {
+  const set0 = await setQuota(0);
+  assert.deepEqual(set0.concurrent, { max_concurrent: 0, source: 'tenant', running: 0 });
+  assertProblem(await server.request('POST', '/v1/execute', { key: server.keys.agent, json: { tool: 'shell', code: 'echo zero' } }), 429, 'quota-exceeded');
+  const cleared = await setQuota(null);
+  assert.deepEqual(cleared.concurrent, { max_concurrent: 3, source: 'default', running: 0 });
+  assert.equal((await server.execute({ tool: 'shell', code: 'echo back' })).json.stdout, 'back\n');
+  const records = (await server.sql(`SELECT record->'quota'->>'max_concurrent', record->'actor'->>'role'
+    FROM audit_log WHERE action = 'tenant.quota_set' AND tenant_id = (SELECT id::text FROM tenants WHERE name = ${lit(server.tenants.a)}) ORDER BY seq`)).trim().split('\n');
+  assert.deepEqual(records.slice(-3), ['2|', '0|operator', '|operator']);
+  // An operator reads any tenant's quota by name; the tenant's own keys only their own.
+  const op = await server.request('GET', `/v1/quota?tenant=${encodeURIComponent(server.tenants.b)}`, { key: server.keys.operator });
+  assert.equal(op.json.tenant, server.tenants.b);
+});
+
+test('two server processes enforce one limit', async () => {
+  await setQuota(1);
+  peer = await server.peer('quota-peer');
+  const t = tag();
+  const first = await submit(`sleep 3; echo one-${t}`);
+  assert.equal(first.status, 202);
+  await until(async () => (await quotaOf()).concurrent.running === 1, 10_000 * SLOW, 'one running');
+  const viaPeer = await peer.request('POST', '/v1/execute', { key: server.keys.agent, json: { tool: 'shell', code: `echo two-${t}` } });
+  assertProblem(viaPeer, 429, 'quota-exceeded');
+  // Concurrent admissions through both processes: at most the limit run at once.
+  await waitFinished(server, first.json.id, 30 * SLOW);
+  const burst = await Promise.all(Array.from({ length: 6 }, (_, i) => submit(`sleep 2; echo burst-${t}-${i}`, server.keys.agent, i % 2 ? peer : server)));
+  const accepted = burst.filter((r) => r.status === 202);
+  assert.equal(accepted.length, 1, `statuses ${burst.map((r) => r.status)}`);
+  assert.ok(burst.every((r) => r.status === 202 || r.status === 429));
+  await waitFinished(server, accepted[0].json.id, 30 * SLOW);
+  await setQuota(null);
+});
+
+test('quota routes refuse what they must', async () => {
+  assertProblem(await server.request('GET', `/v1/quota?tenant=${server.tenants.b}`, { key: server.keys.agent }), 400, 'validation');
+  assertProblem(await server.request('GET', '/v1/quota', { key: server.keys.operator }), 400, 'validation');
+  assertProblem(await server.request('GET', '/v1/quota?tenant=nosuch-tenant', { key: server.keys.operator }), 404, 'not-found');
+  assertProblem(await server.request('PUT', `/v1/admin/quotas/${server.tenants.a}`, { key: server.keys.admin, json: { max_concurrent: 5 } }), 403, 'forbidden');
+  assertProblem(await server.request('PUT', '/v1/admin/quotas/nosuch-tenant', { key: server.keys.operator, json: { max_concurrent: 5 } }), 404, 'not-found');
+  for (const json of [{}, { max_concurrent: -1 }, { max_concurrent: 4097 }, { max_concurrent: '2' }, { max_concurrent: 1, x: 1 }]) {
+    assertProblem(await server.request('PUT', `/v1/admin/quotas/${server.tenants.a}`, { key: server.keys.operator, json }), 400, 'validation');
+  }
+  await assert.rejects(server.cli(['tenants', 'quota', '--tenant', 'nosuch-tenant']), /failed \(1\)[^]*no tenant named 'nosuch-tenant'/);
+  await assert.rejects(server.cli(['tenants', 'quota', '--tenant', server.tenants.a, '--max-concurrent', 'lots']), /failed \(2\)/);
+});
