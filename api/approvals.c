@@ -31,8 +31,8 @@ enum MHD_Result tc_api_approvals_list(struct tc_request *r)
     for (size_t i = 0; status && i < TC_ARRAY_SIZE(statuses); i++)
         status_ok |= strcmp(status, statuses[i]) == 0;
     int64_t limit = 50;
-    if (!status_ok || (tool && strlen(tool) > 64) || (cursor && !tc_uuid_valid(cursor)) ||
-        (ls && tc_parse_i64(ls, 1, 200, &limit) < 0))
+    if (!status_ok || (tool && (strlen(tool) > 64 || !tc_utf8_valid(tool, strlen(tool), false))) ||
+        (cursor && !tc_uuid_valid(cursor)) || (ls && tc_parse_i64(ls, 1, 200, &limit) < 0))
         return tc_respond_problem(
             r, 400, "validation", "Invalid request", NULL,
             "status must be pending, approved, denied, expired or cancelled;"

@@ -95,7 +95,7 @@ static void on_recorded(void *userdata, int rc, json_t *view)
     struct exec_state *st = userdata;
     if (!st->r) {
         tc_log(rc == 0 || rc == -ESTALE ? TC_LOG_INFO : TC_LOG_WARN, "execution finished",
-               "{s:s, s:s, s:s, s:O, s:i}", "request_id", st->request_id, "execution_id", st->id,
+               "{s:s, s:s, s:s, s:O?, s:i}", "request_id", st->request_id, "execution_id", st->id,
                "tool", st->tool, "status", view ? json_object_get(view, "status") : NULL, "rc", rc);
         exec_state_free(st);
         return;
@@ -629,8 +629,6 @@ enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
     st->principal = r->principal;
     snprintf(st->request_id, sizeof(st->request_id), "%s", r->request_id);
     bool async = opts->async || json_is_true(json_object_get(req.body, "async"));
-    if (async)
-        r->preference_applied = "respond-async";
     if (opts->idempotency && idem_begin(r, st, &ret) == IDEM_DONE)
         goto out;
     if (!tool) {
@@ -738,6 +736,8 @@ enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
         json_t *accepted = json_pack("{s:s, s:s, s:s, s:s, s:o}", "id", st->id, "tool", st->tool,
                                      "status", "running", "created_at", st->created_at, "findings",
                                      st->findings ? json_incref(st->findings) : json_array());
+        /* only on this answer: a replayed or synchronous one did not apply it */
+        r->preference_applied = opts->async ? "respond-async" : NULL;
         idem_end(r, st, 202, accepted, location);
         st->r = NULL;
         s = TC_STEAL(st);

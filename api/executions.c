@@ -185,7 +185,7 @@ enum MHD_Result tc_api_executions_list(struct tc_request *r)
     if (status && !status_known(status))
         json_array_append_new(errors, json_pack("{s:s, s:s}", "path", "status", "message",
                                                 "must be an execution status"));
-    if (tool && (!*tool || strlen(tool) > 64))
+    if (tool && (!*tool || strlen(tool) > 64 || !tc_utf8_valid(tool, strlen(tool), false)))
         json_array_append_new(errors, json_pack("{s:s, s:s}", "path", "tool", "message",
                                                 "must be 1 to 64 characters"));
     if (since && tc_parse_iso_utc(since, &since_ms) < 0)

@@ -41,6 +41,9 @@ enum {
 struct mcp_call {
     json_t *id;    /* the request's id */
     bool may_hold; /* a held call waits for its outcome (once) */
+    /* 2025-11-25 (SEP-1303): arguments that fail validation are a tool error the model can
+     * read and correct (isError), not a protocol error; -32602 before that revision */
+    bool argument_errors_as_results;
 };
 
 static void mcp_call_free(void *p)
@@ -257,6 +260,27 @@ static json_t *blocked_result(json_t *problem)
     return res;
 }
 
+/* Arguments the call refused (problem: the problem POST /v1/execute answered, or {errors}). */
+static enum MHD_Result invalid_arguments(struct tc_request *r, struct mcp_call *call,
+                                         const char *message, json_t *problem /* stolen */)
+{
+    if (!call->argument_errors_as_results)
+        return rpc_error(r, 200, call->id, RPC_INVALID_PARAMS, message, problem);
+    struct tc_buf text;
+    tc_buf_init(&text, 256 * 1024);
+    put(&text, "Invalid arguments: %s", message);
+    size_t i;
+    json_t *e;
+    json_array_foreach(json_object_get(problem, "errors"), i, e)
+        put(&text, "\n%s: %s", json_string_value(json_object_get(e, "path")) ?: "",
+            json_string_value(json_object_get(e, "message")) ?: "");
+    json_t *res = json_pack("{s:[{s:s, s:s%}], s:b}", "content", "type", "text", "text",
+                            text.data ? text.data : "", text.len, "isError", 1);
+    tc_buf_free(&text);
+    json_decref(problem);
+    return res ? rpc_result(r, call->id, res) : MHD_NO;
+}
+
 /* The reply filter of tools/call: POST /v1/execute's and GET /v1/executions/{id}'s answers
  * as JSON-RPC. */
 static enum MHD_Result tool_reply(struct tc_request *r, unsigned status, json_t *body,
@@ -270,8 +294,10 @@ static enum MHD_Result tool_reply(struct tc_request *r, unsigned status, json_t 
         const char *detail = json_string_value(json_object_get(body, "detail")) ?: "error";
         if (status == 403 && strstr(type, ":blocked-by-prescreen"))
             ret = rpc_result(r, id, blocked_result(body));
-        else if (status == 400 || status == 404 || status == 422)
+        else if (status == 404 && strstr(type, ":unknown-tool")) /* a protocol error always */
             ret = rpc_error(r, 200, id, RPC_INVALID_PARAMS, detail, json_incref(body));
+        else if (status == 400 || status == 404 || status == 422)
+            ret = invalid_arguments(r, call, detail, json_incref(body));
         else
             ret = rpc_error(r, 200, id, RPC_INTERNAL_ERROR, detail, json_incref(body));
         json_decref(body);
@@ -341,8 +367,8 @@ static enum MHD_Result tools_call(struct tc_request *r, struct mcp_call *call, j
                                   json_pack("{s:s, s:s}", "path", "arguments.timeout_seconds",
                                             "message", "must be an integer from 0 to 60"));
         if (json_array_size(errors) > 0)
-            return rpc_error(r, 200, call->id, RPC_INVALID_PARAMS, "invalid arguments",
-                             json_pack("{s:o}", "errors", errors));
+            return invalid_arguments(r, call, "invalid arguments",
+                                     json_pack("{s:o}", "errors", errors));
         json_decref(errors);
         r->params[0] = strdup(json_string_value(eid));
         if (!r->params[0])
@@ -351,8 +377,8 @@ static enum MHD_Result tools_call(struct tc_request *r, struct mcp_call *call, j
     }
     static const char *const allowed[] = {"code", "stdin", "files", "limits", "collect", NULL};
     if (!only_keys(args, allowed, errors, "arguments."))
-        return rpc_error(r, 200, call->id, RPC_INVALID_PARAMS, "invalid arguments",
-                         json_pack("{s:o}", "errors", errors));
+        return invalid_arguments(r, call, "invalid arguments",
+                                 json_pack("{s:o}", "errors", errors));
     json_decref(errors);
     json_t *body = args ? json_deep_copy(args) : json_object();
     if (!body || json_object_set(body, "tool", name) < 0) {
@@ -450,6 +476,7 @@ enum MHD_Result tc_api_mcp(struct tc_request *r)
                 ret = MHD_NO;
             } else {
                 call->id = json_incref(id);
+                call->argument_errors_as_results = pv && strcmp(pv, "2025-11-25") == 0;
                 r->reply_ctx = call;
                 r->reply_ctx_free = mcp_call_free;
                 ret = tools_call(r, call, params);

@@ -27,8 +27,8 @@ static enum MHD_Result answer(struct tc_request *r, PGconn *c, const char *tenan
     tc_db_release(r->srv->db, c);
     if (rc < 0)
         return tc_respond_db_down(r);
-    return tc_respond_json(r, 200, json_pack("{s:s, s:o}", "tenant", name, "concurrent",
-                                             tc_quota_json(&q)));
+    return tc_respond_json(
+        r, 200, json_pack("{s:s, s:o}", "tenant", name, "concurrent", tc_quota_json(&q)));
 }
 
 enum MHD_Result tc_api_quota_get(struct tc_request *r)
@@ -48,9 +48,9 @@ enum MHD_Result tc_api_quota_get(struct tc_request *r)
     int rc = strlen(want) <= 64 ? tenant_id_of(c, want, id) : -ENOENT;
     if (rc < 0) {
         tc_db_release(r->srv->db, c);
-        return rc == -ENOENT ? tc_respond_problem(r, 404, "not-found", "Not found", NULL,
-                                                  "no such tenant")
-                             : tc_respond_db_down(r);
+        return rc == -ENOENT
+                   ? tc_respond_problem(r, 404, "not-found", "Not found", NULL, "no such tenant")
+                   : tc_respond_db_down(r);
     }
     return answer(r, c, id, want);
 }
@@ -85,9 +85,9 @@ enum MHD_Result tc_api_quota_put(struct tc_request *r)
     json_decref(actor);
     if (rc < 0) {
         tc_db_release(r->srv->db, c);
-        return rc == -ENOENT ? tc_respond_problem(r, 404, "not-found", "Not found", NULL,
-                                                  "no such tenant")
-                             : tc_respond_db_down(r);
+        return rc == -ENOENT
+                   ? tc_respond_problem(r, 404, "not-found", "Not found", NULL, "no such tenant")
+                   : tc_respond_db_down(r);
     }
     return answer(r, c, id, name);
 }

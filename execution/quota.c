@@ -27,8 +27,8 @@ static int load(PGconn *c, const char *tenant_id, int64_t default_max, struct tc
     }
     ret->running = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
     ret->own = strcmp(PQgetvalue(r, 0, 2), "t") == 0;
-    ret->max_concurrent = ret->own ? strtoll(PQgetvalue(r, 0, 1), NULL, 10)
-                                   : (default_max > 0 ? default_max : -1);
+    ret->max_concurrent =
+        ret->own ? strtoll(PQgetvalue(r, 0, 1), NULL, 10) : (default_max > 0 ? default_max : -1);
     PQclear(r);
     return 0;
 }
@@ -36,8 +36,8 @@ static int load(PGconn *c, const char *tenant_id, int64_t default_max, struct tc
 int tc_quota_admit_tx(PGconn *c, const char *tenant_id, int64_t default_max, struct tc_quota *ret)
 {
     const char *p[] = {tenant_id};
-    PGresult *r = tc_db_exec(
-        c, "SELECT pg_advisory_xact_lock(" ADMISSION_LOCK_CLASS ", hashtext($1))", 1, p);
+    PGresult *r =
+        tc_db_exec(c, "SELECT pg_advisory_xact_lock(" ADMISSION_LOCK_CLASS ", hashtext($1))", 1, p);
     bool locked = r != NULL;
     PQclear(r);
     if (!locked || load(c, tenant_id, default_max, ret) < 0)

@@ -19,8 +19,7 @@ struct tc_quota {
  * the tenant's admission lock (held to the end of the transaction, so a concurrent admission
  * anywhere counts this one), then compares. default_max 0: no limit unless the tenant has
  * one. 0 (admit), -EDQUOT (refuse; *ret says why), -EIO. */
-int tc_quota_admit_tx(PGconn *c, const char *tenant_id, int64_t default_max,
-                      struct tc_quota *ret);
+int tc_quota_admit_tx(PGconn *c, const char *tenant_id, int64_t default_max, struct tc_quota *ret);
 
 /* The tenant's limits and use. 0 or -EIO. */
 int tc_quota_get(PGconn *c, const char *tenant_id, int64_t default_max, struct tc_quota *ret);

@@ -1159,6 +1159,10 @@ static void validate(struct ctx *c, json_t *root, struct tc_policy *p)
             add_err(c, tp, "tool name must match [a-z][a-z0-9_-]{0,63}");
             continue;
         }
+        if (strncmp(name, "toolcage_", 9) == 0) { /* built-in tools (api/mcp.c: toolcage_wait) */
+            add_err(c, tp, "tool names starting with \"toolcage_\" are reserved");
+            continue;
+        }
         if (!json_is_object(v)) {
             add_err(c, tp, "must be an object");
             continue;

@@ -673,13 +673,20 @@ static enum MHD_Result prefer_header(void *cls, enum MHD_ValueKind kind, const c
         return MHD_YES;
     size_t tl = strlen(p->token);
     /* preference *( ";" parameter ) *( "," preference ... ): a token ends at '=', ';', ','
-     * or white space */
+     * or white space; values may be quoted strings (with \-escapes), whose commas are not
+     * separators */
     for (const char *s = value; *s;) {
         s += strspn(s, " \t,");
-        size_t n = strcspn(s, "=;, \t");
+        size_t n = strcspn(s, "=;, \t\"");
         if (n == tl && strncasecmp(s, p->token, tl) == 0)
             p->found = true;
-        s += strcspn(s, ","); /* skip the value and parameters */
+        bool quoted = false;
+        for (; *s && (quoted || *s != ','); s++) {
+            if (*s == '"')
+                quoted = !quoted;
+            else if (quoted && *s == '\\' && s[1])
+                s++;
+        }
     }
     return MHD_YES;
 }

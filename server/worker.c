@@ -94,12 +94,15 @@ static json_t *job_view(void *userdata, json_t *result)
     struct tc_worker *w = j->w;
     char finished[32];
     tc_iso8601(tc_wall_ms(), finished);
-    /* The tool's redaction rules as the policy says now; all rules if the tool is gone. */
+    /* The tool's redaction rules as the policy says now; every rule, those off by default
+     * too, if the tool is gone (what it enabled is not known any more). */
     struct tc_policy *policy = tc_server_policy(w->srv);
     const struct tc_tool *tool = tc_policy_tool(policy, j->tool);
     struct tc_redactor *red = NULL;
+    size_t nrules;
+    const char *const *rules = tc_redact_rule_names(&nrules);
     int rrc = tool ? tc_exec_redactor(tool, w->srv->cfg->state_dir, &red)
-                   : tc_redactor_new(NULL, 0, NULL, 0,
+                   : tc_redactor_new(NULL, 0, rules, nrules,
                                      (const char *const[]){w->srv->cfg->state_dir}, 1, &red);
     tc_policy_unref(policy);
     struct tc_exec_filter filter = {.redactor = red};

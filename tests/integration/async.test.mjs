@@ -15,14 +15,15 @@ const tag = () => crypto.randomBytes(6).toString('hex');
 const receivers = [];
 after(async () => { for (const r of receivers) await r.close(); });
 
-function assertAccepted(res, tool = 'shell') {
+/** A 202 AcceptedExecution; Preference-Applied only when a Prefer header asked for it. */
+function assertAccepted(res, { tool = 'shell', prefer = false } = {}) {
   assert.equal(res.status, 202, res.text.slice(0, 500));
   const j = res.json;
   assert.match(j.id, UUID_RE);
   assert.equal(j.tool, tool);
   assert.equal(j.status, 'running');
   assert.equal(res.headers.get('location'), `/v1/executions/${j.id}`);
-  assert.equal(res.headers.get('preference-applied'), 'respond-async');
+  assert.equal(res.headers.get('preference-applied'), prefer ? 'respond-async' : null);
   return j;
 }
 
@@ -51,10 +52,10 @@ test('Prefer: respond-async among other preferences is honoured; other preferenc
     headers: { prefer: 'return=minimal, wait=10,Respond-Async ; x=y' },
     json: { tool: 'shell', code: `echo pref-${t}` },
   });
-  const j = assertAccepted(res);
+  const j = assertAccepted(res, { prefer: true });
   assert.equal((await waitFinished(server, j.id, 30 * SLOW)).stdout, `pref-${t}\n`);
   // A token that merely contains the word, and other preferences: a synchronous answer.
-  for (const prefer of ['return=representation', 'respond-asynchronously', 'x=respond-async']) {
+  for (const prefer of ['return=representation', 'respond-asynchronously', 'x=respond-async', 'foo="x, respond-async"', 'foo="a\\", respond-async"']) {
     const sync = await server.request('POST', '/v1/execute', {
       key: server.keys.agent, headers: { prefer }, json: { tool: 'shell', code: `echo sync-${t}` },
     });
@@ -62,6 +63,18 @@ test('Prefer: respond-async among other preferences is honoured; other preferenc
     assert.equal(sync.json.stdout, `sync-${t}\n`);
     assert.equal(sync.headers.get('preference-applied'), null);
   }
+  // After a quoted value, a real preference is still seen.
+  assertAccepted(await server.request('POST', '/v1/execute', {
+    key: server.keys.agent, headers: { prefer: 'foo="a,b", respond-async' }, json: { tool: 'shell', code: 'echo q' },
+  }), { prefer: true });
+  // A synchronous answer replayed for the same Idempotency-Key never claims the preference.
+  const idem = { 'idempotency-key': `pref-${t}` };
+  const first = await server.request('POST', '/v1/execute', { key: server.keys.agent, headers: idem, json: { tool: 'shell', code: `echo idem-${t}` } });
+  assert.equal(first.status, 200);
+  const replay = await server.request('POST', '/v1/execute', { key: server.keys.agent, headers: { ...idem, prefer: 'respond-async' }, json: { tool: 'shell', code: `echo idem-${t}` } });
+  assert.equal(replay.status, 200);
+  assert.equal(replay.json.id, first.json.id);
+  assert.equal(replay.headers.get('preference-applied'), null);
   // "async": false with no header: synchronous.
   const sync = await server.execute({ tool: 'shell', code: 'echo x', async: false });
   assert.equal(sync.json.status, 'completed');

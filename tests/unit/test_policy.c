@@ -458,6 +458,11 @@ static bool test_top_level(void)
         has_error(errors, "tools[\"Bad Name\\x0a\"]: tool name must match [a-z][a-z0-9_-]{0,63}"));
     CHECK(has_error(errors, "tools._x: tool name must match [a-z][a-z0-9_-]{0,63}"));
     json_decref(errors);
+    /* the built-in MCP tools' names */
+    CHECK(load_str("{\"version\": 1, \"tools\": {\"toolcage_wait\": {}}}", &p, &errors) == -EINVAL);
+    CHECK(has_error(errors,
+                    "tools.toolcage_wait: tool names starting with \"toolcage_\" are reserved"));
+    json_decref(errors);
     CHECK(p == NULL);
     return true;
 }

@@ -688,8 +688,11 @@ export interface paths {
          *
          *     Errors: `-32700` (HTTP 400) the body is not JSON; `-32600` (HTTP 400) not
          *     a JSON-RPC 2.0 request, or a batch; `-32601` unknown method; `-32602`
-         *     invalid params or arguments, an unknown tool, a limit above the
-         *     policy's (`error.data` is the problem `POST /v1/execute` would answer);
+         *     invalid params, an unknown tool, and (before 2025-11-25) arguments
+         *     that fail validation or a limit above the policy's (`error.data` is the
+         *     problem `POST /v1/execute` would answer); with 2025-11-25 those are a
+         *     tool result with `isError` whose text names each bad argument, so the
+         *     model can correct itself (SEP-1303);
          *     `-32603` the call could not be run now (overloaded, draining, database
          *     unavailable; `error.data` is the problem). Notifications and responses
          *     are accepted with `202` and no body. A request with an `Origin` header
