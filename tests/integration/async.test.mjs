@@ -233,6 +233,10 @@ test('GET /v1/executions refuses bad parameters, naming each', async () => {
   for (const v of ['yesterday', '2024-01-01T00:00:00', '2024-01-01 00:00:00Z', '2024-01-01T25:00:00Z']) {
     assertProblem(await server.request('GET', `/v1/executions?since=${encodeURIComponent(v)}`, { key: server.keys.agent }), 400, 'validation');
   }
+  // bytes that are not UTF-8 are the client's error, not a database failure
+  const bad = assertProblem(await server.request('GET', '/v1/executions?tool=%FF', { key: server.keys.agent }), 400, 'validation');
+  assert.deepEqual(bad.errors.map((e) => e.path), ['tool']);
+  assertProblem(await server.request('GET', '/v1/approvals?tool=%FF', { key: server.keys.reviewer }), 400, 'validation');
   assertProblem(await server.request('GET', '/v1/executions'), 401, 'unauthorized');
   const all = new URLSearchParams(cases);
   const p = assertProblem(await server.request('GET', `/v1/executions?${all}`, { key: server.keys.agent }), 400, 'validation');
