@@ -82,7 +82,8 @@ const templates = Object.keys(spec.paths).map((t) => ({
 const seen = new Set();
 function noteSeen(method, reqPath, status) {
   const t = matchPath(reqPath);
-  if (t && spec.paths[t][method.toLowerCase()]) seen.add(`${method.toUpperCase()} ${t} ${status}`);
+  // a 405 is the path's answer to a method it does not declare: kept under that method
+  if (t && (spec.paths[t][method.toLowerCase()] || status === 405)) seen.add(`${method.toUpperCase()} ${t} ${status}`);
 }
 process.on('exit', () => {
   if (!seen.size) return;
