@@ -2956,7 +2956,6 @@ export interface operations {
                 };
             };
             405: components["responses"]["MethodNotAllowed"];
-            503: components["responses"]["Unavailable"];
         };
     };
     readyz: {
@@ -3012,7 +3011,6 @@ export interface operations {
                 };
             };
             405: components["responses"]["MethodNotAllowed"];
-            503: components["responses"]["Unavailable"];
         };
     };
     metrics: {
@@ -3036,7 +3034,6 @@ export interface operations {
             };
             405: components["responses"]["MethodNotAllowed"];
             500: components["responses"]["Internal"];
-            503: components["responses"]["Unavailable"];
         };
     };
 }

@@ -2957,7 +2957,6 @@ export interface operations {
                 };
             };
             405: components["responses"]["MethodNotAllowed"];
-            503: components["responses"]["Unavailable"];
         };
     };
     readyz: {
@@ -3013,7 +3012,6 @@ export interface operations {
                 };
             };
             405: components["responses"]["MethodNotAllowed"];
-            503: components["responses"]["Unavailable"];
         };
     };
     metrics: {
@@ -3037,7 +3035,6 @@ export interface operations {
             };
             405: components["responses"]["MethodNotAllowed"];
             500: components["responses"]["Internal"];
-            503: components["responses"]["Unavailable"];
         };
     };
 }
