@@ -1,4 +1,7 @@
 # attack: build a directory chain thousands of levels deep (past PATH_MAX) for the teardown to walk, then exhaust the inodes of /workspace, /tmp and /dev/shm with empty files (which cost no bytes, so a size limit alone does not stop them)
+# limits: {"workspace_mb": 4, "tmp_mb": 4}
+#   (4 MiB tmpfs hold 4096 inodes: the chain alone fills the workspace, and every fill ends at
+#   ENOSPC well within its budget even on an emulated CPU, where 64 MiB's 65536 did not)
 # expect: status=completed
 # expect: stdout~=^deep (none|ENOSPC|ENAMETOOLONG) depth=[0-9]{4,}$
 # expect: stdout~=^workspace ENOSPC$
