@@ -241,3 +241,38 @@ test('only agent and admin keys reach /mcp; GET is 405', async () => {
   const get = await server.request('GET', '/mcp', { key: server.keys.agent, headers: { accept: 'text/event-stream' } });
   assertProblem(get, 405, 'method-not-allowed');
 });
+
+test('1500 generated odd messages: each gets one JSON-RPC answer (or 202), never a 5xx; nothing runs; the server stays well', async () => {
+  let seed = 0x5eed;
+  const rnd = (n) => { seed = (Math.imul(seed, 1103515245) + 12345) & 0x7fffffff; return (seed >>> 8) % n; };
+  const pick = (a) => a[rnd(a.length)];
+  const values = () => [null, true, 0, -1, 1.5, 2 ** 53, '', 'x'.repeat(rnd(3000)), '\u0000', '\ud83d', [], [[[]]], {}, { a: { b: { c: {} } } }, '2.0', 'tools/call'];
+  const anyValue = (d = 0) => (d < 3 && rnd(4) === 0 ? (rnd(2) ? [anyValue(d + 1)] : { [pick(['code', 'name', 'arguments', 'id', '__proto__'])]: anyValue(d + 1) }) : pick(values()));
+  const methods = ['initialize', 'ping', 'tools/list', 'tools/call', 'resources/list', 'notifications/initialized', '', 'TOOLS/CALL', 'tools/call\u0000', 'x'.repeat(500)];
+  const before = (await server.sql('SELECT count(*) FROM executions')).trim();
+  const counts = {};
+  for (let i = 0; i < 1500; i++) {
+    const msg = {};
+    if (rnd(8)) msg.jsonrpc = rnd(6) ? '2.0' : anyValue();
+    if (rnd(5)) msg.id = rnd(3) ? pick([i, `s${i}`, -i]) : anyValue();
+    if (rnd(8)) msg.method = rnd(5) ? pick(methods) : anyValue();
+    if (rnd(3)) {
+      msg.params = rnd(3) ? anyValue() : {
+        name: pick(['nosuch', 'toolcage_wait', 5, null, '', 'x'.repeat(300)]),
+        arguments: rnd(2) ? anyValue() : { execution_id: pick([crypto.randomUUID(), 'x', 7]), timeout_seconds: pick([0, 1, -1, 61, 'x']) },
+        protocolVersion: pick(['2025-11-25', '2025-06-18', 7, '']),
+      };
+    }
+    let body = JSON.stringify(msg);
+    if (rnd(20) === 0) body = body.slice(0, rnd(body.length)); // truncated
+    if (rnd(40) === 0) body = `[${body}]`;
+    const res = await rpc(body, rnd(10) ? {} : { headers: { 'mcp-protocol-version': pick(['2025-06-18', '2025-11-25', '1999-01-01']) } });
+    counts[res.status] = (counts[res.status] ?? 0) + 1;
+    assert.ok([200, 202, 400].includes(res.status), `${body.slice(0, 200)} -> ${res.status} ${res.text.slice(0, 200)}`);
+    if (res.status !== 202) assert.equal(res.json.jsonrpc, '2.0');
+  }
+  assert.ok(counts[200] > 100 && counts[400] > 100, JSON.stringify(counts));
+  assert.equal((await server.sql('SELECT count(*) FROM executions')).trim(), before, 'a generated message ran something');
+  assert.equal((await server.request('GET', '/healthz')).status, 200);
+  assert.equal(server.exited, null);
+});
