@@ -298,7 +298,7 @@ static json_t *execute_event(struct tc_request *r, struct exec_state *st, json_t
  * record, before anything runs: no record, no run (fail closed). */
 static int insert_execution(struct tc_request *r, struct exec_state *st, json_t *body,
                             json_t *approval /* NULL unless held */, char ret_expires[32],
-                            struct tc_quota *ret_quota)
+                            struct tc_quota_refusal *ret_refusal)
 {
     int quota_rc = 0;
     json_t *lj = tc_exec_limits_json(st->limits);
@@ -317,9 +317,12 @@ static int insert_execution(struct tc_request *r, struct exec_state *st, json_t 
     if (!tc_db_command(c, "BEGIN"))
         goto release;
     /* A call that runs now counts against its tenant's quota; a held one when it runs. */
-    if (!approval &&
-        (quota_rc = tc_quota_admit_tx(c, r->principal.tenant_id, r->srv->cfg->tenant_max_concurrent,
-                                      ret_quota)) < 0) {
+    const struct tc_quota_defaults qd = {.max_concurrent = r->srv->cfg->tenant_max_concurrent,
+                                         .tenant_rate_per_minute =
+                                             r->srv->cfg->tenant_rate_per_minute,
+                                         .key_rate_per_minute = r->srv->cfg->key_rate_per_minute};
+    if (!approval && (quota_rc = tc_quota_admit_call_tx(
+                          c, r->principal.tenant_id, r->principal.key_id, &qd, ret_refusal)) < 0) {
         (void)tc_db_command(c, "ROLLBACK");
         goto release;
     }
@@ -704,17 +707,29 @@ enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
         goto out;
     }
     st->claimed_by = r->srv->instance_id;
-    struct tc_quota quota = {0};
+    struct tc_quota_refusal quota = {0};
     int irc = insert_execution(r, st, req.body, NULL, NULL, &quota);
     if (irc == -EDQUOT) {
         release_slot(r->srv);
         idem_end(r, st, 429, NULL, NULL);
         tc_metrics_quota_rejection();
-        ret = tc_respond_problem_header(
-            r, 429, "quota-exceeded", "Quota exceeded", "Retry-After", "1",
-            "tenant '%s' has %lld executions running, its limit max_concurrent (%s)",
-            r->principal.tenant_name, (long long)quota.running,
-            quota.own ? "set for the tenant" : "the server's default");
+        char retry[24];
+        snprintf(retry, sizeof(retry), "%lld", (long long)quota.retry_after_s);
+        if (strcmp(quota.limit, "max_concurrent") == 0)
+            ret = tc_respond_problem_header(
+                r, 429, "quota-exceeded", "Quota exceeded", "Retry-After", retry,
+                "tenant '%s' has %lld executions running, its limit max_concurrent (%s)",
+                r->principal.tenant_name, (long long)quota.running,
+                quota.own ? "set for the tenant" : "the server's default");
+        else
+            ret = tc_respond_problem_header(
+                r, 429, "quota-exceeded", "Quota exceeded", "Retry-After", retry,
+                "%s: %lld calls per minute (%s); a call can start again in %lld s", quota.limit,
+                (long long)quota.value,
+                strcmp(quota.limit, "key_rate_per_minute") == 0 ? "for this API key"
+                : quota.own                                     ? "set for the tenant"
+                                                                : "the server's default",
+                (long long)quota.retry_after_s);
         goto out;
     }
     if (irc < 0) {

@@ -65,6 +65,11 @@ static const struct opt options[] = {
     {"TOOLCAGE_TENANT_MAX_CONCURRENT", OPT_INT, "32", 0, 4096, OFF(tenant_max_concurrent),
      "executions one tenant may have running at once, over every replica (429 beyond; 0: no"
      " limit); `toolcage tenants quota` sets a tenant's own"},
+    {"TOOLCAGE_TENANT_RATE_PER_MINUTE", OPT_INT, "0", 0, 1000000, OFF(tenant_rate_per_minute),
+     "calls one tenant may start per minute, over every replica (a token bucket of that size;"
+     " 429 beyond; 0: no limit); `toolcage tenants quota` sets a tenant's own"},
+    {"TOOLCAGE_KEY_RATE_PER_MINUTE", OPT_INT, "0", 0, 1000000, OFF(key_rate_per_minute),
+     "calls one API key may start per minute, over every replica (0: no limit)"},
     {"TOOLCAGE_MAX_CONNECTIONS_PER_IP", OPT_INT, "256", 0, 1000, OFF(max_connections_per_ip),
      "open HTTP connections per client address, of 1000 (0: no limit, e.g. behind a reverse "
      "proxy)"},

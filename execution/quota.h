@@ -1,5 +1,6 @@
 /* Per-tenant quotas, decided by the database so that every replica enforces the same numbers
- * (migrations/0012_tenant_quotas.sql). Today: executions running at once per tenant. */
+ * (migrations/0012_tenant_quotas.sql, 0013_rate_limits.sql): executions running at once per
+ * tenant, and calls per minute per tenant and per API key (token buckets). */
 #pragma once
 #include <jansson.h>
 #include <libpq-fe.h>
@@ -15,6 +16,29 @@ struct tc_quota {
     int64_t running;        /* executions of the tenant running now */
 };
 
+/* The server's defaults (the configuration table); 0: no limit. */
+struct tc_quota_defaults {
+    int64_t max_concurrent;
+    int64_t tenant_rate_per_minute;
+    int64_t key_rate_per_minute;
+};
+
+/* What refused a call: the limit's name and, for a rate, the seconds until a token. */
+struct tc_quota_refusal {
+    const char *limit; /* "max_concurrent", "rate_per_minute" (tenant), "key_rate_per_minute" */
+    int64_t value;     /* the limit */
+    int64_t running;   /* max_concurrent: the tenant's running executions */
+    int64_t retry_after_s;
+    bool own; /* the tenant's own limit, not the server's default */
+};
+
+/* Inside a transaction of c, before one execution of tenant_id by key_id is recorded as
+ * running: the concurrency quota (tc_quota_admit_tx), then one token from the tenant's and the
+ * key's rate buckets. 0, -EDQUOT (*ret says which limit), -EIO. A refusal rolls nothing back:
+ * the caller's ROLLBACK does (tokens taken in this transaction are returned with it). */
+int tc_quota_admit_call_tx(PGconn *c, const char *tenant_id, const char *key_id,
+                           const struct tc_quota_defaults *d, struct tc_quota_refusal *ret);
+
 /* Inside a transaction of c, before an execution of tenant_id is recorded as running: takes
  * the tenant's admission lock (held to the end of the transaction, so a concurrent admission
  * anywhere counts this one), then compares. default_max 0: no limit unless the tenant has
@@ -24,10 +48,16 @@ int tc_quota_admit_tx(PGconn *c, const char *tenant_id, int64_t default_max, str
 /* The tenant's limits and use. 0 or -EIO. */
 int tc_quota_get(PGconn *c, const char *tenant_id, int64_t default_max, struct tc_quota *ret);
 
-/* Set (max_concurrent >= 0) or clear (-1: the server's default) the tenant's limit, with a
- * `tenant.quota_set` audit record naming the actor (borrowed), in one transaction. 0 or -EIO. */
-int tc_quota_set(PGconn *c, const struct tc_keys *keys, const char *tenant_id,
-                 int64_t max_concurrent, json_t *actor);
+#define TC_QUOTA_KEEP    (-2) /* tc_quota_set: leave this limit as it is */
+#define TC_QUOTA_DEFAULT (-1) /* tc_quota_set: back to the server's default */
 
-/* {max_concurrent: N|null, source: "tenant"|"default", running: N} */
-json_t *tc_quota_json(const struct tc_quota *q);
+/* Set (>= 0), clear (TC_QUOTA_DEFAULT) or keep (TC_QUOTA_KEEP) each of the tenant's limits,
+ * with a `tenant.quota_set` audit record naming the actor (borrowed) and what changed, in one
+ * transaction. 0 or -EIO. */
+int tc_quota_set(PGconn *c, const struct tc_keys *keys, const char *tenant_id,
+                 int64_t max_concurrent, int64_t rate_per_minute, json_t *actor);
+
+/* The tenant's limits and use as the API shows them:
+ * {concurrent: {max_concurrent, source, running}, rate: {rate_per_minute, source,
+ *  key_rate_per_minute}}. NULL on a database error. */
+json_t *tc_quota_describe(PGconn *c, const char *tenant_id, const struct tc_quota_defaults *d);

@@ -380,15 +380,16 @@ int tc_cmd_version(int argc, char **argv)
     return 0;
 }
 
-/* tenants quota --tenant NAME [--max-concurrent N|default]: print (and set) a tenant's
- * quota; every replica enforces it from the next call on. */
+/* tenants quota --tenant NAME [--max-concurrent N|default] [--rate-per-minute N|default]:
+ * print (and set) a tenant's quota; every replica enforces it from the next call on. */
 int tc_cmd_tenants(int argc, char **argv)
 {
     if (tc_cli_wants_help(argc, argv) || argc < 2 || strcmp(argv[1], "quota") != 0)
         return tc_cli_usage_of("tenants");
-    const char *tenant = NULL, *maxc = NULL;
+    const char *tenant = NULL, *maxc = NULL, *rate = NULL;
     static const struct option lopts[] = {{"tenant", required_argument, NULL, 't'},
                                           {"max-concurrent", required_argument, NULL, 'm'},
+                                          {"rate-per-minute", required_argument, NULL, 'r'},
                                           {NULL, 0, NULL, 0}};
     optind = 2;
     int c;
@@ -397,14 +398,19 @@ int tc_cmd_tenants(int argc, char **argv)
             tenant = optarg;
         else if (c == 'm')
             maxc = optarg;
+        else if (c == 'r')
+            rate = optarg;
         else
             return 2;
     }
-    int64_t v = -1;
+    int64_t v = maxc ? TC_QUOTA_DEFAULT : TC_QUOTA_KEEP,
+            rv = rate ? TC_QUOTA_DEFAULT : TC_QUOTA_KEEP;
     if (!tenant || optind != argc ||
-        (maxc && strcmp(maxc, "default") != 0 && tc_parse_i64(maxc, 0, 4096, &v) < 0)) {
+        (maxc && strcmp(maxc, "default") != 0 && tc_parse_i64(maxc, 0, 4096, &v) < 0) ||
+        (rate && strcmp(rate, "default") != 0 && tc_parse_i64(rate, 0, 1000000, &rv) < 0)) {
         fprintf(stderr, "toolcage tenants quota: --tenant NAME is required; --max-concurrent is"
-                        " an integer from 0 to 4096 or \"default\"\n");
+                        " an integer from 0 to 4096, --rate-per-minute from 0 to 1000000, or"
+                        " \"default\"\n");
         return 2;
     }
     struct tc_config cfg;
@@ -426,23 +432,37 @@ int tc_cmd_tenants(int argc, char **argv)
             snprintf(id, sizeof(id), "%s", PQgetvalue(r, 0, 0));
         PQclear(r);
         json_t *actor = json_pack("{s:s, s:s}", "type", "cli", "id", "tenants quota");
-        struct tc_quota q;
+        const struct tc_quota_defaults d = {.max_concurrent = cfg.tenant_max_concurrent,
+                                            .tenant_rate_per_minute = cfg.tenant_rate_per_minute,
+                                            .key_rate_per_minute = cfg.key_rate_per_minute};
+        json_t *q = NULL;
         if (!id[0]) {
             fprintf(stderr, "toolcage: no tenant named '%s'\n", tenant);
-        } else if (maxc && tc_quota_set(conn, keys, id, v, actor) < 0) {
+        } else if ((maxc || rate) && tc_quota_set(conn, keys, id, v, rv, actor) < 0) {
             fprintf(stderr, "toolcage: the quota could not be stored: %s", PQerrorMessage(conn));
-        } else if (tc_quota_get(conn, id, cfg.tenant_max_concurrent, &q) < 0) {
+        } else if (!(q = tc_quota_describe(conn, id, &d))) {
             fprintf(stderr, "toolcage: %s", PQerrorMessage(conn));
         } else {
-            if (q.max_concurrent >= 0)
-                printf("tenant %s: max_concurrent %lld (%s), running %lld\n", tenant,
-                       (long long)q.max_concurrent, q.own ? "set for the tenant" : "default",
-                       (long long)q.running);
-            else
-                printf("tenant %s: max_concurrent none (%s), running %lld\n", tenant,
-                       q.own ? "set for the tenant" : "default", (long long)q.running);
+            json_t *cc = json_object_get(q, "concurrent"), *rr = json_object_get(q, "rate");
+            json_t *mcv = json_object_get(cc, "max_concurrent");
+            json_t *rpv = json_object_get(rr, "rate_per_minute");
+            char mcs[24] = "none", rps[24] = "none";
+            if (!json_is_null(mcv))
+                snprintf(mcs, sizeof(mcs), "%lld", (long long)json_integer_value(mcv));
+            if (!json_is_null(rpv))
+                snprintf(rps, sizeof(rps), "%lld", (long long)json_integer_value(rpv));
+            printf("tenant %s: max_concurrent %s (%s), running %lld; rate_per_minute %s (%s)\n",
+                   tenant, mcs,
+                   strcmp(json_string_value(json_object_get(cc, "source")), "tenant") == 0
+                       ? "set for the tenant"
+                       : "default",
+                   (long long)json_integer_value(json_object_get(cc, "running")), rps,
+                   strcmp(json_string_value(json_object_get(rr, "source")), "tenant") == 0
+                       ? "set for the tenant"
+                       : "default");
             rc = 0;
         }
+        json_decref(q);
         json_decref(actor);
     }
     PQfinish(conn);

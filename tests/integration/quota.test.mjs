@@ -15,8 +15,8 @@ after(async () => { if (peer) await peer.stop(); });
 
 const submit = (code, key = server.keys.agent, via = server) => via.request('POST', '/v1/execute', { key, json: { tool: 'shell', code, async: true, limits: { timeout_ms: 30000 } } });
 const quotaOf = async (key = server.keys.agent) => (await server.request('GET', '/v1/quota', { key })).json;
-async function setQuota(n) {
-  const res = await server.request('PUT', `/v1/admin/quotas/${server.tenants.a}`, { key: server.keys.operator, json: { max_concurrent: n } });
+async function setQuota(n, field = 'max_concurrent') {
+  const res = await server.request('PUT', `/v1/admin/quotas/${server.tenants.a}`, { key: server.keys.operator, json: { [field]: n } });
   assert.equal(res.status, 200, res.text);
   return res.json;
 }
@@ -25,7 +25,7 @@ const auditedWith = async (t) => Number((await server.sql(`SELECT count(*) FROM 
 
 test('the CLI sets a tenant\'s limit; beyond it 429 quota-exceeded, nothing stored; the other tenant runs on', async () => {
   const { stdout } = await server.cli(['tenants', 'quota', '--tenant', server.tenants.a, '--max-concurrent', '2']);
-  assert.match(stdout, /^tenant \S+: max_concurrent 2 \(set for the tenant\), running 0$/m);
+  assert.match(stdout, /^tenant \S+: max_concurrent 2 \(set for the tenant\), running 0; rate_per_minute none \(default\)$/m);
   const t = tag();
   const long = [];
   for (let i = 0; i < 2; i++) {
@@ -67,6 +67,7 @@ test('an operator changes the limit over the API, audited, and it holds at once;
   assertProblem(await server.request('POST', '/v1/execute', { key: server.keys.agent, json: { tool: 'shell', code: 'echo zero' } }), 429, 'quota-exceeded');
   const cleared = await setQuota(null);
   assert.deepEqual(cleared.concurrent, { max_concurrent: 3, source: 'default', running: 0 });
+  assert.deepEqual(cleared.rate, { rate_per_minute: null, source: 'default', key_rate_per_minute: null });
   assert.equal((await server.execute({ tool: 'shell', code: 'echo back' })).json.stdout, 'back\n');
   const records = (await server.sql(`SELECT record->'quota'->>'max_concurrent', record->'actor'->>'role'
     FROM audit_log WHERE action = 'tenant.quota_set' AND tenant_id = (SELECT id::text FROM tenants WHERE name = ${lit(server.tenants.a)}) ORDER BY seq`)).trim().split('\n');
@@ -106,4 +107,38 @@ test('quota routes refuse what they must', async () => {
   }
   await assert.rejects(server.cli(['tenants', 'quota', '--tenant', 'nosuch-tenant']), /failed \(1\)[^]*no tenant named 'nosuch-tenant'/);
   await assert.rejects(server.cli(['tenants', 'quota', '--tenant', server.tenants.a, '--max-concurrent', 'lots']), /failed \(2\)/);
+});
+
+test('calls per minute: the tenant\'s token bucket (set over the API) and the key\'s (a server setting), shared by replicas', async () => {
+  const t = tag();
+  const set = await setQuota(3, 'rate_per_minute');
+  assert.deepEqual(set.rate, { rate_per_minute: 3, source: 'tenant', key_rate_per_minute: null });
+  assert.equal(set.concurrent.max_concurrent, 3, 'an absent field stays as it was');
+  for (let i = 0; i < 3; i++) assert.equal((await server.execute({ tool: 'shell', code: `echo r-${t}-${i}` })).status, 200);
+  const refused = await server.request('POST', '/v1/execute', { key: server.keys.admin, json: { tool: 'shell', code: `echo r-${t}-over` } });
+  const p = assertProblem(refused, 429, 'quota-exceeded');
+  assert.match(p.detail, /^rate_per_minute: 3 calls per minute \(set for the tenant\); a call can start again in \d+ s$/);
+  const retry = Number(refused.headers.get('retry-after'));
+  assert.ok(retry >= 1 && retry <= 20, `Retry-After ${retry}`);
+  assert.equal(await storedWith(`r-${t}-over`), 0);
+  // through another process too: one bucket
+  if (!peer) peer = await server.peer('quota-peer');
+  assertProblem(await peer.request('POST', '/v1/execute', { key: server.keys.agent, json: { tool: 'shell', code: 'echo via-peer' } }), 429, 'quota-exceeded');
+  // the other tenant is not drawn from
+  assert.equal((await server.execute({ tool: 'shell', code: 'echo b' }, { key: server.keys.otherAgent })).status, 200);
+  await setQuota(null, 'rate_per_minute');
+  assert.equal((await server.execute({ tool: 'shell', code: `echo r-${t}-again` })).status, 200);
+
+  // A key's rate (TOOLCAGE_KEY_RATE_PER_MINUTE on this process): the agent key runs dry, the
+  // admin key of the same tenant does not.
+  const keyed = await server.peer('quota-keyrate', { serveEnv: { TOOLCAGE_KEY_RATE_PER_MINUTE: '2' } });
+  try {
+    for (let i = 0; i < 2; i++) assert.equal((await keyed.request('POST', '/v1/execute', { key: server.keys.agent, json: { tool: 'shell', code: 'echo k' } })).status, 200);
+    const k = assertProblem(await keyed.request('POST', '/v1/execute', { key: server.keys.agent, json: { tool: 'shell', code: 'echo k' } }), 429, 'quota-exceeded');
+    assert.match(k.detail, /^key_rate_per_minute: 2 calls per minute \(for this API key\)/);
+    assert.equal((await keyed.request('POST', '/v1/execute', { key: server.keys.admin, json: { tool: 'shell', code: 'echo k' } })).status, 200);
+    assert.equal((await keyed.request('GET', '/v1/quota', { key: server.keys.agent })).json.rate.key_rate_per_minute, 2);
+  } finally {
+    await keyed.stop();
+  }
 });

@@ -87,9 +87,11 @@ export interface paths {
         get?: never;
         /**
          * Set or clear a tenant's quota (operator)
-         * @description Role `operator`. `{"max_concurrent": N}` (0 to 4096) sets the tenant's
-         *     own limit, `null` returns it to the server's default. Audited as
-         *     `tenant.quota_set`; every replica enforces it from the next call on.
+         * @description Role `operator`. `max_concurrent` (0 to 4096) and `rate_per_minute`
+         *     (calls per minute, 0 to 1000000), either or both: a number sets the
+         *     tenant's own limit, `null` returns it to the server's default, an absent
+         *     field stays as it is. Audited as `tenant.quota_set` (what changed);
+         *     every replica enforces it from the next call on.
          */
         put: operations["putQuota"];
         post?: never;
@@ -1120,6 +1122,17 @@ export interface components {
         };
         Quota: {
             tenant: string;
+            /**
+             * @description Calls the tenant may start per minute (a token bucket of that size,
+             *     refilled continuously, shared by every replica; `null`: no limit),
+             *     where the number comes from, and the per-key rate of the server.
+             */
+            rate: {
+                rate_per_minute: number | null;
+                /** @enum {string} */
+                source: "tenant" | "default";
+                key_rate_per_minute: number | null;
+            };
             concurrent: {
                 max_concurrent: number | null;
                 /** @enum {string} */
@@ -1978,9 +1991,10 @@ export interface operations {
             413: components["responses"]["BodyTooLarge"];
             422: components["responses"]["ExecuteUnprocessable"];
             /**
-             * @description The tenant has as many executions running as its quota allows
-             *     (`quota-exceeded`, see `GET /v1/quota`); nothing was recorded. Retry
-             *     after `Retry-After` seconds.
+             * @description A quota of the tenant or the key is used up (`quota-exceeded`, see
+             *     `GET /v1/quota`): executions running at once, or calls per minute;
+             *     the detail names the limit. Nothing was recorded. Retry after
+             *     `Retry-After` seconds (for a rate: when the next call can start).
              */
             429: {
                 headers: {
@@ -2039,7 +2053,8 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
-                    max_concurrent: number | null;
+                    max_concurrent?: number | null;
+                    rate_per_minute?: number | null;
                 };
             };
         };
