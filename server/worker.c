@@ -9,6 +9,7 @@
 #include <sodium.h>
 #include <unistd.h>
 
+#include "execution/quota.h"
 #include "execution/request.h"
 #include "approval/approval.h"
 #include "audit/audit.h"
@@ -361,6 +362,58 @@ static bool queued_work(struct tc_worker *w)
     return any;
 }
 
+/* Claim one approved call in a transaction of w->conn: among the queued rows (oldest first
+ * within a tenant, tenants with fewest running first, so one tenant's backlog does not starve
+ * another's single call), the first whose tenant is under its concurrency quota (admitted
+ * like a direct call, execution/quota.h). The row is `running` under this instance when this
+ * returns a result; NULL: nothing claimable now (or a database error; nothing changed). */
+static PGresult *claim_one(struct tc_worker *w, const char *me)
+{
+    PGconn *c = w->conn;
+    if (!tc_db_command(c, "BEGIN"))
+        return NULL;
+    PGresult *cand = tc_db_exec(c,
+                                "SELECT e.id, e.tenant_id FROM executions e"
+                                " WHERE e.status = 'queued'"
+                                " ORDER BY (SELECT count(*) FROM executions x"
+                                "           WHERE x.tenant_id = e.tenant_id"
+                                "           AND x.status = 'running'), e.created_at"
+                                " LIMIT 32 FOR UPDATE OF e SKIP LOCKED",
+                                0, NULL);
+    PGresult *r = NULL;
+    for (int i = 0; cand && i < PQntuples(cand) && !r; i++) {
+        struct tc_quota q;
+        int qrc =
+            tc_quota_admit_tx(c, PQgetvalue(cand, i, 1), w->srv->cfg->tenant_max_concurrent, &q);
+        if (qrc == -EDQUOT)
+            continue; /* its tenant is at its limit: it stays queued for now */
+        if (qrc < 0)
+            break;
+        const char *p[] = {me, PQgetvalue(cand, i, 0)};
+        r = tc_db_exec(c,
+                       "UPDATE executions SET status = 'running', claimed_by = $1,"
+                       " started_at = now(), attempts = attempts + 1"
+                       " WHERE id = $2 AND status = 'queued'"
+                       " RETURNING id, tenant_id, coalesce(api_key_id::text, ''), tool,"
+                       " coalesce(request_id, ''), " TC_SQL_ISO("created_at") ", limits::text",
+                       2, p);
+        if (r && PQntuples(r) != 1) {
+            PQclear(r);
+            r = NULL;
+        }
+        if (!r)
+            break;
+    }
+    PQclear(cand);
+    if (r && !tc_db_command(c, "COMMIT")) {
+        PQclear(r); /* not committed: not claimed */
+        r = NULL;
+    }
+    if (!r)
+        (void)tc_db_command(c, "ROLLBACK");
+    return r;
+}
+
 static void claim(struct tc_worker *w)
 {
     unsigned cap = (unsigned)w->srv->cfg->max_sandboxes / 2 + 1;
@@ -371,20 +424,10 @@ static void claim(struct tc_worker *w)
         char me[16];
         int my_id = w->srv->instance_id;
         snprintf(me, sizeof(me), "%d", my_id);
-        const char *p[] = {me};
-        PGresult *r = tc_db_exec(
-            w->conn,
-            "UPDATE executions SET status = 'running', claimed_by = $1, started_at = now(),"
-            " attempts = attempts + 1"
-            " WHERE id = (SELECT id FROM executions WHERE status = 'queued'"
-            "             ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED)"
-            " RETURNING id, tenant_id, coalesce(api_key_id::text, ''), tool,"
-            " coalesce(request_id, ''), " TC_SQL_ISO("created_at") ","
-                                                                   " limits::text",
-            1, p);
-        struct job *j = r && PQntuples(r) == 1 ? calloc(1, sizeof(*j)) : NULL;
+        PGresult *r = claim_one(w, me);
+        struct job *j = r ? calloc(1, sizeof(*j)) : NULL;
         if (!j) {
-            /* Nothing queued (or out of memory: the row stays claimed; a restart's sweep
+            /* Nothing claimable (or out of memory: the row stays claimed; a restart's sweep
              * requeues it, it never started). */
             PQclear(r);
             release_slot(w);

@@ -142,3 +142,25 @@ test('calls per minute: the tenant\'s token bucket (set over the API) and the ke
     await keyed.stop();
   }
 });
+
+test('an approved call waits in the queue while its tenant is at its limit, and runs once a slot of the tenant frees', async () => {
+  await setQuota(1);
+  const t = tag();
+  const long = await submit(`sleep 3; echo busy-${t}`);
+  assert.equal(long.status, 202);
+  await until(async () => (await quotaOf()).concurrent.running === 1, 10_000 * SLOW, 'one running');
+  const held = await server.request('POST', '/v1/execute', { key: server.keys.agent, json: { tool: 'deploy', code: `echo approved-${t}` } });
+  assert.equal(held.status, 202);
+  const ok = await server.request('POST', `/v1/approvals/${held.json.approval_id}/approve`, { key: server.keys.reviewer, json: {} });
+  assert.equal(ok.status, 200, ok.text);
+  await new Promise((r) => setTimeout(r, 1000));
+  const mid = (await server.request('GET', `/v1/executions/${held.json.id}`, { key: server.keys.agent })).json;
+  assert.equal(mid.status, 'queued', 'the approved call ran past its tenant\'s limit');
+  const first = await waitFinished(server, long.json.id, 30 * SLOW);
+  const done = await waitFinished(server, held.json.id, 30 * SLOW);
+  assert.equal(done.status, 'completed');
+  assert.equal(done.stdout, `approved-${t}\n`);
+  const started = (await server.sql(`SELECT started_at >= ${lit(first.finished_at)}::timestamptz - interval '50 ms' FROM executions WHERE id = ${lit(held.json.id)}`)).trim();
+  assert.equal(started, 't', 'it started before the tenant\'s running call finished');
+  await setQuota(null);
+});
