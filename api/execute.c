@@ -317,10 +317,7 @@ static int insert_execution(struct tc_request *r, struct exec_state *st, json_t 
     if (!tc_db_command(c, "BEGIN"))
         goto release;
     /* A call that runs now counts against its tenant's quota; a held one when it runs. */
-    const struct tc_quota_defaults qd = {.max_concurrent = r->srv->cfg->tenant_max_concurrent,
-                                         .tenant_rate_per_minute =
-                                             r->srv->cfg->tenant_rate_per_minute,
-                                         .key_rate_per_minute = r->srv->cfg->key_rate_per_minute};
+    const struct tc_quota_defaults qd = tc_quota_defaults_of(r->srv->cfg);
     if (!approval && (quota_rc = tc_quota_admit_call_tx(
                           c, r->principal.tenant_id, r->principal.key_id, &qd, ret_refusal)) < 0) {
         (void)tc_db_command(c, "ROLLBACK");
@@ -715,7 +712,13 @@ enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
         tc_metrics_quota_rejection();
         char retry[24];
         snprintf(retry, sizeof(retry), "%lld", (long long)quota.retry_after_s);
-        if (strcmp(quota.limit, "max_concurrent") == 0)
+        if (strstr(quota.limit, "_seconds_per_day"))
+            ret = tc_respond_problem_header(
+                r, 429, "quota-exceeded", "Quota exceeded", "Retry-After", retry,
+                "%s: tenant '%s' used %lld s of its %lld s in the last 24 hours (%s)", quota.limit,
+                r->principal.tenant_name, (long long)quota.running, (long long)quota.value,
+                quota.own ? "set for the tenant" : "the server's default");
+        else if (strcmp(quota.limit, "max_concurrent") == 0)
             ret = tc_respond_problem_header(
                 r, 429, "quota-exceeded", "Quota exceeded", "Retry-After", retry,
                 "tenant '%s' has %lld executions running, its limit max_concurrent (%s)",

@@ -19,17 +19,10 @@ static int tenant_id_of(PGconn *c, const char *name, char id[37])
     return rc;
 }
 
-static struct tc_quota_defaults defaults_of(struct tc_request *r)
-{
-    return (struct tc_quota_defaults){.max_concurrent = r->srv->cfg->tenant_max_concurrent,
-                                      .tenant_rate_per_minute = r->srv->cfg->tenant_rate_per_minute,
-                                      .key_rate_per_minute = r->srv->cfg->key_rate_per_minute};
-}
-
 static enum MHD_Result answer(struct tc_request *r, PGconn *c, const char *tenant_id,
                               const char *name)
 {
-    struct tc_quota_defaults d = defaults_of(r);
+    struct tc_quota_defaults d = tc_quota_defaults_of(r->srv->cfg);
     json_t *q = tc_quota_describe(c, tenant_id, &d);
     tc_db_release(r->srv->db, c);
     if (!q)
@@ -69,38 +62,34 @@ enum MHD_Result tc_api_quota_put(struct tc_request *r)
     if (!body)
         return ret;
     /* each limit: an integer (set), null (the server's default) or absent (unchanged) */
-    static const struct {
-        const char *name;
-        int64_t max;
-    } fields[] = {{"max_concurrent", 4096}, {"rate_per_minute", 1000000}};
-    int64_t v[2] = {TC_QUOTA_KEEP, TC_QUOTA_KEEP};
+    int64_t v[TC_QUOTA__COUNT];
     json_t *errors = json_array();
     size_t known = 0;
-    for (size_t i = 0; i < 2; i++) {
-        json_t *f = json_object_get(body, fields[i].name);
+    for (int i = 0; i < TC_QUOTA__COUNT; i++) {
+        v[i] = TC_QUOTA_KEEP;
+        json_t *f = json_object_get(body, tc_quota_limit_names[i]);
         if (!f)
             continue;
         known++;
         if (json_is_null(f))
             v[i] = TC_QUOTA_DEFAULT;
         else if (json_is_integer(f) && json_integer_value(f) >= 0 &&
-                 json_integer_value(f) <= fields[i].max)
+                 json_integer_value(f) <= tc_quota_limit_max[i])
             v[i] = json_integer_value(f);
         else
-            json_array_append_new(errors, json_pack("{s:s, s:s+}", "path", fields[i].name,
-                                                    "message", "an integer from 0 up, at most ",
-                                                    fields[i].max == 4096 ? "4096" : "1000000",
-                                                    ", or null for the server's default"));
+            json_array_append_new(
+                errors, json_pack("{s:s, s:s}", "path", tc_quota_limit_names[i], "message",
+                                  "an integer from 0 up to the limit's maximum, or null"));
     }
     if (known == 0 || known != json_object_size(body))
         json_array_append_new(errors, json_pack("{s:s, s:s}", "path", "(body)", "message",
-                                                "max_concurrent and/or rate_per_minute, nothing"
-                                                " else"));
+                                                "only max_concurrent, rate_per_minute,"
+                                                " cpu_seconds_per_day, wall_seconds_per_day"));
     json_decref(body);
     if (json_array_size(errors) > 0)
         return tc_respond_problem(r, 400, "validation", "Invalid request", errors,
-                                  "the body must be {\"max_concurrent\": N|null,"
-                                  " \"rate_per_minute\": N|null} (either or both)");
+                                  "the body sets limits by name: N, or null for the server's"
+                                  " default");
     json_decref(errors);
     const char *name = r->params[0];
     PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
@@ -110,7 +99,7 @@ enum MHD_Result tc_api_quota_put(struct tc_request *r)
     int rc = strlen(name) <= 64 ? tenant_id_of(c, name, id) : -ENOENT;
     json_t *actor = rc == 0 ? tc_auth_actor(&r->principal) : NULL;
     if (rc == 0)
-        rc = actor ? tc_quota_set(c, r->srv->keys, id, v[0], v[1], actor) : -ENOMEM;
+        rc = actor ? tc_quota_set(c, r->srv->keys, id, v, actor) : -ENOMEM;
     json_decref(actor);
     if (rc < 0) {
         tc_db_release(r->srv->db, c);

@@ -70,6 +70,12 @@ static const struct opt options[] = {
      " 429 beyond; 0: no limit); `toolcage tenants quota` sets a tenant's own"},
     {"TOOLCAGE_KEY_RATE_PER_MINUTE", OPT_INT, "0", 0, 1000000, OFF(key_rate_per_minute),
      "calls one API key may start per minute, over every replica (0: no limit)"},
+    {"TOOLCAGE_TENANT_CPU_SECONDS_PER_DAY", OPT_INT, "0", 0, 100000000,
+     OFF(tenant_cpu_seconds_per_day),
+     "CPU seconds one tenant's executions may use in a rolling day (429 beyond; 0: no limit)"},
+    {"TOOLCAGE_TENANT_WALL_SECONDS_PER_DAY", OPT_INT, "0", 0, 100000000,
+     OFF(tenant_wall_seconds_per_day),
+     "wall-clock seconds one tenant's executions may run in a rolling day (0: no limit)"},
     {"TOOLCAGE_MAX_CONNECTIONS_PER_IP", OPT_INT, "256", 0, 1000, OFF(max_connections_per_ip),
      "open HTTP connections per client address, of 1000 (0: no limit, e.g. behind a reverse "
      "proxy)"},

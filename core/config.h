@@ -17,9 +17,11 @@ struct tc_config {
     int64_t db_pool;
     int64_t max_body_bytes;
     int64_t max_sandboxes;
-    int64_t tenant_max_concurrent;  /* per tenant, all replicas (execution/quota.h); 0: none */
-    int64_t tenant_rate_per_minute; /* calls per tenant and minute; 0: none */
-    int64_t key_rate_per_minute;    /* calls per API key and minute; 0: none */
+    int64_t tenant_max_concurrent;       /* per tenant, all replicas (execution/quota.h); 0: none */
+    int64_t tenant_rate_per_minute;      /* calls per tenant and minute; 0: none */
+    int64_t key_rate_per_minute;         /* calls per API key and minute; 0: none */
+    int64_t tenant_cpu_seconds_per_day;  /* rolling day; 0: none */
+    int64_t tenant_wall_seconds_per_day; /* rolling day; 0: none */
     int64_t max_connections_per_ip;
     int64_t http_header_timeout_ms; /* absolute deadline for a request head (slowloris) */
     int64_t http_body_min_rate;     /* bytes/s a request body must keep up; 0: no deadline */

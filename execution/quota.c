@@ -7,10 +7,28 @@
 #include <string.h>
 
 #include "audit/audit.h"
+#include "core/config.h"
 #include "core/db.h"
 
 /* pg_advisory_xact_lock(class, key): one class for admissions, keyed by the tenant. */
 #define ADMISSION_LOCK_CLASS "7716"
+
+const char *const tc_quota_limit_names[TC_QUOTA__COUNT] = {
+    [TC_QUOTA_MAX_CONCURRENT] = "max_concurrent",
+    [TC_QUOTA_RATE_PER_MINUTE] = "rate_per_minute",
+    [TC_QUOTA_CPU_SECONDS_PER_DAY] = "cpu_seconds_per_day",
+    [TC_QUOTA_WALL_SECONDS_PER_DAY] = "wall_seconds_per_day",
+};
+const int64_t tc_quota_limit_max[TC_QUOTA__COUNT] = {4096, 1000000, 100000000, 100000000};
+
+struct tc_quota_defaults tc_quota_defaults_of(const struct tc_config *cfg)
+{
+    return (struct tc_quota_defaults){.max_concurrent = cfg->tenant_max_concurrent,
+                                      .tenant_rate_per_minute = cfg->tenant_rate_per_minute,
+                                      .key_rate_per_minute = cfg->key_rate_per_minute,
+                                      .cpu_seconds_per_day = cfg->tenant_cpu_seconds_per_day,
+                                      .wall_seconds_per_day = cfg->tenant_wall_seconds_per_day};
+}
 
 static int load(PGconn *c, const char *tenant_id, int64_t default_max, struct tc_quota *ret)
 {
@@ -51,19 +69,70 @@ int tc_quota_get(PGconn *c, const char *tenant_id, int64_t default_max, struct t
     return load(c, tenant_id, default_max, ret);
 }
 
-/* The tenant's own rate (-1: none) into *ret. 0 or -EIO. */
-static int own_rate(PGconn *c, const char *tenant_id, int64_t *ret)
+/* The tenant's own limits (TC_QUOTA_DEFAULT where none is set). 0 or -EIO. */
+static int own_limits(PGconn *c, const char *tenant_id, int64_t ret[TC_QUOTA__COUNT])
 {
     const char *p[] = {tenant_id};
-    PGresult *r =
-        tc_db_exec(c, "SELECT rate_per_minute FROM tenant_quotas WHERE tenant_id = $1", 1, p);
-    if (!r) {
+    PGresult *r = tc_db_exec(c,
+                             "SELECT max_concurrent, rate_per_minute, cpu_seconds_per_day,"
+                             " wall_seconds_per_day FROM tenant_quotas WHERE tenant_id = $1",
+                             1, p);
+    if (!r)
+        return -EIO;
+    for (int i = 0; i < TC_QUOTA__COUNT; i++)
+        ret[i] = PQntuples(r) == 1 && !PQgetisnull(r, 0, i) ? strtoll(PQgetvalue(r, 0, i), NULL, 10)
+                                                            : TC_QUOTA_DEFAULT;
+    PQclear(r);
+    return 0;
+}
+
+/* The limit in force: the tenant's own, else the server's default (0 there: none, -1). */
+static int64_t effective(int64_t own, int64_t def)
+{
+    return own >= 0 ? own : def > 0 ? def : -1;
+}
+
+/* The tenant's CPU and wall milliseconds of the last 24 hours, and the seconds until the
+ * oldest hour with use leaves the window. 0 or -EIO. */
+static int usage_day(PGconn *c, const char *tenant_id, int64_t *cpu_ms, int64_t *wall_ms,
+                     int64_t *frees_in_s)
+{
+    const char *p[] = {tenant_id};
+    PGresult *r = tc_db_exec(c,
+                             "SELECT coalesce(sum(cpu_ms), 0), coalesce(sum(wall_ms), 0),"
+                             " coalesce(ceil(extract(epoch FROM min(hour) + interval '24 hours'"
+                             "   - now())), 3600)"
+                             " FROM tenant_usage WHERE tenant_id = $1"
+                             " AND hour > now() - interval '24 hours'",
+                             1, p);
+    if (!r || PQntuples(r) != 1) {
         PQclear(r);
         return -EIO;
     }
-    *ret = PQntuples(r) == 1 && !PQgetisnull(r, 0, 0) ? strtoll(PQgetvalue(r, 0, 0), NULL, 10) : -1;
+    *cpu_ms = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    *wall_ms = strtoll(PQgetvalue(r, 0, 1), NULL, 10);
+    *frees_in_s = strtoll(PQgetvalue(r, 0, 2), NULL, 10);
+    if (*frees_in_s < 1)
+        *frees_in_s = 1;
     PQclear(r);
     return 0;
+}
+
+bool tc_quota_add_usage_tx(PGconn *c, const char *tenant_id, int64_t cpu_ms, int64_t wall_ms)
+{
+    char cpu[24], wall[24];
+    snprintf(cpu, sizeof(cpu), "%lld", (long long)(cpu_ms > 0 ? cpu_ms : 0));
+    snprintf(wall, sizeof(wall), "%lld", (long long)(wall_ms > 0 ? wall_ms : 0));
+    const char *p[] = {tenant_id, cpu, wall};
+    PGresult *r = tc_db_exec(c,
+                             "INSERT INTO tenant_usage (tenant_id, hour, cpu_ms, wall_ms)"
+                             " VALUES ($1, date_trunc('hour', now()), $2::bigint, $3::bigint)"
+                             " ON CONFLICT (tenant_id, hour) DO UPDATE SET"
+                             " cpu_ms = tenant_usage.cpu_ms + EXCLUDED.cpu_ms,"
+                             " wall_ms = tenant_usage.wall_ms + EXCLUDED.wall_ms",
+                             3, p);
+    PQclear(r);
+    return r != NULL;
 }
 
 /* One token from the bucket `scope` of `per_minute` tokens (refilled continuously): 0, or
@@ -114,12 +183,35 @@ int tc_quota_admit_call_tx(PGconn *c, const char *tenant_id, const char *key_id,
                                          .own = q.own};
     if (rc < 0)
         return rc;
-    int64_t rate;
-    if (own_rate(c, tenant_id, &rate) < 0)
+    int64_t own[TC_QUOTA__COUNT];
+    if (own_limits(c, tenant_id, own) < 0)
         return -EIO;
-    bool own = rate >= 0;
-    if (!own)
-        rate = d->tenant_rate_per_minute > 0 ? d->tenant_rate_per_minute : -1;
+    /* the daily budgets, before a token is spent on a call that could not start */
+    int64_t cpu_lim = effective(own[TC_QUOTA_CPU_SECONDS_PER_DAY], d->cpu_seconds_per_day);
+    int64_t wall_lim = effective(own[TC_QUOTA_WALL_SECONDS_PER_DAY], d->wall_seconds_per_day);
+    if (cpu_lim >= 0 || wall_lim >= 0) {
+        int64_t cpu_ms, wall_ms, frees;
+        if (usage_day(c, tenant_id, &cpu_ms, &wall_ms, &frees) < 0)
+            return -EIO;
+        if (cpu_lim >= 0 && cpu_ms >= cpu_lim * 1000) {
+            *ret = (struct tc_quota_refusal){.limit = "cpu_seconds_per_day",
+                                             .value = cpu_lim,
+                                             .running = cpu_ms / 1000,
+                                             .retry_after_s = frees,
+                                             .own = own[TC_QUOTA_CPU_SECONDS_PER_DAY] >= 0};
+            return -EDQUOT;
+        }
+        if (wall_lim >= 0 && wall_ms >= wall_lim * 1000) {
+            *ret = (struct tc_quota_refusal){.limit = "wall_seconds_per_day",
+                                             .value = wall_lim,
+                                             .running = wall_ms / 1000,
+                                             .retry_after_s = frees,
+                                             .own = own[TC_QUOTA_WALL_SECONDS_PER_DAY] >= 0};
+            return -EDQUOT;
+        }
+    }
+    int64_t rate = effective(own[TC_QUOTA_RATE_PER_MINUTE], d->tenant_rate_per_minute);
+    bool own_rate = own[TC_QUOTA_RATE_PER_MINUTE] >= 0;
     char scope[64];
     int64_t retry = 0;
     if (rate >= 0) {
@@ -127,7 +219,7 @@ int tc_quota_admit_call_tx(PGconn *c, const char *tenant_id, const char *key_id,
         rc = rate == 0 ? (retry = 60, -EDQUOT) : take_token(c, scope, rate, &retry);
         if (rc == -EDQUOT)
             *ret = (struct tc_quota_refusal){
-                .limit = "rate_per_minute", .value = rate, .retry_after_s = retry, .own = own};
+                .limit = "rate_per_minute", .value = rate, .retry_after_s = retry, .own = own_rate};
         if (rc < 0)
             return rc;
     }
@@ -145,37 +237,40 @@ int tc_quota_admit_call_tx(PGconn *c, const char *tenant_id, const char *key_id,
 }
 
 int tc_quota_set(PGconn *c, const struct tc_keys *keys, const char *tenant_id,
-                 int64_t max_concurrent, int64_t rate_per_minute, json_t *actor)
+                 const int64_t limits[TC_QUOTA__COUNT], json_t *actor)
 {
-    char mv[24], rv[24];
-    snprintf(mv, sizeof(mv), "%lld", (long long)max_concurrent);
-    snprintf(rv, sizeof(rv), "%lld", (long long)rate_per_minute);
-    const char *p[] = {
-        tenant_id, max_concurrent >= 0 ? mv : NULL, max_concurrent == TC_QUOTA_KEEP ? "t" : "f",
-        rate_per_minute >= 0 ? rv : NULL, rate_per_minute == TC_QUOTA_KEEP ? "t" : "f"};
+    char v[TC_QUOTA__COUNT][24];
+    const char *p[1 + 2 * TC_QUOTA__COUNT] = {tenant_id};
     json_t *changed = json_object();
-    if (max_concurrent != TC_QUOTA_KEEP)
-        json_object_set_new(changed, "max_concurrent",
-                            max_concurrent >= 0 ? json_integer(max_concurrent) : json_null());
-    if (rate_per_minute != TC_QUOTA_KEEP)
-        json_object_set_new(changed, "rate_per_minute",
-                            rate_per_minute >= 0 ? json_integer(rate_per_minute) : json_null());
+    for (int i = 0; i < TC_QUOTA__COUNT; i++) {
+        snprintf(v[i], sizeof(v[i]), "%lld", (long long)limits[i]);
+        p[1 + 2 * i] = limits[i] >= 0 ? v[i] : NULL;
+        p[2 + 2 * i] = limits[i] == TC_QUOTA_KEEP ? "t" : "f";
+        if (limits[i] != TC_QUOTA_KEEP)
+            json_object_set_new(changed, tc_quota_limit_names[i],
+                                limits[i] >= 0 ? json_integer(limits[i]) : json_null());
+    }
     json_t *ev = json_pack("{s:s, s:s, s:O, s:o}", "action", "tenant.quota_set", "tenant_id",
                            tenant_id, "actor", actor, "quota", changed);
     if (!ev || !tc_db_command(c, "BEGIN")) {
         json_decref(ev);
         return -EIO;
     }
-    PGresult *r =
-        tc_db_exec(c,
-                   "INSERT INTO tenant_quotas (tenant_id, max_concurrent, rate_per_minute)"
-                   " VALUES ($1, $2::int, $4::int) ON CONFLICT (tenant_id) DO UPDATE SET"
-                   " max_concurrent = CASE WHEN $3::boolean THEN tenant_quotas.max_concurrent"
-                   "                  ELSE EXCLUDED.max_concurrent END,"
-                   " rate_per_minute = CASE WHEN $5::boolean THEN tenant_quotas.rate_per_minute"
-                   "                   ELSE EXCLUDED.rate_per_minute END,"
-                   " updated_at = now()",
-                   5, p);
+    PGresult *r = tc_db_exec(
+        c,
+        "INSERT INTO tenant_quotas (tenant_id, max_concurrent, rate_per_minute,"
+        " cpu_seconds_per_day, wall_seconds_per_day)"
+        " VALUES ($1, $2::int, $4::int, $6::int, $8::int) ON CONFLICT (tenant_id) DO UPDATE SET"
+        " max_concurrent = CASE WHEN $3::boolean THEN tenant_quotas.max_concurrent"
+        "                  ELSE EXCLUDED.max_concurrent END,"
+        " rate_per_minute = CASE WHEN $5::boolean THEN tenant_quotas.rate_per_minute"
+        "                   ELSE EXCLUDED.rate_per_minute END,"
+        " cpu_seconds_per_day = CASE WHEN $7::boolean THEN tenant_quotas.cpu_seconds_per_day"
+        "                       ELSE EXCLUDED.cpu_seconds_per_day END,"
+        " wall_seconds_per_day = CASE WHEN $9::boolean THEN tenant_quotas.wall_seconds_per_day"
+        "                        ELSE EXCLUDED.wall_seconds_per_day END,"
+        " updated_at = now()",
+        1 + 2 * TC_QUOTA__COUNT, p);
     bool ok = r != NULL && tc_audit_append_tx(c, keys, ev, NULL) == 0;
     PQclear(r);
     json_decref(ev);
@@ -186,17 +281,24 @@ int tc_quota_set(PGconn *c, const struct tc_keys *keys, const char *tenant_id,
 json_t *tc_quota_describe(PGconn *c, const char *tenant_id, const struct tc_quota_defaults *d)
 {
     struct tc_quota q;
-    int64_t rate;
-    if (load(c, tenant_id, d->max_concurrent, &q) < 0 || own_rate(c, tenant_id, &rate) < 0)
+    int64_t own[TC_QUOTA__COUNT], cpu_ms, wall_ms, frees;
+    if (load(c, tenant_id, d->max_concurrent, &q) < 0 || own_limits(c, tenant_id, own) < 0 ||
+        usage_day(c, tenant_id, &cpu_ms, &wall_ms, &frees) < 0)
         return NULL;
-    bool own_r = rate >= 0;
-    if (!own_r)
-        rate = d->tenant_rate_per_minute > 0 ? d->tenant_rate_per_minute : -1;
-    return json_pack("{s:{s:o, s:s, s:I}, s:{s:o, s:s, s:o}}", "concurrent", "max_concurrent",
-                     q.max_concurrent >= 0 ? json_integer(q.max_concurrent) : json_null(), "source",
-                     q.own ? "tenant" : "default", "running", (json_int_t)q.running, "rate",
-                     "rate_per_minute", rate >= 0 ? json_integer(rate) : json_null(), "source",
-                     own_r ? "tenant" : "default", "key_rate_per_minute",
-                     d->key_rate_per_minute > 0 ? json_integer(d->key_rate_per_minute)
-                                                : json_null());
+    int64_t rate = effective(own[TC_QUOTA_RATE_PER_MINUTE], d->tenant_rate_per_minute);
+    int64_t cpu = effective(own[TC_QUOTA_CPU_SECONDS_PER_DAY], d->cpu_seconds_per_day);
+    int64_t wall = effective(own[TC_QUOTA_WALL_SECONDS_PER_DAY], d->wall_seconds_per_day);
+#define OR_NULL(x) ((x) >= 0 ? json_integer(x) : json_null())
+    return json_pack(
+        "{s:{s:o, s:s, s:I}, s:{s:o, s:s, s:o}, s:{s:o, s:o, s:s, s:f, s:f}}", "concurrent",
+        "max_concurrent", OR_NULL(q.max_concurrent), "source", q.own ? "tenant" : "default",
+        "running", (json_int_t)q.running, "rate", "rate_per_minute", OR_NULL(rate), "source",
+        own[TC_QUOTA_RATE_PER_MINUTE] >= 0 ? "tenant" : "default", "key_rate_per_minute",
+        d->key_rate_per_minute > 0 ? json_integer(d->key_rate_per_minute) : json_null(), "daily",
+        "cpu_seconds_per_day", OR_NULL(cpu), "wall_seconds_per_day", OR_NULL(wall), "source",
+        own[TC_QUOTA_CPU_SECONDS_PER_DAY] >= 0 || own[TC_QUOTA_WALL_SECONDS_PER_DAY] >= 0
+            ? "tenant"
+            : "default",
+        "cpu_seconds_used", (double)cpu_ms / 1000.0, "wall_seconds_used", (double)wall_ms / 1000.0);
+#undef OR_NULL
 }

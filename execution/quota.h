@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 struct tc_keys;
+struct tc_config;
 
 /* The tenant's limit: its own (tenant_quotas), else default_max; -1 for no limit. */
 struct tc_quota {
@@ -21,13 +22,30 @@ struct tc_quota_defaults {
     int64_t max_concurrent;
     int64_t tenant_rate_per_minute;
     int64_t key_rate_per_minute;
+    int64_t cpu_seconds_per_day;
+    int64_t wall_seconds_per_day;
 };
+
+/* The defaults of the configuration (TOOLCAGE_TENANT_*, TOOLCAGE_KEY_RATE_PER_MINUTE). */
+struct tc_quota_defaults tc_quota_defaults_of(const struct tc_config *cfg);
+
+/* A tenant's own limits, as tenant_quotas holds them: TC_QUOTA_DEFAULT where none is set. In
+ * tc_quota_set also TC_QUOTA_KEEP (leave it as it is). */
+enum tc_quota_limit {
+    TC_QUOTA_MAX_CONCURRENT,
+    TC_QUOTA_RATE_PER_MINUTE,
+    TC_QUOTA_CPU_SECONDS_PER_DAY,
+    TC_QUOTA_WALL_SECONDS_PER_DAY,
+    TC_QUOTA__COUNT
+};
+extern const char *const tc_quota_limit_names[TC_QUOTA__COUNT]; /* the API's and the column's */
+extern const int64_t tc_quota_limit_max[TC_QUOTA__COUNT];
 
 /* What refused a call: the limit's name and, for a rate, the seconds until a token. */
 struct tc_quota_refusal {
-    const char *limit; /* "max_concurrent", "rate_per_minute" (tenant), "key_rate_per_minute" */
+    const char *limit; /* a tc_quota_limit_names entry, or "key_rate_per_minute" */
     int64_t value;     /* the limit */
-    int64_t running;   /* max_concurrent: the tenant's running executions */
+    int64_t running;   /* max_concurrent: the tenant's running executions; a budget: used s */
     int64_t retry_after_s;
     bool own; /* the tenant's own limit, not the server's default */
 };
@@ -55,9 +73,14 @@ int tc_quota_get(PGconn *c, const char *tenant_id, int64_t default_max, struct t
  * with a `tenant.quota_set` audit record naming the actor (borrowed) and what changed, in one
  * transaction. 0 or -EIO. */
 int tc_quota_set(PGconn *c, const struct tc_keys *keys, const char *tenant_id,
-                 int64_t max_concurrent, int64_t rate_per_minute, json_t *actor);
+                 const int64_t limits[TC_QUOTA__COUNT], json_t *actor);
+
+/* Inside the transaction that stores an outcome: add its CPU and wall time to the tenant's
+ * use of this hour. true on success. */
+bool tc_quota_add_usage_tx(PGconn *c, const char *tenant_id, int64_t cpu_ms, int64_t wall_ms);
 
 /* The tenant's limits and use as the API shows them:
  * {concurrent: {max_concurrent, source, running}, rate: {rate_per_minute, source,
- *  key_rate_per_minute}}. NULL on a database error. */
+ *  key_rate_per_minute}, daily: {cpu_seconds_per_day, wall_seconds_per_day, source,
+ *  cpu_seconds_used, wall_seconds_used}}. NULL on a database error. */
 json_t *tc_quota_describe(PGconn *c, const char *tenant_id, const struct tc_quota_defaults *d);

@@ -6,6 +6,7 @@
 #include "audit/audit.h"
 #include "common/util.h"
 #include "core/db.h"
+#include "execution/quota.h"
 
 static bool run(PGconn *c, const char *sql, int n, const char *const *p)
 {
@@ -98,7 +99,12 @@ int tc_execution_finish_tx(PGconn *c, const struct tc_keys *keys, const struct t
     PQclear(r);
     json_object_set_new(f->view, "started", json_boolean(started));
     ev = outcome_event(f, f->action);
-    if (ev && tc_audit_append_tx(c, keys, ev, NULL) == 0 &&
+    /* the tenant's daily budgets count what ran (execution/quota.h) */
+    if (ev &&
+        tc_quota_add_usage_tx(
+            c, f->tenant_id, json_integer_value(json_object_get(f->view, "cpu_ms")),
+            started ? json_integer_value(json_object_get(f->view, "duration_ms")) : 0) &&
+        tc_audit_append_tx(c, keys, ev, NULL) == 0 &&
         run(c,
             "INSERT INTO webhook_deliveries (id, execution_id, url, body)"
             " SELECT $3, id, callback_url, result FROM executions"

@@ -380,37 +380,47 @@ int tc_cmd_version(int argc, char **argv)
     return 0;
 }
 
-/* tenants quota --tenant NAME [--max-concurrent N|default] [--rate-per-minute N|default]:
- * print (and set) a tenant's quota; every replica enforces it from the next call on. */
+/* tenants quota --tenant NAME [--max-concurrent N|default] [--rate-per-minute N|default]
+ * [--cpu-seconds-per-day N|default] [--wall-seconds-per-day N|default]: print (and set) a
+ * tenant's quota; every replica enforces it from the next call on. */
 int tc_cmd_tenants(int argc, char **argv)
 {
     if (tc_cli_wants_help(argc, argv) || argc < 2 || strcmp(argv[1], "quota") != 0)
         return tc_cli_usage_of("tenants");
-    const char *tenant = NULL, *maxc = NULL, *rate = NULL;
-    static const struct option lopts[] = {{"tenant", required_argument, NULL, 't'},
-                                          {"max-concurrent", required_argument, NULL, 'm'},
-                                          {"rate-per-minute", required_argument, NULL, 'r'},
-                                          {NULL, 0, NULL, 0}};
+    const char *tenant = NULL;
+    int64_t v[TC_QUOTA__COUNT];
+    bool any = false, bad = false;
+    for (int i = 0; i < TC_QUOTA__COUNT; i++)
+        v[i] = TC_QUOTA_KEEP;
+    /* --max-concurrent, --rate-per-minute, ... (the limit names with '-') */
+    char names[TC_QUOTA__COUNT][32];
+    struct option lopts[TC_QUOTA__COUNT + 2] = {{"tenant", required_argument, NULL, 't'}};
+    for (int i = 0; i < TC_QUOTA__COUNT; i++) {
+        snprintf(names[i], sizeof(names[i]), "%s", tc_quota_limit_names[i]);
+        for (char *q = names[i]; *q; q++)
+            if (*q == '_')
+                *q = '-';
+        lopts[1 + i] = (struct option){names[i], required_argument, NULL, 'a' + i};
+    }
     optind = 2;
     int c;
     while ((c = getopt_long(argc, argv, "", lopts, NULL)) != -1) {
-        if (c == 't')
+        if (c == 't') {
             tenant = optarg;
-        else if (c == 'm')
-            maxc = optarg;
-        else if (c == 'r')
-            rate = optarg;
-        else
+        } else if (c >= 'a' && c < 'a' + TC_QUOTA__COUNT) {
+            int i = c - 'a';
+            any = true;
+            if (strcmp(optarg, "default") == 0)
+                v[i] = TC_QUOTA_DEFAULT;
+            else if (tc_parse_i64(optarg, 0, tc_quota_limit_max[i], &v[i]) < 0)
+                bad = true;
+        } else {
             return 2;
+        }
     }
-    int64_t v = maxc ? TC_QUOTA_DEFAULT : TC_QUOTA_KEEP,
-            rv = rate ? TC_QUOTA_DEFAULT : TC_QUOTA_KEEP;
-    if (!tenant || optind != argc ||
-        (maxc && strcmp(maxc, "default") != 0 && tc_parse_i64(maxc, 0, 4096, &v) < 0) ||
-        (rate && strcmp(rate, "default") != 0 && tc_parse_i64(rate, 0, 1000000, &rv) < 0)) {
-        fprintf(stderr, "toolcage tenants quota: --tenant NAME is required; --max-concurrent is"
-                        " an integer from 0 to 4096, --rate-per-minute from 0 to 1000000, or"
-                        " \"default\"\n");
+    if (!tenant || optind != argc || bad) {
+        fprintf(stderr, "toolcage tenants quota: --tenant NAME is required; each limit is an"
+                        " integer from 0 up to its maximum, or \"default\"\n");
         return 2;
     }
     struct tc_config cfg;
@@ -432,34 +442,25 @@ int tc_cmd_tenants(int argc, char **argv)
             snprintf(id, sizeof(id), "%s", PQgetvalue(r, 0, 0));
         PQclear(r);
         json_t *actor = json_pack("{s:s, s:s}", "type", "cli", "id", "tenants quota");
-        const struct tc_quota_defaults d = {.max_concurrent = cfg.tenant_max_concurrent,
-                                            .tenant_rate_per_minute = cfg.tenant_rate_per_minute,
-                                            .key_rate_per_minute = cfg.key_rate_per_minute};
+        const struct tc_quota_defaults d = tc_quota_defaults_of(&cfg);
         json_t *q = NULL;
         if (!id[0]) {
             fprintf(stderr, "toolcage: no tenant named '%s'\n", tenant);
-        } else if ((maxc || rate) && tc_quota_set(conn, keys, id, v, rv, actor) < 0) {
+        } else if (any && tc_quota_set(conn, keys, id, v, actor) < 0) {
             fprintf(stderr, "toolcage: the quota could not be stored: %s", PQerrorMessage(conn));
         } else if (!(q = tc_quota_describe(conn, id, &d))) {
             fprintf(stderr, "toolcage: %s", PQerrorMessage(conn));
         } else {
-            json_t *cc = json_object_get(q, "concurrent"), *rr = json_object_get(q, "rate");
-            json_t *mcv = json_object_get(cc, "max_concurrent");
-            json_t *rpv = json_object_get(rr, "rate_per_minute");
-            char mcs[24] = "none", rps[24] = "none";
-            if (!json_is_null(mcv))
-                snprintf(mcs, sizeof(mcs), "%lld", (long long)json_integer_value(mcv));
-            if (!json_is_null(rpv))
-                snprintf(rps, sizeof(rps), "%lld", (long long)json_integer_value(rpv));
-            printf("tenant %s: max_concurrent %s (%s), running %lld; rate_per_minute %s (%s)\n",
-                   tenant, mcs,
-                   strcmp(json_string_value(json_object_get(cc, "source")), "tenant") == 0
-                       ? "set for the tenant"
-                       : "default",
-                   (long long)json_integer_value(json_object_get(cc, "running")), rps,
-                   strcmp(json_string_value(json_object_get(rr, "source")), "tenant") == 0
-                       ? "set for the tenant"
-                       : "default");
+            /* one line per part, as GET /v1/quota shows it */
+            printf("tenant %s\n", tenant);
+            const char *key;
+            json_t *part;
+            json_object_foreach(q, key, part)
+            {
+                char *text = json_dumps(part, JSON_COMPACT | JSON_PRESERVE_ORDER);
+                printf("  %s %s\n", key, text ? text : "?");
+                free(text);
+            }
             rc = 0;
         }
         json_decref(q);

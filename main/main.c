@@ -139,10 +139,11 @@ static const struct command commands[] = {
      "create a web console user (tenant default: demo; person default: NAME, the same person"
      " as keys made with --person NAME); the password is read from stdin"},
     {"tenants", tc_cmd_tenants,
-     "tenants quota --tenant NAME [--max-concurrent N|default] [--rate-per-minute N|default]",
-     "print a tenant's quota and use; set its executions running at once and its calls per"
-     " minute (default: the server's TOOLCAGE_TENANT_*); every replica enforces them from the"
-     " next call"},
+     "tenants quota --tenant NAME [--max-concurrent N|default] [--rate-per-minute N|default]"
+     " [--cpu-seconds-per-day N|default] [--wall-seconds-per-day N|default]",
+     "print a tenant's quota and use; set its executions running at once, calls per minute"
+     " and CPU/wall seconds per rolling day (default: the server's TOOLCAGE_TENANT_*); every"
+     " replica enforces them from the next call"},
     {"secrets", tc_cmd_secrets, "secrets rotate-master [--new-key-file FILE]",
      "re-seal every secret under FILE's master key (default: the current one)"},
     {"version", tc_cmd_version, "version", "print the version"},

@@ -25,7 +25,9 @@ const auditedWith = async (t) => Number((await server.sql(`SELECT count(*) FROM 
 
 test('the CLI sets a tenant\'s limit; beyond it 429 quota-exceeded, nothing stored; the other tenant runs on', async () => {
   const { stdout } = await server.cli(['tenants', 'quota', '--tenant', server.tenants.a, '--max-concurrent', '2']);
-  assert.match(stdout, /^tenant \S+: max_concurrent 2 \(set for the tenant\), running 0; rate_per_minute none \(default\)$/m);
+  assert.match(stdout, /^tenant \S+\n/);
+  assert.match(stdout, /^ {2}concurrent \{"max_concurrent":2,"source":"tenant","running":0\}$/m);
+  assert.match(stdout, /^ {2}rate \{"rate_per_minute":null,"source":"default","key_rate_per_minute":null\}$/m);
   const t = tag();
   const long = [];
   for (let i = 0; i < 2; i++) {
@@ -163,4 +165,30 @@ test('an approved call waits in the queue while its tenant is at its limit, and 
   const started = (await server.sql(`SELECT started_at >= ${lit(first.finished_at)}::timestamptz - interval '50 ms' FROM executions WHERE id = ${lit(held.json.id)}`)).trim();
   assert.equal(started, 't', 'it started before the tenant\'s running call finished');
   await setQuota(null);
+});
+
+test('daily budgets: CPU seconds in a rolling day, counted from what ran; beyond it 429 until the window moves', async () => {
+  const res = await server.request('PUT', `/v1/admin/quotas/${server.tenants.a}`, { key: server.keys.operator, json: { cpu_seconds_per_day: 1 } });
+  assert.equal(res.status, 200, res.text);
+  assert.equal(res.json.daily.cpu_seconds_per_day, 1);
+  assert.equal(res.json.daily.source, 'tenant');
+  const before = res.json.daily.cpu_seconds_used;
+  // A program that burns about two seconds of CPU (the busy loop is the shell's own).
+  const burn = await server.execute({ tool: 'shell', code: 'end=$((SECONDS+2)); while [ $SECONDS -lt $end ]; do :; done; echo burnt' });
+  assert.equal(burn.json.stdout, 'burnt\n');
+  assert.ok(burn.json.cpu_ms >= 1000, `cpu_ms ${burn.json.cpu_ms}`);
+  const q = await quotaOf();
+  assert.ok(q.daily.cpu_seconds_used >= before + burn.json.cpu_ms / 1000 - 0.01, JSON.stringify(q.daily));
+  assert.ok(q.daily.wall_seconds_used >= burn.json.duration_ms / 1000 - 0.01, JSON.stringify(q.daily));
+  const refused = await server.request('POST', '/v1/execute', { key: server.keys.agent, json: { tool: 'shell', code: 'echo over-budget' } });
+  const p = assertProblem(refused, 429, 'quota-exceeded');
+  assert.match(p.detail, /^cpu_seconds_per_day: tenant '\S+' used \d+ s of its 1 s in the last 24 hours \(set for the tenant\)$/);
+  const retry = Number(refused.headers.get('retry-after'));
+  assert.ok(retry > 3000 && retry <= 86400, `Retry-After ${retry}`);
+  assert.equal(await storedWith('over-budget'), 0);
+  // the other tenant's budget is its own
+  assert.equal((await server.execute({ tool: 'shell', code: 'echo b' }, { key: server.keys.otherAgent })).status, 200);
+  const cleared = await server.request('PUT', `/v1/admin/quotas/${server.tenants.a}`, { key: server.keys.operator, json: { cpu_seconds_per_day: null } });
+  assert.equal(cleared.json.daily.cpu_seconds_per_day, null);
+  assert.equal((await server.execute({ tool: 'shell', code: 'echo fine' })).json.stdout, 'fine\n');
 });

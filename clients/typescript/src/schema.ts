@@ -87,8 +87,9 @@ export interface paths {
         get?: never;
         /**
          * Set or clear a tenant's quota (operator)
-         * @description Role `operator`. `max_concurrent` (0 to 4096) and `rate_per_minute`
-         *     (calls per minute, 0 to 1000000), either or both: a number sets the
+         * @description Role `operator`. `max_concurrent` (0 to 4096), `rate_per_minute`
+         *     (calls per minute), `cpu_seconds_per_day` and `wall_seconds_per_day`
+         *     (a rolling day), any of them: a number sets the
          *     tenant's own limit, `null` returns it to the server's default, an absent
          *     field stays as it is. Audited as `tenant.quota_set` (what changed);
          *     every replica enforces it from the next call on.
@@ -1123,6 +1124,19 @@ export interface components {
         Quota: {
             tenant: string;
             /**
+             * @description Budgets of a rolling day (`null`: none) and what the tenant's
+             *     executions used in the last 24 hours (counted per hour when each
+             *     outcome is stored).
+             */
+            daily: {
+                cpu_seconds_per_day: number | null;
+                wall_seconds_per_day: number | null;
+                /** @enum {string} */
+                source: "tenant" | "default";
+                cpu_seconds_used: number;
+                wall_seconds_used: number;
+            };
+            /**
              * @description Calls the tenant may start per minute (a token bucket of that size,
              *     refilled continuously, shared by every replica; `null`: no limit),
              *     where the number comes from, and the per-key rate of the server.
@@ -1992,8 +2006,8 @@ export interface operations {
             422: components["responses"]["ExecuteUnprocessable"];
             /**
              * @description A quota of the tenant or the key is used up (`quota-exceeded`, see
-             *     `GET /v1/quota`): executions running at once, or calls per minute;
-             *     the detail names the limit. Nothing was recorded. Retry after
+             *     `GET /v1/quota`): executions running at once, calls per minute, or
+             *     CPU or wall seconds of a rolling day; the detail names the limit. Nothing was recorded. Retry after
              *     `Retry-After` seconds (for a rate: when the next call can start).
              */
             429: {
@@ -2055,6 +2069,8 @@ export interface operations {
                 "application/json": {
                     max_concurrent?: number | null;
                     rate_per_minute?: number | null;
+                    cpu_seconds_per_day?: number | null;
+                    wall_seconds_per_day?: number | null;
                 };
             };
         };
