@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "execution/quota.h"
 #include "common/util.h"
 #include "console/web.h"
 #include "core/db.h"
@@ -220,6 +221,50 @@ static json_t *latency_chart(PGconn *c, const char *tenant_id)
     return o;
 }
 
+/* The tenant's quota and use (execution/quota.h) as table rows of text. */
+static json_t *quota_rows(PGconn *c, struct tc_request *r)
+{
+    struct tc_quota_defaults d = tc_quota_defaults_of(r->srv->cfg);
+    json_t *q = tc_quota_describe(c, r->principal.tenant_id, &d);
+    if (!q)
+        return NULL;
+    json_t *cc = json_object_get(q, "concurrent"), *rt = json_object_get(q, "rate");
+    json_t *dl = json_object_get(q, "daily");
+    char use[4][64], lim[4][64];
+    const char *src[4] = {json_string_value(json_object_get(cc, "source")),
+                          json_string_value(json_object_get(rt, "source")),
+                          json_string_value(json_object_get(dl, "source")),
+                          json_string_value(json_object_get(dl, "source"))};
+    json_t *limits[4] = {
+        json_object_get(cc, "max_concurrent"), json_object_get(rt, "rate_per_minute"),
+        json_object_get(dl, "cpu_seconds_per_day"), json_object_get(dl, "wall_seconds_per_day")};
+    snprintf(use[0], sizeof(use[0]), "%lld running",
+             (long long)json_integer_value(json_object_get(cc, "running")));
+    snprintf(use[1], sizeof(use[1]), "-");
+    snprintf(use[2], sizeof(use[2]), "%.1f s used",
+             json_real_value(json_object_get(dl, "cpu_seconds_used")));
+    snprintf(use[3], sizeof(use[3]), "%.1f s used",
+             json_real_value(json_object_get(dl, "wall_seconds_used")));
+    for (int i = 0; i < 4; i++) {
+        if (json_is_integer(limits[i]))
+            snprintf(lim[i], sizeof(lim[i]), "%lld (%s)", (long long)json_integer_value(limits[i]),
+                     src[i] && strcmp(src[i], "tenant") == 0 ? "set for the tenant" : "default");
+        else
+            snprintf(lim[i], sizeof(lim[i]), "no limit");
+    }
+    static const char *const labels[4] = {"Executions running at once", "Calls per minute",
+                                          "CPU seconds, last 24 hours",
+                                          "Wall seconds, last 24 hours"};
+    static const char *const ids[4] = {"max_concurrent", "rate_per_minute", "cpu_seconds_per_day",
+                                       "wall_seconds_per_day"};
+    json_t *rows = json_array();
+    for (int i = 0; i < 4; i++)
+        json_array_append_new(rows, json_pack("{s:s, s:s, s:s, s:s}", "id", ids[i], "label",
+                                              labels[i], "use", use[i], "limit", lim[i]));
+    json_decref(q);
+    return rows;
+}
+
 enum MHD_Result tc_console_dashboard(struct tc_request *r)
 {
     PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
@@ -228,13 +273,15 @@ enum MHD_Result tc_console_dashboard(struct tc_request *r)
     json_t *hourly = hourly_chart(c, r->principal.tenant_id);
     json_t *gate = hourly ? gate_chart(c, r->principal.tenant_id) : NULL;
     json_t *lat = gate ? latency_chart(c, r->principal.tenant_id) : NULL;
+    json_t *quota = lat ? quota_rows(c, r) : NULL;
     tc_db_release(r->srv->db, c);
-    if (!lat) {
+    if (!quota) {
         json_decref(hourly);
         json_decref(gate);
+        json_decref(lat);
         return tc_console_message(r, 503, "Unavailable", "The dashboard could not be computed.");
     }
-    return tc_console_page(
-        r, 200, "dashboard",
-        json_pack("{s:o, s:o, s:o}", "hourly", hourly, "gate", gate, "latency", lat));
+    return tc_console_page(r, 200, "dashboard",
+                           json_pack("{s:o, s:o, s:o, s:o}", "hourly", hourly, "gate", gate,
+                                     "latency", lat, "quota", quota));
 }
