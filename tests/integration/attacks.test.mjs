@@ -28,11 +28,14 @@
 //                                               host itself refuses it and the refused-expect lines
 //                                               are asserted instead (the run is still made)
 //
-// Every attack runs twice when runsc is installed: against the native backend (tools
+// Every attack runs three times: against the native backend (tools
 // "python", "shell") and against the gvisor backend ("python-gvisor", "shell-gvisor"; the
 // same limits). Under gVisor the program talks to gVisor's kernel, not the host's: some calls
 // the native seccomp filter refuses (ptrace of a child, unshare, io_uring) are emulated there
 // and contained, and no policy_violations are reported; those files say so with gvisor-expect.
+// The third run is native again under a tool with a network allowlist ("python-egress",
+// "shell-egress"): the sandbox then has the egress proxy beside it, and the native
+// expectations must hold all the same.
 // Placeholders in the code and the headers: {PWNED} (a unique /tmp path on the host), {PORT}
 // (the listener's port), {HOSTIP} (a non-loopback address of this host, or 127.0.0.1),
 // {ABSTRACT} (the name of an abstract Unix socket the host listens on, without the NUL; its
@@ -320,7 +323,7 @@ function instantiate(meta, backend) {
   let expect = meta.expect;
   let refused = false;
   if (backend === 'gvisor' && meta.gvExpect.length) expect = meta.gvExpect;
-  else if (backend === 'native') {
+  else if (backend === 'native' || backend === 'egress') {
     const meets = (r, e) => { try { checkExpect(r, e, 'probe'); return true; } catch { return false; } };
     ({ expect, refused } = hostExpect(meta, meets));
   }
@@ -333,10 +336,15 @@ function instantiate(meta, backend) {
   };
 }
 
+/** The corpus policy's tool for a backend: python|shell, -gvisor, -egress (an allowlist). */
+function toolFor(base, backend) {
+  return backend === 'native' ? base : `${base}-${backend}`;
+}
+
 function payload(meta, inst, stdin) {
   const code = inst.code;
   const base = meta.file.endsWith('.py') ? 'python' : 'shell';
-  const p = { tool: inst.backend === 'gvisor' ? `${base}-gvisor` : base, code };
+  const p = { tool: toolFor(base, inst.backend), code };
   if (meta.limits) p.limits = meta.limits;
   if (stdin !== undefined) p.stdin = stdin;
   return p;
@@ -416,12 +424,13 @@ test('gvisor: runsc is installed here (scripts/lib.sh installs it), so both back
   assert.ok(RUNSC, 'runsc not found: the gvisor half of the corpus would be skipped');
 });
 
-for (const [backend, file] of [...files.map((f) => ['native', f]), ...files.map((f) => ['gvisor', f])]) {
+for (const [backend, file] of ['native', 'gvisor', 'egress'].flatMap((b) => files.map((f) => [b, f]))) {
   const meta = parse(file);
-  // Under ASan the gvisor half repeats what the release run proved about runsc (the C code on
-  // that path, the launcher's, is covered under ASan by test_sandbox and gvisor.test.mjs).
-  const asan = process.env.TOOLCAGE_IT_LABEL === 'asan' ? 'gvisor half runs in the release build' : null;
-  const skip = (backend === 'gvisor' && (!RUNSC ? 'runsc not installed' : meta.gvSkip || asan)) || false;
+  // Under ASan the gvisor and egress runs repeat what the release run proved (the C code on
+  // those paths is covered under ASan by test_sandbox, gvisor.test.mjs and egress.test.mjs).
+  const asan = process.env.TOOLCAGE_IT_LABEL === 'asan' ? `the ${backend} run is in the release build` : null;
+  const skip = (backend === 'gvisor' && (!RUNSC ? 'runsc not installed' : meta.gvSkip || asan)) ||
+    (backend === 'egress' && asan) || false;
   test(`attack ${file} [${backend}]: ${meta.attack}`, { timeout: 180_000 * SLOW, skip }, async (t) => {
     connections = [];
     const inst = instantiate(meta, backend);
@@ -454,7 +463,7 @@ for (const [backend, file] of [...files.map((f) => ['native', f]), ...files.map(
       // The attack's own companion (NNN-name.companion.py|sh) if it has one, else a sleeper.
       const own = ['py', 'sh'].map((x) => file.replace(/\.(py|sh)$/, `.companion.${x}`)).find((f) => fs.existsSync(path.join(DIR, f)));
       const base = own?.endsWith('.py') ? 'python' : 'shell';
-      const tool = inst.backend === 'gvisor' ? `${base}-gvisor` : base;
+      const tool = toolFor(base, inst.backend);
       const code = own ? fs.readFileSync(path.join(DIR, own), 'utf8') : 'sleep 2; echo companion-alive';
       const companion = server.execute({ tool, code }, { timeout: 120_000 * SLOW });
       await sleep((own ? 1000 : 700) * SLOW); // the companion is running when the attack strikes
