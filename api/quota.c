@@ -7,18 +7,6 @@
 #include "execution/quota.h"
 #include "server/auth.h"
 
-/* The tenant's id by name into id[37]: 0, -ENOENT or -EIO. */
-static int tenant_id_of(PGconn *c, const char *name, char id[37])
-{
-    const char *p[] = {name};
-    PGresult *r = tc_db_exec(c, "SELECT id FROM tenants WHERE name = $1", 1, p);
-    int rc = !r ? -EIO : PQntuples(r) == 1 ? 0 : -ENOENT;
-    if (rc == 0)
-        snprintf(id, 37, "%s", PQgetvalue(r, 0, 0));
-    PQclear(r);
-    return rc;
-}
-
 static enum MHD_Result answer(struct tc_request *r, PGconn *c, const char *tenant_id,
                               const char *name)
 {
@@ -45,7 +33,7 @@ enum MHD_Result tc_api_quota_get(struct tc_request *r)
     char id[37];
     if (!op)
         return answer(r, c, r->principal.tenant_id, r->principal.tenant_name);
-    int rc = strlen(want) <= 64 ? tenant_id_of(c, want, id) : -ENOENT;
+    int rc = strlen(want) <= 64 ? tc_auth_tenant_id(c, want, id) : -ENOENT;
     if (rc < 0) {
         tc_db_release(r->srv->db, c);
         return rc == -ENOENT
@@ -96,7 +84,7 @@ enum MHD_Result tc_api_quota_put(struct tc_request *r)
     if (!c)
         return tc_respond_db_down(r);
     char id[37];
-    int rc = strlen(name) <= 64 ? tenant_id_of(c, name, id) : -ENOENT;
+    int rc = strlen(name) <= 64 ? tc_auth_tenant_id(c, name, id) : -ENOENT;
     json_t *actor = rc == 0 ? tc_auth_actor(&r->principal) : NULL;
     if (rc == 0)
         rc = actor ? tc_quota_set(c, r->srv->keys, id, v, actor) : -ENOMEM;

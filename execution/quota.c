@@ -30,60 +30,58 @@ struct tc_quota_defaults tc_quota_defaults_of(const struct tc_config *cfg)
                                       .wall_seconds_per_day = cfg->tenant_wall_seconds_per_day};
 }
 
-static int load(PGconn *c, const char *tenant_id, int64_t default_max, struct tc_quota *ret)
+/* The tenant's own limits (TC_QUOTA_DEFAULT where none is set) and its executions running
+ * now, in one query. 0 or -EIO. */
+static int state(PGconn *c, const char *tenant_id, int64_t own[TC_QUOTA__COUNT],
+                 int64_t *ret_running)
 {
     const char *p[] = {tenant_id};
     PGresult *r = tc_db_exec(c,
                              "SELECT (SELECT count(*) FROM executions WHERE tenant_id = $1"
                              "        AND status = 'running'),"
-                             " (SELECT max_concurrent FROM tenant_quotas WHERE tenant_id = $1),"
-                             " EXISTS (SELECT 1 FROM tenant_quotas WHERE tenant_id = $1"
-                             "         AND max_concurrent IS NOT NULL)",
+                             " q.max_concurrent, q.rate_per_minute, q.cpu_seconds_per_day,"
+                             " q.wall_seconds_per_day"
+                             " FROM (SELECT 1) one LEFT JOIN tenant_quotas q ON q.tenant_id = $1",
                              1, p);
     if (!r || PQntuples(r) != 1) {
         PQclear(r);
         return -EIO;
     }
-    ret->running = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
-    ret->own = strcmp(PQgetvalue(r, 0, 2), "t") == 0;
-    ret->max_concurrent =
-        ret->own ? strtoll(PQgetvalue(r, 0, 1), NULL, 10) : (default_max > 0 ? default_max : -1);
+    *ret_running = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    for (int i = 0; i < TC_QUOTA__COUNT; i++)
+        own[i] = PQgetisnull(r, 0, 1 + i) ? TC_QUOTA_DEFAULT
+                                          : strtoll(PQgetvalue(r, 0, 1 + i), NULL, 10);
     PQclear(r);
     return 0;
 }
 
-int tc_quota_admit_tx(PGconn *c, const char *tenant_id, int64_t default_max, struct tc_quota *ret)
+/* The per-tenant admission lock, held to the end of the transaction. */
+static bool lock_tenant(PGconn *c, const char *tenant_id)
 {
     const char *p[] = {tenant_id};
     PGresult *r =
         tc_db_exec(c, "SELECT pg_advisory_xact_lock(" ADMISSION_LOCK_CLASS ", hashtext($1))", 1, p);
-    bool locked = r != NULL;
     PQclear(r);
-    if (!locked || load(c, tenant_id, default_max, ret) < 0)
-        return -EIO;
+    return r != NULL;
+}
+
+/* The concurrency check of tc_quota_admit_tx, on the state already read. */
+static int admit_concurrent(const int64_t own[TC_QUOTA__COUNT], int64_t running,
+                            int64_t default_max, struct tc_quota *ret)
+{
+    ret->running = running;
+    ret->own = own[TC_QUOTA_MAX_CONCURRENT] >= 0;
+    ret->max_concurrent =
+        ret->own ? own[TC_QUOTA_MAX_CONCURRENT] : (default_max > 0 ? default_max : -1);
     return ret->max_concurrent >= 0 && ret->running >= ret->max_concurrent ? -EDQUOT : 0;
 }
 
-int tc_quota_get(PGconn *c, const char *tenant_id, int64_t default_max, struct tc_quota *ret)
+int tc_quota_admit_tx(PGconn *c, const char *tenant_id, int64_t default_max, struct tc_quota *ret)
 {
-    return load(c, tenant_id, default_max, ret);
-}
-
-/* The tenant's own limits (TC_QUOTA_DEFAULT where none is set). 0 or -EIO. */
-static int own_limits(PGconn *c, const char *tenant_id, int64_t ret[TC_QUOTA__COUNT])
-{
-    const char *p[] = {tenant_id};
-    PGresult *r = tc_db_exec(c,
-                             "SELECT max_concurrent, rate_per_minute, cpu_seconds_per_day,"
-                             " wall_seconds_per_day FROM tenant_quotas WHERE tenant_id = $1",
-                             1, p);
-    if (!r)
+    int64_t own[TC_QUOTA__COUNT], running;
+    if (!lock_tenant(c, tenant_id) || state(c, tenant_id, own, &running) < 0)
         return -EIO;
-    for (int i = 0; i < TC_QUOTA__COUNT; i++)
-        ret[i] = PQntuples(r) == 1 && !PQgetisnull(r, 0, i) ? strtoll(PQgetvalue(r, 0, i), NULL, 10)
-                                                            : TC_QUOTA_DEFAULT;
-    PQclear(r);
-    return 0;
+    return admit_concurrent(own, running, default_max, ret);
 }
 
 /* The limit in force: the tenant's own, else the server's default (0 there: none, -1). */
@@ -174,7 +172,10 @@ int tc_quota_admit_call_tx(PGconn *c, const char *tenant_id, const char *key_id,
                            const struct tc_quota_defaults *d, struct tc_quota_refusal *ret)
 {
     struct tc_quota q;
-    int rc = tc_quota_admit_tx(c, tenant_id, d->max_concurrent, &q);
+    int64_t own[TC_QUOTA__COUNT], running;
+    if (!lock_tenant(c, tenant_id) || state(c, tenant_id, own, &running) < 0)
+        return -EIO;
+    int rc = admit_concurrent(own, running, d->max_concurrent, &q);
     if (rc == -EDQUOT)
         *ret = (struct tc_quota_refusal){.limit = "max_concurrent",
                                          .value = q.max_concurrent,
@@ -183,9 +184,6 @@ int tc_quota_admit_call_tx(PGconn *c, const char *tenant_id, const char *key_id,
                                          .own = q.own};
     if (rc < 0)
         return rc;
-    int64_t own[TC_QUOTA__COUNT];
-    if (own_limits(c, tenant_id, own) < 0)
-        return -EIO;
     /* the daily budgets, before a token is spent on a call that could not start */
     int64_t cpu_lim = effective(own[TC_QUOTA_CPU_SECONDS_PER_DAY], d->cpu_seconds_per_day);
     int64_t wall_lim = effective(own[TC_QUOTA_WALL_SECONDS_PER_DAY], d->wall_seconds_per_day);
@@ -281,10 +279,11 @@ int tc_quota_set(PGconn *c, const struct tc_keys *keys, const char *tenant_id,
 json_t *tc_quota_describe(PGconn *c, const char *tenant_id, const struct tc_quota_defaults *d)
 {
     struct tc_quota q;
-    int64_t own[TC_QUOTA__COUNT], cpu_ms, wall_ms, frees;
-    if (load(c, tenant_id, d->max_concurrent, &q) < 0 || own_limits(c, tenant_id, own) < 0 ||
+    int64_t own[TC_QUOTA__COUNT], running, cpu_ms, wall_ms, frees;
+    if (state(c, tenant_id, own, &running) < 0 ||
         usage_day(c, tenant_id, &cpu_ms, &wall_ms, &frees) < 0)
         return NULL;
+    (void)admit_concurrent(own, running, d->max_concurrent, &q);
     int64_t rate = effective(own[TC_QUOTA_RATE_PER_MINUTE], d->tenant_rate_per_minute);
     int64_t cpu = effective(own[TC_QUOTA_CPU_SECONDS_PER_DAY], d->cpu_seconds_per_day);
     int64_t wall = effective(own[TC_QUOTA_WALL_SECONDS_PER_DAY], d->wall_seconds_per_day);

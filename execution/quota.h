@@ -63,9 +63,6 @@ int tc_quota_admit_call_tx(PGconn *c, const char *tenant_id, const char *key_id,
  * one. 0 (admit), -EDQUOT (refuse; *ret says why), -EIO. */
 int tc_quota_admit_tx(PGconn *c, const char *tenant_id, int64_t default_max, struct tc_quota *ret);
 
-/* The tenant's limits and use. 0 or -EIO. */
-int tc_quota_get(PGconn *c, const char *tenant_id, int64_t default_max, struct tc_quota *ret);
-
 #define TC_QUOTA_KEEP    (-2) /* tc_quota_set: leave this limit as it is */
 #define TC_QUOTA_DEFAULT (-1) /* tc_quota_set: back to the server's default */
 

@@ -66,18 +66,16 @@ int tc_cmd_webhook_secret(int argc, char **argv)
     } else if (!(conn = tc_db_connect(cfg.database_url, &err))) {
         fprintf(stderr, "toolcage: cannot connect to the database: %s", err ? err : "\n");
     } else {
-        const char *p[] = {argv[3]};
-        PGresult *r = tc_db_exec(conn, "SELECT id FROM tenants WHERE name = $1", 1, p);
-        if (r && PQntuples(r) == 1) {
+        char id[37];
+        if (tc_auth_tenant_id(conn, argv[3], id) == 0) {
             char secret[65];
-            tc_webhook_secret(keys, PQgetvalue(r, 0, 0), secret);
+            tc_webhook_secret(keys, id, secret);
             printf("%s\n", secret);
             sodium_memzero(secret, sizeof(secret));
             rc = 0;
         } else {
             fprintf(stderr, "toolcage: no tenant named '%s'\n", argv[3]);
         }
-        PQclear(r);
     }
     PQfinish(conn);
     tc_keys_free(keys);
@@ -435,12 +433,9 @@ int tc_cmd_tenants(int argc, char **argv)
     } else if (!(conn = tc_db_connect(cfg.database_url, &err))) {
         fprintf(stderr, "toolcage: cannot connect to the database: %s", err ? err : "\n");
     } else {
-        const char *p[] = {tenant};
-        PGresult *r = tc_db_exec(conn, "SELECT id FROM tenants WHERE name = $1", 1, p);
         char id[37] = "";
-        if (r && PQntuples(r) == 1)
-            snprintf(id, sizeof(id), "%s", PQgetvalue(r, 0, 0));
-        PQclear(r);
+        if (tc_auth_tenant_id(conn, tenant, id) < 0)
+            id[0] = '\0';
         json_t *actor = json_pack("{s:s, s:s}", "type", "cli", "id", "tenants quota");
         const struct tc_quota_defaults d = tc_quota_defaults_of(&cfg);
         json_t *q = NULL;

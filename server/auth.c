@@ -184,6 +184,17 @@ int tc_auth_create_key(PGconn *c, const struct tc_keys *keys, const char *tenant
     return *ret_key ? 0 : -ENOMEM;
 }
 
+int tc_auth_tenant_id(PGconn *c, const char *name, char ret_id[37])
+{
+    const char *p[] = {name};
+    PGresult *r = tc_db_exec(c, "SELECT id FROM tenants WHERE name = $1", 1, p);
+    int rc = !r ? -EIO : PQntuples(r) == 1 ? 0 : -ENOENT;
+    if (rc == 0)
+        snprintf(ret_id, 37, "%s", PQgetvalue(r, 0, 0));
+    PQclear(r);
+    return rc;
+}
+
 int tc_auth_lookup(PGconn *c, const char *key, struct tc_principal *ret)
 {
     if (!key_well_formed(key))

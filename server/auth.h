@@ -40,6 +40,8 @@ int tc_auth_create_key(PGconn *c, const struct tc_keys *keys, const char *tenant
 /* The id of the person `name` of tenant_id, created if needed, inside the caller's
  * transaction (*ret_id 37 bytes). -EINVAL bad name, -EIO. */
 int tc_auth_person(PGconn *c, const char *tenant_id, const char *name, char ret_id[37]);
+/* The id of the tenant named `name` (*ret_id 37 bytes): 0, -ENOENT or -EIO. */
+int tc_auth_tenant_id(PGconn *c, const char *name, char ret_id[37]);
 /* 0 and *ret filled when the key is valid and not revoked; -EACCES otherwise; -EIO on db error. */
 int tc_auth_lookup(PGconn *c, const char *key, struct tc_principal *ret);
 
