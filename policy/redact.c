@@ -8,7 +8,13 @@
  * scans only positions at least MAX_TOKEN bytes before the end of what it has seen (or all of
  * them once finished), keeping LOOKBEHIND bytes of context, and produces exactly what a
  * one-shot scan of the same bytes produces. Long constructs (PEM blocks, over-long tokens) are
- * swallowed by small position-driven states, which are split-independent too. */
+ * swallowed by small position-driven states, which are split-independent too.
+ *
+ * Line settling: no rule matches across a newline (a PEM block is a state entered on its
+ * BEGIN line, and a leased secret holding a newline turns this off), and no matcher's decision
+ * at p reads past the first newline at or after p. So everything up to the last newline seen
+ * is final too, and a stream holds back only the unfinished line: a program that prints a line
+ * and sleeps is seen at once (tests/unit/test_redact.c checks every split against one-shot). */
 #include "policy/redact.h"
 
 #include <pthread.h>
@@ -278,6 +284,7 @@ struct tc_redact_stream {
     const uint8_t *run_set; /* ST_RUN: bytes that continue the token */
     size_t counts[R__COUNT];
     bool finished;
+    bool settle_lines; /* no leased form holds a newline: see "Line settling" above */
 };
 
 struct match {
@@ -511,6 +518,10 @@ int tc_redact_stream_new(const struct tc_redactor *r, const char *const *secrets
         s->bucket[256] = j;
     }
     memcpy(s->pair, r->pair, sizeof(s->pair));
+    s->settle_lines = true;
+    for (size_t i = 0; i < s->nlits; i++)
+        if (memchr(s->lits[i].s, '\n', s->lits[i].n))
+            s->settle_lines = false;
     for (size_t i = 0; i < s->nlits; i++) {
         pair_set(s->pair, (unsigned char)s->lits[i].s[0], (unsigned char)s->lits[i].s[1]);
         pair_set(s->secpair, (unsigned char)s->lits[i].s[0], (unsigned char)s->lits[i].s[1]);
@@ -1159,6 +1170,11 @@ static int scan(struct tc_redact_stream *s, bool final, struct tc_buf *out)
     size_t len = s->pend.len;
     size_t limit = final ? len : (len > MAXTOK ? len - MAXTOK : 0);
     size_t p = s->scan, lit = p;
+    if (!final && s->settle_lines && len > p) {
+        const unsigned char *nl = memrchr(b + p, '\n', len - p);
+        if (nl && (size_t)(nl - b) + 1 > limit)
+            limit = (size_t)(nl - b) + 1;
+    }
     int rc = 0;
 
     while (p < limit) {

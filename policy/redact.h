@@ -1,7 +1,8 @@
 /* Output redaction: secrets and host details are replaced by "[REDACTED:<rule>]" before any
  * output (stdout, stderr, files, errors, audit, logs) leaves. Pure code: no I/O, fuzzable.
  * Streaming and chunk-boundary safe: the stream holds back a bounded tail that could still be
- * part of a match, so feeding the same bytes in any split gives exactly the one-shot output.
+ * part of a match (only the unfinished line, or up to TC_REDACT_MAX_TOKEN bytes of it), so
+ * feeding the same bytes in any split gives exactly the one-shot output.
  * See docs/redaction.md for the rules and what each one matches. */
 #pragma once
 

@@ -29,6 +29,7 @@ struct pending {
     char id[72];
     tc_launcher_cb cb;
     tc_launcher_ready_cb ready;
+    void (*chunk)(void *userdata, int stream, const char *data, size_t len);
     void *userdata;
 };
 
@@ -279,6 +280,20 @@ static void run_generation(struct tc_launcher *l)
             /* The pending entry outlives this call: its result comes later on this thread. */
             if (ready)
                 ready(ud, h.id);
+        } else if (h.type == TC_WIRE_CHUNK) {
+            /* Like READY, the pending entry is only removed by a result on this thread. */
+            void (*chunk)(void *, int, const char *, size_t) = NULL;
+            void *ud = NULL;
+            pthread_mutex_lock(&l->mu);
+            for (struct pending *p = l->pending; p; p = p->next)
+                if (strcmp(p->id, h.id) == 0) {
+                    chunk = p->chunk;
+                    ud = p->userdata;
+                    break;
+                }
+            pthread_mutex_unlock(&l->mu);
+            if (chunk && payload && h.len >= 2 && (payload[0] == '1' || payload[0] == '2'))
+                chunk(ud, payload[0] - '0', payload + 1, (size_t)h.len - 1);
         } else if (h.type == TC_WIRE_RESULT) {
             json_t *res = payload ? json_loads(payload, 0, NULL) : NULL;
             struct pending **pp, *p = NULL;
@@ -506,6 +521,7 @@ int tc_launcher_submit_job(struct tc_launcher *l, json_t *spec, const struct tc_
     }
     p->cb = job->done;
     p->ready = job->ready;
+    p->chunk = job->chunk;
     p->userdata = job->userdata;
     s = json_dumps(spec, JSON_COMPACT);
     if (!s) {

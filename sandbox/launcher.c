@@ -339,6 +339,39 @@ static int64_t setting_up(struct launcher *L, int64_t now)
     return w;
 }
 
+static bool chunk_due(const struct sbx *s)
+{
+    return s->spec.stream && (s->out.len > s->out.sent || s->err.len > s->err.sent);
+}
+
+/* A "stream" sandbox's new output, at most every CHUNK_EVERY_MS (a program writing in a tight
+ * loop makes one message per interval, not one per write); the first write after a quiet
+ * spell goes out at once. The server redacts it (the result stays the authority). */
+static void send_chunks(struct launcher *L, int64_t now)
+{
+    for (unsigned i = 0; i < L->max; i++) {
+        struct sbx *s = &L->slots[i];
+        if (!s->used || !chunk_due(s) || now - s->chunk_ms < CHUNK_EVERY_MS)
+            continue;
+        struct stream *sts[2] = {&s->out, &s->err};
+        for (int k = 0; k < 2; k++) {
+            struct stream *st = sts[k];
+            size_t n = st->len - st->sent;
+            if (n == 0)
+                continue;
+            char *msg = malloc(n + 1);
+            if (!msg)
+                return; /* next time; the result carries it all anyway */
+            msg[0] = (char)('1' + k);
+            memcpy(msg + 1, st->data + st->sent, n);
+            if (tc_wire_send(L->sock, TC_WIRE_CHUNK, s->id, msg, n + 1) == 0)
+                st->sent = st->len;
+            free(msg);
+        }
+        s->chunk_ms = now;
+    }
+}
+
 static int next_timeout(struct launcher *L)
 {
     int64_t now = lc_now_ms(), t = -1;
@@ -347,6 +380,8 @@ static int next_timeout(struct launcher *L)
         if (!s->used || s->exited)
             continue;
         int64_t d = s->deadline_ms - now;
+        if (chunk_due(s) && s->chunk_ms + CHUNK_EVERY_MS - now < d)
+            d = s->chunk_ms + CHUNK_EVERY_MS - now;
         if (d < 0)
             d = 0;
         if (d > TICK_MS)
@@ -758,6 +793,7 @@ int tc_launcher_main(int argc, char **argv)
         for (int i = 0; i < n; i++)
             dispatch(&L, &evs[i]);
         int64_t now = lc_now_ms();
+        send_chunks(&L, now);
         if (n == 0 && !L.stopping && tc_pool_wants_refill(&L.pool, now) && !setting_up(&L, now))
             tc_pool_refill(&L.pool, now); /* idle: one more shell ahead of time */
         tick(&L);

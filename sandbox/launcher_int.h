@@ -49,6 +49,7 @@
 _Static_assert(MAX_SLOTS <= TC_UID_RANGE_SIZE, "one host uid per slot, from the launcher's range");
 #define SETUP_QUIET_MS 5     /* see setting_up() */
 #define HOLD_MAX_MS    60000 /* a held sandbox the server never released (see hold()) */
+#define CHUNK_EVERY_MS 20    /* a "stream" sandbox's output goes out at most this often */
 
 enum wkind {
     W_CLIENT = 1,
@@ -67,6 +68,7 @@ struct stream {
     int fd;
     char *data;
     size_t len;
+    size_t sent; /* bytes of data sent as TC_WIRE_CHUNK (spec "stream") */
     uint64_t dropped;
 };
 
@@ -98,6 +100,7 @@ struct sbx {
     int cfg_fd;            /* PID 1's configuration, between prepare() and release() */
     bool held;             /* set up, waiting for TC_WIRE_GO (spec "hold") */
     bool cancel_requested; /* killed by TC_WIRE_CANCEL: the result says "cancelled" */
+    int64_t chunk_ms;      /* spec "stream": when output last went out as TC_WIRE_CHUNK */
 
     struct tc_cgroup cg;
     bool has_cg;

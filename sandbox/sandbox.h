@@ -83,6 +83,11 @@ typedef void (*tc_launcher_ready_cb)(void *userdata, const char *id);
 struct tc_launcher_job {
     tc_launcher_cb done;        /* required */
     tc_launcher_ready_cb ready; /* required with "hold": true in the spec, NULL without */
+    /* With "stream": true in the spec (else never called): output as the program writes it,
+     * stream 1 (stdout) or 2 (stderr), raw and unredacted, in order, only bytes within the
+     * output cap (so the result's stdout/stderr start with what came here). On the reader
+     * thread, before done; keep it short. */
+    void (*chunk)(void *userdata, int stream, const char *data, size_t len);
     void *userdata;
     bool reserved; /* takes a slot promised by tc_launcher_reserve() */
 };

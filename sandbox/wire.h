@@ -17,6 +17,9 @@ enum tc_wire_type {
     TC_WIRE_SHUTDOWN,  /* server -> launcher: kill everything and exit */
     TC_WIRE_READY,     /* launcher -> server: id only; a "hold" sandbox is set up, waiting */
     TC_WIRE_GO,        /* server -> launcher: id only; start the held sandbox's program */
+    TC_WIRE_CHUNK,     /* launcher -> server: output of a "stream" sandbox as it comes: one
+                        * byte '1' (stdout) or '2' (stderr), then the bytes; only bytes that
+                        * the result will also hold (within the output cap), in order */
     TC_WIRE_TYPE_MAX_,
 };
 

@@ -501,6 +501,77 @@ TEST(chunk_boundaries)
     free(want);
 }
 
+/* Line settling: a finished line leaves the stream at once, an unfinished one (which could
+ * still become a match) does not, and a leased secret holding a newline turns it off. */
+TEST(line_settling)
+{
+    struct tc_redact_stream *s = NULL;
+    struct tc_buf out;
+    tc_buf_init(&out, 1 << 20);
+    CHECK(tc_redact_stream_new(R, NULL, 0, &s) == 0);
+    CHECK(tc_redact_stream_feed(s, "at 10.0.0.1\npassword=hun", 24, &out) == 0);
+    CHECK(out.data && strcmp(out.data, "at [REDACTED:private_ip]\n") == 0);
+    CHECK(tc_redact_stream_feed(s, "ter2\n", 5, &out) == 0);
+    CHECK(out.data &&
+          strcmp(out.data, "at [REDACTED:private_ip]\npassword=[REDACTED:assignment]\n") == 0);
+    tc_redact_stream_free(s);
+    tc_buf_reset(&out);
+
+    const char *sec[] = {"two\nlines"};
+    CHECK(tc_redact_stream_new(R, sec, 1, &s) == 0);
+    CHECK(tc_redact_stream_feed(s, "x two\n", 6, &out) == 0);
+    CHECK(out.len == 0); /* "two\n" may be the start of the secret */
+    CHECK(tc_redact_stream_feed(s, "lines\n", 6, &out) == 0);
+    CHECK(tc_redact_stream_finish(s, &out) == 0);
+    CHECK(out.data && strcmp(out.data, "x [REDACTED:secret]\n") == 0);
+    tc_redact_stream_free(s);
+    tc_buf_free(&out);
+}
+
+/* Random text built from pieces of every rule, newlines everywhere, fed in random pieces:
+ * always exactly the one-shot output (the settling argument above, checked). */
+TEST(random_splits_match_one_shot)
+{
+    static const char *const piece[] = {
+        "\n", "\n", " ", "x", "password", "=", ": ", "\"", "hunter2", "AKIA", "ABCDEFGHIJKLMNOP",
+        "ghp_", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "xoxb-", "123-456", "sk-", "ant-", "eyJ",
+        "hbGciOiJIUzI1NiJ9", ".", "eyJzdWIiOiIxIn0", "sig_abc", "-----BEGIN ", "RSA ",
+        "PRIVATE KEY", "-----", "-----END ", "MIIB", "https://", "u:p@", "h", "10.", "1.", "2",
+        "fe80::", "::1", ":", "/var/lib/toolcage/", "/home/zoe/", "leased-S3cret", "bGVhc2Vk",
+        "LVMzY3JldA==", "token", " = ", "'", "AIza", "9", "\t", "127.0.0.1", "169.254.1.1"};
+    const char *sec[] = {"leased-S3cret"};
+    unsigned seed = 12345;
+    int bad = 0;
+    for (int iter = 0; iter < 3000; iter++) {
+        char in[1024];
+        size_t len = 0;
+        int n = 1 + (int)((seed = seed * 1103515245u + 12345u) >> 16) % 40;
+        for (int i = 0; i < n; i++) {
+            const char *pc = piece[((seed = seed * 1103515245u + 12345u) >> 16) %
+                                   (sizeof(piece) / sizeof(piece[0]))];
+            size_t pl = strlen(pc);
+            if (len + pl >= sizeof(in))
+                break;
+            memcpy(in + len, pc, pl);
+            len += pl;
+        }
+        in[len] = '\0';
+        char *want = redact_with(R, in, len, sec, 1, NULL);
+        size_t a = ((seed = seed * 1103515245u + 12345u) >> 16) % (len + 1);
+        size_t b = a + ((seed = seed * 1103515245u + 12345u) >> 16) % (len - a + 1);
+        char *got = stream_split(in, len, a, b, sec, 1);
+        char *one = iter % 10 == 0 ? stream_split(in, len, SIZE_MAX, 0, sec, 1) : NULL;
+        if (!want || !got || strcmp(want, got) != 0 || (one && strcmp(want, one) != 0)) {
+            if (bad++ < 3)
+                fprintf(stderr, "# differs for split %zu,%zu of: %s\n", a, b, in);
+        }
+        free(want);
+        free(got);
+        free(one);
+    }
+    CHECK(bad == 0);
+}
+
 TEST(pem_many_feeds)
 {
     /* a 20 KiB key block fed in 100-byte pieces; then text after it is kept */
@@ -608,6 +679,8 @@ int main(void)
     RUN(disable_rules);
     RUN(counts);
     RUN(chunk_boundaries);
+    RUN(line_settling);
+    RUN(random_splits_match_one_shot);
     RUN(pem_many_feeds);
     RUN(output_cap);
     RUN(benign_corpus_unchanged);
