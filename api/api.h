@@ -13,11 +13,20 @@ enum MHD_Result tc_api_execute(struct tc_request *r);
 struct tc_execute_opts {
     bool async;
     bool idempotency;
+    bool events; /* answer with Server-Sent Events (api/stream.h) unless async */
 };
 enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
                                     const struct tc_execute_opts *opts);
 enum MHD_Result tc_api_prescreen(struct tc_request *r);
 enum MHD_Result tc_api_execution_get(struct tc_request *r);
+/* The stored Execution id of the tenant (what GET /v1/executions/{id} answers): 0 and
+ * *ret_view, -ENOENT (none of this tenant's), or -EIO. */
+int tc_api_execution_load(struct tc_db *db, const char *tenant_id, const char *id,
+                          json_t **ret_view);
+/* An execution in this status has its outcome (it is not pending_approval, queued, running). */
+bool tc_api_execution_terminal(const char *status);
+/* GET /v1/executions/{id}/events: its Server-Sent Events (api/stream.c). */
+enum MHD_Result tc_api_execution_events(struct tc_request *r);
 enum MHD_Result tc_api_executions_list(struct tc_request *r);
 /* The execution r->params[0] of the caller's tenant, after waiting up to `wait` seconds (at
  * most 60) for it to finish without holding a thread; 404 for an id that is not one. */

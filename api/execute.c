@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "api/stream.h"
 #include "server/auth.h"
 #include "execution/request.h"
 #include "approval/approval.h"
@@ -41,6 +42,7 @@ struct exec_state {
     struct tc_redactor *redactor; /* the tool's redaction rules */
     json_t *findings;             /* the pre-screen's */
     struct tc_grant *grant;       /* credentials leased to this execution (broker/leases.h) */
+    struct tc_exec_stream *stream; /* its live events (api/stream.h), or NULL */
 };
 
 static void exec_state_free(void *p)
@@ -48,6 +50,7 @@ static void exec_state_free(void *p)
     struct exec_state *st = p;
     if (!st)
         return;
+    tc_exec_stream_free(st->stream); /* before the redactor it reads */
     json_decref(st->view);
     json_decref(st->findings);
     tc_redactor_free(st->redactor);
@@ -93,6 +96,17 @@ static json_t *build_view(void *userdata, json_t *result)
 static void on_recorded(void *userdata, int rc, json_t *view)
 {
     struct exec_state *st = userdata;
+    if (st->stream) {
+        bool ok = (rc == 0 || rc == -ESTALE) && view;
+        json_t *problem =
+            ok ? NULL
+               : json_pack("{s:s, s:s, s:i, s:s}", "type", "urn:toolcage:problem:unavailable",
+                           "title", "Service unavailable", "status", 503, "detail",
+                           "the execution's outcome is not stored yet (it is kept and will be); "
+                           "read it with GET /v1/executions/{id}");
+        tc_exec_stream_end(TC_STEAL(st->stream), ok ? view : NULL, problem);
+        json_decref(problem);
+    }
     if (!st->r) {
         tc_log(rc == 0 || rc == -ESTALE ? TC_LOG_INFO : TC_LOG_WARN, "execution finished",
                "{s:s, s:s, s:s, s:O?, s:i}", "request_id", st->request_id, "execution_id", st->id,
@@ -128,6 +142,13 @@ static void record_outcome(struct exec_state *st, json_t *result)
 static void on_result_cb(void *userdata, json_t *result)
 {
     record_outcome(userdata, result);
+}
+
+static void on_chunk_cb(void *userdata, int stream, const char *data, size_t len)
+{
+    struct exec_state *st = userdata;
+    if (st->stream)
+        tc_exec_stream_chunk(st->stream, stream, data, len);
 }
 
 /* The sandbox is set up: the recorder writes execution.start, then tells it to go. */
@@ -505,7 +526,7 @@ static bool lease_credentials(struct tc_request *r, struct exec_state *st,
 
 /* Hold the call: 202 with where to watch it. */
 static enum MHD_Result hold(struct tc_request *r, struct exec_state *st, const struct tc_tool *tool,
-                            const struct tc_exec_request *req, json_t *reasons)
+                            const struct tc_exec_request *req, json_t *reasons, bool events)
 {
     char approval_id[37], expires[32] = "", hash_hex_s[67], location[64];
     unsigned char h[32];
@@ -532,6 +553,19 @@ static enum MHD_Result hold(struct tc_request *r, struct exec_state *st, const s
     tc_log(TC_LOG_INFO, "execution held for approval", "{s:s, s:s, s:s}", "request_id",
            r->request_id, "execution_id", st->id, "approval_id", approval_id);
     idem_end(r, st, 202, body, location);
+    /* Asked for events: "held", then the database is followed until the outcome (the run
+     * happens later, maybe on another replica; its output comes with the result). */
+    struct tc_events *e = NULL;
+    if (events && body && tc_events_new(st->id, 32u << 20, false, &e) == 0) {
+        (void)tc_events_push(e, "held", NULL, body, true);
+        if (tc_exec_stream_follow(e, r->srv->db, r->principal.tenant_id, st->id,
+                                  "pending_approval", 0, 0) < 0)
+            tc_events_close(e);
+        json_decref(body);
+        enum MHD_Result ret = tc_exec_stream_respond(r, e, NULL);
+        tc_events_unref(e);
+        return ret;
+    }
     return tc_respond_json_ex(r, 202, body, "application/json", "Location", location);
 }
 
@@ -595,7 +629,9 @@ enum MHD_Result tc_api_execute(struct tc_request *r)
         return ret;
     bool async = tc_request_prefers(r, "respond-async");
     return tc_api_execute_json(r, body,
-                               &(struct tc_execute_opts){.async = async, .idempotency = true});
+                               &(struct tc_execute_opts){.async = async,
+                                                         .idempotency = true,
+                                                         .events = tc_stream_wanted(r)});
 }
 
 enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
@@ -675,7 +711,7 @@ enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
     }
 
     if (tc_approval_needed(tool, action == TC_ACTION_APPROVE, &reasons)) {
-        ret = hold(r, st, tool, &req, reasons);
+        ret = hold(r, st, tool, &req, reasons, opts->events && !async);
         goto out;
     }
     spec = tc_exec_build_spec(tool, &req, st->limits, st->id);
@@ -745,8 +781,34 @@ enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
         release_slot(r->srv);
         goto out;
     }
+    /* Live events: asked for with Accept: text/event-stream or "stream": true (then another
+     * connection can read them, GET /v1/executions/{id}/events). Without them (too many
+     * streams open), the call is answered as it would be without. */
+    if (opts->events || json_is_true(json_object_get(req.body, "stream"))) {
+        size_t nsec = 0;
+        const char *const *sec = tc_grant_values(st->grant, &nsec);
+        if (tc_exec_stream_new(st->id, st->redactor, sec, nsec,
+                               st->limits[TC_LIMIT_OUTPUT_BYTES], &st->stream) < 0)
+            tc_log(TC_LOG_WARN, "no event stream for this execution", "{s:s, s:s}", "request_id",
+                   r->request_id, "execution_id", st->id);
+    }
     struct exec_state *s;
-    if (async) {
+    if (opts->events && !async && st->stream) {
+        /* Answered now with the stream; the state belongs to the run (as async). */
+        char location[64];
+        snprintf(location, sizeof(location), "/v1/executions/%s", st->id);
+        json_t *accepted = json_pack("{s:s, s:s, s:s, s:s, s:o}", "id", st->id, "tool", st->tool,
+                                     "status", "running", "created_at", st->created_at, "findings",
+                                     st->findings ? json_incref(st->findings) : json_array());
+        struct tc_events *e = tc_exec_stream_events(st->stream);
+        if (accepted)
+            (void)tc_events_push(e, "execution", NULL, accepted, true);
+        idem_end(r, st, 202, accepted, location);
+        json_decref(accepted);
+        st->r = NULL;
+        s = TC_STEAL(st);
+        ret = tc_exec_stream_respond(r, e, NULL);
+    } else if (async) {
         /* Answered now; the state belongs to the run and ends in on_recorded(). Everything
          * about the answer is done before the submission: the run may finish at once. */
         char location[64];
@@ -772,6 +834,10 @@ enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
     json_object_set_new(spec, "hold", json_true());
     struct tc_launcher_job job = {
         .done = on_result_cb, .ready = on_ready_cb, .userdata = s, .reserved = true};
+    if (s->stream) {
+        json_object_set_new(spec, "stream", json_true());
+        job.chunk = on_chunk_cb;
+    }
     int src = -ESHUTDOWN;
     if (tc_server_begin(r->srv)) {
         src = tc_launcher_submit_job(r->srv->launcher, spec, &job);

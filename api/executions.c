@@ -20,13 +20,23 @@ static bool terminal(const char *status)
     return true;
 }
 
-/* 0 and *ret_view, -ENOENT, or -EIO. */
+bool tc_api_execution_terminal(const char *status)
+{
+    return status && terminal(status);
+}
+
 static int load(struct tc_request *r, const char *id, json_t **ret_view)
 {
-    PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
+    return tc_api_execution_load(r->srv->db, r->principal.tenant_id, id, ret_view);
+}
+
+int tc_api_execution_load(struct tc_db *db, const char *tenant_id, const char *id,
+                          json_t **ret_view)
+{
+    PGconn *c = tc_db_acquire(db, TC_DB_WAIT_MS);
     if (!c)
         return -EIO;
-    const char *p[] = {id, r->principal.tenant_id};
+    const char *p[] = {id, tenant_id};
     /* The tenant filter is part of the lookup: another tenant's id is simply not found. */
     PGresult *res = tc_db_exec(
         c,
@@ -46,7 +56,7 @@ static int load(struct tc_request *r, const char *id, json_t **ret_view)
                                                                      " WHERE e.id = $1 AND "
                                                                      "e.tenant_id = $2",
         2, p);
-    tc_db_release(r->srv->db, c);
+    tc_db_release(db, c);
     if (!res)
         return -EIO;
     if (PQntuples(res) != 1) {

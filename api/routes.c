@@ -9,6 +9,7 @@ static const struct tc_route routes[] = {
     {"POST", "/v1/prescreen", TC_ROLE_ANY, tc_api_prescreen},
     {"GET", "/v1/executions", TC_ROLE_ANY, tc_api_executions_list},
     {"GET", "/v1/executions/{}", TC_ROLE_ANY, tc_api_execution_get},
+    {"GET", "/v1/executions/{}/events", TC_ROLE_ANY, tc_api_execution_events},
     {"POST", "/v1/executions/{}/cancel", TC_ROLE_AGENT | TC_ROLE_ADMIN, tc_api_execution_cancel},
     {"GET", "/v1/tools", TC_ROLE_ANY | TC_ROLE_OPERATOR, tc_api_tools},
     /* Service-wide: operator keys only (an admin acts on its own tenant). */

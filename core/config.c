@@ -100,6 +100,8 @@ static const struct opt options[] = {
      "on SIGTERM, running sandboxes get this long to finish before they are killed (0: at once)"},
     {"TOOLCAGE_MCP_HOLD_SECONDS", OPT_INT, "30", 0, 60, OFF(mcp_hold_seconds),
      "an MCP tools/call held for approval waits this long for the decision and the run"},
+    {"TOOLCAGE_SSE_HEARTBEAT_SECONDS", OPT_INT, "15", 1, 300, OFF(sse_heartbeat_seconds),
+     "an event stream with nothing to send sends a comment line this often"},
     {"TOOLCAGE_SESSION_IDLE_SECONDS", OPT_INT, "900", 1, 86400, OFF(session_idle_seconds),
      "console sessions unused this long end (docs/console.md)"},
     {"TOOLCAGE_SESSION_MAX_SECONDS", OPT_INT, "28800", 1, 604800, OFF(session_max_seconds),

@@ -156,7 +156,7 @@ int tc_exec_request_parse(json_t *body, struct tc_exec_request *ret_req, json_t 
     {
         if (strcmp(key, "tool") && strcmp(key, "code") && strcmp(key, "stdin") &&
             strcmp(key, "files") && strcmp(key, "limits") && strcmp(key, "callback_url") &&
-            strcmp(key, "collect") && strcmp(key, "async")) {
+            strcmp(key, "collect") && strcmp(key, "async") && strcmp(key, "stream")) {
             snprintf(path, sizeof(path), "%.100s", key);
             add_error(errors, path, "unknown field");
         }
@@ -170,6 +170,9 @@ int tc_exec_request_parse(json_t *body, struct tc_exec_request *ret_req, json_t 
     json_t *async = json_object_get(body, "async");
     if (async && !json_is_boolean(async))
         add_error(errors, "async", "must be a boolean");
+    json_t *stream = json_object_get(body, "stream");
+    if (stream && !json_is_boolean(stream))
+        add_error(errors, "stream", "must be a boolean");
 
     json_t *cb = json_object_get(body, "callback_url");
     if (check_string(cb, "callback_url", 2048, false, errors) && cb &&
@@ -409,6 +412,43 @@ int tc_exec_redactor(const struct tc_tool *tool, const char *state_dir,
                            ret_redactor);
 }
 
+/* How many bytes utf8_string() takes at bin[i] (1..4), or 0 when it makes U+FFFD of bin[i];
+ * -1 when that depends on bytes after bin[len - 1]. */
+static int utf8_step(const unsigned char *bin, size_t i, size_t len)
+{
+    size_t n = 1;
+    if (bin[i] >= 0x80) {
+        n = bin[i] >= 0xf0 ? 4 : bin[i] >= 0xe0 ? 3 : 2;
+        if (i + n > len)
+            return -1;
+        if (!tc_utf8_valid((const char *)bin + i, n, false))
+            n = 0;
+    } else if (bin[i] == 0) {
+        n = 0;
+    }
+    return (int)n;
+}
+
+size_t tc_exec_text_settled(const void *data, size_t len)
+{
+    const unsigned char *bin = data;
+    size_t i = 0;
+    while (i < len) {
+        int n = utf8_step(bin, i, len);
+        if (n < 0)
+            return i;
+        i += n ? (size_t)n : 1;
+    }
+    return len;
+}
+
+static json_t *utf8_string(const unsigned char *bin, size_t len);
+
+json_t *tc_exec_text(const void *data, size_t len)
+{
+    return utf8_string(data, len);
+}
+
 /* Bytes -> a JSON string that is valid UTF-8 and holds no NUL: invalid bytes and NUL become
  * U+FFFD, so the result can be stored in jsonb. */
 static json_t *utf8_string(const unsigned char *bin, size_t len)
@@ -417,14 +457,8 @@ static json_t *utf8_string(const unsigned char *bin, size_t len)
     tc_buf_init(&out, SIZE_MAX / 2);
     size_t i = 0;
     while (i < len) {
-        size_t n = 1;
-        if (bin[i] >= 0x80) {
-            n = bin[i] >= 0xf0 ? 4 : bin[i] >= 0xe0 ? 3 : 2;
-            if (i + n > len || !tc_utf8_valid((const char *)bin + i, n, false))
-                n = 0;
-        } else if (bin[i] == 0) {
-            n = 0;
-        }
+        int step = utf8_step(bin, i, len);
+        size_t n = step > 0 ? (size_t)step : 0; /* at the end, an unfinished sequence: U+FFFD */
         int rc = n ? tc_buf_append(&out, bin + i, n) : tc_buf_append(&out, "\xef\xbf\xbd", 3);
         if (rc < 0)
             break;

@@ -51,6 +51,12 @@ struct tc_exec_filter {
 int tc_exec_redactor(const struct tc_tool *tool, const char *state_dir,
                      struct tc_redactor **ret_redactor);
 /* A redacted copy of a string (for audit records); counts (may be NULL) is added to. */
+/* Output bytes as the API shows them: a string of valid UTF-8 without NUL (invalid bytes and
+ * NUL become U+FFFD), as in an Execution's stdout. tc_exec_text_settled(): how much of
+ * data[0..len) becomes text the same way whatever bytes follow (all but an unfinished
+ * sequence at the end), so that a stream of pieces gives exactly the text of the whole. */
+json_t *tc_exec_text(const void *data, size_t len);
+size_t tc_exec_text_settled(const void *data, size_t len);
 json_t *tc_exec_redact_string(const struct tc_exec_filter *f, const char *s, size_t len,
                               json_t *counts);
 

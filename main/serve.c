@@ -30,6 +30,7 @@
 #include "server/recorder.h"
 #include "server/reload.h"
 #include "server/verifier.h"
+#include "server/events.h"
 #include "server/waiters.h"
 #include "server/webhook.h"
 #include "server/worker.h"
@@ -220,6 +221,10 @@ int tc_cmd_serve(int argc, char **argv)
     json_decref(host);
     free(err);
     err = NULL;
+    if (tc_events_start(cfg.sse_heartbeat_seconds * 1000) < 0) {
+        tc_log(TC_LOG_ERROR, "cannot start the event streams' thread", NULL);
+        goto out;
+    }
     if (tc_http_start(&srv, &err) < 0) {
         tc_log(TC_LOG_ERROR, "cannot listen", "{s:s, s:s, s:i}", "error", err ? err : "", "host",
                cfg.listen_host, "port", (int)cfg.listen_port);
@@ -286,6 +291,7 @@ int tc_cmd_serve(int argc, char **argv)
     tc_webhooks_stop(webhooks); /* deliveries in flight are aborted, due again at once */
     webhooks = NULL;
     tc_waiters_wake_all();
+    tc_events_stop(); /* every event stream ends after what it holds (the outcomes are in) */
     tc_verifier_stop(srv.verifier); /* its waiting requests resume */
     /* MHD must not be stopped while a connection is suspended: wait until every resumed
      * request has been answered (bounded), then a little for the answers to be written. */
@@ -300,6 +306,7 @@ int tc_cmd_serve(int argc, char **argv)
     rc = 0;
 out:
     tc_worker_quiesce(worker);
+    tc_events_stop();
     tc_http_stop(&srv);
     tc_launcher_stop(srv.launcher);
     tc_worker_stop(worker);

@@ -590,3 +590,9 @@ export function assertProblem(res, status, type) {
   assert.equal(res.json.status, status);
   return res.json;
 }
+
+/** Asserts that value matches components/schemas/NAME of the contract. */
+export function assertSchema(name, value, where = name) {
+  const v = validatorFor(`components/schemas/${name}`);
+  assert.ok(v(value), `${where}: does not match ${name}: ${fmtErrors(v.errors)}\nvalue: ${JSON.stringify(value).slice(0, 1000)}`);
+}

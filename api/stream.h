@@ -1,0 +1,51 @@
+/* An execution's output as Server-Sent Events (api/, internal): the producer side for a run on
+ * this process, following a run elsewhere through the database, and the answers.
+ *
+ * Events (each "data:" is one line of JSON):
+ *   execution  {id, tool, status, created_at, findings}: the call is recorded (first event)
+ *   held       the 202 body of a held call (approval_id, expires_at, reasons)
+ *   approved   {status, approval_id}: a held call was approved and is queued or running
+ *   stdout, stderr  {"text": ...}: output as it comes, redacted by the tool's rules and the
+ *              leased secrets, valid UTF-8; concatenated they are exactly the Execution's
+ *              stdout/stderr (a secret split across writes never shows, not even in part)
+ *   result     the Execution, as the synchronous answer gives it (last event)
+ *   error      a problem (application/problem+json body) when the outcome cannot be given
+ * stdout/stderr events carry "id: O-E" (bytes of stdout and stderr text so far); result has
+ * "id: end". Re-attaching with Last-Event-ID resumes after that point. */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/events.h"
+#include "server/http.h"
+
+struct tc_redactor;
+struct tc_exec_stream;
+
+/* True if an Accept header of r lists text/event-stream (with q > 0). */
+bool tc_stream_wanted(struct tc_request *r);
+
+/* A producer for exec_id run here. The redactor and secrets are the ones the outcome uses
+ * (copied / referenced for the stream's life: the redactor must outlive it). */
+int tc_exec_stream_new(const char *exec_id, const struct tc_redactor *red,
+                       const char *const *secrets, size_t nsecrets, int64_t output_bytes,
+                       struct tc_exec_stream **ret);
+struct tc_events *tc_exec_stream_events(struct tc_exec_stream *s); /* borrowed */
+/* Output as the launcher sends it (raw; stream 1 stdout, 2 stderr). */
+void tc_exec_stream_chunk(struct tc_exec_stream *s, int stream, const char *data, size_t len);
+/* The end: the rest of the output and "result" (view), or "error" (problem); closes the log
+ * and frees s. Both NULL: closes with nothing more (the call ended without a run). */
+void tc_exec_stream_end(struct tc_exec_stream *s, json_t *view, json_t *problem);
+void tc_exec_stream_free(struct tc_exec_stream *s); /* NULL is a no-op; closes the log */
+
+/* Follow exec_id of tenant_id in the database into e (not findable: one reader's), from text
+ * offsets out/err, status being its status now; ends e when the execution has its outcome. */
+int tc_exec_stream_follow(struct tc_events *e, struct tc_db *db, const char *tenant_id,
+                          const char *exec_id, const char *status, size_t out, size_t err);
+
+/* Queue the 200 text/event-stream answer reading e after last_id (NULL: from the start). */
+enum MHD_Result tc_exec_stream_respond(struct tc_request *r, struct tc_events *e,
+                                       const char *last_id);
