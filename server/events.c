@@ -55,6 +55,7 @@ static unsigned g_n;
 static bool g_running, g_stopping;
 static pthread_t g_thread;
 static int64_t g_heartbeat_ms = 15000;
+static _Atomic size_t g_bytes; /* event text of every log, live or not yet freed */
 
 void tc_events_ref(struct tc_events *e)
 {
@@ -72,6 +73,7 @@ void tc_events_unref(struct tc_events *e)
     pthread_mutex_unlock(&e->mu);
     if (left > 0)
         return;
+    g_bytes -= e->log.len;
     tc_buf_free(&e->log);
     free(e->marks);
     pthread_mutex_destroy(&e->mu);
@@ -141,7 +143,8 @@ int tc_events_push(struct tc_events *e, const char *type, const char *id, json_t
     size_t before = e->log.len;
     if (e->closed)
         r = -EPIPE;
-    else if (!force && before + strlen(js) + 128 > e->cap)
+    else if (!force && (before + strlen(js) + 128 > e->cap ||
+                        g_bytes + strlen(js) + 128 > TC_EVENTS_MAX_BYTES))
         r = -ENOSPC;
     else if (id && e->nmarks == e->amarks) {
         size_t n = e->amarks ? e->amarks * 2 : 16;
@@ -157,6 +160,8 @@ int tc_events_push(struct tc_events *e, const char *type, const char *id, json_t
         if (e->log.data)
             e->log.data[before] = '\0';
     }
+    if (r == 0)
+        g_bytes += e->log.len - before;
     if (r == 0 && id) {
         struct mark *m = &e->marks[e->nmarks++];
         snprintf(m->id, sizeof(m->id), "%s", id);
@@ -311,8 +316,23 @@ static void *events_main(void *arg)
         pthread_cond_timedwait(&g_cv, &g_mu, &ts);
         if (g_stopping)
             break;
-        /* take a reference on each log, drop the lingering ones past their time */
+        /* take a reference on each log, drop the lingering ones past their time (or, over the
+         * memory budget, the oldest lingering ones: the list is newest first) */
         int64_t now = tc_now_ms();
+        size_t over = g_bytes > TC_EVENTS_MAX_BYTES ? g_bytes - TC_EVENTS_MAX_BYTES : 0;
+        if (over) {
+            struct tc_events *tail = g_head;
+            while (tail && tail->gnext)
+                tail = tail->gnext;
+            for (struct tc_events *e = tail; e && over; e = e->gprev) {
+                pthread_mutex_lock(&e->mu);
+                if (e->closed && !e->poll) {
+                    over = over > e->log.len ? over - e->log.len : 0;
+                    e->closed_ms = now - TC_EVENTS_LINGER_MS; /* let go below */
+                }
+                pthread_mutex_unlock(&e->mu);
+            }
+        }
         struct tc_events **v = g_n ? calloc(g_n, sizeof(*v)) : NULL;
         size_t nv = 0;
         for (struct tc_events *e = g_head, *next; e; e = next) {

@@ -24,6 +24,9 @@
 #define TC_EVENTS_WATCH_MS     250
 #define TC_EVENTS_MAX_LOGS     4096 /* logs alive at once, this process */
 #define TC_EVENTS_MAX_READERS  64   /* connections reading one log */
+/* Event text of all logs together: past it, pushes that are not forced are dropped and the
+ * lingering logs are let go, oldest first (their readers keep what they read from). */
+#define TC_EVENTS_MAX_BYTES (256u << 20)
 
 struct tc_events;
 
@@ -44,8 +47,8 @@ void tc_events_ref(struct tc_events *e);
 void tc_events_unref(struct tc_events *e); /* NULL is a no-op */
 
 /* Append one event: type (a short token) and data (compact JSON on one line; borrowed), with
- * an id line when id is non-NULL. Past the cap the event is dropped unless force. 0, -ENOSPC
- * (dropped), -EPIPE (closed), -ENOMEM. */
+ * an id line when id is non-NULL. Past the log's cap or TC_EVENTS_MAX_BYTES the event is
+ * dropped unless force. 0, -ENOSPC (dropped), -EPIPE (closed), -ENOMEM. */
 int tc_events_push(struct tc_events *e, const char *type, const char *id, json_t *data, bool force);
 /* No more events: readers end once they have sent everything. */
 void tc_events_close(struct tc_events *e);

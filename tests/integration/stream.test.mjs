@@ -205,3 +205,28 @@ test('idle streams get heartbeats; refusals are problems, not streams; another t
     assert.equal(res.json.stdout, 'j\n', accept);
   }
 });
+
+test('SIGTERM: a running stream gets its result (the drain lets the run end), a held one ends; the server exits cleanly', async () => {
+  const t = tag();
+  const peer = await server.peer();
+  let stopped = false;
+  try {
+    const run = await openEvents(peer, 'POST', '/v1/execute', { key: server.keys.agent, json: { tool: 'shell', code: `echo a-${t}; sleep 1; echo b-${t}` } });
+    const held = await openEvents(peer, 'POST', '/v1/execute', { key: server.keys.agent, json: { tool: 'deploy', code: `echo x-${t}` } });
+    await held.next((e) => e.event === 'held');
+    await run.next((e) => e.event === 'stdout');
+    const stopping = peer.stop(); // asserts exit code 0 and no sanitizer report
+    const events = await run.rest();
+    assert.equal(events.at(-1).event, 'result');
+    assert.equal(events.at(-1).data.status, 'completed');
+    assert.equal(joined(events, 'stdout'), `a-${t}\nb-${t}\n`);
+    await held.rest(); // ended, without an outcome to give: a client re-attaches elsewhere
+    assert.ok(!held.events.some((e) => e.event === 'result'));
+    await stopping;
+    stopped = true;
+    // The held call is still held (any replica's GET .../events follows it).
+    assert.equal((await getExecution(server, held.events[0].data.id)).status, 'pending_approval');
+  } finally {
+    if (!stopped) await peer.stop().catch(() => {});
+  }
+});
