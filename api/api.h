@@ -14,6 +14,9 @@ struct tc_execute_opts {
     bool async;
     bool idempotency;
     bool events; /* answer with Server-Sent Events (api/stream.h) unless async */
+    /* the handler to run again when a sandbox slot comes free (server/slotq.h); NULL: a call
+     * that finds every slot taken is refused at once */
+    tc_handler retry;
 };
 enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
                                     const struct tc_execute_opts *opts);

@@ -24,6 +24,7 @@
 #include "core/log.h"
 #include "core/metrics.h"
 #include "server/recorder.h"
+#include "server/slotq.h"
 #include "server/webhook.h"
 
 struct exec_state {
@@ -631,7 +632,8 @@ enum MHD_Result tc_api_execute(struct tc_request *r)
     return tc_api_execute_json(r, body,
                                &(struct tc_execute_opts){.async = async,
                                                          .idempotency = true,
-                                                         .events = tc_stream_wanted(r)});
+                                                         .events = tc_stream_wanted(r),
+                                                         .retry = tc_api_execute});
 }
 
 enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
@@ -724,15 +726,52 @@ enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
         ret = unavailable(r, st, "this server is reconnecting to its database");
         goto out;
     }
+    /* A slot, or a place in the queue for one (server/slotq.h): while calls wait, a new one
+     * queues behind them; one resumed for a free slot tries for it. */
+    bool granted = r->slot_wait == TC_SLOT_GRANTED;
     int rr = -ESHUTDOWN;
-    if (tc_server_begin(r->srv)) {
+    if (!granted && r->slot_wait == TC_SLOT_NONE && opts->retry &&
+        r->srv->cfg->queue_seconds > 0 && !tc_slotq_may_try())
+        rr = -EAGAIN;
+    else if (tc_server_begin(r->srv)) {
         rr = tc_launcher_reserve(r->srv->launcher);
         tc_server_end(r->srv);
     }
+    r->slot_wait = TC_SLOT_NONE;
+    if (granted)
+        tc_slotq_tried();
     if (rr == -EAGAIN) {
         idem_end(r, st, 503, NULL, NULL);
-        ret = tc_respond_problem(r, 503, "overloaded", "Too many sandboxes", NULL,
-                                 "every sandbox slot is busy; retry later");
+        int64_t now = tc_now_ms();
+        bool full = r->slot_deadline_ms < 0, waited = r->slot_deadline_ms > 0;
+        if (!waited && !full)
+            r->slot_deadline_ms = now + r->srv->cfg->queue_seconds * 1000;
+        if (!full && opts->retry && r->srv->cfg->queue_seconds > 0 &&
+            now < r->slot_deadline_ms && tc_server_begin(r->srv)) {
+            /* Suspended first: a slot may come free as soon as it is queued. Refused by a
+             * full queue: it runs again at once and is refused. */
+            tc_request_suspend(r, opts->retry);
+            if (tc_slotq_add(r, r->principal.tenant_id, r->slot_deadline_ms, waited) < 0) {
+                r->slot_deadline_ms = -1;
+                r->slot_wait = TC_SLOT_WAITED;
+                tc_request_resume(r);
+            }
+            tc_server_end(r->srv);
+            ret = MHD_YES;
+            goto out;
+        }
+        if (full)
+            ret = tc_respond_problem(r, 503, "overloaded", "Too many sandboxes", NULL,
+                                     "every sandbox slot is busy and the queue for one is full "
+                                     "(%d calls per tenant, %d in all); retry later",
+                                     TC_SLOTQ_PER_TENANT, TC_SLOTQ_MAX);
+        else if (waited)
+            ret = tc_respond_problem(r, 503, "overloaded", "Too many sandboxes", NULL,
+                                     "every sandbox slot stayed busy while this call waited "
+                                     "(TOOLCAGE_QUEUE_SECONDS); retry later");
+        else
+            ret = tc_respond_problem(r, 503, "overloaded", "Too many sandboxes", NULL,
+                                     "every sandbox slot is busy; retry later");
         goto out;
     }
     if (rr < 0) {

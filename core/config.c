@@ -100,6 +100,9 @@ static const struct opt options[] = {
      "on SIGTERM, running sandboxes get this long to finish before they are killed (0: at once)"},
     {"TOOLCAGE_MCP_HOLD_SECONDS", OPT_INT, "30", 0, 60, OFF(mcp_hold_seconds),
      "an MCP tools/call held for approval waits this long for the decision and the run"},
+    {"TOOLCAGE_QUEUE_SECONDS", OPT_INT, "10", 0, 60, OFF(queue_seconds),
+     "a call that finds every sandbox slot taken waits this long for one, tenants served in turn "
+     "(0: 503 at once)"},
     {"TOOLCAGE_SSE_HEARTBEAT_SECONDS", OPT_INT, "15", 1, 300, OFF(sse_heartbeat_seconds),
      "an event stream with nothing to send sends a comment line this often"},
     {"TOOLCAGE_SESSION_IDLE_SECONDS", OPT_INT, "900", 1, 86400, OFF(session_idle_seconds),

@@ -31,6 +31,7 @@
 #include "server/reload.h"
 #include "server/verifier.h"
 #include "server/events.h"
+#include "server/slotq.h"
 #include "server/waiters.h"
 #include "server/webhook.h"
 #include "server/worker.h"
@@ -187,6 +188,7 @@ int tc_cmd_serve(int argc, char **argv)
                strerror(-r), "state_dir", cfg.state_dir);
         goto out;
     }
+    tc_slotq_init(&srv);
     r = tc_recorder_start(&srv, &srv.recorder);
     if (r < 0) {
         tc_log(TC_LOG_ERROR, "cannot start the recorder", "{s:s}", "error", strerror(-r));
@@ -291,6 +293,7 @@ int tc_cmd_serve(int argc, char **argv)
     tc_webhooks_stop(webhooks); /* deliveries in flight are aborted, due again at once */
     webhooks = NULL;
     tc_waiters_wake_all();
+    tc_slotq_close(); /* calls waiting for a slot answer 503 (draining) */
     tc_events_stop(); /* every event stream ends after what it holds (the outcomes are in) */
     tc_verifier_stop(srv.verifier); /* its waiting requests resume */
     /* MHD must not be stopped while a connection is suspended: wait until every resumed

@@ -58,6 +58,8 @@ struct tc_launcher {
     bool hello_done; /* the first spawn attempt finished (ok or failed) */
     int hello_err;
     unsigned restarts, in_flight, spawns;
+    void (*on_free)(void *ud); /* a slot was given back (tc_launcher_on_free) */
+    void *on_free_ud;
     unsigned reserved; /* slots promised by tc_launcher_reserve(), not yet submitted */
     struct pending *pending;
     json_t *host_info;
@@ -179,6 +181,38 @@ static void deliver(struct pending *p, json_t *result)
 {
     p->cb(p->userdata, result);
     free(p);
+}
+
+static void slot_freed(struct tc_launcher *l)
+{
+    pthread_mutex_lock(&l->mu);
+    void (*cb)(void *) = l->on_free;
+    void *ud = l->on_free_ud;
+    pthread_mutex_unlock(&l->mu);
+    if (cb)
+        cb(ud);
+}
+
+void tc_launcher_on_free(struct tc_launcher *l, void (*cb)(void *ud), void *ud)
+{
+    if (!l)
+        return;
+    pthread_mutex_lock(&l->mu);
+    l->on_free = cb;
+    l->on_free_ud = ud;
+    pthread_mutex_unlock(&l->mu);
+}
+
+unsigned tc_launcher_free_slots(struct tc_launcher *l)
+{
+    if (!l)
+        return 0;
+    pthread_mutex_lock(&l->mu);
+    unsigned n = !l->alive || l->stopping || l->in_flight + l->reserved >= l->max
+                     ? 0
+                     : l->max - l->in_flight - l->reserved;
+    pthread_mutex_unlock(&l->mu);
+    return n;
 }
 
 /* Fail every pending submission (launcher gone). Called with mu held; unlocks around callbacks. */
@@ -311,6 +345,7 @@ static void run_generation(struct tc_launcher *l)
                 if (!res)
                     res = tc_result_error(h.id, "launcher sent an unreadable result");
                 deliver(p, res);
+                slot_freed(l);
             }
             json_decref(res);
         }
@@ -481,6 +516,7 @@ void tc_launcher_unreserve(struct tc_launcher *l)
     if (l->reserved > 0)
         l->reserved--;
     pthread_mutex_unlock(&l->mu);
+    slot_freed(l);
 }
 
 int tc_launcher_submit(struct tc_launcher *l, json_t *spec, tc_launcher_cb cb, void *userdata)
@@ -579,6 +615,7 @@ int tc_launcher_submit_job(struct tc_launcher *l, json_t *spec, const struct tc_
         pthread_mutex_unlock(&l->mu);
         if (found) {
             free(mine);
+            slot_freed(l);
             r = -EPIPE;
         } else {
             r = 0;

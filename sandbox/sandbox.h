@@ -100,6 +100,11 @@ int tc_launcher_submit_job(struct tc_launcher *l, json_t *spec, const struct tc_
  * it: 0, -EAGAIN (every slot is in flight or promised), -EPIPE (no launcher). */
 int tc_launcher_reserve(struct tc_launcher *l);
 void tc_launcher_unreserve(struct tc_launcher *l);
+/* Slots neither in flight nor promised now (0 without a launcher). */
+unsigned tc_launcher_free_slots(struct tc_launcher *l);
+/* cb(ud) runs (on whichever thread gave it back, outside the client's locks) each time a
+ * slot is given back: a result delivered, a promise withdrawn, a submission that failed. */
+void tc_launcher_on_free(struct tc_launcher *l, void (*cb)(void *ud), void *ud);
 /* Start a held sandbox's program (see "hold"). 0 or -EPIPE. */
 int tc_launcher_go(struct tc_launcher *l, const char *id);
 /* Ask the launcher to kill a running sandbox; its callback still runs. */

@@ -97,6 +97,10 @@ struct tc_request {
                                     const char *content_type);
     void *reply_ctx;
     void (*reply_ctx_free)(void *ctx);
+    /* waiting for a sandbox slot (server/slotq.h): since when it may wait, and why it runs
+     * again (it waited its time, or a slot came free for it) */
+    int64_t slot_deadline_ms;
+    enum { TC_SLOT_NONE, TC_SLOT_WAITED, TC_SLOT_GRANTED } slot_wait;
     /* async: set by tc_request_suspend(); the handler that runs when resumed */
     tc_handler resume;
     void *state;

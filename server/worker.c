@@ -24,6 +24,7 @@
 #include "core/log.h"
 #include "core/metrics.h"
 #include "server/recorder.h"
+#include "server/slotq.h"
 #include "server/waiters.h"
 
 #define INSTANCE_LOCK_CLASS "7715"
@@ -804,6 +805,8 @@ static void *worker_main(void *arg)
             continue;
         int64_t now = tc_now_ms();
         tc_waiters_expire(now);
+        tc_slotq_expire(now);
+        tc_slotq_pump(); /* slots a restarted launcher gave back without saying so */
         if (!listening || PQstatus(w->listen_conn) != CONNECTION_OK)
             listening = listen_on(w);
         /* Without its lock the process claims nothing and sweeps nothing (see worker.h). */

@@ -13,7 +13,9 @@ import {
 const dir = tmpdir('clients');
 const { policy, markers: mdir } = faultPolicy(dir);
 // Few slots, so that a burst overloads.
-const a = new Server('faults-clients', { freshDatabase: true, policy, serveEnv: { TOOLCAGE_MAX_SANDBOXES: '4' } });
+// TOOLCAGE_QUEUE_SECONDS=0: refused at once when full, as these overload tests expect (the
+// queue for a slot is tested in tests/integration/slotq.test.mjs).
+const a = new Server('faults-clients', { freshDatabase: true, policy, serveEnv: { TOOLCAGE_MAX_SANDBOXES: '4', TOOLCAGE_QUEUE_SECONDS: '0' } });
 
 before(async () => { await a.start(); }, { timeout: 120_000 * SLOW });
 after(async () => {
