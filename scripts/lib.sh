@@ -7,7 +7,7 @@ cd "$ROOT" || exit 1
 
 PG_BIN="${PG_BIN:-/usr/lib/postgresql/15/bin}"
 
-log() { printf '==> %s\n' "$*" >&2; }
+log() { printf '==> %s (at %d s)\n' "$*" "$SECONDS" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
 # ---------------------------------------------------------------------------

@@ -13,6 +13,14 @@ export async function use(tc: Client): Promise<string> {
   await tc.execute({ tool: 'shell', code: 'x', limits: { timeout_ms: 'long' } });
   // @ts-expect-error: not an execution status
   for await (const s of tc.executions({ status: 'finished' })) void s;
+  for await (const ev of tc.stream({ tool: 'shell', code: 'echo' })) {
+    if (ev.event === 'stdout') {
+      // @ts-expect-error: an output event carries text, not an Execution
+      void ev.data.stdout;
+      return ev.data.text;
+    }
+    if (ev.event === 'result') return ev.data.stdout;
+  }
   try {
     await tc.execute({ tool: 'nosuch', code: '' });
   } catch (err) {

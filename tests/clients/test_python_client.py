@@ -72,6 +72,24 @@ class ClientTest(unittest.TestCase):
         self.tc.cancel(slow["id"])
         self.assertEqual(self.tc.wait(slow["id"], timeout=60)["status"], "cancelled")
 
+    def test_stream_and_reattach(self):
+        t = tag()
+        seen = []
+        for ev in self.tc.stream("shell", f"echo one-{t}; sleep 1; echo two-{t}"):
+            seen.append(ev)
+            if ev.event == "stdout":
+                break  # leave early: the call runs on
+        self.assertEqual(seen[0].event, "execution")
+        self.assertEqual(seen[-1].data["text"], f"one-{t}\n")
+        rest = list(self.tc.events(seen[0].data["id"], last_event_id=seen[-1].id))
+        self.assertEqual("".join(e.data["text"] for e in rest if e.event == "stdout"), f"two-{t}\n")
+        self.assertEqual(rest[-1].event, "result")
+        self.assertEqual(rest[-1].data["stdout"], f"one-{t}\ntwo-{t}\n")
+        with self.assertRaises(toolcage.UnknownTool):
+            next(self.tc.stream("nope", "x"))
+        with self.assertRaises(toolcage.NotFound):
+            next(Client(URL, OTHER).events(seen[0].data["id"]))
+
     def test_held_call_approved_then_denied(self):
         t = tag()
         held = self.tc.execute("deploy", f"echo shipped-{t}")

@@ -79,6 +79,25 @@ test('execute, problems, submit and wait, cancel against the server', async () =
   assert.equal((await tc.wait(slow.id, 60_000 * SLOW)).status, 'cancelled');
 });
 
+test('stream and re-attach: events as the program writes, the rest after the last id', async () => {
+  const tc = new Client(server.base, server.keys.agent);
+  const t = tag();
+  const seen = [];
+  for await (const ev of tc.stream({ tool: 'shell', code: `echo one-${t}; sleep 1; echo two-${t}` })) {
+    seen.push(ev);
+    if (ev.event === 'stdout') break; // leave early: the call runs on
+  }
+  assert.equal(seen[0].event, 'execution');
+  assert.equal(seen.at(-1).data.text, `one-${t}\n`);
+  const rest = [];
+  for await (const ev of tc.events(seen[0].data.id, { lastEventId: seen.at(-1).id })) rest.push(ev);
+  assert.equal(rest.filter((e) => e.event === 'stdout').map((e) => e.data.text).join(''), `two-${t}\n`);
+  assert.equal(rest.at(-1).event, 'result');
+  assert.equal(rest.at(-1).data.stdout, `one-${t}\ntwo-${t}\n`);
+  await assert.rejects(tc.stream({ tool: 'nosuch', code: 'x' }).next(), (e) => e instanceof ProblemError && e.type === 'unknown-tool');
+  await assert.rejects(new Client(server.base, server.keys.otherAgent).events(seen[0].data.id).next(), (e) => e instanceof ProblemError && e.status === 404);
+});
+
 test('approvals and the execution list, as the reviewer and the agent', async () => {
   const tc = new Client(server.base, server.keys.agent);
   const reviewer = new Client(server.base, server.keys.reviewer);

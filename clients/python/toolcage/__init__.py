@@ -1,6 +1,6 @@
 """toolcage: run AI-agent tool calls in Linux sandboxes (a client for its HTTP API)."""
 from .client import (  # noqa: F401
-    FINAL_STATUSES, BlockedByPrescreen, Client, Conflict, Forbidden, LimitExceedsPolicy,
+    FINAL_STATUSES, BlockedByPrescreen, Client, Conflict, Event, Forbidden, LimitExceedsPolicy,
     NotFound, Overloaded, ProblemError, QuotaExceeded, ToolcageError, TransportError, Unauthorized,
     Unavailable, UnknownTool, ValidationError,
 )

@@ -6,6 +6,8 @@
     run["stdout"]                                      # '42\\n'
     job = tc.submit("python", "import time; time.sleep(5)")  # 202 at once
     done = tc.wait(job["id"])                          # long-polls until it finishes
+    for ev in tc.stream("python", "print(1)"):         # Server-Sent Events as it runs
+        print(ev.event, ev.data)                       # execution, stdout..., result
 
 Every refusal raises a ProblemError subclass named after its problem type
 (ValidationError, UnknownTool, BlockedByPrescreen, Unavailable, ...), with the fields of the
@@ -23,7 +25,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Type
 __all__ = [
     "Client", "ToolcageError", "ProblemError", "ValidationError", "Unauthorized", "Forbidden",
     "NotFound", "UnknownTool", "Conflict", "LimitExceedsPolicy", "BlockedByPrescreen",
-    "Overloaded", "QuotaExceeded", "Unavailable", "TransportError", "FINAL_STATUSES",
+    "Overloaded", "QuotaExceeded", "Unavailable", "TransportError", "FINAL_STATUSES", "Event",
 ]
 
 Json = Dict[str, Any]
@@ -33,6 +35,20 @@ FINAL_STATUSES = frozenset(
     {"completed", "failed", "timeout", "killed", "error", "denied", "expired", "cancelled"})
 
 _MAX_WAIT = 60  # the server's bound on ?wait=
+
+
+class Event:
+    """One Server-Sent Event of an execution (docs/streaming.md): ``event`` (execution, held,
+    approved, stdout, stderr, result, error), ``data`` (its JSON), ``id`` (the last event id
+    seen, for re-attaching with :meth:`Client.events`)."""
+
+    __slots__ = ("event", "data", "id")
+
+    def __init__(self, event: str, data: Any, id: Optional[str]):
+        self.event, self.data, self.id = event, data, id
+
+    def __repr__(self) -> str:
+        return f"Event({self.event!r}, id={self.id!r})"
 
 
 class ToolcageError(Exception):
@@ -176,6 +192,56 @@ class Client:
                            int(ra) if ra and ra.isdigit() else None)
         return status, parsed, rh
 
+    def _events(self, method: str, path: str, *, body: Optional[Json] = None,
+                headers: Optional[Mapping[str, str]] = None) -> Iterator[Event]:
+        """The text/event-stream answer of method path, one Event at a time; a refusal raises
+        its ProblemError (a JSON answer is yielded as one event named after nothing: "")."""
+        h = {"Authorization": f"Bearer {self._key}", "Accept": "text/event-stream",
+             "User-Agent": self._ua}
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode("utf-8")
+            h["Content-Type"] = "application/json"
+        h.update(headers or {})
+        req = urllib.request.Request(self.url + path, data=data, method=method, headers=h)
+        try:
+            resp = urllib.request.urlopen(req, timeout=self.timeout)
+        except urllib.error.HTTPError as e:
+            raw, ra = e.read(), e.headers.get("Retry-After")
+            try:
+                parsed = json.loads(raw) if raw else {}
+            except ValueError:
+                parsed = {}
+            raise _problem(e.code, parsed if isinstance(parsed, dict) else {},
+                           int(ra) if ra and ra.isdigit() else None) from None
+        except (urllib.error.URLError, OSError) as e:
+            raise TransportError(f"{method} {path}: {e}") from e
+        with resp:
+            if not resp.headers.get("Content-Type", "").startswith("text/event-stream"):
+                yield Event("", json.loads(resp.read() or b"{}"), None)  # e.g. 202 async
+                return
+            name, lines, last = "message", [], None
+            try:
+                for raw_line in resp:
+                    line = raw_line.decode("utf-8").rstrip("\r\n")
+                    if not line:
+                        if lines:
+                            yield Event(name, json.loads("\n".join(lines)), last)
+                        name, lines = "message", []
+                        continue
+                    if line.startswith(":"):
+                        continue  # a heartbeat
+                    field, _, value = line.partition(":")
+                    value = value[1:] if value.startswith(" ") else value
+                    if field == "event":
+                        name = value
+                    elif field == "data":
+                        lines.append(value)
+                    elif field == "id":
+                        last = value
+            except (OSError, ValueError) as e:
+                raise TransportError(f"{method} {path}: the event stream broke: {e}") from e
+
     # ---- executions ----
 
     @staticmethod
@@ -214,6 +280,25 @@ class Client:
         if idempotency_key:
             h["Idempotency-Key"] = idempotency_key
         return self._request("POST", "/v1/execute", body=body, headers=h)[1]
+
+    def stream(self, tool: str, code: str, *, stdin: Optional[str] = None,
+               files: Optional[Sequence[Mapping[str, str]]] = None,
+               limits: Optional[Mapping[str, int]] = None,
+               collect: Optional[Sequence[str]] = None, callback_url: Optional[str] = None,
+               idempotency_key: Optional[str] = None) -> Iterator[Event]:
+        """Run one call and yield its events as they come (``Accept: text/event-stream``):
+        ``execution``, then ``stdout``/``stderr`` (``data["text"]``, already redacted), then
+        ``result`` (the Execution). A held call yields ``held``, ``approved``, ``result``.
+        Leaving the loop early does not stop the call; :meth:`events` re-attaches."""
+        body = self._execute_body(tool, code, stdin, files, limits, collect, callback_url)
+        h = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+        return self._events("POST", "/v1/execute", body=body, headers=h)
+
+    def events(self, execution_id: str, last_event_id: Optional[str] = None) -> Iterator[Event]:
+        """Re-attach to an execution's events, after ``last_event_id`` (an Event's ``id``)."""
+        h = {"Last-Event-ID": last_event_id} if last_event_id else None
+        return self._events("GET", f"/v1/executions/{urllib.parse.quote(execution_id)}/events",
+                            headers=h)
 
     def get(self, execution_id: str) -> Json:
         """The stored execution (any status)."""

@@ -11,7 +11,7 @@
  */
 import type { components, paths } from './schema.js';
 export type Schemas = components['schemas'];
-export type ExecuteRequest = Omit<Schemas['ExecuteRequest'], 'async'>;
+export type ExecuteRequest = Omit<Schemas['ExecuteRequest'], 'async' | 'stream'>;
 export type Execution = Schemas['Execution'];
 export type HeldExecution = Schemas['HeldExecution'];
 export type AcceptedExecution = Schemas['AcceptedExecution'];
@@ -21,6 +21,36 @@ export type Problem = Schemas['Problem'];
 export type Tool = Schemas['Tool'];
 export type ApprovalSummary = Schemas['ApprovalSummary'];
 export type Approval = Schemas['Approval'];
+/** One Server-Sent Event of an execution (docs/streaming.md); `id` is the last event id seen,
+ * to re-attach with `Client.events()`. */
+export type StreamEvent = {
+    id: string | null;
+} & ({
+    event: 'execution';
+    data: AcceptedExecution | {
+        id: string;
+        status: ExecutionStatus;
+        approval_id?: string;
+    };
+} | {
+    event: 'held';
+    data: HeldExecution;
+} | {
+    event: 'approved';
+    data: {
+        status: ExecutionStatus;
+        approval_id: string;
+    };
+} | {
+    event: 'stdout' | 'stderr';
+    data: Schemas['StreamText'];
+} | {
+    event: 'result';
+    data: Execution;
+} | {
+    event: 'error';
+    data: Problem;
+});
 /** The JSON body of an operation's 200 answer, straight from the contract. */
 type Ok<P extends keyof paths, M extends 'get' | 'post'> = paths[P][M] extends {
     responses: {
@@ -82,6 +112,18 @@ export declare class Client {
     submit(req: ExecuteRequest, opts?: {
         idempotencyKey?: string;
     }): Promise<AcceptedExecution | HeldExecution>;
+    /** Runs one call and yields its events as they come (`Accept: text/event-stream`):
+     * `execution`, `stdout`/`stderr` (already redacted), `result`; a held call `held`,
+     * `approved`, `result`. Leaving the loop early does not stop the call (see `events()`). */
+    stream(req: ExecuteRequest, opts?: {
+        idempotencyKey?: string;
+        signal?: AbortSignal;
+    }): AsyncGenerator<StreamEvent>;
+    /** Re-attaches to an execution's events, after `lastEventId` (a StreamEvent's `id`). */
+    events(id: string, opts?: {
+        lastEventId?: string;
+        signal?: AbortSignal;
+    }): AsyncGenerator<StreamEvent>;
     get(id: string): Promise<Execution>;
     /** Long-polls until the execution is final or `timeoutMs` has passed (then its current state). */
     wait(id: string, timeoutMs?: number): Promise<Execution>;

@@ -101,6 +101,94 @@ export class Client {
             headers['idempotency-key'] = opts.idempotencyKey;
         return this.#request('POST', '/v1/execute', { body: req, headers });
     }
+    /** Runs one call and yields its events as they come (`Accept: text/event-stream`):
+     * `execution`, `stdout`/`stderr` (already redacted), `result`; a held call `held`,
+     * `approved`, `result`. Leaving the loop early does not stop the call (see `events()`). */
+    stream(req, opts = {}) {
+        const headers = opts.idempotencyKey ? { 'idempotency-key': opts.idempotencyKey } : {};
+        return this.#events('POST', '/v1/execute', { body: req, headers, signal: opts.signal });
+    }
+    /** Re-attaches to an execution's events, after `lastEventId` (a StreamEvent's `id`). */
+    events(id, opts = {}) {
+        const headers = opts.lastEventId ? { 'last-event-id': opts.lastEventId } : {};
+        return this.#events('GET', `/v1/executions/${encodeURIComponent(id)}/events`, { headers, signal: opts.signal });
+    }
+    async *#events(method, path, opts) {
+        const headers = { authorization: `Bearer ${this.#key}`, accept: 'text/event-stream', ...opts.headers };
+        if (opts.body !== undefined)
+            headers['content-type'] = 'application/json';
+        const ac = new AbortController();
+        const abort = () => ac.abort();
+        opts.signal?.addEventListener('abort', abort);
+        let res;
+        try {
+            res = await this.#fetch(this.url + path, { method, headers, body: opts.body === undefined ? undefined : JSON.stringify(opts.body), signal: ac.signal });
+        }
+        catch (e) {
+            throw new TransportError(`${method} ${path}: ${e.message}`, { cause: e });
+        }
+        try {
+            if (res.status >= 400 || !(res.headers.get('content-type') ?? '').startsWith('text/event-stream') || !res.body) {
+                const text = await res.text();
+                let json = {};
+                try {
+                    json = text ? JSON.parse(text) : {};
+                }
+                catch {
+                    throw new TransportError(`${method} ${path}: ${res.status} with a body that is neither JSON nor events`);
+                }
+                if (res.status >= 400) {
+                    const ra = res.headers.get('retry-after');
+                    throw new ProblemError(res.status, json, ra && /^\d+$/.test(ra) ? Number(ra) : undefined);
+                }
+                throw new TransportError(`${method} ${path}: ${res.status} answered JSON, not events`);
+            }
+            const decoder = new TextDecoder();
+            const reader = res.body.getReader();
+            let buf = '';
+            let name = 'message';
+            let data = [];
+            let last = null;
+            for (;;) {
+                let chunk;
+                try {
+                    chunk = await reader.read();
+                }
+                catch (e) {
+                    throw new TransportError(`${method} ${path}: the event stream broke: ${e.message}`, { cause: e });
+                }
+                if (chunk.done)
+                    return;
+                buf += decoder.decode(chunk.value, { stream: true });
+                let nl;
+                while ((nl = buf.indexOf('\n')) >= 0) {
+                    const line = buf.slice(0, nl).replace(/\r$/, '');
+                    buf = buf.slice(nl + 1);
+                    if (line === '') {
+                        if (data.length)
+                            yield { event: name, data: JSON.parse(data.join('\n')), id: last };
+                        name = 'message';
+                        data = [];
+                    }
+                    else if (!line.startsWith(':')) {
+                        const c = line.indexOf(':');
+                        const field = c < 0 ? line : line.slice(0, c);
+                        const value = c < 0 ? '' : line.slice(c + 1).replace(/^ /, '');
+                        if (field === 'event')
+                            name = value;
+                        else if (field === 'data')
+                            data.push(value);
+                        else if (field === 'id')
+                            last = value;
+                    }
+                }
+            }
+        }
+        finally {
+            opts.signal?.removeEventListener('abort', abort);
+            ac.abort(); // leaving the loop closes the connection; the call runs on
+        }
+    }
     get(id) {
         return this.#request('GET', `/v1/executions/${encodeURIComponent(id)}`);
     }

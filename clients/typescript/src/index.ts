@@ -12,7 +12,7 @@
 import type { components, paths } from './schema.js';
 
 export type Schemas = components['schemas'];
-export type ExecuteRequest = Omit<Schemas['ExecuteRequest'], 'async'>;
+export type ExecuteRequest = Omit<Schemas['ExecuteRequest'], 'async' | 'stream'>;
 export type Execution = Schemas['Execution'];
 export type HeldExecution = Schemas['HeldExecution'];
 export type AcceptedExecution = Schemas['AcceptedExecution'];
@@ -22,6 +22,16 @@ export type Problem = Schemas['Problem'];
 export type Tool = Schemas['Tool'];
 export type ApprovalSummary = Schemas['ApprovalSummary'];
 export type Approval = Schemas['Approval'];
+/** One Server-Sent Event of an execution (docs/streaming.md); `id` is the last event id seen,
+ * to re-attach with `Client.events()`. */
+export type StreamEvent = { id: string | null } & (
+  | { event: 'execution'; data: AcceptedExecution | { id: string; status: ExecutionStatus; approval_id?: string } }
+  | { event: 'held'; data: HeldExecution }
+  | { event: 'approved'; data: { status: ExecutionStatus; approval_id: string } }
+  | { event: 'stdout' | 'stderr'; data: Schemas['StreamText'] }
+  | { event: 'result'; data: Execution }
+  | { event: 'error'; data: Problem }
+);
 /** The JSON body of an operation's 200 answer, straight from the contract. */
 type Ok<P extends keyof paths, M extends 'get' | 'post'> = paths[P][M] extends { responses: { 200: { content: { 'application/json': infer B } } } } ? B : never;
 export type PrescreenResult = Ok<'/v1/prescreen', 'post'>;
@@ -141,6 +151,86 @@ export class Client {
     const headers: Record<string, string> = { prefer: 'respond-async' };
     if (opts.idempotencyKey) headers['idempotency-key'] = opts.idempotencyKey;
     return this.#request('POST', '/v1/execute', { body: req, headers });
+  }
+
+  /** Runs one call and yields its events as they come (`Accept: text/event-stream`):
+   * `execution`, `stdout`/`stderr` (already redacted), `result`; a held call `held`,
+   * `approved`, `result`. Leaving the loop early does not stop the call (see `events()`). */
+  stream(req: ExecuteRequest, opts: { idempotencyKey?: string; signal?: AbortSignal } = {}): AsyncGenerator<StreamEvent> {
+    const headers: Record<string, string> = opts.idempotencyKey ? { 'idempotency-key': opts.idempotencyKey } : {};
+    return this.#events('POST', '/v1/execute', { body: req, headers, signal: opts.signal });
+  }
+
+  /** Re-attaches to an execution's events, after `lastEventId` (a StreamEvent's `id`). */
+  events(id: string, opts: { lastEventId?: string; signal?: AbortSignal } = {}): AsyncGenerator<StreamEvent> {
+    const headers: Record<string, string> = opts.lastEventId ? { 'last-event-id': opts.lastEventId } : {};
+    return this.#events('GET', `/v1/executions/${encodeURIComponent(id)}/events`, { headers, signal: opts.signal });
+  }
+
+  async *#events(method: string, path: string, opts: { body?: unknown; headers?: Record<string, string>; signal?: AbortSignal }): AsyncGenerator<StreamEvent> {
+    const headers: Record<string, string> = { authorization: `Bearer ${this.#key}`, accept: 'text/event-stream', ...opts.headers };
+    if (opts.body !== undefined) headers['content-type'] = 'application/json';
+    const ac = new AbortController();
+    const abort = () => ac.abort();
+    opts.signal?.addEventListener('abort', abort);
+    let res: Response;
+    try {
+      res = await this.#fetch(this.url + path, { method, headers, body: opts.body === undefined ? undefined : JSON.stringify(opts.body), signal: ac.signal });
+    } catch (e) {
+      throw new TransportError(`${method} ${path}: ${(e as Error).message}`, { cause: e });
+    }
+    try {
+      if (res.status >= 400 || !(res.headers.get('content-type') ?? '').startsWith('text/event-stream') || !res.body) {
+        const text = await res.text();
+        let json: unknown = {};
+        try {
+          json = text ? JSON.parse(text) : {};
+        } catch {
+          throw new TransportError(`${method} ${path}: ${res.status} with a body that is neither JSON nor events`);
+        }
+        if (res.status >= 400) {
+          const ra = res.headers.get('retry-after');
+          throw new ProblemError(res.status, json as Partial<Problem>, ra && /^\d+$/.test(ra) ? Number(ra) : undefined);
+        }
+        throw new TransportError(`${method} ${path}: ${res.status} answered JSON, not events`);
+      }
+      const decoder = new TextDecoder();
+      const reader = res.body.getReader();
+      let buf = '';
+      let name = 'message';
+      let data: string[] = [];
+      let last: string | null = null;
+      for (;;) {
+        let chunk: ReadableStreamReadResult<Uint8Array>;
+        try {
+          chunk = await reader.read();
+        } catch (e) {
+          throw new TransportError(`${method} ${path}: the event stream broke: ${(e as Error).message}`, { cause: e });
+        }
+        if (chunk.done) return;
+        buf += decoder.decode(chunk.value, { stream: true });
+        let nl: number;
+        while ((nl = buf.indexOf('\n')) >= 0) {
+          const line = buf.slice(0, nl).replace(/\r$/, '');
+          buf = buf.slice(nl + 1);
+          if (line === '') {
+            if (data.length) yield { event: name, data: JSON.parse(data.join('\n')), id: last } as StreamEvent;
+            name = 'message';
+            data = [];
+          } else if (!line.startsWith(':')) {
+            const c = line.indexOf(':');
+            const field = c < 0 ? line : line.slice(0, c);
+            const value = c < 0 ? '' : line.slice(c + 1).replace(/^ /, '');
+            if (field === 'event') name = value;
+            else if (field === 'data') data.push(value);
+            else if (field === 'id') last = value;
+          }
+        }
+      }
+    } finally {
+      opts.signal?.removeEventListener('abort', abort);
+      ac.abort(); // leaving the loop closes the connection; the call runs on
+    }
   }
 
   get(id: string): Promise<Execution> {

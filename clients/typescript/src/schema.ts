@@ -43,6 +43,16 @@ export interface paths {
          *     Read the outcome with `GET /v1/executions/{id}?wait=SECONDS`, find
          *     calls with `GET /v1/executions`, or have it POSTed to `callback_url`.
          *     A held call answers `202` (held) either way.
+         *
+         *     Streaming: with `Accept: text/event-stream` (and not asynchronous) a
+         *     call that would run answers `200` with Server-Sent Events as soon as it
+         *     is recorded: `execution`, then `stdout` and `stderr` as the program
+         *     writes (redacted as the result is; concatenated they are exactly the
+         *     result's `stdout` and `stderr`), then `result` (the `Execution`). A
+         *     held call streams `held`, `approved` and `result`. Refusals before the
+         *     call is recorded are ordinary problem answers. The call runs to its
+         *     end whether or not the client stays; `GET /v1/executions/{id}/events`
+         *     re-attaches. See `StreamEvents`.
          */
         post: operations["execute"];
         delete?: never;
@@ -144,6 +154,35 @@ export interface paths {
          *     state. A waiting request holds no server thread.
          */
         get: operations["getExecution"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/executions/{id}/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Follow an execution's events (re-attach)
+         * @description Any role; only executions of the caller's tenant (else `404`). Server-Sent
+         *     Events as `POST /v1/execute` streams them (see `StreamEvents`). While the
+         *     execution runs on the server that answers (or up to a minute after it
+         *     ended there), the live events from the start, or after `Last-Event-ID`;
+         *     output written while no client was connected is not lost. Otherwise
+         *     (another replica, or later) the database is followed: an `execution`
+         *     event with the current status, `approved` when a held call is approved,
+         *     and when it has its outcome the output after `Last-Event-ID` and
+         *     `result`. A comment line (`: keep-alive`) is sent when nothing else was
+         *     for `TOOLCAGE_SSE_HEARTBEAT_SECONDS`.
+         */
+        get: operations["getExecutionEvents"];
         put?: never;
         post?: never;
         delete?: never;
@@ -914,6 +953,24 @@ export interface components {
              */
             withheld: boolean;
         };
+        /**
+         * @description A `text/event-stream` body (WHATWG HTML, Server-sent events). Each event
+         *     is `event: NAME` and one `data:` line of JSON; output events have `id:
+         *     O-E` (bytes of stdout and stderr text sent so far), `result` has `id:
+         *     end`. Events: `execution` (`AcceptedExecution`: the call is recorded;
+         *     re-attaching to a call that is not live here: `{id, status,
+         *     approval_id?}`), `held` (`HeldExecution`), `approved` (`{status,
+         *     approval_id}`), `stdout` and `stderr` (`StreamText`), `result`
+         *     (`Execution`, the last event), `error` (`Problem`: the outcome could
+         *     not be given; read `GET /v1/executions/{id}`). Output events stop
+         *     (the result still holds everything) if a call's events pass eight
+         *     times its `output_bytes` (at least 1 MiB, at most 32 MiB).
+         */
+        StreamEvents: string;
+        StreamText: {
+            /** @description Output as the program wrote it, redacted, valid UTF-8. */
+            text: string;
+        };
         ExecuteRequest: {
             tool: components["schemas"]["ToolName"];
             /** @description The program or command, at most 1 MiB. Must not contain NUL characters. */
@@ -930,6 +987,14 @@ export interface components {
              * @default false
              */
             async: boolean;
+            /**
+             * @description Keep the call's live events on the server that runs it, so that
+             *     `GET /v1/executions/{id}/events` can follow its output as it comes
+             *     (with `async`, or from another connection). Implied by `Accept:
+             *     text/event-stream`.
+             * @default false
+             */
+            stream: boolean;
             /**
              * @description An `http` or `https` URL without credentials. When the execution
              *     finishes (a held call, after approval), its result (`Execution`) is
@@ -1969,7 +2034,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The call ran (whatever its outcome; see `status`). */
+            /** @description The call ran (whatever its outcome; see `status`); or, asked for with `Accept: text/event-stream`, its events. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -1977,6 +2042,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Execution"];
+                    "text/event-stream": components["schemas"]["StreamEvents"];
                 };
             };
             /**
@@ -2153,6 +2219,40 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Execution"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getExecutionEvents: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The `id` of the last event received (`O-E` or `end`). */
+                "Last-Event-ID"?: string;
+            };
+            path: {
+                /** @description The execution id (a UUID). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The events. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": components["schemas"]["StreamEvents"];
                 };
             };
             400: components["responses"]["BadRequest"];
