@@ -3,6 +3,7 @@
 #include "server/http.h"
 
 struct tc_tool;
+struct tc_stream_tap;
 
 /* Every /v1 route, /healthz, /readyz, /openapi.yaml and /metrics; API keys authenticate. */
 extern const struct tc_route_group tc_api_routes;
@@ -17,6 +18,9 @@ struct tc_execute_opts {
     /* the handler to run again when a sandbox slot comes free (server/slotq.h); NULL: a call
      * that finds every slot taken is refused at once */
     tc_handler retry;
+    /* MCP (api/mcp.c): a call that runs is answered by tap->answer and its events go to
+     * tap->event (api/stream.h); NULL: none */
+    const struct tc_stream_tap *tap;
 };
 enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
                                     const struct tc_execute_opts *opts);

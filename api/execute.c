@@ -823,7 +823,7 @@ enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
     /* Live events: asked for with Accept: text/event-stream or "stream": true (then another
      * connection can read them, GET /v1/executions/{id}/events). Without them (too many
      * streams open), the call is answered as it would be without. */
-    if (opts->events || json_is_true(json_object_get(req.body, "stream"))) {
+    if (opts->events || opts->tap || json_is_true(json_object_get(req.body, "stream"))) {
         size_t nsec = 0;
         const char *const *sec = tc_grant_values(st->grant, &nsec);
         if (tc_exec_stream_new(st->id, st->redactor, sec, nsec,
@@ -832,7 +832,19 @@ enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
                    r->request_id, "execution_id", st->id);
     }
     struct exec_state *s;
-    if (opts->events && !async && st->stream) {
+    if (opts->tap && !async && st->stream) {
+        /* MCP: its own answer from the same events (api/mcp.c). */
+        tc_exec_stream_tap(st->stream, opts->tap);
+        json_t *accepted = json_pack("{s:s, s:s, s:s, s:s}", "id", st->id, "tool", st->tool,
+                                     "status", "running", "created_at", st->created_at);
+        if (accepted)
+            tc_exec_stream_event(st->stream, "execution", accepted);
+        json_decref(accepted);
+        st->r = NULL;
+        s = TC_STEAL(st);
+        r->reply_filter = NULL;
+        ret = opts->tap->answer(opts->tap->ud, r);
+    } else if (opts->events && !async && st->stream) {
         /* Answered now with the stream; the state belongs to the run (as async). */
         char location[64];
         snprintf(location, sizeof(location), "/v1/executions/%s", st->id);
@@ -841,7 +853,7 @@ enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
                                      st->findings ? json_incref(st->findings) : json_array());
         struct tc_events *e = tc_exec_stream_events(st->stream);
         if (accepted)
-            (void)tc_events_push(e, "execution", NULL, accepted, true);
+            tc_exec_stream_event(st->stream, "execution", accepted);
         idem_end(r, st, 202, accepted, location);
         json_decref(accepted);
         st->r = NULL;

@@ -13,12 +13,19 @@
  * /v1/executions/{id}?wait=, no thread held), then answers what it has: the result, the
  * reviewer's reason for a denial, or the execution id to resume with toolcage_wait.
  * Notifications and responses are accepted (202, no body). Requests that carry an Origin
- * header come from a web page and are refused (DNS rebinding): MCP clients send none. */
+ * header come from a web page and are refused (DNS rebinding): MCP clients send none.
+ *
+ * Progress: a tools/call with params._meta.progressToken from a client that accepts
+ * text/event-stream is answered with an event stream instead: notifications/progress as the
+ * program writes (the redacted text as the message; progress counts its bytes), or while a
+ * held call waits for its reviewer (every TOOLCAGE_MCP_HOLD_SECONDS / 6 at most 10 s), then
+ * the JSON-RPC response. Its events come from the run's own (api/stream.h, a tap). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "api/api.h"
+#include "api/stream.h"
 #include "common/buf.h"
 #include "common/util.h"
 #include "core/db.h"
@@ -38,19 +45,26 @@ enum {
     RPC_INTERNAL_ERROR = -32603,
 };
 
+struct mcp_stream;
+
 struct mcp_call {
     json_t *id;    /* the request's id */
+    struct mcp_stream *stream; /* progress asked for, until the run or the wait adopts it */
     bool may_hold; /* a held call waits for its outcome (once) */
     /* 2025-11-25 (SEP-1303): arguments that fail validation are a tool error the model can
      * read and correct (isError), not a protocol error; -32602 before that revision */
     bool argument_errors_as_results;
 };
 
+static void mcp_stream_free(struct mcp_stream *m);
+
 static void mcp_call_free(void *p)
 {
     struct mcp_call *c = p;
-    if (c)
+    if (c) {
         json_decref(c->id);
+        mcp_stream_free(c->stream);
+    }
     free(c);
 }
 
@@ -128,21 +142,21 @@ static json_t *tools_list(struct tc_request *r)
 }
 
 /* The reviewer's reason for a denial, or NULL. */
-static char *denial_reason(struct tc_request *r, const char *approval_id)
+static char *denial_reason(struct tc_db *db, const char *tenant_id, const char *approval_id)
 {
-    if (!approval_id)
+    if (!approval_id || !db)
         return NULL;
-    PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
+    PGconn *c = tc_db_acquire(db, TC_DB_WAIT_MS);
     if (!c)
         return NULL;
-    const char *p[] = {approval_id, r->principal.tenant_id};
+    const char *p[] = {approval_id, tenant_id};
     PGresult *res = tc_db_exec(c,
                                "SELECT d.reason FROM approval_decisions d JOIN approvals a"
                                " ON a.id = d.approval_id WHERE d.approval_id = $1"
                                " AND a.tenant_id = $2 AND d.decision = 'deny'"
                                " ORDER BY d.created_at LIMIT 1",
                                2, p);
-    tc_db_release(r->srv->db, c);
+    tc_db_release(db, c);
     char *reason = res && PQntuples(res) == 1 ? strdup(PQgetvalue(res, 0, 0)) : NULL;
     PQclear(res);
     return reason;
@@ -183,8 +197,9 @@ static void append_stream(struct tc_buf *b, const char *name, json_t *view)
         json_is_true(json_object_get(view, flag)) || cut ? " (truncated)" : "", (int)n, s);
 }
 
-/* An Execution (or a HeldExecution) as a CallToolResult. */
-static json_t *call_result(struct tc_request *r, json_t *view /* stolen */)
+/* An Execution (or a HeldExecution) as a CallToolResult; db and tenant_id look up a denial's
+ * reason (NULL: none). */
+static json_t *call_result(struct tc_db *db, const char *tenant_id, json_t *view /* stolen */)
 {
     const char *id = json_string_value(json_object_get(view, "id"));
     const char *status = json_string_value(json_object_get(view, "status"));
@@ -211,7 +226,8 @@ static json_t *call_result(struct tc_request *r, json_t *view /* stolen */)
                (!strcmp(status, "denied") || !strcmp(status, "expired") ||
                 !strcmp(status, "cancelled"))) {
         error = true;
-        _cleanup_free_ char *why = !strcmp(status, "denied") ? denial_reason(r, approval) : NULL;
+        _cleanup_free_ char *why =
+            !strcmp(status, "denied") ? denial_reason(db, tenant_id, approval) : NULL;
         put(&text, "Execution %s did not run: %s", id,
             !strcmp(status, "denied")    ? "a reviewer denied it"
             : !strcmp(status, "expired") ? "no reviewer decided in time"
@@ -281,6 +297,138 @@ static enum MHD_Result invalid_arguments(struct tc_request *r, struct mcp_call *
     return res ? rpc_result(r, call->id, res) : MHD_NO;
 }
 
+/* ---- progress: the answer as an event stream ---- */
+
+struct mcp_stream {
+    struct tc_events *e;
+    json_t *rpc_id, *token;
+    double progress; /* what notifications/progress counts: output bytes, or waits */
+    struct mcp_stream **owner; /* the call's pointer to us, cleared when adopted */
+    /* following a held call (the events thread) */
+    struct tc_db *db;
+    char tenant[40], exec_id[40];
+    int64_t until_ms, next_ms, note_ms, note_every_ms;
+};
+
+static void mcp_stream_free(struct mcp_stream *m)
+{
+    if (!m)
+        return;
+    if (m->e) {
+        tc_events_close(m->e);
+        tc_events_unref(m->e);
+    }
+    json_decref(m->rpc_id);
+    json_decref(m->token);
+    free(m);
+}
+
+static void mcp_push(struct mcp_stream *m, json_t *msg /* stolen */, bool force)
+{
+    if (msg)
+        (void)tc_events_push(m->e, "message", NULL, msg, force);
+    json_decref(msg);
+}
+
+static void mcp_progress(struct mcp_stream *m, double add, const char *message, size_t len)
+{
+    m->progress += add;
+    mcp_push(m,
+             json_pack("{s:s, s:s, s:{s:O, s:f, s:s%}}", "jsonrpc", "2.0", "method",
+                       "notifications/progress", "params", "progressToken", m->token, "progress",
+                       m->progress, "message", message, len),
+             false);
+}
+
+/* The JSON-RPC response, last. */
+static void mcp_end(struct mcp_stream *m, json_t *result /* stolen, or NULL */, json_t *problem)
+{
+    json_t *msg;
+    if (result)
+        msg = json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", m->rpc_id, "result", result);
+    else
+        msg = json_pack("{s:s, s:O, s:{s:i, s:s, s:O?}}", "jsonrpc", "2.0", "id", m->rpc_id,
+                        "error", "code", RPC_INTERNAL_ERROR, "message",
+                        json_string_value(json_object_get(problem, "detail")) ?: "error", "data",
+                        problem);
+    mcp_push(m, msg, true);
+    tc_events_close(m->e);
+}
+
+/* The run's events (api/stream.h), on the launcher's and the recorder's threads. */
+static void tap_event(void *ud, const char *event, json_t *data)
+{
+    struct mcp_stream *m = ud;
+    if (!event) {
+        mcp_stream_free(m);
+    } else if (!strcmp(event, "stdout") || !strcmp(event, "stderr")) {
+        json_t *t = json_object_get(data, "text");
+        mcp_progress(m, (double)json_string_length(t), json_string_value(t) ?: "",
+                     json_string_length(t));
+    } else if (!strcmp(event, "result")) {
+        mcp_end(m, call_result(NULL, NULL, json_incref(data)), NULL);
+    } else if (!strcmp(event, "error")) {
+        mcp_end(m, NULL, data);
+    }
+}
+
+static enum MHD_Result stream_answer(struct tc_request *r, struct mcp_stream *m)
+{
+    *m->owner = NULL; /* ours no more: the run's (or the wait's) */
+    r->reply_filter = NULL;
+    struct MHD_Response *resp = tc_events_response(m->e, r->conn, NULL);
+    return resp ? tc_http_queue(r, 200, resp) : MHD_NO;
+}
+
+static enum MHD_Result tap_answer(void *ud, struct tc_request *r)
+{
+    return stream_answer(r, ud);
+}
+
+/* A held call, followed in the database until it has its outcome or the bound passes. */
+static bool held_poll(struct tc_events *e, void *ud)
+{
+    struct mcp_stream *m = ud;
+    (void)e;
+    int64_t now = tc_now_ms();
+    if (now < m->next_ms)
+        return false;
+    m->next_ms = now + 1000;
+    json_t *view = NULL;
+    int rc = tc_api_execution_load(m->db, m->tenant, m->exec_id, &view);
+    if (rc == -ENOENT) {
+        mcp_end(m, NULL, NULL);
+        return true;
+    }
+    const char *status = rc == 0 ? json_string_value(json_object_get(view, "status")) : NULL;
+    if ((status && tc_api_execution_terminal(status)) || now >= m->until_ms) {
+        json_t *res = view ? call_result(m->db, m->tenant, TC_STEAL(view)) : NULL;
+        if (res)
+            mcp_end(m, res, NULL);
+        else
+            mcp_end(m, NULL,
+                    json_pack("{s:s}", "detail", "the execution could not be read; call " WAIT_TOOL));
+        json_decref(view);
+        return true;
+    }
+    if (now >= m->note_ms) {
+        m->note_ms = now + m->note_every_ms;
+        char msg[160];
+        snprintf(msg, sizeof(msg), "execution %s: %s", m->exec_id,
+                 status && !strcmp(status, "pending_approval")
+                     ? "waiting for a reviewer's decision"
+                     : status ? status : "waiting");
+        mcp_progress(m, 1, msg, strlen(msg));
+    }
+    json_decref(view);
+    return false;
+}
+
+static void held_done(void *ud)
+{
+    mcp_stream_free(ud);
+}
+
 /* The reply filter of tools/call: POST /v1/execute's and GET /v1/executions/{id}'s answers
  * as JSON-RPC. */
 static enum MHD_Result tool_reply(struct tc_request *r, unsigned status, json_t *body,
@@ -302,6 +450,29 @@ static enum MHD_Result tool_reply(struct tc_request *r, unsigned status, json_t 
             ret = rpc_error(r, 200, id, RPC_INTERNAL_ERROR, detail, json_incref(body));
         json_decref(body);
     } else if (status == 202 && call->may_hold && r->srv->cfg->mcp_hold_seconds > 0 &&
+               call->stream && json_is_string(json_object_get(body, "id"))) {
+        /* Held, progress asked for: the answer is an event stream that says it waits. */
+        struct mcp_stream *m = call->stream;
+        call->may_hold = false;
+        m->db = r->srv->db;
+        snprintf(m->tenant, sizeof(m->tenant), "%s", r->principal.tenant_id);
+        snprintf(m->exec_id, sizeof(m->exec_id), "%s", json_string_value(json_object_get(body, "id")));
+        int64_t now = tc_now_ms(), hold = r->srv->cfg->mcp_hold_seconds * 1000;
+        m->until_ms = now + hold;
+        m->next_ms = now + 250;
+        m->note_every_ms = hold / 6 < 10000 ? (hold / 6 > 1000 ? hold / 6 : 1000) : 10000;
+        m->note_ms = now + m->note_every_ms;
+        char msg[256];
+        snprintf(msg, sizeof(msg), "execution %s is held for a reviewer's approval (approval %s)",
+                 m->exec_id, json_string_value(json_object_get(body, "approval_id")) ?: "?");
+        mcp_progress(m, 1, msg, strlen(msg));
+        json_decref(body);
+        if (tc_events_watch(m->e, held_poll, held_done, m) < 0) {
+            ret = rpc_error(r, 200, id, RPC_INTERNAL_ERROR, "shutting down", NULL);
+        } else {
+            ret = stream_answer(r, m);
+        }
+    } else if (status == 202 && call->may_hold && r->srv->cfg->mcp_hold_seconds > 0 &&
                json_is_string(json_object_get(body, "id"))) {
         /* Held: wait for the decision and the run like GET /v1/executions/{id}?wait= (this
          * filter then sees its 200). */
@@ -312,7 +483,7 @@ static enum MHD_Result tool_reply(struct tc_request *r, unsigned status, json_t 
         ret = r->params[0] ? tc_api_execution_wait(r, r->srv->cfg->mcp_hold_seconds)
                            : rpc_error(r, 200, id, RPC_INTERNAL_ERROR, "out of memory", NULL);
     } else if (status == 200 || status == 202) {
-        json_t *result = call_result(r, body);
+        json_t *result = call_result(r->srv->db, r->principal.tenant_id, body);
         ret = result ? rpc_result(r, id, result)
                      : rpc_error(r, 200, id, RPC_INTERNAL_ERROR, "no execution to report", NULL);
     } else {
@@ -386,7 +557,22 @@ static enum MHD_Result tools_call(struct tc_request *r, struct mcp_call *call, j
         return MHD_NO;
     }
     call->may_hold = true;
-    return tc_api_execute_json(r, body, &(struct tc_execute_opts){0});
+    /* Progress asked for (params._meta.progressToken) by a client that takes an event stream. */
+    json_t *token = json_object_get(json_object_get(params, "_meta"), "progressToken");
+    if ((json_is_string(token) || json_is_integer(token)) && tc_stream_wanted(r)) {
+        struct mcp_stream *m = calloc(1, sizeof(*m));
+        if (m && tc_events_new("mcp", 32u << 20, false, &m->e) == 0) {
+            m->rpc_id = json_incref(call->id);
+            m->token = json_incref(token);
+            m->owner = &call->stream;
+            call->stream = m;
+        } else {
+            free(m); /* no stream: the JSON answer */
+        }
+    }
+    struct tc_stream_tap tap = {.event = tap_event, .answer = tap_answer, .ud = call->stream};
+    return tc_api_execute_json(r, body,
+                               &(struct tc_execute_opts){.tap = call->stream ? &tap : NULL});
 }
 
 /* ---- the message ---- */

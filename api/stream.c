@@ -123,6 +123,7 @@ static void push_end(struct tc_events *e, json_t *view, size_t *out, size_t *err
 
 struct tc_exec_stream {
     pthread_mutex_t mu;
+    struct tc_stream_tap tap; /* .event NULL: none (or told its end) */
     struct tc_events *e;
     struct tc_redact_stream *rs[2];
     struct tc_buf red[2]; /* redacted, not yet made text (an unfinished UTF-8 sequence) */
@@ -159,6 +160,27 @@ struct tc_events *tc_exec_stream_events(struct tc_exec_stream *s)
     return s->e;
 }
 
+void tc_exec_stream_tap(struct tc_exec_stream *s, const struct tc_stream_tap *tap)
+{
+    pthread_mutex_lock(&s->mu);
+    s->tap = *tap;
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void tell(struct tc_exec_stream *s, const char *event, json_t *data)
+{
+    if (s->tap.event)
+        s->tap.event(s->tap.ud, event, data);
+}
+
+void tc_exec_stream_event(struct tc_exec_stream *s, const char *event, json_t *data)
+{
+    pthread_mutex_lock(&s->mu);
+    (void)tc_events_push(s->e, event, NULL, data, true);
+    tell(s, event, data);
+    pthread_mutex_unlock(&s->mu);
+}
+
 void tc_exec_stream_chunk(struct tc_exec_stream *s, int stream, const char *data, size_t len)
 {
     static const char *const names[2] = {"stdout", "stderr"};
@@ -179,6 +201,11 @@ void tc_exec_stream_chunk(struct tc_exec_stream *s, int stream, const char *data
             if (push_text(s->e, names[k], json_string_value(t), json_string_length(t),
                           s->sent[0], s->sent[1]) < 0)
                 s->stopped = true;
+            else if (s->tap.event) {
+                json_t *d = json_pack("{s:O}", "text", t);
+                tell(s, names[k], d);
+                json_decref(d);
+            }
         } else {
             s->stopped = true;
         }
@@ -202,8 +229,10 @@ void tc_exec_stream_end(struct tc_exec_stream *s, json_t *view, json_t *problem)
             err = json_string_length(u);
         }
         push_end(s->e, view, &out, &err);
+        tell(s, "result", view);
     } else if (problem) {
         (void)tc_events_push(s->e, "error", NULL, problem, true);
+        tell(s, "error", problem);
     }
     pthread_mutex_unlock(&s->mu);
     tc_exec_stream_free(s);
@@ -213,6 +242,8 @@ void tc_exec_stream_free(struct tc_exec_stream *s)
 {
     if (!s)
         return;
+    tell(s, NULL, NULL); /* the end, once: the tap may free its state */
+    s->tap.event = NULL;
     if (s->e) {
         tc_events_close(s->e);
         tc_events_unref(s->e);

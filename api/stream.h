@@ -25,6 +25,17 @@
 struct tc_redactor;
 struct tc_exec_stream;
 
+/* Another reader of a run's events, told synchronously as each is made (api/mcp.c turns them
+ * into MCP notifications): event is "execution", "stdout", "stderr", "result" or "error",
+ * and NULL exactly once at the end (after "result"/"error", or alone when the run ended
+ * without one): ud may be freed then. */
+struct tc_stream_tap {
+    void (*event)(void *ud, const char *event, json_t *data);
+    /* The call runs and the tap is adopted (event() will be called, NULL last): answer r. */
+    enum MHD_Result (*answer)(void *ud, struct tc_request *r);
+    void *ud;
+};
+
 /* True if an Accept header of r lists text/event-stream (with q > 0). */
 bool tc_stream_wanted(struct tc_request *r);
 
@@ -33,6 +44,10 @@ bool tc_stream_wanted(struct tc_request *r);
 int tc_exec_stream_new(const char *exec_id, const struct tc_redactor *red,
                        const char *const *secrets, size_t nsecrets, int64_t output_bytes,
                        struct tc_exec_stream **ret);
+/* Tell tap about every event from now on (copied; before any chunk). */
+void tc_exec_stream_tap(struct tc_exec_stream *s, const struct tc_stream_tap *tap);
+/* An event that is not output (e.g. "execution"): to the log and the tap. */
+void tc_exec_stream_event(struct tc_exec_stream *s, const char *event, json_t *data);
 struct tc_events *tc_exec_stream_events(struct tc_exec_stream *s); /* borrowed */
 /* Output as the launcher sends it (raw; stream 1 stdout, 2 stderr). */
 void tc_exec_stream_chunk(struct tc_exec_stream *s, int stream, const char *data, size_t len);

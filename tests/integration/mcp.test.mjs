@@ -276,3 +276,42 @@ test('1500 generated odd messages: each gets one JSON-RPC answer (or 202), never
   assert.equal((await server.request('GET', '/healthz')).status, 200);
   assert.equal(server.exited, null);
 });
+
+test('progress: the SDK client gets the output as notifications/progress while the call runs, and a held call says it waits', async () => {
+  const client = await connect();
+  const t = tag();
+  const notes = [];
+  const t0 = performance.now();
+  const r = await callTool(client, 'shell', { code: `echo p1-${t}; sleep 1.5; echo p2-${t}; echo AKIAIOSFODNN7EXAMPLE >&2` }, {
+    onprogress: (p) => notes.push({ ...p, at: performance.now() - t0 }),
+  });
+  const end = performance.now() - t0;
+  assert.equal(r.isError, false, JSON.stringify(r).slice(0, 500));
+  assert.equal(r.structuredContent.stdout, `p1-${t}\np2-${t}\n`);
+  const first = notes.find((n) => n.message?.includes(`p1-${t}`));
+  assert.ok(first, `notes: ${JSON.stringify(notes)}`);
+  assert.ok(end - first.at >= 1000, `the first line came at ${first.at.toFixed(0)} ms, the result at ${end.toFixed(0)} ms`);
+  assert.equal(notes.map((n) => n.message).join(''), r.structuredContent.stdout + r.structuredContent.stderr);
+  assert.ok(!notes.some((n) => n.message.includes('AKIA')), 'a secret in a notification');
+  for (let i = 1; i < notes.length; i++) assert.ok(notes[i].progress > notes[i - 1].progress, 'progress increases');
+
+  // Held: a note says so at once; the reviewer approves; the run's result is the response.
+  const heldNotes = [];
+  const call = callTool(client, 'deploy', { code: `echo shipped-${t}` }, { onprogress: (p) => heldNotes.push(p) });
+  await until(async () => heldNotes.length > 0 || null, 10_000 * SLOW, 'the held note');
+  assert.match(heldNotes[0].message, /held for a reviewer's approval \(approval [0-9a-f-]{36}\)/);
+  const approval = /approval ([0-9a-f-]{36})/.exec(heldNotes[0].message)[1];
+  assert.equal((await decide(server, approval, 'approve')).status, 200);
+  const done = await call;
+  assert.equal(done.structuredContent.status, 'completed');
+  assert.equal(done.structuredContent.stdout, `shipped-${t}\n`);
+
+  // Past the bound with notes along the way: the execution id to resume, as without progress.
+  const later = [];
+  const p0 = Date.now();
+  const waited = await callTool(client, 'deploy', { code: `echo later-${t}` }, { onprogress: (p) => later.push(p) });
+  assert.ok(Date.now() - p0 >= (HOLD_SECONDS - 1) * 1000);
+  assert.equal(waited.structuredContent.status, 'pending_approval');
+  assert.match(waited.content[0].text, /toolcage_wait/);
+  assert.ok(later.length >= 3, `notes while held: ${later.length}`);
+});
