@@ -571,8 +571,9 @@ static enum MHD_Result tools_call(struct tc_request *r, struct mcp_call *call, j
         }
     }
     struct tc_stream_tap tap = {.event = tap_event, .answer = tap_answer, .ud = call->stream};
-    return tc_api_execute_json(r, body,
-                               &(struct tc_execute_opts){.tap = call->stream ? &tap : NULL});
+    return tc_api_execute_json(
+        r, body,
+        &(struct tc_execute_opts){.tap = call->stream ? &tap : NULL, .retry = tc_api_mcp});
 }
 
 /* ---- the message ---- */
@@ -663,6 +664,8 @@ enum MHD_Result tc_api_mcp(struct tc_request *r)
             } else {
                 call->id = json_incref(id);
                 call->argument_errors_as_results = pv && strcmp(pv, "2025-11-25") == 0;
+                if (r->reply_ctx && r->reply_ctx_free) /* run again after a wait for a slot */
+                    r->reply_ctx_free(r->reply_ctx);
                 r->reply_ctx = call;
                 r->reply_ctx_free = mcp_call_free;
                 ret = tools_call(r, call, params);

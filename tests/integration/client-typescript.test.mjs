@@ -98,6 +98,30 @@ test('stream and re-attach: events as the program writes, the rest after the las
   await assert.rejects(new Client(server.base, server.keys.otherAgent).events(seen[0].data.id).next(), (e) => e instanceof ProblemError && e.status === 404);
 });
 
+test('examples/agent_loop.ts: type-checks strictly, and its scripted model\'s tool call runs (streamed) and answers', async () => {
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'toolcage-loop-'));
+  try {
+    // the example imports 'toolcage' as a user who ran `npm install ./clients/typescript` would
+    fs.mkdirSync(path.join(tmp, 'node_modules'));
+    fs.symlinkSync(PKG, path.join(tmp, 'node_modules/toolcage'));
+    fs.copyFileSync(path.join(ROOT, 'examples/agent_loop.ts'), path.join(tmp, 'agent_loop.ts'));
+    fs.writeFileSync(path.join(tmp, 'package.json'), '{"type": "module"}');
+    try {
+      await run(path.join(BIN, 'tsc'), ['--strict', '--target', 'ES2022', '--module', 'NodeNext', '--moduleResolution', 'NodeNext',
+        '--lib', 'ES2022,DOM', '--types', 'node', '--typeRoots', path.join(ROOT, 'tests/node_modules/@types'), '--outDir', tmp, path.join(tmp, 'agent_loop.ts')], { timeout: 120_000, cwd: tmp });
+    } catch (e) {
+      assert.fail(`tsc: ${e.stdout}${e.stderr}`);
+    }
+    const { stdout, stderr } = await run(process.execPath, [path.join(tmp, 'agent_loop.js')], {
+      env: { ...process.env, TOOLCAGE_URL: server.base, TOOLCAGE_KEY: server.keys.agent }, cwd: tmp, timeout: 120_000 * SLOW,
+    });
+    assert.equal(stdout, 'The sum of 1..100 is 5050.\n', stderr);
+    assert.match(stderr, /^\[shell stdout\] 5050$/m);
+  } finally {
+    fs.rmSync(tmp, { recursive: true, force: true });
+  }
+});
+
 test('approvals and the execution list, as the reviewer and the agent', async () => {
   const tc = new Client(server.base, server.keys.agent);
   const reviewer = new Client(server.base, server.keys.reviewer);

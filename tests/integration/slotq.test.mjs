@@ -52,6 +52,17 @@ test('a call that waits past TOOLCAGE_QUEUE_SECONDS gets 503 overloaded and leav
     assert.ok(res.headers.get('retry-after'), 'Retry-After');
     assert.ok(waited >= 900, `answered after ${waited.toFixed(0)} ms: it did not wait`);
     assert.match(res.json.detail, /waited/);
+    // MCP tools/call takes the same path: it waits too, then answers the problem as -32603.
+    const m0 = performance.now();
+    const mcp = await peer.request('POST', '/mcp', {
+      key: server.keys.agent, headers: { accept: 'application/json, text/event-stream' },
+      json: { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'shell', arguments: { code: `echo mcp-${t}` } } },
+    });
+    assert.equal(mcp.status, 200);
+    assert.equal(mcp.json.id, 7);
+    assert.equal(mcp.json.error?.code, -32603, mcp.text);
+    assert.match(mcp.json.error.data.detail, /waited/);
+    assert.ok(performance.now() - m0 >= 900, 'the MCP call did not wait');
     // 70 more from one tenant: 64 wait (then 503 after their second), 6 are refused at once.
     const burst = await Promise.all(Array.from({ length: 70 }, (_, i) => {
       const s = performance.now();
