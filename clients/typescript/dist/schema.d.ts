@@ -709,8 +709,14 @@ export interface paths {
          * Model Context Protocol (Streamable HTTP), one JSON-RPC message per request
          * @description Roles `agent`, `admin` (a bearer API key, like every `/v1` route).
          *     Stateless Streamable HTTP: each POST carries one JSON-RPC 2.0 message
-         *     and is answered with one `application/json` message (no event stream,
-         *     no `Mcp-Session-Id`; `GET` is `405`). Protocol versions `2025-11-25`
+         *     and is answered with one `application/json` message (no
+         *     `Mcp-Session-Id`; `GET` is `405`), except a `tools/call` that asks for
+         *     progress (`params._meta.progressToken`) from a client that accepts
+         *     `text/event-stream`: once the call runs (or is held), its answer is an
+         *     event stream of `notifications/progress` (the program's redacted
+         *     output as `message` as it is written, `progress` counting its bytes;
+         *     while a held call waits, a note every few seconds) and then the
+         *     JSON-RPC response, each as `event: message`. Protocol versions `2025-11-25`
          *     and `2025-06-18` (negotiated by `initialize`); a request whose
          *     `MCP-Protocol-Version` header names another is refused (`400`).
          *
@@ -3018,7 +3024,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The JSON-RPC response to the request. */
+            /** @description The JSON-RPC response to the request (or, with progress, an event stream of notifications and then the response). */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -3026,6 +3032,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["JsonRpcResponse"];
+                    "text/event-stream": components["schemas"]["StreamEvents"];
                 };
             };
             /** @description A notification or a response was accepted; no body. */
