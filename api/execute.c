@@ -44,7 +44,36 @@ struct exec_state {
     json_t *findings;             /* the pre-screen's */
     struct tc_grant *grant;       /* credentials leased to this execution (broker/leases.h) */
     struct tc_exec_stream *stream; /* its live events (api/stream.h), or NULL */
+    /* when each step ended (tc_now_us), for the Server-Timing header of the answer */
+    int64_t t_begin, t_screened, t_recorded, t_submitted, t_ready, t_result;
 };
+
+/* Server-Timing (W3C): where the time of a synchronous call went, in milliseconds. */
+static void server_timing(const struct exec_state *st, char *out, size_t n)
+{
+    int64_t now = tc_now_us();
+    const struct {
+        const char *name;
+        int64_t from, to;
+    } ph[] = {{"screen", st->t_begin, st->t_screened},   /* parse, policy, pre-screen */
+              {"admit", st->t_screened, st->t_recorded}, /* slot, quota, row + audit */
+              {"lease", st->t_recorded, st->t_submitted}, /* credentials, spec, submit */
+              {"setup", st->t_submitted, st->t_ready},   /* the launcher's sandbox */
+              {"run", st->t_ready, st->t_result},        /* start record, program, teardown */
+              {"record", st->t_result, now},             /* redaction, outcome + audit */
+              {"total", st->t_begin, now}};
+    size_t k = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < TC_ARRAY_SIZE(ph) && k < n; i++) {
+        if (!ph[i].from || !ph[i].to || ph[i].to < ph[i].from)
+            continue;
+        int w = snprintf(out + k, n - k, "%s%s;dur=%.3f", k ? ", " : "", ph[i].name,
+                         (double)(ph[i].to - ph[i].from) / 1000.0);
+        if (w < 0 || (size_t)w >= n - k)
+            break;
+        k += (size_t)w;
+    }
+}
 
 static void exec_state_free(void *p)
 {
@@ -142,6 +171,7 @@ static void record_outcome(struct exec_state *st, json_t *result)
 
 static void on_result_cb(void *userdata, json_t *result)
 {
+    ((struct exec_state *)userdata)->t_result = tc_now_us();
     record_outcome(userdata, result);
 }
 
@@ -156,6 +186,7 @@ static void on_chunk_cb(void *userdata, int stream, const char *data, size_t len
 static void on_ready_cb(void *userdata, const char *id)
 {
     struct exec_state *st = userdata;
+    st->t_ready = tc_now_us();
     json_t *actor = tc_auth_actor(&st->principal);
     struct tc_record_ids ids = {.exec_id = st->id,
                                 .tenant_id = st->principal.tenant_id,
@@ -446,7 +477,9 @@ static enum MHD_Result on_resumed(struct tc_request *r)
                "stored_first", st->record_rc == 0);
         st->view = NULL;
         idem_end(r, st, 200, view, NULL);
-        return tc_respond_json(r, 200, view);
+        char timing[256];
+        server_timing(st, timing, sizeof(timing));
+        return tc_respond_json_ex(r, 200, view, "application/json", "Server-Timing", timing);
     }
     return unavailable(r, st,
                        "the execution's outcome is not stored yet (it is kept and will"
@@ -664,6 +697,7 @@ enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
     }
     st->r = r;
     st->srv = r->srv;
+    st->t_begin = tc_now_us();
     st->principal = r->principal;
     snprintf(st->request_id, sizeof(st->request_id), "%s", r->request_id);
     bool async = opts->async || json_is_true(json_object_get(req.body, "async"));
@@ -712,6 +746,7 @@ enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
         goto out;
     }
 
+    st->t_screened = tc_now_us();
     if (tc_approval_needed(tool, action == TC_ACTION_APPROVE, &reasons)) {
         ret = hold(r, st, tool, &req, reasons, opts->events && !async);
         goto out;
@@ -816,6 +851,7 @@ enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
         ret = unavailable(r, st, "the execution could not be recorded, so it was not run");
         goto out;
     }
+    st->t_recorded = tc_now_us();
     if (!lease_credentials(r, st, tool, spec, &ret)) {
         release_slot(r->srv);
         goto out;
@@ -890,6 +926,7 @@ enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
         job.chunk = on_chunk_cb;
     }
     int src = -ESHUTDOWN;
+    s->t_submitted = tc_now_us(); /* before: the sandbox may be ready before submit returns */
     if (tc_server_begin(r->srv)) {
         src = tc_launcher_submit_job(r->srv->launcher, spec, &job);
         tc_server_end(r->srv);

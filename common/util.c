@@ -139,6 +139,12 @@ int64_t tc_now_ms(void)
 {
     return clock_ms(CLOCK_MONOTONIC);
 }
+int64_t tc_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
 int64_t tc_wall_ms(void)
 {
     return clock_ms(CLOCK_REALTIME);

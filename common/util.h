@@ -73,6 +73,7 @@ int tc_read_file(const char *path, size_t max, char **ret_buf, size_t *ret_len);
 
 /* Milliseconds of CLOCK_MONOTONIC / CLOCK_REALTIME. */
 int64_t tc_now_ms(void);
+int64_t tc_now_us(void); /* CLOCK_MONOTONIC, microseconds */
 int64_t tc_wall_ms(void);
 
 /* Random UUIDv7 (time-ordered) into out[37]. */

@@ -2043,6 +2043,15 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /**
+                     * @description Where the time of a synchronous call went (W3C Server Timing),
+                     *     milliseconds: `screen` (parse, policy, pre-screen), `admit`
+                     *     (slot, quota, the execution row and its audit record), `lease`
+                     *     (credentials, spec, submission), `setup` (the launcher's
+                     *     sandbox), `run` (start record, program, teardown), `record`
+                     *     (redaction, the outcome and its audit record), `total`.
+                     */
+                    "Server-Timing"?: string;
                     [name: string]: unknown;
                 };
                 content: {

@@ -1,0 +1,167 @@
+// The whole path against a bare process, side by side in one run (issue 16). Run through
+// bench/e2e.sh (a private PostgreSQL, a release server with the example policy).
+//
+// Baseline: `python3 -I -c pass` spawned here, cold (one at a time, and 8 at a time for the
+// throughput comparison). Also timed with the same code: bubblewrap (`bwrap --unshare-all`),
+// firejail (`--noprofile --net=none`) and gVisor directly (`runsc do`), when installed.
+// toolcage: POST /v1/execute of python `pass` with one keep-alive client (with the server's
+// Server-Timing breakdown of where the time goes), 8 concurrent clients, the one-shot CLI
+// (`toolcage exec --tool python`), and the gvisor tool.
+//
+// Prints medians (and p99 for the concurrent runs) and ratios against the baseline; the targets
+// are the issue's; nothing is enforced (the machines are noisy): read the ratios.
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Server, BIN } from '../tests/integration/harness.mjs';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const POLICY = path.join(ROOT, 'examples/policy.json');
+const N = Number(process.argv[2] || process.env.TOOLCAGE_BENCH_N || 30);
+const SECONDS = Number(process.env.TOOLCAGE_BENCH_SECONDS || 10);
+const PY = ['/usr/bin/python3', '-I', '-c', 'pass'];
+
+const now = () => performance.now();
+function stats(xs) {
+  const s = [...xs].sort((a, b) => a - b);
+  const q = (p) => s[Math.min(s.length - 1, Math.max(0, Math.ceil(p * s.length) - 1))];
+  return { median: q(0.5), p99: q(0.99), n: s.length };
+}
+const have = (cmd) => spawnSync('sh', ['-c', `command -v ${cmd}`]).status === 0;
+
+function spawnOnce(argv, stdin) {
+  return new Promise((resolve, reject) => {
+    const t0 = now();
+    const p = spawn(argv[0], argv.slice(1), { stdio: [stdin ? 'pipe' : 'ignore', 'ignore', 'pipe'] });
+    let err = '';
+    p.stderr.on('data', (d) => { err += d; });
+    if (stdin) p.stdin.end(stdin);
+    p.on('error', reject);
+    p.on('exit', (code) => (code === 0 ? resolve(now() - t0) : reject(new Error(`${argv.join(' ')}: exit ${code}: ${err.slice(0, 400)}`))));
+  });
+}
+
+async function timeSpawns(argv, n, stdin) {
+  await spawnOnce(argv, stdin); // warm the page cache
+  const xs = [];
+  for (let i = 0; i < n; i++) xs.push(await spawnOnce(argv, stdin));
+  return stats(xs);
+}
+
+/** Runs fn in c parallel loops for s seconds: completions per second and latency stats. */
+async function throughput(fn, c, s) {
+  const lat = [];
+  const end = now() + s * 1000;
+  await Promise.all(Array.from({ length: c }, async () => {
+    while (now() < end) {
+      const t0 = now();
+      await fn();
+      lat.push(now() - t0);
+    }
+  }));
+  return { rate: lat.length / s, ...stats(lat) };
+}
+
+/** POST /v1/execute on a keep-alive agent; resolves {ms, timing} (Server-Timing parsed). */
+function executor(server, tool) {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
+  const url = new URL(`${server.base}/v1/execute`);
+  const body = JSON.stringify({ tool, code: 'pass' });
+  return () => new Promise((resolve, reject) => {
+    const t0 = now();
+    const req = http.request({ agent, host: url.hostname, port: url.port, path: url.pathname, method: 'POST',
+      headers: { authorization: `Bearer ${server.keys.agent}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => { text += d; });
+      res.on('end', () => {
+        const ms = now() - t0;
+        if (res.statusCode !== 200) return reject(new Error(`${res.statusCode}: ${text.slice(0, 300)}`));
+        const j = JSON.parse(text);
+        if (j.status !== 'completed') return reject(new Error(`not completed: ${text.slice(0, 300)}`));
+        const timing = {};
+        for (const part of (res.headers['server-timing'] || '').split(',')) {
+          const m = /^\s*([a-z]+);dur=([0-9.]+)/.exec(part);
+          if (m) timing[m[1]] = Number(m[2]);
+        }
+        resolve({ ms, timing });
+      });
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+const f = (x) => (x === undefined ? '      -' : x.toFixed(1).padStart(7));
+const rows = [];
+const row = (name, ms, base, note = '') => rows.push(`  ${name.padEnd(44)} ${f(ms)} ms  ${base ? `${(ms / base).toFixed(2)}x`.padStart(7) : '       '}  ${note}`);
+
+const server = new Server('e2e-bench', { policy: POLICY });
+let code = 0;
+try {
+  await server.start();
+  const bare = await timeSpawns(PY, N);
+  row('bare python3 -I -c pass (cold spawn)', bare.median, bare.median, 'baseline');
+  if (have('bwrap')) {
+    const b = await timeSpawns(['bwrap', '--unshare-all', '--die-with-parent', '--ro-bind', '/', '/', '--dev', '/dev', '--proc', '/proc', ...PY], N);
+    row('bubblewrap --unshare-all', b.median, bare.median);
+  } else rows.push('  bubblewrap: not installed (apt-get install bubblewrap)');
+  if (have('firejail')) {
+    const fj = await timeSpawns(['firejail', '--quiet', '--noprofile', '--net=none', ...PY], N);
+    row('firejail --noprofile --net=none', fj.median, bare.median);
+  } else rows.push('  firejail: not installed (apt-get install firejail)');
+  if (have('runsc')) {
+    try {
+      const rs = await timeSpawns(['runsc', '--network=none', '--ignore-cgroups', 'do', ...PY], Math.min(N, 10));
+      row('runsc do (gVisor directly)', rs.median, bare.median);
+    } catch (e) {
+      rows.push(`  runsc do: failed here (${e.message.split('\n')[0].slice(0, 120)})`);
+    }
+  }
+
+  const exec = executor(server, 'python');
+  for (let i = 0; i < 5; i++) await exec(); // warm the pool and the connection
+  const one = [];
+  const phases = {};
+  for (let i = 0; i < N; i++) {
+    const r = await exec();
+    one.push(r.ms);
+    for (const [k, v] of Object.entries(r.timing)) (phases[k] ??= []).push(v);
+  }
+  const so = stats(one);
+  row('toolcage POST /v1/execute, 1 client', so.median, bare.median, 'target <= 1.15x');
+  const med = (k) => (phases[k] ? stats(phases[k]).median : undefined);
+  const http = so.median - (med('total') ?? 0);
+  rows.push(`    where it goes (medians, Server-Timing): screen ${f(med('screen'))}  admit ${f(med('admit'))}  lease ${f(med('lease'))}  setup ${f(med('setup'))}`);
+  rows.push(`                                            run ${f(med('run'))}  record ${f(med('record'))}  server total ${f(med('total'))}  HTTP + client ${f(http)}`);
+
+  const bare8 = await throughput(() => spawnOnce(PY), 8, SECONDS);
+  const tc8 = await throughput(exec, 8, SECONDS);
+  rows.push(`  bare python3, 8 at a time for ${SECONDS} s             ${bare8.rate.toFixed(1).padStart(6)} /s  p50 ${f(bare8.median)}  p99 ${f(bare8.p99)} ms`);
+  rows.push(`  toolcage, 8 concurrent clients for ${SECONDS} s       ${tc8.rate.toFixed(1).padStart(6)} /s  p50 ${f(tc8.median)}  p99 ${f(tc8.p99)} ms  ${(tc8.rate / bare8.rate).toFixed(2)}x throughput (target >= 0.9x, p99 < 2x p50: ${(tc8.p99 / tc8.median).toFixed(2)}x)`);
+
+  const cli = await timeSpawns([BIN, 'exec', '--tool', 'python', '--policy', POLICY], Math.min(N, 15), 'pass\n');
+  row('toolcage exec --tool python (one-shot CLI)', cli.median, bare.median, 'target <= 1.5x');
+
+  try {
+    const gv = executor(server, 'python-gvisor');
+    await gv();
+    const g = [];
+    for (let i = 0; i < Math.min(N, 10); i++) g.push((await gv()).ms);
+    row('toolcage gvisor tool, 1 client', stats(g).median, bare.median, 'target <= 100 ms');
+  } catch (e) {
+    rows.push(`  toolcage gvisor tool: failed here (${e.message.slice(0, 120)})`);
+  }
+
+  const cpu = fs.readFileSync('/proc/cpuinfo', 'utf8').match(/model name\s*:\s*(.*)/)?.[1] ?? '?';
+  console.log(`bench/e2e: python3 -I -c pass, ${N} runs each, medians; ${cpu}, ${(fs.readFileSync('/proc/cpuinfo', 'utf8').match(/^processor/gm) || []).length} cores`);
+  for (const r of rows) console.log(r);
+} catch (e) {
+  console.error(e);
+  code = 2;
+} finally {
+  await server.stop();
+}
+process.exit(code);
