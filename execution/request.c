@@ -1,4 +1,5 @@
 #include "execution/request.h"
+#include "execution/plots.h"
 
 #include <errno.h>
 #include <sodium.h>
@@ -318,10 +319,13 @@ json_t *tc_exec_build_spec(const struct tc_tool *tool, const struct tc_exec_requ
     snprintf(code_path, sizeof(code_path), "/workspace/%s", tool->code_file);
 
     json_t *argv = json_array();
-    for (size_t i = 0; i < tool->ncommand; i++)
-        json_array_append_new(argv, json_string(strcmp(tool->command[i], "{code_file}") == 0
-                                                    ? code_path
-                                                    : tool->command[i]));
+    for (size_t i = 0; i < tool->ncommand; i++) {
+        bool is_code = strcmp(tool->command[i], "{code_file}") == 0;
+        /* plots: the runner runs the code file (execution/plots.h) */
+        if (is_code && tool->plots)
+            json_array_append_new(argv, json_string("/workspace/" TC_PLOTS_RUNNER));
+        json_array_append_new(argv, json_string(is_code ? code_path : tool->command[i]));
+    }
     json_t *env = json_array();
     for (size_t i = 0; i < tool->nenv; i++)
         json_array_append_new(env, json_string(tool->env[i]));
@@ -345,6 +349,12 @@ json_t *tc_exec_build_spec(const struct tc_tool *tool, const struct tc_exec_requ
                               json_pack("{s:O, s:o, s:i}", "path", json_object_get(f, "path"),
                                         "content_b64", b64, "mode", 0644));
     }
+
+    if (tool->plots) /* last: the runner is ours, whatever the request's files hold */
+        json_array_append_new(files, json_pack("{s:s, s:o, s:i}", "path", TC_PLOTS_RUNNER,
+                                               "content_b64",
+                                               b64_string(tc_plots_runner, strlen(tc_plots_runner)),
+                                               "mode", 0444));
 
     json_t *mounts = json_array();
     for (size_t m = 0; m < tool->nmounts; m++)
@@ -381,8 +391,13 @@ json_t *tc_exec_build_spec(const struct tc_tool *tool, const struct tc_exec_requ
     if (!spec)
         return NULL;
     json_t *collect = json_object_get(body, "collect");
-    if (collect)
+    if (tool->plots) {
+        json_t *c = collect ? json_copy(collect) : json_array();
+        json_array_append_new(c, json_string(TC_PLOTS_PATTERN));
+        json_object_set_new(spec, "collect", c);
+    } else if (collect) {
         json_object_set(spec, "collect", collect);
+    }
     json_t *in = json_object_get(body, "stdin");
     if (in)
         json_object_set_new(spec, "stdin_b64",
@@ -626,6 +641,64 @@ out:
     return out;
 }
 
+/* Plots (execution/plots.h): the collected files under .toolcage/ are not the program's files;
+ * its figures become outputs [{mime, data}] (a PNG signature required; withheld, like a
+ * collected binary file, if a redaction rule matches in its bytes). files: a new array of the
+ * rest. */
+static json_t *split_outputs(const struct tc_exec_filter *f, json_t *files, json_t *counts,
+                             json_t **ret_rest)
+{
+    static const unsigned char png[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    json_t *outputs = json_array(), *rest = json_array(), *e;
+    size_t i;
+    json_array_foreach(files, i, e)
+    {
+        const char *path = json_string_value(json_object_get(e, "path"));
+        if (!path || strncmp(path, TC_PLOTS_DIR "/", sizeof(TC_PLOTS_DIR)) != 0) {
+            json_array_append(rest, e);
+            continue;
+        }
+        if (strncmp(path, TC_PLOTS_OUTPUTS_DIR, sizeof(TC_PLOTS_OUTPUTS_DIR) - 1) != 0 ||
+            json_is_true(json_object_get(e, "truncated")))
+            continue;
+        const char *s = json_string_value(json_object_get(e, "content_b64")) ?: "";
+        size_t slen = strlen(s), len = 0;
+        unsigned char *bin = malloc(slen + 1);
+        if (bin && slen &&
+            sodium_base642bin(bin, slen + 1, s, slen, NULL, &len, NULL,
+                              sodium_base64_VARIANT_ORIGINAL) == 0 &&
+            len > sizeof(png) && memcmp(bin, png, sizeof(png)) == 0) {
+            bool withheld = false;
+            json_t *data = binary_content(f, bin, len, counts, &withheld);
+            if (withheld)
+                json_decref(data), data = NULL;
+            /* "path" orders them (fig-001, fig-002, ...: the order they were drawn) and goes */
+            json_t *o = json_pack("{s:s, s:s, s:o?, s:b}", "path", path, "mime", "image/png",
+                                  "data", data, "withheld", withheld);
+            if (o)
+                json_array_append_new(outputs, o);
+        }
+        free(bin);
+    }
+    size_t n = json_array_size(outputs);
+    json_t **v = n ? calloc(n, sizeof(*v)) : NULL;
+    if (v) {
+        for (i = 0; i < n; i++)
+            v[i] = json_incref(json_array_get(outputs, i));
+        qsort(v, n, sizeof(*v), cmp_file_path);
+        json_array_clear(outputs);
+        for (i = 0; i < n; i++) {
+            json_object_del(v[i], "path");
+            json_array_append_new(outputs, v[i]);
+        }
+        free(v);
+    } else {
+        json_array_foreach(outputs, i, e) json_object_del(e, "path");
+    }
+    *ret_rest = rest;
+    return outputs;
+}
+
 static json_t *get_or_null(json_t *o, const char *key)
 {
     json_t *v = json_object_get(o, key);
@@ -653,8 +726,12 @@ json_t *tc_exec_view(const char *id, const char *tool, json_t *result,
                         json_boolean(json_is_true(json_object_get(result, "stdout_truncated"))));
     json_object_set_new(v, "stderr_truncated",
                         json_boolean(json_is_true(json_object_get(result, "stderr_truncated"))));
-    json_t *files = collected_files(filter, json_object_get(result, "files"), counts);
+    json_t *rest = NULL;
+    json_t *outputs = split_outputs(filter, json_object_get(result, "files"), counts, &rest);
+    json_t *files = collected_files(filter, rest, counts);
+    json_decref(rest);
     json_object_set_new(v, "files", files ? files : json_array());
+    json_object_set_new(v, "outputs", outputs ? outputs : json_array());
     json_object_set_new(v, "files_truncated",
                         json_boolean(json_is_true(json_object_get(result, "files_incomplete"))));
     json_object_set_new(v, "pids_limit_hit",

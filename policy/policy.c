@@ -1010,7 +1010,17 @@ static void check_output(struct ctx *c, const char *path, json_t *obj)
     if (!out)
         return;
     path_key(op, sizeof(op), path, "output");
-    check_keys(c, op, out, (const char *const[]){"redact", NULL});
+    check_keys(c, op, out, (const char *const[]){"redact", "plots", NULL});
+    json_t *plots = json_object_get(out, "plots");
+    if (plots) {
+        char pp[PATH_BUF];
+        path_key(pp, sizeof(pp), op, "plots");
+        const char *lang = json_string_value(json_object_get(obj, "language"));
+        if (!json_is_boolean(plots))
+            add_err(c, pp, "must be a boolean");
+        else if (json_is_true(plots) && (!lang || strcmp(lang, "python") != 0))
+            add_err(c, pp, "only a tool of language \"python\" can return plots");
+    }
     if (!(redact = get_object(c, op, out, "redact")))
         return;
     path_key(rp, sizeof(rp), op, "redact");
@@ -1098,6 +1108,7 @@ static void parse_tool(struct ctx *c, const char *name, json_t *obj, struct tc_t
     check_approval(c, path, obj);
     check_credentials(c, path, obj, t);
     check_output(c, path, obj);
+    t->plots = json_is_true(json_object_get(json_object_get(obj, "output"), "plots"));
 }
 
 /* ---- the policy ---------------------------------------------------------------------------- */

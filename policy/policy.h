@@ -50,6 +50,7 @@ struct tc_tool {
     enum tc_backend backend;
     enum tc_tier tier;
     bool irreversible;
+    bool plots; /* output.plots: matplotlib figures come back as PNG outputs (python) */
     struct tc_limit limits[TC_LIMIT__COUNT];
     char **env; /* "NAME=value", the sandbox's whole environment */
     size_t nenv;

@@ -549,7 +549,8 @@ void tc_rootfs_detect(struct tc_rootfs_info *ri)
         "/etc/ld.so.cache",  "/etc/ssl/certs",  "/etc/ssl/openssl.cnf",
         "/etc/alternatives", "/etc/python3",    "/etc/python3.11",
         "/etc/python3.12",   "/etc/python3.13", "/etc/ca-certificates.conf",
-        "/etc/mime.types",   "/etc/protocols",  "/etc/services"};
+        "/etc/mime.types",   "/etc/protocols",  "/etc/services",
+        "/etc/matplotlibrc", "/etc/fonts"};
     char buf[PATH_MAX];
     int last = 40;
 

@@ -19,6 +19,8 @@ RUNTIME_PACKAGES=(build-essential cmake pkg-config libmicrohttpd-dev libjansson-
 # nodejs/npm are checked as commands, not packages: a machine may have Node from
 # another source (whose nodejs package conflicts with Debian's npm package).
 TEST_PACKAGES=(chromium clang clang-format libclang-rt-14-dev python3 python3-venv
+  # tests/integration/plots.test.mjs: figures drawn with matplotlib
+  python3-matplotlib
   # scripts/test-cgroup2: a cgroup v2 kernel under qemu
   qemu-system-x86 linux-image-amd64 busybox-static cpio
   # scripts/test-compose: docker-compose.yml with podman (rootful, runc) and images from Debian

@@ -138,6 +138,21 @@ test('detail shows untrusted code, stdin, file names as text with line numbers a
   await ctx.close();
 });
 
+test('a figure the code drew with matplotlib shows on the execution page, under the CSP', async () => {
+  const e = (await server.execute({ tool: 'python', code: 'import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.show()\n', limits: { timeout_ms: 30000 } })).json;
+  assert.equal(e.status, 'completed', e.stderr);
+  assert.equal(e.outputs.length, 1);
+  const { ctx, page } = await reviewerPage();
+  await page.goto(`${server.base}/console/executions/${e.id}`);
+  await assertNoInjection(page, ctx, { figures: 1 });
+  const img = page.locator('figure.output img');
+  assert.equal(await img.count(), 1);
+  const size = await img.evaluate((el) => el.decode().then(() => [el.naturalWidth, el.naturalHeight]));
+  assert.deepEqual(size, [640, 480]);
+  await shot(page, '07-execution-figure');
+  await ctx.close();
+});
+
 test('collect patterns from the request render as text on the approval page; nothing runs', async () => {
   // Valid patterns (relative, no '..' part, 1..256 bytes) that are markup.
   const collect = [XSS.img, XSS.script, XSS.textarea, XSS.js, `out/${XSS.img}*.txt`];

@@ -81,10 +81,14 @@ export async function csrfOf(page) {
 }
 
 /** Asserts that nothing the model wrote became markup or ran. */
-export async function assertNoInjection(page, ctx) {
+export async function assertNoInjection(page, ctx, { figures = 0 } = {}) {
+  // The only images a page may hold: the figures an execution returned (figure.output, a
+  // data: PNG), exactly as many as the caller expects.
+  const figs = await page.locator('figure.output > img[src^="data:image/png;base64,"]').count();
+  assert.equal(figs, figures, 'figures on the page');
   const injected = await page.evaluate(() => ({
     scripts: document.querySelectorAll('script').length,
-    imgs: document.querySelectorAll('img').length,
+    imgs: document.querySelectorAll('img').length - document.querySelectorAll('figure.output > img[src^="data:image/png;base64,"]').length,
     iframes: document.querySelectorAll('iframe, object, embed').length,
     handlers: [...document.querySelectorAll('*')].filter((e) => [...e.attributes].some((a) => /^on/i.test(a.name))).length,
     jsLinks: [...document.querySelectorAll('[href], [src], [action]')]

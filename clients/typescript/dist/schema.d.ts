@@ -972,6 +972,14 @@ export interface components {
          *     times its `output_bytes` (at least 1 MiB, at most 32 MiB).
          */
         StreamEvents: string;
+        Output: {
+            /** @enum {string} */
+            mime: "image/png";
+            /** @description The bytes, base64; null when withheld. */
+            data: string | null;
+            /** @description A redaction rule matched in the bytes, so they are not returned (like a collected binary file). */
+            withheld: boolean;
+        };
         StreamText: {
             /** @description Output as the program wrote it, redacted, valid UTF-8. */
             text: string;
@@ -1110,6 +1118,12 @@ export interface components {
              *     name that is not valid UTF-8.
              */
             files_truncated?: boolean;
+            /**
+             * @description Rich outputs of the call: the figures a tool with `output.plots`
+             *     drew with matplotlib, as PNG, in the order they were shown (see
+             *     docs/plots.md). Absent in executions stored before this field.
+             */
+            outputs?: components["schemas"]["Output"][];
             /**
              * @description The pids limit refused a `fork` (counted by the pids cgroup; always
              *     `false` on hosts without it, see `enforced.pids`). Not a kill.

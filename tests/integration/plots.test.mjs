@@ -1,0 +1,77 @@
+// Plots (issue 21): a python tool with "output": {"plots": true} (examples/policy.json) returns
+// the figures its code draws with matplotlib as PNG outputs, shown or not; the program runs as
+// it would without (its traceback, argv, __main__, exit status); nothing of the runner shows
+// up in files; what the code writes itself is never taken for a figure unless it is a PNG.
+// Evidence: the PNG headers (signature, IHDR size) of the returned bytes, the stored view, the
+// files list, the traceback text.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { setup } from './harness.mjs';
+
+const server = setup('plots');
+const hasMatplotlib = spawnSync('/usr/bin/python3', ['-c', 'import matplotlib']).status === 0;
+
+/** Width and height from a PNG's IHDR; asserts the signature. */
+function pngSize(b64) {
+  const b = Buffer.from(b64, 'base64');
+  assert.deepEqual([...b.subarray(0, 8)], [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a], 'PNG signature');
+  assert.equal(b.subarray(12, 16).toString('latin1'), 'IHDR');
+  return [b.readUInt32BE(16), b.readUInt32BE(20)];
+}
+
+test('figures drawn with matplotlib come back as PNG outputs, shown or not, in order', async () => {
+  assert.ok(hasMatplotlib, 'python3-matplotlib is not installed (scripts/lib.sh installs it with the test packages)');
+  const code = [
+    'import matplotlib.pyplot as plt',
+    'plt.plot([1, 2, 3], [4, 1, 9]); plt.title("first")',
+    'plt.show()',
+    'fig = plt.figure(figsize=(3, 2)); plt.bar(["a", "b"], [3, 5])',
+    'print("drawn")',
+  ].join('\n');
+  const res = await server.execute({ tool: 'python', code, limits: { timeout_ms: 30000 } });
+  const e = res.json;
+  assert.equal(e.status, 'completed', e.stderr);
+  assert.equal(e.stdout, 'drawn\n');
+  assert.equal(e.outputs.length, 2, JSON.stringify(e.outputs.map((o) => o.mime)));
+  assert.deepEqual(e.outputs.map((o) => [o.mime, o.withheld]), [['image/png', false], ['image/png', false]]);
+  assert.deepEqual(pngSize(e.outputs[0].data), [640, 480]);
+  assert.deepEqual(pngSize(e.outputs[1].data), [300, 200]); // the second figure's own size
+  assert.deepEqual(e.files, [], 'the runner or its outputs leaked into files');
+  const stored = (await server.request('GET', `/v1/executions/${e.id}`, { key: server.keys.agent })).json;
+  assert.deepEqual(stored.outputs, e.outputs);
+});
+
+test('the program runs as it would without the runner: traceback, argv, __main__, exit status; no figures, no outputs', async () => {
+  const code = [
+    'import sys',
+    'print(__name__, sys.argv, __file__)',
+    'def f():',
+    '    raise ValueError("boom")',
+    'f()',
+  ].join('\n');
+  const e = (await server.execute({ tool: 'python', code })).json;
+  assert.equal(e.status, 'failed');
+  assert.equal(e.exit_code, 1);
+  assert.equal(e.stdout, "__main__ ['/workspace/main.py'] /workspace/main.py\n");
+  assert.match(e.stderr, /^Traceback \(most recent call last\):\n {2}File "\/workspace\/main\.py", line 5, in <module>\n/);
+  assert.match(e.stderr, /line 4, in f\n[\s\S]*ValueError: boom\n$/);
+  assert.ok(!e.stderr.includes('toolcage_plots'), `the runner shows in the traceback: ${e.stderr}`);
+  assert.deepEqual(e.outputs, []);
+  const exit = (await server.execute({ tool: 'python', code: 'import sys; sys.exit(7)' })).json;
+  assert.equal(exit.exit_code, 7);
+});
+
+test('what the code writes under .toolcage is not a figure unless it is a PNG, and never a file', async () => {
+  const code = [
+    'import os',
+    'os.makedirs("/workspace/.toolcage/outputs", exist_ok=True)',
+    'open("/workspace/.toolcage/outputs/fig-001.png", "w").write("<svg onload=alert(1)>")',
+    'open("/workspace/.toolcage/secret.txt", "w").write("x")',
+    'open("/workspace/mine.png", "wb").write(b"\\x89PNG\\r\\n\\x1a\\n" + bytes(32))',
+  ].join('\n');
+  const e = (await server.execute({ tool: 'python', code, collect: ['*.png', '.toolcage/*'] })).json;
+  assert.equal(e.status, 'completed', e.stderr);
+  assert.deepEqual(e.outputs, [], 'a file that is not a PNG became a figure');
+  assert.deepEqual(e.files.map((f) => f.path), ['mine.png'], 'only the program\'s own file is a file');
+});
