@@ -36,13 +36,13 @@ struct exec_state {
     char tool[65];
     char created_at[32];
     int64_t limits[TC_LIMIT__COUNT];
-    int claimed_by;               /* this instance, when the execution was recorded as running */
-    int record_rc;                /* from the recorder (server/recorder.h), before it resumes us */
-    json_t *view;                 /* the stored Execution (or what is stored instead), or NULL */
-    char idem_key[256];           /* non-empty while this request owns an Idempotency-Key */
-    struct tc_redactor *redactor; /* the tool's redaction rules */
-    json_t *findings;             /* the pre-screen's */
-    struct tc_grant *grant;       /* credentials leased to this execution (broker/leases.h) */
+    int claimed_by;                /* this instance, when the execution was recorded as running */
+    int record_rc;                 /* from the recorder (server/recorder.h), before it resumes us */
+    json_t *view;                  /* the stored Execution (or what is stored instead), or NULL */
+    char idem_key[256];            /* non-empty while this request owns an Idempotency-Key */
+    struct tc_redactor *redactor;  /* the tool's redaction rules */
+    json_t *findings;              /* the pre-screen's */
+    struct tc_grant *grant;        /* credentials leased to this execution (broker/leases.h) */
     struct tc_exec_stream *stream; /* its live events (api/stream.h), or NULL */
     /* when each step ended (tc_now_us), for the Server-Timing header of the answer */
     int64_t t_begin, t_screened, t_recorded, t_submitted, t_ready, t_result;
@@ -55,12 +55,12 @@ static void server_timing(const struct exec_state *st, char *out, size_t n)
     const struct {
         const char *name;
         int64_t from, to;
-    } ph[] = {{"screen", st->t_begin, st->t_screened},   /* parse, policy, pre-screen */
-              {"admit", st->t_screened, st->t_recorded}, /* slot, quota, row + audit */
+    } ph[] = {{"screen", st->t_begin, st->t_screened},    /* parse, policy, pre-screen */
+              {"admit", st->t_screened, st->t_recorded},  /* slot, quota, row + audit */
               {"lease", st->t_recorded, st->t_submitted}, /* credentials, spec, submit */
-              {"setup", st->t_submitted, st->t_ready},   /* the launcher's sandbox */
-              {"run", st->t_ready, st->t_result},        /* start record, program, teardown */
-              {"record", st->t_result, now},             /* redaction, outcome + audit */
+              {"setup", st->t_submitted, st->t_ready},    /* the launcher's sandbox */
+              {"run", st->t_ready, st->t_result},         /* start record, program, teardown */
+              {"record", st->t_result, now},              /* redaction, outcome + audit */
               {"total", st->t_begin, now}};
     size_t k = 0;
     out[0] = '\0';
@@ -592,8 +592,8 @@ static enum MHD_Result hold(struct tc_request *r, struct exec_state *st, const s
     struct tc_events *e = NULL;
     if (events && body && tc_events_new(st->id, 32u << 20, false, &e) == 0) {
         (void)tc_events_push(e, "held", NULL, body, true);
-        if (tc_exec_stream_follow(e, r->srv->db, r->principal.tenant_id, st->id,
-                                  "pending_approval", 0, 0) < 0)
+        if (tc_exec_stream_follow(e, r->srv->db, r->principal.tenant_id, st->id, "pending_approval",
+                                  0, 0) < 0)
             tc_events_close(e);
         json_decref(body);
         enum MHD_Result ret = tc_exec_stream_respond(r, e, NULL);
@@ -765,8 +765,8 @@ enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
      * queues behind them; one resumed for a free slot tries for it. */
     bool granted = r->slot_wait == TC_SLOT_GRANTED;
     int rr = -ESHUTDOWN;
-    if (!granted && r->slot_wait == TC_SLOT_NONE && opts->retry &&
-        r->srv->cfg->queue_seconds > 0 && !tc_slotq_may_try())
+    if (!granted && r->slot_wait == TC_SLOT_NONE && opts->retry && r->srv->cfg->queue_seconds > 0 &&
+        !tc_slotq_may_try())
         rr = -EAGAIN;
     else if (tc_server_begin(r->srv)) {
         rr = tc_launcher_reserve(r->srv->launcher);
@@ -778,11 +778,11 @@ enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
     if (rr == -EAGAIN) {
         idem_end(r, st, 503, NULL, NULL);
         int64_t now = tc_now_ms();
-        bool full = r->slot_deadline_ms < 0, waited = r->slot_deadline_ms > 0;
+        bool full = r->slot_deadline_ms<0, waited = r->slot_deadline_ms> 0;
         if (!waited && !full)
             r->slot_deadline_ms = now + r->srv->cfg->queue_seconds * 1000;
-        if (!full && opts->retry && r->srv->cfg->queue_seconds > 0 &&
-            now < r->slot_deadline_ms && tc_server_begin(r->srv)) {
+        if (!full && opts->retry && r->srv->cfg->queue_seconds > 0 && now < r->slot_deadline_ms &&
+            tc_server_begin(r->srv)) {
             /* Suspended first: a slot may come free as soon as it is queued. Refused by a
              * full queue: it runs again at once and is refused. */
             tc_request_suspend(r, opts->retry);
@@ -862,8 +862,8 @@ enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
     if (opts->events || opts->tap || json_is_true(json_object_get(req.body, "stream"))) {
         size_t nsec = 0;
         const char *const *sec = tc_grant_values(st->grant, &nsec);
-        if (tc_exec_stream_new(st->id, st->redactor, sec, nsec,
-                               st->limits[TC_LIMIT_OUTPUT_BYTES], &st->stream) < 0)
+        if (tc_exec_stream_new(st->id, st->redactor, sec, nsec, st->limits[TC_LIMIT_OUTPUT_BYTES],
+                               &st->stream) < 0)
             tc_log(TC_LOG_WARN, "no event stream for this execution", "{s:s, s:s}", "request_id",
                    r->request_id, "execution_id", st->id);
     }

@@ -48,9 +48,9 @@ enum {
 struct mcp_stream;
 
 struct mcp_call {
-    json_t *id;    /* the request's id */
+    json_t *id;                /* the request's id */
     struct mcp_stream *stream; /* progress asked for, until the run or the wait adopts it */
-    bool may_hold; /* a held call waits for its outcome (once) */
+    bool may_hold;             /* a held call waits for its outcome (once) */
     /* 2025-11-25 (SEP-1303): arguments that fail validation are a tool error the model can
      * read and correct (isError), not a protocol error; -32602 before that revision */
     bool argument_errors_as_results;
@@ -302,7 +302,7 @@ static enum MHD_Result invalid_arguments(struct tc_request *r, struct mcp_call *
 struct mcp_stream {
     struct tc_events *e;
     json_t *rpc_id, *token;
-    double progress; /* what notifications/progress counts: output bytes, or waits */
+    double progress;           /* what notifications/progress counts: output bytes, or waits */
     struct mcp_stream **owner; /* the call's pointer to us, cleared when adopted */
     /* following a held call (the events thread) */
     struct tc_db *db;
@@ -406,8 +406,9 @@ static bool held_poll(struct tc_events *e, void *ud)
         if (res)
             mcp_end(m, res, NULL);
         else
-            mcp_end(m, NULL,
-                    json_pack("{s:s}", "detail", "the execution could not be read; call " WAIT_TOOL));
+            mcp_end(
+                m, NULL,
+                json_pack("{s:s}", "detail", "the execution could not be read; call " WAIT_TOOL));
         json_decref(view);
         return true;
     }
@@ -415,9 +416,9 @@ static bool held_poll(struct tc_events *e, void *ud)
         m->note_ms = now + m->note_every_ms;
         char msg[160];
         snprintf(msg, sizeof(msg), "execution %s: %s", m->exec_id,
-                 status && !strcmp(status, "pending_approval")
-                     ? "waiting for a reviewer's decision"
-                     : status ? status : "waiting");
+                 status && !strcmp(status, "pending_approval") ? "waiting for a reviewer's decision"
+                 : status                                      ? status
+                                                               : "waiting");
         mcp_progress(m, 1, msg, strlen(msg));
     }
     json_decref(view);
@@ -456,7 +457,8 @@ static enum MHD_Result tool_reply(struct tc_request *r, unsigned status, json_t 
         call->may_hold = false;
         m->db = r->srv->db;
         snprintf(m->tenant, sizeof(m->tenant), "%s", r->principal.tenant_id);
-        snprintf(m->exec_id, sizeof(m->exec_id), "%s", json_string_value(json_object_get(body, "id")));
+        snprintf(m->exec_id, sizeof(m->exec_id), "%s",
+                 json_string_value(json_object_get(body, "id")));
         int64_t now = tc_now_ms(), hold = r->srv->cfg->mcp_hold_seconds * 1000;
         m->until_ms = now + hold;
         m->next_ms = now + 250;
@@ -572,8 +574,7 @@ static enum MHD_Result tools_call(struct tc_request *r, struct mcp_call *call, j
     }
     struct tc_stream_tap tap = {.event = tap_event, .answer = tap_answer, .ud = call->stream};
     return tc_api_execute_json(
-        r, body,
-        &(struct tc_execute_opts){.tap = call->stream ? &tap : NULL, .retry = tc_api_mcp});
+        r, body, &(struct tc_execute_opts){.tap = call->stream ? &tap : NULL, .retry = tc_api_mcp});
 }
 
 /* ---- the message ---- */

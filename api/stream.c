@@ -18,8 +18,8 @@
 
 /* The event text of one execution is bounded: output events stop at this size (the result
  * event still comes, and it holds all the output). */
-#define LOG_CAP_MIN   (1u << 20)
-#define LOG_CAP_MAX   (32u << 20)
+#define LOG_CAP_MIN    (1u << 20)
+#define LOG_CAP_MAX    (32u << 20)
 #define FOLLOW_POLL_MS 1000
 
 /* ---- Accept ---- */
@@ -47,7 +47,8 @@ static enum MHD_Result accept_header(void *cls, enum MHD_ValueKind kind, const c
             bool zero = false;
             /* a parameter q=0 (or 0.0...) refuses it */
             for (size_t i = 0; i + 2 < rn; i++)
-                if ((rest[i] == ';' || rest[i] == ' ') && (rest[i + 1] == 'q' || rest[i + 1] == 'Q')) {
+                if ((rest[i] == ';' || rest[i] == ' ') &&
+                    (rest[i + 1] == 'q' || rest[i + 1] == 'Q')) {
                     size_t k = i + 2;
                     while (k < rn && rest[k] == ' ')
                         k++;
@@ -80,8 +81,8 @@ bool tc_stream_wanted(struct tc_request *r)
 
 /* ---- pushing ---- */
 
-static int push_text(struct tc_events *e, const char *type, const char *text, size_t n,
-                     size_t out, size_t err)
+static int push_text(struct tc_events *e, const char *type, const char *text, size_t n, size_t out,
+                     size_t err)
 {
     char id[48];
     snprintf(id, sizeof(id), "%zu-%zu", out, err);
@@ -198,8 +199,8 @@ void tc_exec_stream_chunk(struct tc_exec_stream *s, int stream, const char *data
         s->red[k].len -= ready;
         if (t) {
             s->sent[k] += json_string_length(t);
-            if (push_text(s->e, names[k], json_string_value(t), json_string_length(t),
-                          s->sent[0], s->sent[1]) < 0)
+            if (push_text(s->e, names[k], json_string_value(t), json_string_length(t), s->sent[0],
+                          s->sent[1]) < 0)
                 s->stopped = true;
             else if (s->tap.event) {
                 json_t *d = json_pack("{s:O}", "text", t);
@@ -399,8 +400,7 @@ enum MHD_Result tc_api_execution_events(struct tc_request *r)
         if (d)
             (void)tc_events_push(e, "execution", NULL, d, true);
         json_decref(d);
-        if (tc_exec_stream_follow(e, r->srv->db, r->principal.tenant_id, id, status, out, err) <
-            0)
+        if (tc_exec_stream_follow(e, r->srv->db, r->principal.tenant_id, id, status, out, err) < 0)
             tc_events_close(e);
     }
     json_decref(view);

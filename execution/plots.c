@@ -3,6 +3,8 @@
  * text it is; tests/integration/plots.test.mjs runs it. */
 #include "execution/plots.h"
 
+/* The python text, one C line per line of it. */
+// clang-format off
 const char tc_plots_runner[] =
     "# toolcage: figures drawn with matplotlib come back as PNG outputs (docs/plots.md). Run as the\n"
     "# program, this sets up and runs the tool's code file (argv[1]) as __main__, as python would;\n"
@@ -81,3 +83,4 @@ const char tc_plots_runner[] =
     "\n"
     "    # after pyplot's own exit handler (which closes every figure): this one runs first\n"
     "    atexit.register(_save_all, False)\n";
+// clang-format on

@@ -3,7 +3,7 @@
  * server collects them and returns them as the execution's "outputs". */
 #pragma once
 
-#define TC_PLOTS_DIR         ".toolcage"                 /* in /workspace */
+#define TC_PLOTS_DIR         ".toolcage" /* in /workspace */
 #define TC_PLOTS_RUNNER      ".toolcage/toolcage_plots.py"
 #define TC_PLOTS_PATTERN     ".toolcage/outputs/fig-*.png"
 #define TC_PLOTS_OUTPUTS_DIR ".toolcage/outputs/"

@@ -351,10 +351,9 @@ json_t *tc_exec_build_spec(const struct tc_tool *tool, const struct tc_exec_requ
     }
 
     if (tool->plots) /* last: the runner is ours, whatever the request's files hold */
-        json_array_append_new(files, json_pack("{s:s, s:o, s:i}", "path", TC_PLOTS_RUNNER,
-                                               "content_b64",
-                                               b64_string(tc_plots_runner, strlen(tc_plots_runner)),
-                                               "mode", 0444));
+        json_array_append_new(
+            files, json_pack("{s:s, s:o, s:i}", "path", TC_PLOTS_RUNNER, "content_b64",
+                             b64_string(tc_plots_runner, strlen(tc_plots_runner)), "mode", 0444));
 
     json_t *mounts = json_array();
     for (size_t m = 0; m < tool->nmounts; m++)

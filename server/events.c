@@ -289,8 +289,8 @@ struct MHD_Response *tc_events_response(struct tc_events *e, struct MHD_Connecti
     e->nreaders++;
     e->refs++;
     pthread_mutex_unlock(&e->mu);
-    struct MHD_Response *resp =
-        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, read_events, rd, free_reader);
+    struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024,
+                                                                  read_events, rd, free_reader);
     if (!resp) {
         free_reader(rd);
         return NULL;

@@ -20,10 +20,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TC_EVENTS_LINGER_MS    60000
-#define TC_EVENTS_WATCH_MS     250
-#define TC_EVENTS_MAX_LOGS     4096 /* logs alive at once, this process */
-#define TC_EVENTS_MAX_READERS  64   /* connections reading one log */
+#define TC_EVENTS_LINGER_MS   60000
+#define TC_EVENTS_WATCH_MS    250
+#define TC_EVENTS_MAX_LOGS    4096 /* logs alive at once, this process */
+#define TC_EVENTS_MAX_READERS 64   /* connections reading one log */
 /* Event text of all logs together: past it, pushes that are not forced are dropped and the
  * lingering logs are let go, oldest first (their readers keep what they read from). */
 #define TC_EVENTS_MAX_BYTES (256u << 20)

@@ -25,8 +25,8 @@ struct tq {
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct tq **tqs; /* tenants with calls waiting, in the order they came */
 static size_t ntq, atq;
-static size_t cursor;  /* the tenant served next */
-static unsigned total; /* calls waiting */
+static size_t cursor;   /* the tenant served next */
+static unsigned total;  /* calls waiting */
 static unsigned grants; /* calls resumed for a free slot that have not tried for it yet */
 static bool closed;
 static struct tc_server *g_srv;

@@ -654,8 +654,9 @@ static bool test_reserved_sections(void)
                           " \"enable\": [\"loopback_ip\"]}}",
                           "tools.t.output.redact.enable[0]: \"loopback_ip\" is both enabled and "
                           "disabled"));
-    CHECK(tool_fails_with("\"output\": {\"plots\": true}",
-                          "tools.t.output.plots: only a tool of language \"python\" can return plots"));
+    CHECK(tool_fails_with(
+        "\"output\": {\"plots\": true}",
+        "tools.t.output.plots: only a tool of language \"python\" can return plots"));
     CHECK(tool_fails_with("\"language\": \"python\", \"output\": {\"plots\": 1}",
                           "tools.t.output.plots: must be a boolean"));
     CHECK(tool_loads("\"language\": \"python\", \"output\": {\"plots\": true}"));
