@@ -765,8 +765,9 @@ enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
      * queues behind them; one resumed for a free slot tries for it. */
     bool granted = r->slot_wait == TC_SLOT_GRANTED;
     int rr = -ESHUTDOWN;
-    if (!granted && r->slot_wait == TC_SLOT_NONE && opts->retry && r->srv->cfg->queue_seconds > 0 &&
-        !tc_slotq_may_try())
+    if ((!granted && r->slot_wait == TC_SLOT_NONE && opts->retry &&
+         r->srv->cfg->queue_seconds > 0 && !tc_slotq_may_try()) ||
+        r->slot_deadline_ms < 0) /* the queue was full: refused, not barging past it */
         rr = -EAGAIN;
     else if (tc_server_begin(r->srv)) {
         rr = tc_launcher_reserve(r->srv->launcher);
@@ -778,7 +779,8 @@ enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
     if (rr == -EAGAIN) {
         idem_end(r, st, 503, NULL, NULL);
         int64_t now = tc_now_ms();
-        bool full = r->slot_deadline_ms<0, waited = r->slot_deadline_ms> 0;
+        bool full = r->slot_deadline_ms < 0;
+        bool waited = r->slot_deadline_ms > 0;
         if (!waited && !full)
             r->slot_deadline_ms = now + r->srv->cfg->queue_seconds * 1000;
         if (!full && opts->retry && r->srv->cfg->queue_seconds > 0 && now < r->slot_deadline_ms &&

@@ -405,10 +405,12 @@ static bool held_poll(struct tc_events *e, void *ud)
         json_t *res = view ? call_result(m->db, m->tenant, TC_STEAL(view)) : NULL;
         if (res)
             mcp_end(m, res, NULL);
-        else
-            mcp_end(
-                m, NULL,
-                json_pack("{s:s}", "detail", "the execution could not be read; call " WAIT_TOOL));
+        else {
+            json_t *problem =
+                json_pack("{s:s}", "detail", "the execution could not be read; call " WAIT_TOOL);
+            mcp_end(m, NULL, problem);
+            json_decref(problem);
+        }
         json_decref(view);
         return true;
     }
@@ -469,11 +471,18 @@ static enum MHD_Result tool_reply(struct tc_request *r, unsigned status, json_t 
                  m->exec_id, json_string_value(json_object_get(body, "approval_id")) ?: "?");
         mcp_progress(m, 1, msg, strlen(msg));
         json_decref(body);
-        if (tc_events_watch(m->e, held_poll, held_done, m) < 0) {
-            ret = rpc_error(r, 200, id, RPC_INTERNAL_ERROR, "shutting down", NULL);
-        } else {
-            ret = stream_answer(r, m);
+        /* Answered first (the response holds its own reference on the log), then handed to the
+         * watch, which may end and free m at once. */
+        struct tc_events *e = m->e;
+        tc_events_ref(e);
+        ret = stream_answer(r, m);
+        if (tc_events_watch(e, held_poll, held_done, m) < 0) {
+            json_t *problem = json_pack("{s:s}", "detail", "the server is shutting down");
+            mcp_end(m, NULL, problem);
+            json_decref(problem);
+            mcp_stream_free(m);
         }
+        tc_events_unref(e);
     } else if (status == 202 && call->may_hold && r->srv->cfg->mcp_hold_seconds > 0 &&
                json_is_string(json_object_get(body, "id"))) {
         /* Held: wait for the decision and the run like GET /v1/executions/{id}?wait= (this

@@ -292,7 +292,7 @@ static bool follow_poll(struct tc_events *e, void *ud)
                 (void)tc_events_push(e, "approved", NULL, d, true);
             json_decref(d);
         }
-        snprintf(f->status, sizeof(f->status), "%s", status);
+        snprintf(f->status, sizeof(f->status), "%s", status ? status : "");
     }
     bool over = tc_api_execution_terminal(status);
     if (over)

@@ -283,6 +283,7 @@ int tc_cmd_serve(int argc, char **argv)
      * progress finish first (they hold the run lock). */
     tc_server_set_stopping(&srv);
     tc_worker_quiesce(worker);
+    tc_slotq_detach();
     tc_launcher_stop(srv.launcher); /* pending executions resume with an error result */
     srv.launcher = NULL;
     tc_worker_stop(worker);
@@ -311,6 +312,7 @@ out:
     tc_worker_quiesce(worker);
     tc_events_stop();
     tc_http_stop(&srv);
+    tc_slotq_detach();
     tc_launcher_stop(srv.launcher);
     tc_worker_stop(worker);
     tc_verifier_free(srv.verifier);

@@ -11,9 +11,9 @@
  * swallowed by small position-driven states, which are split-independent too.
  *
  * Line settling: no rule matches across a newline (a PEM block is a state entered on its
- * BEGIN line, and a leased secret holding a newline turns this off), and no matcher's decision
- * at p reads past the first newline at or after p. So everything up to the last newline seen
- * is final too, and a stream holds back only the unfinished line: a program that prints a line
+ * BEGIN line; a leased secret or a host path holding a newline turns this off), and no matcher's
+ * decision at p reads past the first newline at or after p. So everything up to the last newline
+ * seen is final too, and a stream holds back only the unfinished line: a program that prints a line
  * and sleeps is seen at once (tests/unit/test_redact.c checks every split against one-shot). */
 #include "policy/redact.h"
 
@@ -521,6 +521,9 @@ int tc_redact_stream_new(const struct tc_redactor *r, const char *const *secrets
     s->settle_lines = true;
     for (size_t i = 0; i < s->nlits; i++)
         if (memchr(s->lits[i].s, '\n', s->lits[i].n))
+            s->settle_lines = false;
+    for (size_t i = 0; i < r->npaths; i++)
+        if (memchr(r->paths[i], '\n', r->pathlen[i]))
             s->settle_lines = false;
     for (size_t i = 0; i < s->nlits; i++) {
         pair_set(s->pair, (unsigned char)s->lits[i].s[0], (unsigned char)s->lits[i].s[1]);

@@ -53,7 +53,7 @@ static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
 static struct tc_events *g_head;
 static unsigned g_n;
 static bool g_running, g_stopping;
-static pthread_t g_thread;
+static pthread_t g_thread, g_watch_thread;
 static int64_t g_heartbeat_ms = 15000;
 static _Atomic size_t g_bytes; /* event text of every log, live or not yet freed */
 
@@ -80,6 +80,37 @@ void tc_events_unref(struct tc_events *e)
     free(e);
 }
 
+/* Under g_mu: take e off the list (its readers keep it). */
+static void unlist_locked(struct tc_events *e)
+{
+    if (e->gprev)
+        e->gprev->gnext = e->gnext;
+    else
+        g_head = e->gnext;
+    if (e->gnext)
+        e->gnext->gprev = e->gprev;
+    e->gnext = e->gprev = NULL;
+    g_n--;
+    tc_events_unref(e); /* the list's */
+}
+
+/* Under g_mu: the list is full; let the oldest lingering log (closed, no watch) go. */
+static void evict_one_locked(void)
+{
+    struct tc_events *tail = g_head;
+    while (tail && tail->gnext)
+        tail = tail->gnext;
+    for (struct tc_events *e = tail; e; e = e->gprev) {
+        pthread_mutex_lock(&e->mu);
+        bool idle = e->closed && !e->poll;
+        pthread_mutex_unlock(&e->mu);
+        if (idle) {
+            unlist_locked(e);
+            return;
+        }
+    }
+}
+
 int tc_events_new(const char *exec_id, size_t cap, bool findable, struct tc_events **ret)
 {
     struct tc_events *e = calloc(1, sizeof(*e));
@@ -92,6 +123,8 @@ int tc_events_new(const char *exec_id, size_t cap, bool findable, struct tc_even
     e->cap = cap;
     e->findable = findable;
     pthread_mutex_lock(&g_mu);
+    if (g_n >= TC_EVENTS_MAX_LOGS)
+        evict_one_locked();
     int r = g_stopping || !g_running ? -ESHUTDOWN : g_n >= TC_EVENTS_MAX_LOGS ? -EAGAIN : 0;
     if (r == 0) {
         e->gnext = g_head;
@@ -261,6 +294,12 @@ static void free_reader(void *cls)
             e->nreaders--;
             break;
         }
+    /* A log made for one reader ends with it: its watch stops at the next round, instead of
+     * following the database for a client that left. */
+    if (!e->findable && e->nreaders == 0 && !e->closed) {
+        e->closed = true;
+        e->closed_ms = tc_now_ms();
+    }
     pthread_mutex_unlock(&e->mu);
     tc_events_unref(e);
     free(rd);
@@ -303,9 +342,12 @@ struct MHD_Response *tc_events_response(struct tc_events *e, struct MHD_Connecti
 
 /* ---- the events thread: heartbeats, watches, lingering logs ---- */
 
+/* Two threads run this: the keeper (arg NULL: lingering logs, the memory budget, heartbeats)
+ * and the watcher (the watches, which may wait for the database: they never delay a
+ * heartbeat). */
 static void *events_main(void *arg)
 {
-    (void)arg;
+    bool watcher = arg != NULL;
     pthread_mutex_lock(&g_mu);
     while (!g_stopping) {
         struct timespec ts;
@@ -320,7 +362,7 @@ static void *events_main(void *arg)
          * memory budget, the oldest lingering ones: the list is newest first) */
         int64_t now = tc_now_ms();
         size_t over = g_bytes > TC_EVENTS_MAX_BYTES ? g_bytes - TC_EVENTS_MAX_BYTES : 0;
-        if (over) {
+        if (over && !watcher) {
             struct tc_events *tail = g_head;
             while (tail && tail->gnext)
                 tail = tail->gnext;
@@ -338,32 +380,24 @@ static void *events_main(void *arg)
         for (struct tc_events *e = g_head, *next; e; e = next) {
             next = e->gnext;
             pthread_mutex_lock(&e->mu);
-            bool gone = e->closed && !e->poll &&
+            bool gone = !watcher && e->closed && !e->poll &&
                         (!e->findable || now - e->closed_ms >= TC_EVENTS_LINGER_MS);
             if (!gone && v)
                 e->refs++, v[nv++] = e;
             pthread_mutex_unlock(&e->mu);
-            if (gone) {
-                if (e->gprev)
-                    e->gprev->gnext = e->gnext;
-                else
-                    g_head = e->gnext;
-                if (e->gnext)
-                    e->gnext->gprev = e->gprev;
-                g_n--;
-                tc_events_unref(e); /* the list's */
-            }
+            if (gone)
+                unlist_locked(e);
         }
         pthread_mutex_unlock(&g_mu);
         for (size_t i = 0; i < nv; i++) {
             struct tc_events *e = v[i];
             pthread_mutex_lock(&e->mu);
-            for (struct reader *rd = e->readers; rd; rd = rd->next)
+            for (struct reader *rd = e->readers; rd && !watcher; rd = rd->next)
                 if (rd->suspended && now - rd->last_ms >= g_heartbeat_ms) {
                     rd->suspended = false;
                     MHD_resume_connection(rd->conn);
                 }
-            bool (*poll)(struct tc_events *, void *) = e->poll;
+            bool (*poll)(struct tc_events *, void *) = watcher ? e->poll : NULL;
             bool closed = e->closed;
             pthread_mutex_unlock(&e->mu);
             if (poll && (closed || poll(e, e->wud))) {
@@ -392,7 +426,17 @@ int tc_events_start(int64_t heartbeat_ms)
     pthread_mutex_lock(&g_mu);
     g_heartbeat_ms = heartbeat_ms > 0 ? heartbeat_ms : 15000;
     g_stopping = false;
-    int r = g_running ? 0 : -pthread_create(&g_thread, NULL, events_main, NULL);
+    int r = 0;
+    if (!g_running) {
+        r = -pthread_create(&g_thread, NULL, events_main, NULL);
+        if (r == 0 && (r = -pthread_create(&g_watch_thread, NULL, events_main, (void *)1)) < 0) {
+            g_stopping = true;
+            pthread_cond_broadcast(&g_cv);
+            pthread_mutex_unlock(&g_mu);
+            pthread_join(g_thread, NULL);
+            pthread_mutex_lock(&g_mu);
+        }
+    }
     if (r == 0)
         g_running = true;
     pthread_mutex_unlock(&g_mu);
@@ -406,8 +450,10 @@ void tc_events_stop(void)
     g_stopping = true;
     pthread_cond_broadcast(&g_cv);
     pthread_mutex_unlock(&g_mu);
-    if (running)
+    if (running) {
         pthread_join(g_thread, NULL);
+        pthread_join(g_watch_thread, NULL);
+    }
     /* every log ends; watches are let go; readers finish what is written and end */
     pthread_mutex_lock(&g_mu);
     g_running = false;

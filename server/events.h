@@ -10,8 +10,9 @@
  * here; after that, re-attaching is answered from the database (api/executions.c).
  *
  * A producer that is not on this process (a run on another replica, a held call that the
- * worker starts later) is followed by a watch: the heartbeat thread calls it every
- * TC_EVENTS_WATCH_MS until it says the execution is over. */
+ * worker starts later) is followed by a watch: a thread of its own (not the heartbeats') calls
+ * it every TC_EVENTS_WATCH_MS until it says the execution is over, or the log closes (a log
+ * made for one reader closes when that reader leaves). */
 #pragma once
 
 #include <jansson.h>

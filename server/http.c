@@ -1,4 +1,5 @@
 #include "server/http.h"
+#include "server/slotq.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -553,6 +554,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (!r)
         return;
     tc_http_guard_completed(srv->guard, r->gconn);
+    if (r->slot_wait == TC_SLOT_GRANTED) /* resumed for a slot, ended before trying for it */
+        tc_slotq_tried();
     if (r->started) {
         tc_metrics_request(r->route ? r->route : "unmatched", r->status, tc_now_ms() - r->start_ms);
         tc_log(r->status >= 500 ? TC_LOG_WARN : TC_LOG_INFO, "request",

@@ -46,6 +46,16 @@ void tc_slotq_init(struct tc_server *srv)
     tc_launcher_on_free(srv->launcher, on_free, NULL);
 }
 
+void tc_slotq_detach(void)
+{
+    pthread_mutex_lock(&mu);
+    struct tc_server *srv = g_srv;
+    g_srv = NULL; /* pump() reads the launcher under mu: none does from here on */
+    pthread_mutex_unlock(&mu);
+    if (srv)
+        tc_launcher_on_free(srv->launcher, NULL, NULL);
+}
+
 bool tc_slotq_may_try(void)
 {
     pthread_mutex_lock(&mu);

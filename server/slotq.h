@@ -19,8 +19,10 @@
 #define TC_SLOTQ_MAX        1024
 #define TC_SLOTQ_PER_TENANT 64
 
-/* Installs the slot-given-back hook on srv's launcher. */
+/* Installs the slot-given-back hook on srv's launcher; detach removes it (before the launcher
+ * stops: nothing reads it afterwards). */
 void tc_slotq_init(struct tc_server *srv);
+void tc_slotq_detach(void);
 
 /* A call that has not waited yet: may it try for a slot now (true), or must it queue behind
  * those waiting (false)? */

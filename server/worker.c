@@ -801,12 +801,13 @@ static void *worker_main(void *arg)
                 break;
             continue;
         }
-        if (!tc_db_ensure(&w->conn, w->srv->cfg->database_url))
-            continue;
+        /* deadlines hold whether or not the database answers */
         int64_t now = tc_now_ms();
         tc_waiters_expire(now);
         tc_slotq_expire(now);
         tc_slotq_pump(); /* slots a restarted launcher gave back without saying so */
+        if (!tc_db_ensure(&w->conn, w->srv->cfg->database_url))
+            continue;
         if (!listening || PQstatus(w->listen_conn) != CONNECTION_OK)
             listening = listen_on(w);
         /* Without its lock the process claims nothing and sweeps nothing (see worker.h). */

@@ -525,6 +525,20 @@ TEST(line_settling)
     CHECK(tc_redact_stream_finish(s, &out) == 0);
     CHECK(out.data && strcmp(out.data, "x [REDACTED:secret]\n") == 0);
     tc_redact_stream_free(s);
+    tc_buf_reset(&out);
+
+    /* so does a host path holding a newline */
+    struct tc_redactor *rp = NULL;
+    const char *paths[] = {"/srv/a\nb/"};
+    CHECK(tc_redactor_new(NULL, 0, NULL, 0, paths, 1, &rp) == 0);
+    CHECK(tc_redact_stream_new(rp, NULL, 0, &s) == 0);
+    CHECK(tc_redact_stream_feed(s, "at /srv/a\n", 10, &out) == 0);
+    CHECK(out.len == 0);
+    CHECK(tc_redact_stream_feed(s, "b/c\n", 4, &out) == 0);
+    CHECK(tc_redact_stream_finish(s, &out) == 0);
+    CHECK(out.data && strstr(out.data, "[REDACTED:host_path]") && !strstr(out.data, "/srv/a"));
+    tc_redact_stream_free(s);
+    tc_redactor_free(rp);
     tc_buf_free(&out);
 }
 
