@@ -229,6 +229,20 @@ void tc_exec_stream_end(struct tc_exec_stream *s, json_t *view, json_t *problem)
             out = json_string_length(t);
             err = json_string_length(u);
         }
+        /* the tap hears the rest too (output written right before the end often comes only
+         * with the result) */
+        static const char *const names[2] = {"stdout", "stderr"};
+        size_t offs[2] = {out, err};
+        for (int k = 0; k < 2 && s->tap.event; k++) {
+            json_t *t = json_object_get(view, names[k]);
+            const char *txt = json_string_value(t);
+            size_t n = json_string_length(t);
+            if (txt && offs[k] < n && ((unsigned char)txt[offs[k]] & 0xc0) != 0x80) {
+                json_t *d = json_pack("{s:s%}", "text", txt + offs[k], n - offs[k]);
+                tell(s, names[k], d);
+                json_decref(d);
+            }
+        }
         push_end(s->e, view, &out, &err);
         tell(s, "result", view);
     } else if (problem) {
