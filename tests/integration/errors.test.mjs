@@ -115,10 +115,22 @@ test('a NUL character (\\u0000) in code gives 400 validation', async () => {
 const bigBody = () => Buffer.from(JSON.stringify({ tool: 'python', code: 'x'.repeat(4 * 1024 * 1024 + 16) }));
 
 test('a body over 4 MiB gives 413 body-too-large', async () => {
-  const res = await server.curlRequest('POST', '/v1/execute', {
-    headers: { authorization: `Bearer ${server.keys.agent}`, expect: '' },
-    body: bigBody(),
-  });
+  // The server answers 413 before it has read the body and closes; a client still sending
+  // can see its send fail (EPIPE) and, rarely, lose the answer to the reset that follows
+  // (libmicrohttpd 0.9.75 closes without a lingering drain). That is the only other outcome
+  // allowed, and the answer must come at least once in three tries.
+  let res;
+  for (let i = 0; i < 3 && !res; i++) {
+    try {
+      res = await server.curlRequest('POST', '/v1/execute', {
+        headers: { authorization: `Bearer ${server.keys.agent}`, expect: '' },
+        body: bigBody(),
+      });
+    } catch (e) {
+      assert.match(e.message, /curl: \(55\) Send failure: (Broken pipe|Connection reset by peer)/);
+    }
+  }
+  assert.ok(res, 'three tries, no answer');
   assertProblem(res, 413, 'body-too-large');
 });
 
