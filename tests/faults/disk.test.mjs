@@ -112,7 +112,9 @@ test('a full log disk: lines are dropped, counted, and the count is reported lat
     // The file's last page took a few lines more; then every line of those calls was lost.
     const finished = logLines(s, /"execution finished"/).filter((l) => calls.slice(0, 8).some((c) => c.body.id === l.execution_id));
     assert.ok(finished.length < 8, `${finished.length} of 8 calls logged on a full disk`);
-    assert.ok(notes[0].dropped >= 2 * (8 - finished.length), `dropped ${notes[0].dropped}`);
+    // Each call not logged as finished lost that line at least (its shorter "request" line may
+    // still fit in the last page's few bytes, so not always two).
+    assert.ok(notes[0].dropped >= 8 - finished.length, `dropped ${notes[0].dropped}, ${finished.length} of 8 logged`);
     const counts = await checkCalls(s, calls, mdir, { allowInterrupted: false });
     report(t, 'full log disk', { ...counts, dropped_reported: notes[0].dropped });
   } finally {
