@@ -179,8 +179,9 @@ test('two servers on one database deliver each webhook exactly once', async () =
   const rx = await receiver(async () => { await sleep(100); return 200; });
   const by = new Set();
   const all = [];
-  // Until both processes have delivered (each batch must be exactly-once on its own).
-  for (let batch = 0; batch < 3 && by.size < 2; batch++) {
+  // Until both processes have delivered (each batch must be exactly-once on its own); a loaded
+  // machine may let one process take a whole batch, so up to eight batches.
+  for (let batch = 0; batch < 8 && by.size < 2; batch++) {
     const ids = [];
     for (let i = 0; i < 24; i++) {
       const on = i % 2 ? peer : server;
