@@ -249,6 +249,20 @@ static int wait_readable(int fd, int wake, int timeout_ms)
 }
 
 /* One launcher generation: spawn, HELLO, then results until EOF. */
+/* The pending submission id, or NULL. Used on the reader thread only: an entry the launcher
+ * knows of is removed only by its result, which comes later on this same thread, so the entry
+ * outlives the use of what this returns. */
+static struct pending *pending_find(struct tc_launcher *l, const char *id)
+{
+    struct pending *found = NULL;
+    pthread_mutex_lock(&l->mu);
+    for (struct pending *p = l->pending; p && !found; p = p->next)
+        if (strcmp(p->id, id) == 0)
+            found = p;
+    pthread_mutex_unlock(&l->mu);
+    return found;
+}
+
 static void run_generation(struct tc_launcher *l)
 {
     struct tc_wire_hdr h;
@@ -301,33 +315,13 @@ static void run_generation(struct tc_launcher *l)
             break;
         if (h.type == TC_WIRE_READY) {
             /* A held sandbox is set up: its owner says go (or cancels) when it is ready. */
-            tc_launcher_ready_cb ready = NULL;
-            void *ud = NULL;
-            pthread_mutex_lock(&l->mu);
-            for (struct pending *p = l->pending; p; p = p->next)
-                if (strcmp(p->id, h.id) == 0) {
-                    ready = p->ready;
-                    ud = p->userdata;
-                    break;
-                }
-            pthread_mutex_unlock(&l->mu);
-            /* The pending entry outlives this call: its result comes later on this thread. */
-            if (ready)
-                ready(ud, h.id);
+            struct pending *p = pending_find(l, h.id);
+            if (p && p->ready)
+                p->ready(p->userdata, h.id);
         } else if (h.type == TC_WIRE_CHUNK) {
-            /* Like READY, the pending entry is only removed by a result on this thread. */
-            void (*chunk)(void *, int, const char *, size_t) = NULL;
-            void *ud = NULL;
-            pthread_mutex_lock(&l->mu);
-            for (struct pending *p = l->pending; p; p = p->next)
-                if (strcmp(p->id, h.id) == 0) {
-                    chunk = p->chunk;
-                    ud = p->userdata;
-                    break;
-                }
-            pthread_mutex_unlock(&l->mu);
-            if (chunk && payload && h.len >= 2 && (payload[0] == '1' || payload[0] == '2'))
-                chunk(ud, payload[0] - '0', payload + 1, (size_t)h.len - 1);
+            struct pending *p = pending_find(l, h.id);
+            if (p && p->chunk && payload && h.len >= 2 && (payload[0] == '1' || payload[0] == '2'))
+                p->chunk(p->userdata, payload[0] - '0', payload + 1, (size_t)h.len - 1);
         } else if (h.type == TC_WIRE_RESULT) {
             json_t *res = payload ? json_loads(payload, 0, NULL) : NULL;
             struct pending **pp, *p = NULL;
