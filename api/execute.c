@@ -558,6 +558,14 @@ static bool lease_credentials(struct tc_request *r, struct exec_state *st,
     return false;
 }
 
+/* The AcceptedExecution: the 202 of an asynchronous call, the "execution" event of a stream. */
+static json_t *accepted_body(const struct exec_state *st)
+{
+    return json_pack("{s:s, s:s, s:s, s:s, s:o}", "id", st->id, "tool", st->tool, "status",
+                     "running", "created_at", st->created_at, "findings",
+                     st->findings ? json_incref(st->findings) : json_array());
+}
+
 /* Hold the call: 202 with where to watch it. */
 static enum MHD_Result hold(struct tc_request *r, struct exec_state *st, const struct tc_tool *tool,
                             const struct tc_exec_request *req, json_t *reasons, bool events)
@@ -870,11 +878,12 @@ enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
                    r->request_id, "execution_id", st->id);
     }
     struct exec_state *s;
+    char location[64];
+    snprintf(location, sizeof(location), "/v1/executions/%s", st->id);
     if (opts->tap && !async && st->stream) {
         /* MCP: its own answer from the same events (api/mcp.c). */
         tc_exec_stream_tap(st->stream, opts->tap);
-        json_t *accepted = json_pack("{s:s, s:s, s:s, s:s}", "id", st->id, "tool", st->tool,
-                                     "status", "running", "created_at", st->created_at);
+        json_t *accepted = accepted_body(st);
         if (accepted)
             tc_exec_stream_event(st->stream, "execution", accepted);
         json_decref(accepted);
@@ -884,12 +893,8 @@ enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
         ret = opts->tap->answer(opts->tap->ud, r);
     } else if (opts->events && !async && st->stream) {
         /* Answered now with the stream; the state belongs to the run (as async). */
-        char location[64];
-        snprintf(location, sizeof(location), "/v1/executions/%s", st->id);
-        json_t *accepted = json_pack("{s:s, s:s, s:s, s:s, s:o}", "id", st->id, "tool", st->tool,
-                                     "status", "running", "created_at", st->created_at, "findings",
-                                     st->findings ? json_incref(st->findings) : json_array());
         struct tc_events *e = tc_exec_stream_events(st->stream);
+        json_t *accepted = accepted_body(st);
         if (accepted)
             tc_exec_stream_event(st->stream, "execution", accepted);
         idem_end(r, st, 202, accepted, location);
@@ -900,11 +905,7 @@ enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
     } else if (async) {
         /* Answered now; the state belongs to the run and ends in on_recorded(). Everything
          * about the answer is done before the submission: the run may finish at once. */
-        char location[64];
-        snprintf(location, sizeof(location), "/v1/executions/%s", st->id);
-        json_t *accepted = json_pack("{s:s, s:s, s:s, s:s, s:o}", "id", st->id, "tool", st->tool,
-                                     "status", "running", "created_at", st->created_at, "findings",
-                                     st->findings ? json_incref(st->findings) : json_array());
+        json_t *accepted = accepted_body(st);
         /* only on this answer: a replayed or synchronous one did not apply it */
         r->preference_applied = opts->async ? "respond-async" : NULL;
         idem_end(r, st, 202, accepted, location);

@@ -81,8 +81,11 @@ bool tc_stream_wanted(struct tc_request *r)
 
 /* ---- pushing ---- */
 
-static int push_text(struct tc_events *e, const char *type, const char *text, size_t n, size_t out,
-                     size_t err)
+static const char *const names[2] = {"stdout", "stderr"};
+
+/* An output event into e, and to tap (may be NULL) whether or not the log had room. */
+static int push_text(struct tc_events *e, const struct tc_stream_tap *tap, const char *type,
+                     const char *text, size_t n, size_t out, size_t err)
 {
     char id[48];
     snprintf(id, sizeof(id), "%zu-%zu", out, err);
@@ -92,15 +95,18 @@ static int push_text(struct tc_events *e, const char *type, const char *text, si
         return -ENOMEM;
     }
     int r = tc_events_push(e, type, id, d, false);
+    if (tap && tap->event)
+        tap->event(tap->ud, type, d);
     json_decref(d);
     return r;
 }
 
 /* What the client has not seen of view's stdout and stderr (it has out and err bytes), then the
- * view as "result", and the end. An offset inside a character or past the text starts over. */
-static void push_end(struct tc_events *e, json_t *view, size_t *out, size_t *err)
+ * view as "result", and the end; tap (may be NULL) hears the same. An offset inside a character
+ * or past the text starts over. */
+static void push_end(struct tc_events *e, const struct tc_stream_tap *tap, json_t *view,
+                     size_t *out, size_t *err)
 {
-    static const char *const names[2] = {"stdout", "stderr"};
     size_t *offs[2] = {out, err};
     for (int k = 0; k < 2; k++) {
         json_t *t = json_object_get(view, names[k]);
@@ -113,10 +119,12 @@ static void push_end(struct tc_events *e, json_t *view, size_t *out, size_t *err
         if (*offs[k] < n) {
             size_t from = *offs[k];
             *offs[k] = n;
-            (void)push_text(e, names[k], s + from, n - from, *out, *err);
+            (void)push_text(e, tap, names[k], s + from, n - from, *out, *err);
         }
     }
     (void)tc_events_push(e, "result", "end", view, true);
+    if (tap && tap->event)
+        tap->event(tap->ud, "result", view);
     tc_events_close(e);
 }
 
@@ -184,7 +192,6 @@ void tc_exec_stream_event(struct tc_exec_stream *s, const char *event, json_t *d
 
 void tc_exec_stream_chunk(struct tc_exec_stream *s, int stream, const char *data, size_t len)
 {
-    static const char *const names[2] = {"stdout", "stderr"};
     int k = stream == 2 ? 1 : 0;
     pthread_mutex_lock(&s->mu);
     if (s->stopped || tc_redact_stream_feed(s->rs[k], data, len, &s->red[k]) < 0) {
@@ -199,14 +206,9 @@ void tc_exec_stream_chunk(struct tc_exec_stream *s, int stream, const char *data
         s->red[k].len -= ready;
         if (t) {
             s->sent[k] += json_string_length(t);
-            if (push_text(s->e, names[k], json_string_value(t), json_string_length(t), s->sent[0],
-                          s->sent[1]) < 0)
+            if (push_text(s->e, &s->tap, names[k], json_string_value(t), json_string_length(t),
+                          s->sent[0], s->sent[1]) < 0)
                 s->stopped = true;
-            else if (s->tap.event) {
-                json_t *d = json_pack("{s:O}", "text", t);
-                tell(s, names[k], d);
-                json_decref(d);
-            }
         } else {
             s->stopped = true;
         }
@@ -225,26 +227,13 @@ void tc_exec_stream_end(struct tc_exec_stream *s, json_t *view, json_t *problem)
          * stream that stopped early is not continued: the result has everything. */
         size_t out = s->sent[0], err = s->sent[1];
         if (s->stopped) {
-            json_t *t = json_object_get(view, "stdout"), *u = json_object_get(view, "stderr");
+            json_t *t = json_object_get(view, names[0]), *u = json_object_get(view, names[1]);
             out = json_string_length(t);
             err = json_string_length(u);
         }
         /* the tap hears the rest too (output written right before the end often comes only
          * with the result) */
-        static const char *const names[2] = {"stdout", "stderr"};
-        size_t offs[2] = {out, err};
-        for (int k = 0; k < 2 && s->tap.event; k++) {
-            json_t *t = json_object_get(view, names[k]);
-            const char *txt = json_string_value(t);
-            size_t n = json_string_length(t);
-            if (txt && offs[k] < n && ((unsigned char)txt[offs[k]] & 0xc0) != 0x80) {
-                json_t *d = json_pack("{s:s%}", "text", txt + offs[k], n - offs[k]);
-                tell(s, names[k], d);
-                json_decref(d);
-            }
-        }
-        push_end(s->e, view, &out, &err);
-        tell(s, "result", view);
+        push_end(s->e, &s->tap, view, &out, &err);
     } else if (problem) {
         (void)tc_events_push(s->e, "error", NULL, problem, true);
         tell(s, "error", problem);
@@ -310,7 +299,7 @@ static bool follow_poll(struct tc_events *e, void *ud)
     }
     bool over = tc_api_execution_terminal(status);
     if (over)
-        push_end(e, view, &f->out, &f->err);
+        push_end(e, NULL, view, &f->out, &f->err);
     json_decref(view);
     return over;
 }
@@ -407,7 +396,7 @@ enum MHD_Result tc_api_execution_events(struct tc_request *r)
     if (end) {
         tc_events_close(e);
     } else if (tc_api_execution_terminal(status)) {
-        push_end(e, view, &out, &err);
+        push_end(e, NULL, view, &out, &err);
     } else {
         json_t *d = json_pack("{s:s, s:s, s:O?}", "id", id, "status", status, "approval_id",
                               json_object_get(view, "approval_id"));
