@@ -623,7 +623,9 @@ out:
     return r;
 }
 
-int tc_launcher_go(struct tc_launcher *l, const char *id)
+/* One message about a sandbox to the launcher. 0, -EINVAL, -EPIPE. */
+static int send_about(struct tc_launcher *l, enum tc_wire_type type, const char *id,
+                      const void *data, size_t len)
 {
     int r;
     if (!l || !tc_spec_id_valid(id))
@@ -636,27 +638,29 @@ int tc_launcher_go(struct tc_launcher *l, const char *id)
     int sock = l->sock;
     pthread_mutex_lock(&l->send_mu);
     pthread_mutex_unlock(&l->mu);
-    r = tc_wire_send(sock, TC_WIRE_GO, id, NULL, 0);
+    r = tc_wire_send(sock, type, id, data, len);
     pthread_mutex_unlock(&l->send_mu);
-    return r < 0 ? -EPIPE : 0;
+    return r == -EMSGSIZE || r == -E2BIG ? -EINVAL : r < 0 ? -EPIPE : 0;
+}
+
+int tc_launcher_go(struct tc_launcher *l, const char *id)
+{
+    return send_about(l, TC_WIRE_GO, id, NULL, 0);
 }
 
 int tc_launcher_cancel(struct tc_launcher *l, const char *id)
 {
-    int r;
-    if (!l || !tc_spec_id_valid(id))
-        return -EINVAL;
-    pthread_mutex_lock(&l->mu);
-    if (!l->alive) {
-        pthread_mutex_unlock(&l->mu);
-        return -EPIPE;
-    }
-    int sock = l->sock;
-    pthread_mutex_lock(&l->send_mu);
-    pthread_mutex_unlock(&l->mu);
-    r = tc_wire_send(sock, TC_WIRE_CANCEL, id, NULL, 0);
-    pthread_mutex_unlock(&l->send_mu);
-    return r < 0 ? -EPIPE : 0;
+    return send_about(l, TC_WIRE_CANCEL, id, NULL, 0);
+}
+
+int tc_launcher_input(struct tc_launcher *l, const char *id, const void *data, size_t len)
+{
+    return send_about(l, TC_WIRE_INPUT, id, data, len);
+}
+
+int tc_launcher_interrupt(struct tc_launcher *l, const char *id)
+{
+    return send_about(l, TC_WIRE_INTERRUPT, id, NULL, 0);
 }
 
 struct sync_wait {

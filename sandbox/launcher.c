@@ -84,10 +84,13 @@ void lc_deliver_result(void *userdata, const char *id, json_t *result)
 
 /* ---------------- I/O ---------------- */
 
+static void send_stream_chunk(struct launcher *L, struct sbx *s, int k);
+
 static void pump_output(struct launcher *L, struct sbx *s, struct stream *st)
 {
     char buf[65536];
-    size_t cap = (size_t)s->spec.limits.output_bytes;
+    /* a session's output is not kept: what is not sent yet, sent as soon as this is full */
+    size_t cap = s->spec.session ? SESSION_OUT_BUF : (size_t)s->spec.limits.output_bytes;
 
     for (;;) {
         ssize_t n = read(st->fd, buf, sizeof(buf));
@@ -100,6 +103,8 @@ static void pump_output(struct launcher *L, struct sbx *s, struct stream *st)
             lc_maybe_finish(L, s);
             return;
         }
+        if (s->spec.session && st->len + (size_t)n > cap)
+            send_stream_chunk(L, s, st == &s->out ? 0 : 1); /* never dropped: empties it */
         size_t keep = st->len < cap ? cap - st->len : 0;
         if (keep > (size_t)n)
             keep = (size_t)n;
@@ -128,11 +133,52 @@ static void pump_stdin(struct launcher *L, struct sbx *s)
             continue;
         if (n < 0 && errno == EAGAIN)
             return;
-        if (n < 0)
-            break; /* EPIPE: the program does not read stdin */
+        if (n < 0) {
+            s->stdin_closing = true; /* EPIPE: the program does not read stdin */
+            break;
+        }
         s->stdin_off += (size_t)n;
     }
+    if (s->spec.session && !s->stdin_closing) {
+        /* all written: stays open, unwatched until more comes (session_input) */
+        struct epoll_event ev = {.events = 0, .data.u64 = wdata(s->slot, W_STDIN)};
+        epoll_ctl(L->epfd, EPOLL_CTL_MOD, s->stdin_fd, &ev);
+        free(s->stdin_data);
+        s->stdin_data = NULL;
+        s->stdin_len = s->stdin_off = 0;
+        return;
+    }
     lc_unwatch_close(L, &s->stdin_fd);
+}
+
+/* TC_WIRE_INPUT: more stdin for a session (appended to what it has not read), or its end. */
+static void session_input(struct launcher *L, struct sbx *s, const char *data, size_t len)
+{
+    if (!s->spec.session || s->stdin_fd < 0 || s->stdin_closing)
+        return;
+    if (len == 0) {
+        s->stdin_closing = true;
+    } else {
+        size_t pending = s->stdin_len - s->stdin_off;
+        if (pending + len > SESSION_IN_MAX) {
+            lc_kill_sbx(L, s, "output"); /* never: the server sends one request at a time */
+            return;
+        }
+        unsigned char *buf = malloc(pending + len);
+        if (!buf) {
+            lc_kill_sbx(L, s, "memory");
+            return;
+        }
+        if (pending)
+            memcpy(buf, s->stdin_data + s->stdin_off, pending);
+        memcpy(buf + pending, data, len);
+        free(s->stdin_data);
+        s->stdin_data = buf;
+        s->stdin_len = pending + len;
+        s->stdin_off = 0;
+    }
+    struct epoll_event ev = {.events = EPOLLOUT, .data.u64 = wdata(s->slot, W_STDIN)};
+    epoll_ctl(L->epfd, EPOLL_CTL_MOD, s->stdin_fd, &ev);
 }
 
 static void add_violation(struct sbx *s, const char *name)
@@ -282,6 +328,18 @@ static void on_client(struct launcher *L)
     case TC_WIRE_GO:
         lc_go(L, h.id);
         break;
+    case TC_WIRE_INPUT:
+    case TC_WIRE_INTERRUPT:
+        for (unsigned i = 0; i < L->max; i++) {
+            struct sbx *s = &L->slots[i];
+            if (!s->used || s->exited || !s->spec.session || strcmp(s->id, h.id) != 0)
+                continue;
+            if (h.type == TC_WIRE_INPUT)
+                session_input(L, s, payload, (size_t)h.len);
+            else if (!s->held && s->pidfd >= 0) /* PID 1 forwards it to the program's group */
+                syscall(SYS_pidfd_send_signal, s->pidfd, SIGINT, NULL, 0);
+        }
+        break;
     case TC_WIRE_SHUTDOWN:
         L->stopping = true;
         break;
@@ -344,6 +402,35 @@ static bool chunk_due(const struct sbx *s)
     return s->spec.stream && (s->out.len > s->out.sent || s->err.len > s->err.sent);
 }
 
+/* Stream k's (0 stdout, 1 stderr) output not sent yet, as one TC_WIRE_CHUNK; a session's
+ * buffer is emptied (its output is not kept for the result). */
+static void send_stream_chunk(struct launcher *L, struct sbx *s, int k)
+{
+    struct stream *st = k ? &s->err : &s->out;
+    size_t n = st->len - st->sent;
+    if (n == 0)
+        return;
+    char *msg = malloc(n + 1);
+    if (!msg)
+        return; /* next time; a one-shot's result carries it all anyway */
+    msg[0] = (char)('1' + k);
+    memcpy(msg + 1, st->data + st->sent, n);
+    if (tc_wire_send(L->sock, TC_WIRE_CHUNK, s->id, msg, n + 1) == 0)
+        st->sent = st->len;
+    free(msg);
+    if (s->spec.session && st->sent == st->len)
+        st->sent = st->len = 0;
+}
+
+void lc_flush_chunks(struct launcher *L, struct sbx *s)
+{
+    if (!s->spec.stream)
+        return;
+    send_stream_chunk(L, s, 0);
+    send_stream_chunk(L, s, 1);
+    s->chunk_ms = lc_now_ms();
+}
+
 /* A "stream" sandbox's new output, at most every CHUNK_EVERY_MS (a program writing in a tight
  * loop makes one message per interval, not one per write); the first write after a quiet
  * spell goes out at once. The server redacts it (the result stays the authority). */
@@ -353,21 +440,8 @@ static void send_chunks(struct launcher *L, int64_t now)
         struct sbx *s = &L->slots[i];
         if (!s->used || !chunk_due(s) || now - s->chunk_ms < CHUNK_EVERY_MS)
             continue;
-        struct stream *sts[2] = {&s->out, &s->err};
-        for (int k = 0; k < 2; k++) {
-            struct stream *st = sts[k];
-            size_t n = st->len - st->sent;
-            if (n == 0)
-                continue;
-            char *msg = malloc(n + 1);
-            if (!msg)
-                return; /* next time; the result carries it all anyway */
-            msg[0] = (char)('1' + k);
-            memcpy(msg + 1, st->data + st->sent, n);
-            if (tc_wire_send(L->sock, TC_WIRE_CHUNK, s->id, msg, n + 1) == 0)
-                st->sent = st->len;
-            free(msg);
-        }
+        send_stream_chunk(L, s, 0);
+        send_stream_chunk(L, s, 1);
         s->chunk_ms = now;
     }
 }

@@ -50,6 +50,8 @@ _Static_assert(MAX_SLOTS <= TC_UID_RANGE_SIZE, "one host uid per slot, from the 
 #define SETUP_QUIET_MS 5     /* see setting_up() */
 #define HOLD_MAX_MS    60000 /* a held sandbox the server never released (see hold()) */
 #define CHUNK_EVERY_MS 20    /* a "stream" sandbox's output goes out at most this often */
+#define SESSION_OUT_BUF (1u << 20)  /* a session's unsent output per stream (never dropped) */
+#define SESSION_IN_MAX  (64u << 20) /* a session's stdin not read yet */
 
 enum wkind {
     W_CLIENT = 1,
@@ -94,6 +96,7 @@ struct sbx {
     int stdin_fd;
     unsigned char *stdin_data;
     size_t stdin_len, stdin_off;
+    bool stdin_closing; /* a session's stdin: closed once what is pending is written */
     struct stream out, err;
     int ctl_fd, notify_fd;
     int sync_fd;           /* the shell's, until go */
@@ -172,6 +175,8 @@ void lc_unwatch_close(struct launcher *L, int *fd);
 void lc_read_ctl(struct launcher *L, struct sbx *s);
 
 void lc_deliver_result(void *userdata, const char *id, json_t *result);
+/* A "stream" sandbox's output not sent yet goes out now (before its result). */
+void lc_flush_chunks(struct launcher *L, struct sbx *s);
 
 void lc_fail_teardown(struct launcher *L, struct sbx *s, const char *msg);
 int lc_watch(struct launcher *L, int fd, uint32_t events, unsigned slot, enum wkind k);

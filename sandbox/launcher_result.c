@@ -166,6 +166,7 @@ static void finish(struct launcher *L, struct sbx *s)
 
     if (s->ctl_fd >= 0)
         lc_read_ctl(L, s);
+    lc_flush_chunks(L, s); /* a session's output exists only as chunks */
     /* measurements */
     if (!(s->has_cg && tc_cg_cpu_ns(&s->cg, &cpu_ns) == 0))
         cpu_ns =

@@ -32,8 +32,8 @@ static void adopt(struct sbx *s, struct tc_shell *sh)
 }
 
 /* Limits, configuration, egress listener, then let the shell go. */
-/* PID 1's pidfd, stdout, stderr, control socket and (if there is input) stdin into the loop,
- * non-blocking; without input, stdin is closed at once. 0 or -errno. */
+/* PID 1's pidfd, stdout, stderr, control socket and (if there is input, or will be: a session)
+ * stdin into the loop, non-blocking; without input, stdin is closed at once. 0 or -errno. */
 static int watch_streams(struct launcher *L, struct sbx *s)
 {
     int r;
@@ -46,8 +46,8 @@ static int watch_streams(struct launcher *L, struct sbx *s)
         (r = lc_watch(L, s->err.fd, EPOLLIN, s->slot, W_STDERR)) < 0 ||
         (r = lc_watch(L, s->ctl_fd, EPOLLIN, s->slot, W_CTL)) < 0)
         return r;
-    if (s->stdin_len > 0)
-        return lc_watch(L, s->stdin_fd, EPOLLOUT, s->slot, W_STDIN);
+    if (s->stdin_len > 0 || s->spec.session) /* a session's stays open (launcher.c) */
+        return lc_watch(L, s->stdin_fd, s->stdin_len > 0 ? EPOLLOUT : 0, s->slot, W_STDIN);
     close(s->stdin_fd);
     s->stdin_fd = -1;
     return 0;

@@ -27,6 +27,13 @@
  *                program only on TC_WIRE_GO (tc_launcher_go); CANCEL ends it without running.
  *                The wall time counts from go; a sandbox not released within 60 s ends with
  *                an error. Lets the server record that the program starts before it can run.
+ *   stream       bool, optional: output also as it comes (TC_WIRE_CHUNK, see sandbox/wire.h).
+ *   session      bool, optional (native only; implies stream): a long-lived program fed by the
+ *                server. Its stdin stays open: tc_launcher_input() appends to it (stdin_b64
+ *                first), an empty input closes it. Its output goes out only as chunks, never
+ *                dropped (a program writing faster than the server reads waits on its pipe)
+ *                and not kept: the result's stdout/stderr are empty. tc_launcher_interrupt()
+ *                sends SIGINT to the program's process group. wall_ms bounds the whole life.
  *
  * Result (JSON object):
  *   id, status ("completed" exit 0 | "failed" exit != 0 | "timeout" | "killed" | "error"),
@@ -107,6 +114,10 @@ unsigned tc_launcher_free_slots(struct tc_launcher *l);
 void tc_launcher_on_free(struct tc_launcher *l, void (*cb)(void *ud), void *ud);
 /* Start a held sandbox's program (see "hold"). 0 or -EPIPE. */
 int tc_launcher_go(struct tc_launcher *l, const char *id);
+/* A "session" sandbox: more stdin (len 0 closes it), or SIGINT to its program's process
+ * group (an id not running a session is ignored). 0, -EINVAL (bad id, too large), -EPIPE. */
+int tc_launcher_input(struct tc_launcher *l, const char *id, const void *data, size_t len);
+int tc_launcher_interrupt(struct tc_launcher *l, const char *id);
 /* Ask the launcher to kill a running sandbox; its callback still runs. */
 int tc_launcher_cancel(struct tc_launcher *l, const char *id);
 /* Blocking convenience for the CLI and tests. */

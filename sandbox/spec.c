@@ -274,7 +274,7 @@ int tc_spec_parse(json_t *spec, struct tc_spec *ret, char *err, size_t errlen)
 {
     static const char *const known[] = {
         "id",     "backend",  "argv",    "env",    "cwd",          "stdin_b64", "files", "collect",
-        "mounts", "hostname", "network", "limits", "secret_files", "hold",      "stream"};
+        "mounts", "hostname", "network", "limits", "secret_files", "hold",      "stream",  "session"};
     struct tc_spec s = {0};
     const char *key;
     json_t *val, *v;
@@ -316,6 +316,14 @@ int tc_spec_parse(json_t *spec, struct tc_spec *ret, char *err, size_t errlen)
     if (v && !json_is_boolean(v))
         return fail(err, errlen, "stream: boolean required");
     s.stream = json_is_true(v);
+
+    v = json_object_get(spec, "session");
+    if (v && !json_is_boolean(v))
+        return fail(err, errlen, "session: boolean required");
+    s.session = json_is_true(v);
+    if (s.session && strcmp(s.backend, "native") != 0)
+        return fail(err, errlen, "session: the native backend only");
+    s.stream |= s.session;
 
     v = json_object_get(spec, "cwd");
     if (v && (!json_is_string(v) || !abspath_valid(json_string_value(v))))

@@ -20,6 +20,10 @@ enum tc_wire_type {
     TC_WIRE_CHUNK,     /* launcher -> server: output of a "stream" sandbox as it comes: one
                         * byte '1' (stdout) or '2' (stderr), then the bytes; only bytes that
                         * the result will also hold (within the output cap), in order */
+    TC_WIRE_INPUT,     /* server -> launcher: bytes for a "session" sandbox's stdin, appended to
+                        * what it has not read yet; an empty payload closes its stdin */
+    TC_WIRE_INTERRUPT, /* server -> launcher: id only; SIGINT to a "session" sandbox's program
+                        * and its process group (PID 1 forwards it) */
     TC_WIRE_TYPE_MAX_,
 };
 

@@ -704,10 +704,12 @@ static _Noreturn void exec_program(const struct cfg *cfg)
 
 static volatile sig_atomic_t g_program_pid;
 
+/* SIGTERM to the program; SIGINT to its process group (it leads one, setsid), as a terminal's
+ * ^C: a session's interrupt reaches the command its shell waits for (sandbox.h "session"). */
 static void forward_signal(int sig)
 {
     if (g_program_pid > 0)
-        kill((pid_t)g_program_pid, sig);
+        kill(sig == SIGINT ? -(pid_t)g_program_pid : (pid_t)g_program_pid, sig);
 }
 
 int main(int argc, char **argv)

@@ -984,6 +984,102 @@ static void conc_cb_quiet(void *ud, json_t *res)
     pthread_mutex_unlock(&c->mu);
 }
 
+/* "session": stdin stays open for tc_launcher_input(), output comes only as chunks (never
+ * dropped, even past the 1 MiB buffer), an interrupt reaches the command the shell waits for
+ * without ending the shell, an empty input closes stdin, and the result holds no output. */
+struct sess {
+    struct held h;
+    char out[4 << 20];
+    size_t n;
+};
+
+static void sess_chunk(void *ud, int stream, const char *data, size_t len)
+{
+    struct sess *S = ud;
+    pthread_mutex_lock(&S->h.mu);
+    if (stream == 1 && S->n + len < sizeof(S->out)) {
+        memcpy(S->out + S->n, data, len);
+        S->n += len;
+        S->out[S->n] = '\0';
+    }
+    pthread_cond_broadcast(&S->h.cv);
+    pthread_mutex_unlock(&S->h.mu);
+}
+
+/* Until stdout holds want (up to ms). */
+static bool sess_wait(struct sess *S, const char *want, int ms)
+{
+    int64_t end = mono_ms() + ms;
+    pthread_mutex_lock(&S->h.mu);
+    while (!strstr(S->out, want) && mono_ms() < end) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&S->h.cv, &S->h.mu, &ts);
+    }
+    bool ok = strstr(S->out, want) != NULL;
+    pthread_mutex_unlock(&S->h.mu);
+    return ok;
+}
+
+TEST(session_input_interrupt)
+{
+    static struct sess S;
+    memset(&S, 0, sizeof(S));
+    pthread_mutex_init(&S.h.mu, NULL);
+    pthread_cond_init(&S.h.cv, NULL);
+    json_t *spec = spec_sh("trap 'echo INT' INT\n"
+                           "while IFS= read -r l; do\n"
+                           "  case $l in big) head -c 3000000 /dev/zero | tr '\\0' x; echo;;\n"
+                           "  nap) sleep 30; echo woke:$?;; esac\n"
+                           "  echo got:$l\n"
+                           "done\n"
+                           "echo bye");
+    json_object_set_new(spec, "session", json_true());
+    char id[80];
+    snprintf(id, sizeof(id), "%s", str(spec, "id"));
+    struct tc_launcher_job job = {.done = held_done, .chunk = sess_chunk, .userdata = &S};
+    CHECK(tc_launcher_submit_job(L, spec, &job) == 0);
+    json_decref(spec);
+    CHECK(tc_launcher_input(L, id, "one\n", 4) == 0);
+    CHECK(sess_wait(&S, "got:one\n", 5000));
+    CHECK(tc_launcher_input(L, id, "big\n", 4) == 0);
+    CHECK(sess_wait(&S, "got:big\n", 10000));
+    pthread_mutex_lock(&S.h.mu);
+    size_t xs = 0;
+    for (const char *p = strchr(S.out, 'x'); p && *p == 'x'; p++)
+        xs++;
+    pthread_mutex_unlock(&S.h.mu);
+    CHECK(xs == 3000000); /* past the launcher's 1 MiB buffer, nothing dropped */
+    int64_t t0 = mono_ms();
+    CHECK(tc_launcher_input(L, id, "nap\n", 4) == 0);
+    usleep(300 * 1000);
+    CHECK(tc_launcher_interrupt(L, id) == 0);
+    CHECK(sess_wait(&S, "got:nap\n", 5000));
+    CHECK(mono_ms() - t0 < 5000); /* the sleep was interrupted, not waited for */
+    CHECK(strstr(S.out, "INT\n") != NULL);
+    CHECK(tc_launcher_input(L, id, "two\n", 4) == 0); /* the shell lives on */
+    CHECK(sess_wait(&S, "got:two\n", 5000));
+    CHECK(tc_launcher_input(L, id, NULL, 0) == 0); /* end of input: the loop ends */
+    held_wait(&S.h, true, 5000);
+    CHECK(S.h.res != NULL);
+    CHECK(sess_wait(&S, "bye\n", 1000));
+    if (S.h.res) {
+        CHECK(strcmp(str(S.h.res, "status"), "completed") == 0);
+        CHECK(strcmp(OUT(S.h.res), "") == 0); /* the output went out as chunks only */
+    }
+    json_decref(S.h.res);
+    /* not a session: stdin without input is closed at once, as before (EOF, no wait) */
+    json_t *r = run(spec_sh("read -t 5 x; echo [$?:$x]"));
+    CHECK(strcmp(OUT(r), "[1:]\n") == 0);
+    json_decref(r);
+    check_clean();
+}
+
 /* Shells of the pool that die while they wait (killed from outside) are dropped when taken
  * and replaced; the sandbox does not notice. */
 TEST(pool_shells_killed)
@@ -1487,6 +1583,7 @@ int main(int argc, char **argv)
     RUN(invalid_specs_rejected);
     RUN(cancel);
     RUN(hold_go_cancel_reserve);
+    RUN(session_input_interrupt);
     RUN(pool_shells_killed);
     RUN(fifty_concurrent);
     RUN(launcher_death_fails_pending_and_restarts);
