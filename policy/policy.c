@@ -1030,6 +1030,51 @@ static void check_output(struct ctx *c, const char *path, json_t *obj)
     check_rule_list(c, rp, redact, "enable", json_is_array(dis) ? dis : NULL);
 }
 
+static bool has_code_file_arg(const struct tc_tool *t)
+{
+    for (size_t i = 0; i < t->ncommand; i++)
+        if (t->command[i] && strcmp(t->command[i], "{code_file}") == 0)
+            return true;
+    return false;
+}
+
+/* "session": whether the tool can be opened as a session (api/sessions.c), and its bounds. */
+static void parse_session(struct ctx *c, const char *path, json_t *obj, struct tc_tool *t)
+{
+    char sp[PATH_BUF], p[PATH_BUF];
+    json_t *ses = get_object(c, path, obj, "session"), *v;
+
+    t->session_ttl_max_s = 3600;
+    t->session_idle_max_s = 600;
+    if (!ses)
+        return;
+    path_key(sp, sizeof(sp), path, "session");
+    check_keys(c, sp, ses,
+               (const char *const[]){"enabled", "max_ttl_seconds", "max_idle_seconds", NULL});
+    if ((v = json_object_get(ses, "enabled"))) {
+        path_key(p, sizeof(p), sp, "enabled");
+        if (!json_is_boolean(v))
+            add_err(c, p, "must be a boolean");
+        t->session = json_is_true(v);
+    }
+    if ((v = json_object_get(ses, "max_ttl_seconds"))) {
+        path_key(p, sizeof(p), sp, "max_ttl_seconds");
+        (void)want_int(c, p, v, 10, TC_SESSION_TTL_CEILING_S, &t->session_ttl_max_s);
+    }
+    if ((v = json_object_get(ses, "max_idle_seconds"))) {
+        path_key(p, sizeof(p), sp, "max_idle_seconds");
+        (void)want_int(c, p, v, 1, TC_SESSION_TTL_CEILING_S, &t->session_idle_max_s);
+    }
+    const char *lang = json_string_value(json_object_get(obj, "language"));
+    path_key(p, sizeof(p), sp, "enabled");
+    if (t->session && (!lang || (strcmp(lang, "python") != 0 && strcmp(lang, "shell") != 0)))
+        add_err(c, p, "only a tool of language \"python\" or \"shell\" can be a session");
+    if (t->session && t->backend != TC_BACKEND_NATIVE)
+        add_err(c, p, "sessions need the \"native\" backend");
+    if (t->session && (t->ncommand == 0 || !has_code_file_arg(t)))
+        add_err(c, p, "a session runs its driver in place of {code_file}: the command needs it");
+}
+
 static char *find_runsc(struct ctx *c)
 {
     char path[PATH_MAX];
@@ -1041,7 +1086,8 @@ static void parse_tool(struct ctx *c, const char *name, json_t *obj, struct tc_t
     static const char *const keys[] = {"description", "language",    "command",      "code_file",
                                        "backend",     "tier",        "irreversible", "limits",
                                        "env",         "filesystem",  "network",      "prescreen",
-                                       "approval",    "credentials", "output",       NULL};
+                                       "approval",    "credentials", "output",       "session",
+                                       NULL};
     char path[PATH_BUF], p[PATH_BUF];
     const char *s, *why;
     bool uses_code = false, tier_ok;
@@ -1109,6 +1155,7 @@ static void parse_tool(struct ctx *c, const char *name, json_t *obj, struct tc_t
     check_credentials(c, path, obj, t);
     check_output(c, path, obj);
     t->plots = json_is_true(json_object_get(json_object_get(obj, "output"), "plots"));
+    parse_session(c, path, obj, t);
 }
 
 /* ---- the policy ---------------------------------------------------------------------------- */
@@ -1398,10 +1445,14 @@ json_t *tc_tool_describe(const struct tc_tool *t)
         json_decref(limits);
         return NULL;
     }
-    o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:b,s:o,s:o}", "name", t->name, "description",
+    json_t *ses = t->session ? json_pack("{s:I, s:I}", "max_ttl_seconds",
+                                         (json_int_t)t->session_ttl_max_s, "max_idle_seconds",
+                                         (json_int_t)t->session_idle_max_s)
+                             : json_null();
+    o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:b,s:o,s:o,s:o}", "name", t->name, "description",
                   t->description, "language", t->language, "backend", backends[t->backend], "tier",
                   tiers[t->tier], "irreversible", (int)t->irreversible, "network", net, "limits",
-                  limits);
+                  limits, "session", ses);
     return o; /* json_pack steals "o" references even on failure */
 }
 

@@ -51,6 +51,8 @@ struct tc_tool {
     enum tc_tier tier;
     bool irreversible;
     bool plots; /* output.plots: matplotlib figures come back as PNG outputs (python) */
+    bool session; /* session.enabled: can be opened as a session (python, shell; native) */
+    int64_t session_ttl_max_s, session_idle_max_s; /* bounds of a session's life and idleness */
     struct tc_limit limits[TC_LIMIT__COUNT];
     char **env; /* "NAME=value", the sandbox's whole environment */
     size_t nenv;
@@ -62,6 +64,8 @@ struct tc_tool {
     json_t *raw;   /* the tool's validated JSON object, for later modules (borrowed) */
     char *runtime; /* gvisor: absolute path of runsc found at load time; else NULL */
 };
+
+#define TC_SESSION_TTL_CEILING_S 86400 /* no session lives longer than a day */
 
 /* Caps on the policy file itself (see docs/policy.md). */
 #define TC_POLICY_MAX_BYTES  (1024 * 1024)

@@ -660,6 +660,25 @@ static bool test_reserved_sections(void)
     CHECK(tool_fails_with("\"language\": \"python\", \"output\": {\"plots\": 1}",
                           "tools.t.output.plots: must be a boolean"));
     CHECK(tool_loads("\"language\": \"python\", \"output\": {\"plots\": true}"));
+    /* sessions: python and shell only, native only, the driver replaces {code_file} */
+    const char *py = "\"command\": [\"/usr/bin/python3\", \"{code_file}\"], "
+                     "\"language\": \"python\", \"code_file\": \"main.py\", ";
+    char b[512];
+    snprintf(b, sizeof(b), "%s\"session\": {\"enabled\": true, \"max_ttl_seconds\": 60}", py);
+    CHECK(tool_loads(b));
+    snprintf(b, sizeof(b), "%s\"session\": {\"enabled\": true, \"max_ttl_seconds\": 5}", py);
+    CHECK(tool_fails_with(b, "tools.t.session.max_ttl_seconds: must be an integer between 10 and 86400"));
+    snprintf(b, sizeof(b), "%s\"session\": {\"enabled\": 1, \"ttl\": 5}", py);
+    CHECK(tool_fails_with(b, "tools.t.session.enabled: must be a boolean"));
+    CHECK(tool_fails_with(b, "tools.t.session.ttl: unknown key"));
+    snprintf(b, sizeof(b), "%s\"backend\": \"gvisor\", \"session\": {\"enabled\": true}", py);
+    CHECK(tool_fails_with(b, "tools.t.session.enabled: sessions need the \"native\" backend"));
+    CHECK(tool_fails_with(
+        "\"language\": \"javascript\", \"session\": {\"enabled\": true}",
+        "tools.t.session.enabled: only a tool of language \"python\" or \"shell\" can be a session"));
+    CHECK(tool_fails_with("\"language\": \"shell\", \"session\": {\"enabled\": true}",
+                          "tools.t.session.enabled: a session runs its driver in place of "
+                          "{code_file}: the command needs it"));
     return true;
 }
 
@@ -901,7 +920,8 @@ static bool test_describe(void)
     CHECK(json_integer_value(json_object_get(lim, "max")) == 9);
     CHECK(json_object_size(json_object_get(d, "limits")) == TC_LIMIT__COUNT);
     CHECK(json_object_get(d, "env") == NULL && json_object_get(d, "command") == NULL);
-    CHECK(json_object_size(d) == 8);
+    CHECK(json_object_size(d) == 9);
+    CHECK(json_is_null(json_object_get(d, "session"))); /* not a session tool */
     json_decref(d);
     tc_policy_unref(p);
 
