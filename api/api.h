@@ -24,6 +24,20 @@ struct tc_execute_opts {
 };
 enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
                                     const struct tc_execute_opts *opts);
+/* The "execute" audit record of a call (code and stdin redacted with red, and hashed). */
+struct tc_api_call_ids {
+    const struct tc_principal *principal;
+    const char *request_id, *tool, *exec_id;
+    const int64_t *limits; /* TC_LIMIT__COUNT */
+    json_t *findings;      /* the pre-screen's, or NULL */
+    const char *session_id; /* a call in a session (api/sessions.c), or NULL */
+};
+struct tc_redactor;
+json_t *tc_api_execute_event(const struct tc_api_call_ids *ids, const struct tc_redactor *red,
+                             json_t *body, const char *decision);
+/* A problem's errors from pre-screen findings: {path "code:LINE:COL" | "stdin:..." |
+ * "files[N]:...", message, rule, severity}. */
+json_t *tc_api_findings_errors(json_t *findings, json_t *body);
 enum MHD_Result tc_api_prescreen(struct tc_request *r);
 enum MHD_Result tc_api_execution_get(struct tc_request *r);
 /* The stored Execution id of the tenant (what GET /v1/executions/{id} answers): 0 and
@@ -38,6 +52,15 @@ enum MHD_Result tc_api_executions_list(struct tc_request *r);
 /* The execution r->params[0] of the caller's tenant, after waiting up to `wait` seconds (at
  * most 60) for it to finish without holding a thread; 404 for an id that is not one. */
 enum MHD_Result tc_api_execution_wait(struct tc_request *r, int64_t wait);
+/* Sessions (api/sessions.c): the keeper thread starts before the server serves and stops
+ * (ending every session open here, recorded as server_shutdown) before the launcher does. */
+int tc_api_sessions_start(struct tc_server *srv);
+void tc_api_sessions_stop(void);
+enum MHD_Result tc_api_session_create(struct tc_request *r);
+enum MHD_Result tc_api_sessions_list(struct tc_request *r);
+enum MHD_Result tc_api_session_get(struct tc_request *r);
+enum MHD_Result tc_api_session_delete(struct tc_request *r);
+enum MHD_Result tc_api_session_execute(struct tc_request *r);
 /* MCP (api/mcp.c): POST /mcp */
 enum MHD_Result tc_api_mcp(struct tc_request *r);
 /* The JSON Schema of a tool's arguments: code and stdin; full adds files, limits (bounded by

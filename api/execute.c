@@ -310,12 +310,12 @@ static void idem_end(struct tc_request *r, struct exec_state *st, unsigned statu
 
 /* ---- recording ---- */
 
-static json_t *execute_event(struct tc_request *r, struct exec_state *st, json_t *body,
-                             const char *decision)
+json_t *tc_api_execute_event(const struct tc_api_call_ids *ids, const struct tc_redactor *red,
+                             json_t *body, const char *decision)
 {
     json_t *code = json_object_get(body, "code"), *in = json_object_get(body, "stdin");
     /* The trail keeps code and stdin as redacted text plus a hash of the original. */
-    struct tc_exec_filter filter = {.redactor = st->redactor};
+    struct tc_exec_filter filter = {.redactor = red};
     json_t *counts = json_object();
     json_t *code_r =
         tc_exec_redact_string(&filter, json_string_value(code), json_string_length(code), counts);
@@ -334,17 +334,31 @@ static json_t *execute_event(struct tc_request *r, struct exec_state *st, json_t
     json_t *ev =
         json_pack("{s:s, s:s, s:o, s:s, s:s, s:s, s:s, s:{s:o, s:s, s:o, s:s*, s:o, s:o,"
                   " s:o}, s:O}",
-                  "action", "execute", "tenant_id", r->principal.tenant_id, "actor",
-                  tc_auth_actor(&r->principal), "tool", st->tool, "execution_id", st->id,
-                  "request_id", r->request_id, "decision", decision, "params", "code", code_r,
+                  "action", "execute", "tenant_id", ids->principal->tenant_id, "actor",
+                  tc_auth_actor(ids->principal), "tool", ids->tool, "execution_id", ids->exec_id,
+                  "request_id", ids->request_id, "decision", decision, "params", "code", code_r,
                   "code_hash", code_hash, "stdin", in_r, "stdin_hash", in ? stdin_hash : NULL,
-                  "files", files, "limits", tc_exec_limits_json(st->limits), "redactions", counts,
-                  "findings", st->findings ? st->findings : json_null());
+                  "files", files, "limits", tc_exec_limits_json(ids->limits), "redactions",
+                  counts, "findings", ids->findings ? ids->findings : json_null());
     /* only when asked for, so that records of calls without it keep their shape */
     json_t *collect = json_object_get(body, "collect");
     if (ev && collect)
         json_object_set(json_object_get(ev, "params"), "collect", collect);
+    if (ev && ids->session_id)
+        json_object_set_new(ev, "session_id", json_string(ids->session_id));
     return ev;
+}
+
+static json_t *execute_event(struct tc_request *r, struct exec_state *st, json_t *body,
+                             const char *decision)
+{
+    struct tc_api_call_ids ids = {.principal = &r->principal,
+                                  .request_id = r->request_id,
+                                  .tool = st->tool,
+                                  .exec_id = st->id,
+                                  .limits = st->limits,
+                                  .findings = st->findings};
+    return tc_api_execute_event(&ids, st->redactor, body, decision);
 }
 
 /* The execution row (and, when held, its approval) commit together with the "execute" audit
@@ -626,10 +640,17 @@ static enum MHD_Result block(struct tc_request *r, struct exec_state *st, json_t
     }
     tc_metrics_execution(st->tool, "blocked", 0);
     idem_end(r, st, 403, NULL, NULL);
+    return tc_respond_problem(r, 403, "blocked-by-prescreen", "Blocked by pre-screen",
+                              tc_api_findings_errors(st->findings, body),
+                              "the code matched rules this tool blocks");
+}
+
+json_t *tc_api_findings_errors(json_t *findings, json_t *body)
+{
     json_t *errors = json_array();
     size_t i;
     json_t *f;
-    json_array_foreach(st->findings, i, f)
+    json_array_foreach(findings, i, f)
     {
         /* code:LINE:COL, stdin:LINE:COL, files[N]:LINE:COL (N: the file's index in the request) */
         char path[96], where[32] = "code";
@@ -657,10 +678,7 @@ static enum MHD_Result block(struct tc_request *r, struct exec_state *st, json_t
                                                 json_object_get(f, "rule"), "severity",
                                                 json_object_get(f, "severity")));
     }
-    enum MHD_Result ret =
-        tc_respond_problem(r, 403, "blocked-by-prescreen", "Blocked by pre-screen", errors,
-                           "the code matched rules this tool blocks");
-    return ret;
+    return errors;
 }
 
 enum MHD_Result tc_api_execute(struct tc_request *r)

@@ -11,6 +11,11 @@ static const struct tc_route routes[] = {
     {"GET", "/v1/executions/{}", TC_ROLE_ANY, tc_api_execution_get},
     {"GET", "/v1/executions/{}/events", TC_ROLE_ANY, tc_api_execution_events},
     {"POST", "/v1/executions/{}/cancel", TC_ROLE_AGENT | TC_ROLE_ADMIN, tc_api_execution_cancel},
+    {"POST", "/v1/sessions", TC_ROLE_AGENT | TC_ROLE_ADMIN, tc_api_session_create},
+    {"GET", "/v1/sessions", TC_ROLE_ANY, tc_api_sessions_list},
+    {"GET", "/v1/sessions/{}", TC_ROLE_ANY, tc_api_session_get},
+    {"DELETE", "/v1/sessions/{}", TC_ROLE_AGENT | TC_ROLE_ADMIN, tc_api_session_delete},
+    {"POST", "/v1/sessions/{}/execute", TC_ROLE_AGENT | TC_ROLE_ADMIN, tc_api_session_execute},
     {"GET", "/v1/tools", TC_ROLE_ANY | TC_ROLE_OPERATOR, tc_api_tools},
     /* Service-wide: operator keys only (an admin acts on its own tenant). */
     {"POST", "/v1/admin/policy/reload", TC_ROLE_OPERATOR, tc_api_policy_reload},

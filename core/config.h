@@ -18,6 +18,7 @@ struct tc_config {
     int64_t max_body_bytes;
     int64_t max_sandboxes;
     int64_t tenant_max_concurrent;       /* per tenant, all replicas (execution/quota.h); 0: none */
+    int64_t tenant_max_sessions;         /* open sessions per tenant, all replicas; 0: none */
     int64_t tenant_rate_per_minute;      /* calls per tenant and minute; 0: none */
     int64_t key_rate_per_minute;         /* calls per API key and minute; 0: none */
     int64_t tenant_cpu_seconds_per_day;  /* rolling day; 0: none */

@@ -84,6 +84,32 @@ int tc_quota_admit_tx(PGconn *c, const char *tenant_id, int64_t default_max, str
     return admit_concurrent(own, running, default_max, ret);
 }
 
+int tc_quota_admit_session_tx(PGconn *c, const char *tenant_id, int64_t default_max,
+                              struct tc_quota_refusal *ret)
+{
+    const char *p[] = {tenant_id};
+    if (!lock_tenant(c, tenant_id))
+        return -EIO;
+    PGresult *r = tc_db_exec(c,
+                             "SELECT (SELECT count(*) FROM sessions WHERE tenant_id = $1"
+                             "        AND status = 'active'), q.max_sessions"
+                             " FROM (SELECT 1) one LEFT JOIN tenant_quotas q ON q.tenant_id = $1",
+                             1, p);
+    if (!r || PQntuples(r) != 1) {
+        PQclear(r);
+        return -EIO;
+    }
+    int64_t open = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+    bool own = !PQgetisnull(r, 0, 1);
+    int64_t max = own ? strtoll(PQgetvalue(r, 0, 1), NULL, 10) : default_max > 0 ? default_max : -1;
+    PQclear(r);
+    if (max < 0 || open < max)
+        return 0;
+    *ret = (struct tc_quota_refusal){
+        .limit = "max_sessions", .value = max, .running = open, .retry_after_s = 10, .own = own};
+    return -EDQUOT;
+}
+
 /* The limit in force: the tenant's own, else the server's default (0 there: none, -1). */
 static int64_t effective(int64_t own, int64_t def)
 {

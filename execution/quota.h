@@ -63,6 +63,12 @@ int tc_quota_admit_call_tx(PGconn *c, const char *tenant_id, const char *key_id,
  * one. 0 (admit), -EDQUOT (refuse; *ret says why), -EIO. */
 int tc_quota_admit_tx(PGconn *c, const char *tenant_id, int64_t default_max, struct tc_quota *ret);
 
+/* Inside a transaction of c, before a session of tenant_id is recorded as active: the
+ * tenant's open sessions against its max_sessions (tenant_quotas, else default_max; 0: none),
+ * under the tenant's admission lock. 0, -EDQUOT (*ret: limit "max_sessions"), -EIO. */
+int tc_quota_admit_session_tx(PGconn *c, const char *tenant_id, int64_t default_max,
+                              struct tc_quota_refusal *ret);
+
 #define TC_QUOTA_KEEP    (-2) /* tc_quota_set: leave this limit as it is */
 #define TC_QUOTA_DEFAULT (-1) /* tc_quota_set: back to the server's default */
 

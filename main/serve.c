@@ -227,6 +227,10 @@ int tc_cmd_serve(int argc, char **argv)
         tc_log(TC_LOG_ERROR, "cannot start the event streams' thread", NULL);
         goto out;
     }
+    if (tc_api_sessions_start(&srv) < 0) {
+        tc_log(TC_LOG_ERROR, "cannot start the sessions' keeper", NULL);
+        goto out;
+    }
     if (tc_http_start(&srv, &err) < 0) {
         tc_log(TC_LOG_ERROR, "cannot listen", "{s:s, s:s, s:i}", "error", err ? err : "", "host",
                cfg.listen_host, "port", (int)cfg.listen_port);
@@ -278,6 +282,7 @@ int tc_cmd_serve(int argc, char **argv)
      * (their suspended requests resume with an error) and stop the HTTP threads. */
     if (srv.mhd)
         MHD_quiesce_daemon(srv.mhd);
+    tc_api_sessions_stop(); /* sessions end now (server_shutdown): they would outlast a drain */
     drain(&srv, worker, &set, cfg.drain_seconds);
     /* From here no request suspends and nothing touches the launcher; sections already in
      * progress finish first (they hold the run lock). */
@@ -309,6 +314,7 @@ int tc_cmd_serve(int argc, char **argv)
     tc_http_stop(&srv);
     rc = 0;
 out:
+    tc_api_sessions_stop();
     tc_worker_quiesce(worker);
     tc_events_stop();
     tc_http_stop(&srv);

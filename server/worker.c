@@ -487,6 +487,29 @@ static void sweep_instance(struct tc_worker *w, int dead)
     /* Declared dead first: should it come back, it is fenced (see the monitor). */
     PQclear(tc_db_exec(
         c, "UPDATE instances SET dead_at = coalesce(dead_at, now()) WHERE id = $1::int", 1, p));
+    /* Its sessions ended with it (api/sessions.c): said so, their credentials revoked below. */
+    r = tc_db_exec(c,
+                   "UPDATE sessions SET status = 'ended', ended_at = now(),"
+                   " ended_reason = 'server_restart' WHERE status = 'active'"
+                   " AND instance_id = $1::int RETURNING id, tenant_id, tool, calls",
+                   1, p);
+    bool sessions_ok = r != NULL;
+    for (int i = 0; sessions_ok && i < PQntuples(r); i++) {
+        json_t *ev = json_pack("{s:s, s:s, s:{s:s, s:s}, s:s, s:s, s:s, s:i}", "action",
+                               "session.end", "tenant_id", PQgetvalue(r, i, 1), "actor", "type",
+                               "system", "id", "sweeper", "tool", PQgetvalue(r, i, 2),
+                               "session_id", PQgetvalue(r, i, 0), "reason", "server_restart",
+                               "calls", atoi(PQgetvalue(r, i, 3)));
+        sessions_ok = ev && tc_audit_append_tx(c, w->srv->keys, ev, NULL) == 0;
+        json_decref(ev);
+        if (nreleased < 100)
+            snprintf(released[nreleased++], sizeof(released[0]), "%s", PQgetvalue(r, i, 0));
+    }
+    PQclear(r);
+    if (!sessions_ok) {
+        tc_db_command(c, "ROLLBACK");
+        return;
+    }
     r = tc_db_exec(
         c,
         "SELECT e.id, e.tenant_id, coalesce(e.api_key_id::text, ''), e.tool,"
@@ -585,8 +608,10 @@ static void sweep_interrupted(struct tc_worker *w)
     const char *p[] = {me};
     PGresult *r = tc_db_exec(
         w->conn,
-        "SELECT DISTINCT e.claimed_by FROM executions e"
-        " WHERE e.status = 'running' AND e.claimed_by IS NOT NULL AND e.claimed_by <> $1::int"
+        "SELECT DISTINCT e.claimed_by FROM (SELECT claimed_by FROM executions"
+        "   WHERE status = 'running' AND claimed_by IS NOT NULL"
+        "   UNION SELECT instance_id FROM sessions WHERE status = 'active') e"
+        " WHERE e.claimed_by <> $1::int"
         " AND NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory'"
         "   AND l.classid = " INSTANCE_LOCK_CLASS " AND l.objid = e.claimed_by"
         "   AND l.objsubid = 2 AND l.granted) LIMIT 32",

@@ -118,6 +118,7 @@ def main():
         os.unlink(_STDIN_FILE)
         sys.stdin = io.TextIOWrapper(io.FileIO(0, "rb", closefd=False))
         meta = {"status": "ok", "exit_code": 0, "result": None, "error": None}
+        t0 = os.times()
         try:
             signal.signal(signal.SIGINT, signal.default_int_handler)
             meta["result"] = _run(ns, code)
@@ -140,6 +141,8 @@ def main():
             meta["exit_code"] = 1
             meta["error"] = "".join(traceback.format_exception_only(type(e), e)).strip()[:4096]
         signal.signal(signal.SIGINT, _quiet)
+        t1 = os.times()
+        meta["cpu_ms"] = int(1000 * sum(t1[i] - t0[i] for i in range(4)))
         os.dup2(_NULL, 0)
         if "plots" in flags.split(","):
             meta["figures"] = _figures()

@@ -1,0 +1,1341 @@
+/* Sessions (docs/sessions.md): a sandbox that stays up for a tenant's calls. Its program is
+ * a driver (execution/session/) that runs each call's code in one interpreter or shell; the
+ * server writes each call to the driver's stdin and finds its end in the output
+ * (execution/session.h). A call is an execution like any other: recorded before it runs,
+ * pre-screened, redacted, audited (with its session_id), stored by the recorder.
+ *
+ *   POST   /v1/sessions                 {tool, ttl_seconds?, idle_timeout_seconds?, limits?}
+ *   GET    /v1/sessions                 the tenant's sessions, newest first
+ *   GET    /v1/sessions/{id}
+ *   DELETE /v1/sessions/{id}
+ *   POST   /v1/sessions/{id}/execute    {code, stdin?, timeout_ms?}
+ *
+ * A session lives on the server process that opened it. One thread (the keeper) enforces the
+ * per-call time (SIGINT to the driver's process group, then the session is killed if the call
+ * does not end within KILL_GRACE_MS), the idle timeout and the TTL (also the sandbox's wall
+ * limit, which the launcher enforces), and records ends the sandbox caused. Locking: one
+ * mutex (ss.mu) over the registry and every session's state; nothing blocks under it. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "api/api.h"
+#include "approval/approval.h"
+#include "audit/audit.h"
+#include "broker/leases.h"
+#include "common/embedded.h"
+#include "common/util.h"
+#include "core/db.h"
+#include "core/log.h"
+#include "core/metrics.h"
+#include "execution/quota.h"
+#include "execution/record.h"
+#include "execution/request.h"
+#include "execution/session.h"
+#include "policy/policy.h"
+#include "policy/prescreen.h"
+#include "policy/redact.h"
+#include "sandbox/sandbox.h"
+#include "sandbox/workspace.h"
+#include "server/auth.h"
+#include "server/recorder.h"
+
+#define KILL_GRACE_MS   2000 /* after the interrupt, a call that has not ended kills its session */
+#define STRAY_MAX       (64u << 10) /* output between calls kept for the next one, per stream */
+#define DEFAULT_TTL_S   600
+#define DEFAULT_IDLE_S  300
+#define LIST_MAX        100
+
+struct session;
+
+struct call {
+    struct session *s;
+    struct tc_request *r;
+    struct tc_principal principal;
+    char exec_id[37], nonce[TC_SESSION_NONCE_LEN + 1], request_id[65], created_at[32];
+    int64_t limits[TC_LIMIT__COUNT];
+    json_t *findings;
+    int64_t t0_ms, deadline_ms, interrupt_ms;
+    bool interrupted, timed_out;
+    struct tc_session_scan scan[2];
+    unsigned ended; /* bit k: stream k's marker seen */
+    struct tc_buf raw[2];
+    bool trunc[2];
+    json_t *meta;      /* the driver's account of the call */
+    json_t *sandbox;   /* the sandbox's result when it ended during the call */
+    int record_rc;
+    json_t *view;
+};
+
+struct session {
+    struct session *next;
+    int refs; /* under ss.mu: the registry, the launcher (until its result), each call */
+    char id[37], tenant_id[37], tool[65], language[16];
+    struct tc_principal principal;
+    struct tc_policy *policy;
+    const struct tc_tool *t; /* in policy */
+    struct tc_redactor *redactor;
+    struct tc_grant *grant;
+    int64_t limits[TC_LIMIT__COUNT];
+    int64_t ttl_s, idle_s, expires_ms, last_ms;
+    bool plots, in_registry, launched;
+    bool busy;              /* a call has the session (from its admission to its end) */
+    const char *end_reason; /* set once: why it ends */
+    bool end_recorded;      /* the database says so (or will: queued for the keeper) */
+    struct call *call;      /* the call the driver runs now (armed), or NULL */
+    struct tc_buf stray[2];
+    int64_t cpu_calls_ms;   /* what calls reported, for the session's CPU accounting */
+    int64_t cpu_left_ms;    /* the sandbox's CPU the calls did not report (at its end) */
+};
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct session *list;
+    struct session *ended; /* ends the sandbox caused, for the keeper to record (next chain) */
+    struct tc_server *srv;
+    pthread_t keeper;
+    unsigned launched; /* sessions whose sandbox has not given its result yet */
+    bool started, stop;
+} ss = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+/* ---- sessions' lifetimes ---- */
+
+static void session_unref_locked(struct session *s)
+{
+    if (--s->refs > 0)
+        return;
+    tc_policy_unref(s->policy);
+    tc_redactor_free(s->redactor);
+    tc_grant_free(s->grant);
+    tc_buf_free(&s->stray[0]);
+    tc_buf_free(&s->stray[1]);
+    free(s);
+}
+
+static void session_unref(struct session *s)
+{
+    pthread_mutex_lock(&ss.mu);
+    session_unref_locked(s);
+    pthread_mutex_unlock(&ss.mu);
+}
+
+/* The tenant's session id, with a reference; NULL if it is not open here. */
+static struct session *lookup(const char *tenant_id, const char *id)
+{
+    pthread_mutex_lock(&ss.mu);
+    struct session *s = ss.list;
+    while (s && !(strcmp(s->id, id) == 0 && strcmp(s->tenant_id, tenant_id) == 0))
+        s = s->next;
+    if (s)
+        s->refs++;
+    pthread_mutex_unlock(&ss.mu);
+    return s;
+}
+
+static void unlink_locked(struct session *s)
+{
+    if (!s->in_registry)
+        return;
+    for (struct session **p = &ss.list; *p; p = &(*p)->next)
+        if (*p == s) {
+            *p = s->next;
+            break;
+        }
+    s->in_registry = false;
+    s->next = NULL;
+    session_unref_locked(s);
+}
+
+/* The session's end in the database (guarded: only an active row) with its audit record, and
+ * its credentials revoked. Blocks on the database: never under ss.mu. */
+static void record_end(struct session *s, const char *reason)
+{
+    struct tc_server *srv = ss.srv;
+    PGconn *c = tc_db_acquire(srv->db, 5000);
+    const char *p[] = {s->id, reason};
+    int rc = c ? tc_db_begin(c) : -EIO;
+    PGresult *res = rc == 0 ? tc_db_exec(c,
+                                         "UPDATE sessions SET status = 'ended', ended_at = now(),"
+                                         " ended_reason = $2 WHERE id = $1 AND status = 'active'"
+                                         " RETURNING calls",
+                                         2, p)
+                            : NULL;
+    if (rc == 0 && !res)
+        rc = -EIO;
+    if (res && PQntuples(res) == 1) {
+        json_t *actor = tc_auth_actor(&s->principal);
+        json_t *ev = json_pack("{s:s, s:s, s:o, s:s, s:s, s:s, s:i}", "action", "session.end",
+                               "tenant_id", s->tenant_id, "actor", actor, "tool", s->tool,
+                               "session_id", s->id, "reason", reason, "calls",
+                               atoi(PQgetvalue(res, 0, 0)));
+        if (!ev || tc_audit_append_tx(c, srv->keys, ev, NULL) < 0)
+            rc = -EIO;
+        json_decref(ev);
+    }
+    PQclear(res);
+    if (c)
+        rc = tc_db_finish(c, rc);
+    if (c && !tc_grant_empty(s->grant) && tc_broker_release(c, srv->keys, s->id) < 0)
+        rc = -EIO;
+    tc_db_release(srv->db, c);
+    if (rc < 0) /* the sweeper ends it once this process is gone; logged for the operator */
+        tc_log(TC_LOG_ERROR, "recording a session's end failed", "{s:s, s:s}", "session_id",
+               s->id, "reason", reason);
+    else
+        tc_log(TC_LOG_INFO, "session ended", "{s:s, s:s}", "session_id", s->id, "reason", reason);
+}
+
+/* End s for reason (the first reason wins): no new call, the sandbox killed. record: write
+ * the end now (callers that may block); else the keeper does. */
+static void end_session(struct session *s, const char *reason, bool record)
+{
+    pthread_mutex_lock(&ss.mu);
+    bool first = !s->end_reason;
+    if (first)
+        s->end_reason = reason;
+    unlink_locked(s);
+    bool do_record = first && record && !s->end_recorded;
+    if (do_record)
+        s->end_recorded = true;
+    bool launched = s->launched;
+    pthread_mutex_unlock(&ss.mu);
+    if (do_record)
+        record_end(s, reason);
+    if (launched && tc_server_begin(ss.srv)) {
+        (void)tc_launcher_cancel(ss.srv->launcher, s->id);
+        tc_server_end(ss.srv);
+    }
+}
+
+/* ---- a call's end ---- */
+
+static json_t *b64_json(const struct tc_buf *b)
+{
+    char *e = tc_b64_encode(b->data ? b->data : "", b->len);
+    return e ? json_string(e) : json_string("");
+}
+
+/* What the launcher would say of a one-shot run, from the driver's account (or the sandbox's
+ * result, when the session ended during the call). */
+static json_t *call_result(struct call *c)
+{
+    const char *status = "completed", *killed = NULL, *error = NULL;
+    json_t *exit_code = json_null(), *signal = json_null();
+    const char *ms = json_string_value(json_object_get(c->meta, "status"));
+    if (c->meta) {
+        json_int_t code = json_integer_value(json_object_get(c->meta, "exit_code"));
+        exit_code = json_integer(code);
+        if (ms && strcmp(ms, "interrupted") == 0 && c->timed_out) {
+            status = "timeout";
+            killed = "timeout";
+        } else if (code != 0 || (ms && strcmp(ms, "error") == 0)) {
+            status = "failed";
+        }
+    } else if (c->sandbox) {
+        /* the session's sandbox ended before the call did */
+        const char *kr = json_string_value(json_object_get(c->sandbox, "killed_reason"));
+        const char *ss_ = json_string_value(json_object_get(c->sandbox, "status"));
+        json_decref(exit_code);
+        json_decref(signal);
+        exit_code = json_incref(json_object_get(c->sandbox, "exit_code"));
+        signal = json_incref(json_object_get(c->sandbox, "signal"));
+        if (!exit_code)
+            exit_code = json_null();
+        if (!signal)
+            signal = json_null();
+        if (c->timed_out) {
+            status = "timeout";
+            killed = "timeout";
+        } else if (kr && strcmp(kr, "timeout") != 0 && strcmp(kr, "cancelled") != 0) {
+            status = "killed";
+            killed = kr;
+        } else if (ss_ && strcmp(ss_, "error") == 0) {
+            status = "error";
+            error = json_string_value(json_object_get(c->sandbox, "error"));
+        } else if (kr) {
+            status = "killed";
+            killed = kr;
+            error = strcmp(kr, "timeout") == 0 ? "the session's time (ttl_seconds) ran out"
+                                               : "the session was ended during the call";
+        } else {
+            status = "failed";
+            error = "the session's program exited during the call (the session has ended)";
+        }
+    } else {
+        status = "error";
+        error = "the session ended during the call";
+    }
+    int64_t dur = tc_now_ms() - c->t0_ms;
+    json_t *files = json_array();
+    size_t i;
+    json_t *fig;
+    json_array_foreach(json_object_get(c->meta, "figures"), i, fig)
+    {
+        char path[64];
+        snprintf(path, sizeof(path), ".toolcage/outputs/fig-%03zu.png", i + 1);
+        if (json_is_string(fig))
+            json_array_append_new(files, json_pack("{s:s, s:O, s:I, s:b}", "path", path,
+                                                   "content_b64", fig, "size",
+                                                   (json_int_t)json_string_length(fig) * 3 / 4,
+                                                   "truncated", 0));
+    }
+    json_t *res = json_pack(
+        "{s:s, s:s, s:o, s:o, s:o, s:o, s:b, s:b, s:I, s:I, s:s?, s:o, s:{s:s}, s:[], s:[]}",
+        "id", c->exec_id, "status", status, "exit_code", exit_code, "signal", signal,
+        "stdout_b64", b64_json(&c->raw[0]), "stderr_b64", b64_json(&c->raw[1]),
+        "stdout_truncated", c->trunc[0], "stderr_truncated", c->trunc[1], "duration_ms",
+        (json_int_t)dur, "cpu_ms",
+        (json_int_t)json_integer_value(json_object_get(c->meta, "cpu_ms")), "killed_reason",
+        killed, "files", files, "enforced", "wall_ms", "server", "policy_violations", "network");
+    if (res && error)
+        json_object_set_new(res, "error", json_string(error));
+    return res;
+}
+
+static json_t *call_view(void *userdata, json_t *raw)
+{
+    struct call *c = userdata;
+    struct session *s = c->s;
+    char finished[32];
+    tc_iso8601(tc_wall_ms(), finished);
+    struct tc_exec_filter filter = {.redactor = s->redactor};
+    filter.secrets = tc_grant_values(s->grant, &filter.nsecrets);
+    json_t *view = tc_exec_view(c->exec_id, s->tool, raw, c->limits, c->created_at, finished,
+                                &filter, c->findings);
+    if (!view)
+        return NULL;
+    json_object_set_new(view, "session_id", json_string(s->id));
+    const char *result = json_string_value(json_object_get(c->meta, "result"));
+    json_object_set_new(view, "result",
+                        result ? tc_exec_redact_string(&filter, result, strlen(result),
+                                                       json_object_get(view, "redactions"))
+                               : json_null());
+    return view;
+}
+
+static void call_free(void *p)
+{
+    struct call *c = p;
+    if (!c)
+        return;
+    tc_session_scan_free(&c->scan[0]);
+    tc_session_scan_free(&c->scan[1]);
+    tc_buf_free(&c->raw[0]);
+    tc_buf_free(&c->raw[1]);
+    json_decref(c->meta);
+    json_decref(c->sandbox);
+    json_decref(c->findings);
+    json_decref(c->view);
+    if (c->s)
+        session_unref(c->s);
+    free(c);
+}
+
+static void call_recorded(void *userdata, int rc, json_t *view)
+{
+    struct call *c = userdata;
+    c->record_rc = rc;
+    c->view = json_incref(view);
+    tc_request_resume(c->r);
+}
+
+/* The call is over (detached from its session already): store it, then answer. */
+static void call_finish(struct call *c)
+{
+    json_t *raw = call_result(c);
+    json_t *actor = tc_auth_actor(&c->principal);
+    struct tc_record_outcome o = {.ids = {.exec_id = c->exec_id,
+                                          .tenant_id = c->principal.tenant_id,
+                                          .tool = c->s->tool,
+                                          .request_id = c->request_id,
+                                          .claimed_by = ss.srv->instance_id,
+                                          .actor = actor},
+                                  .action = "execution.complete",
+                                  .raw = raw,
+                                  .build = call_view,
+                                  .done = call_recorded,
+                                  .userdata = c};
+    if (!raw || !actor || tc_recorder_finish(ss.srv->recorder, &o) < 0)
+        call_recorded(c, -ENOMEM, NULL);
+    json_decref(actor);
+    json_decref(raw);
+}
+
+/* ---- the launcher's side (its reader thread: nothing may block) ---- */
+
+struct emit_ctx {
+    struct call *c;
+    int k;
+};
+
+static void emit_output(void *ud, const char *data, size_t len)
+{
+    struct emit_ctx *e = ud;
+    struct call *c = e->c;
+    size_t cap = (size_t)c->limits[TC_LIMIT_OUTPUT_BYTES];
+    size_t room = c->raw[e->k].len < cap ? cap - c->raw[e->k].len : 0;
+    if (len > room)
+        c->trunc[e->k] = true;
+    if (room && tc_buf_append(&c->raw[e->k], data, len < room ? len : room) < 0)
+        c->trunc[e->k] = true;
+}
+
+/* Output between calls (programs left in the background): the next call's, up to STRAY_MAX. */
+static void keep_stray(struct session *s, int k, const char *data, size_t len)
+{
+    size_t room = s->stray[k].len < STRAY_MAX ? STRAY_MAX - s->stray[k].len : 0;
+    if (room && tc_buf_append(&s->stray[k], data, len < room ? len : room) < 0)
+        return; /* bounded: the rest is dropped */
+}
+
+/* Output of stream k for the running call (or, with none, kept for the next). Under ss.mu;
+ * 1 when this ended the call (s->call is then NULL and *ret_done the call), 0, or -E2BIG: the
+ * end marker's line is past its bound (the driver is not ours any more: end the session). */
+static int feed_locked(struct session *s, int k, const char *data, size_t len,
+                       struct call **ret_done)
+{
+    struct call *c = s->call;
+    if (!c) {
+        keep_stray(s, k, data, len);
+        return 0;
+    }
+    struct emit_ctx e = {c, k};
+    size_t after = len;
+    int r = tc_session_scan_feed(&c->scan[k], data, len, emit_output, &e, &after);
+    if (r < 0)
+        return r;
+    if (r == 1) {
+        c->ended |= 1u << k;
+        if (k == 0)
+            c->meta = tc_session_scan_meta(&c->scan[0]);
+        if (after < len) /* after the marker: no call's (kept for the next) */
+            keep_stray(s, k, data + after, len - after);
+    }
+    if (c->ended != 3)
+        return 0;
+    if (c->meta)
+        s->cpu_calls_ms += json_integer_value(json_object_get(c->meta, "cpu_ms"));
+    s->call = NULL;
+    s->busy = false;
+    s->last_ms = tc_now_ms();
+    *ret_done = c;
+    return 1;
+}
+
+static void on_chunk(void *userdata, int stream, const char *data, size_t len)
+{
+    struct session *s = userdata;
+    struct call *done = NULL;
+    bool bad = false;
+    pthread_mutex_lock(&ss.mu);
+    if (stream == 1 || stream == 2)
+        bad = feed_locked(s, stream - 1, data, len, &done) < 0;
+    pthread_mutex_unlock(&ss.mu);
+    if (done)
+        call_finish(done);
+    if (bad)
+        end_session(s, "killed", false);
+}
+
+/* The session's sandbox is gone (its result): a call still running ends with it; the end is
+ * recorded by the keeper unless it was already. */
+static void on_sandbox_done(void *userdata, json_t *result)
+{
+    struct session *s = userdata;
+    pthread_mutex_lock(&ss.mu);
+    if (!s->end_reason) {
+        const char *kr = json_string_value(json_object_get(result, "killed_reason"));
+        const char *st = json_string_value(json_object_get(result, "status"));
+        s->end_reason = kr && strcmp(kr, "timeout") == 0 ? "ttl_expired"
+                        : kr                             ? "killed"
+                        : st && strcmp(st, "error") == 0 ? "error"
+                                                         : "exited";
+    }
+    unlink_locked(s);
+    struct call *c = s->call;
+    s->call = NULL;
+    if (c)
+        c->sandbox = json_incref(result);
+    s->launched = false;
+    ss.launched--;
+    /* the keeper records the end (and the CPU no call reported), then drops the launcher's
+     * reference */
+    s->cpu_left_ms = json_integer_value(json_object_get(result, "cpu_ms")) - s->cpu_calls_ms;
+    s->next = ss.ended;
+    ss.ended = s;
+    pthread_cond_signal(&ss.cv);
+    pthread_mutex_unlock(&ss.mu);
+    if (c)
+        call_finish(c);
+}
+
+/* ---- the keeper ---- */
+
+/* CPU of a session's sandbox that no call reported (the driver's own, programs left in the
+ * background), for the tenant's daily budget. */
+static void add_usage(const char *tenant_id, int64_t cpu_ms)
+{
+    PGconn *c = tc_db_acquire(ss.srv->db, 5000);
+    int rc = c ? tc_db_begin(c) : -EIO;
+    if (rc == 0 && !tc_quota_add_usage_tx(c, tenant_id, cpu_ms, 0))
+        rc = -EIO;
+    if (c)
+        rc = tc_db_finish(c, rc);
+    tc_db_release(ss.srv->db, c);
+    if (rc < 0)
+        tc_log(TC_LOG_WARN, "a session's CPU use could not be recorded", "{s:s, s:I}",
+               "tenant_id", tenant_id, "cpu_ms", (json_int_t)cpu_ms);
+}
+
+static void *keeper_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&ss.mu);
+    while (!ss.stop || ss.ended || ss.list) {
+        /* ends the sandboxes caused */
+        while (ss.ended) {
+            struct session *s = ss.ended;
+            ss.ended = s->next;
+            s->next = NULL;
+            bool rec = !s->end_recorded;
+            s->end_recorded = true;
+            pthread_mutex_unlock(&ss.mu);
+            if (rec)
+                record_end(s, s->end_reason);
+            if (s->cpu_left_ms > 0)
+                add_usage(s->tenant_id, s->cpu_left_ms);
+            pthread_mutex_lock(&ss.mu);
+            session_unref_locked(s); /* the launcher's */
+        }
+        if (ss.stop && !ss.list)
+            break;
+        /* timers */
+        int64_t now = tc_now_ms();
+        struct session *end = NULL;
+        const char *why = NULL;
+        for (struct session *s = ss.list; s && !end; s = s->next) {
+            struct call *c = s->call;
+            if (c && c->r && !c->interrupted && now >= c->deadline_ms) {
+                c->interrupted = c->timed_out = true;
+                c->interrupt_ms = now;
+                if (tc_server_begin(ss.srv)) { /* a send; it does not wait for the sandbox */
+                    (void)tc_launcher_interrupt(ss.srv->launcher, s->id);
+                    tc_server_end(ss.srv);
+                }
+            } else if (c && c->interrupted && now >= c->interrupt_ms + KILL_GRACE_MS) {
+                end = s, why = "call_unresponsive";
+            } else if (!s->busy && now >= s->last_ms + s->idle_s * 1000) {
+                end = s, why = "idle_timeout";
+            } else if (now >= s->expires_ms) {
+                end = s, why = "ttl_expired";
+            }
+        }
+        if (end) {
+            end->refs++;
+            pthread_mutex_unlock(&ss.mu);
+            end_session(end, why, true);
+            pthread_mutex_lock(&ss.mu);
+            session_unref_locked(end);
+            continue;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        if (!ss.ended)
+            pthread_cond_timedwait(&ss.cv, &ss.mu, &ts);
+    }
+    pthread_mutex_unlock(&ss.mu);
+    return NULL;
+}
+
+int tc_api_sessions_start(struct tc_server *srv)
+{
+    ss.srv = srv;
+    ss.stop = false;
+    if (pthread_create(&ss.keeper, NULL, keeper_main, NULL) != 0)
+        return -EAGAIN;
+    ss.started = true;
+    return 0;
+}
+
+void tc_api_sessions_stop(void)
+{
+    if (!ss.started)
+        return;
+    /* every open session ends now, recorded so; their sandboxes are killed */
+    for (;;) {
+        pthread_mutex_lock(&ss.mu);
+        struct session *s = ss.list;
+        if (s)
+            s->refs++;
+        pthread_mutex_unlock(&ss.mu);
+        if (!s)
+            break;
+        end_session(s, "server_shutdown", true);
+        session_unref(s);
+    }
+    /* their results (bounded: the launcher's stop kills what is left) */
+    pthread_mutex_lock(&ss.mu);
+    ss.stop = true;
+    for (int i = 0; i < 100 && ss.launched > 0; i++) {
+        pthread_mutex_unlock(&ss.mu);
+        usleep(50 * 1000);
+        pthread_mutex_lock(&ss.mu);
+    }
+    pthread_cond_signal(&ss.cv);
+    pthread_mutex_unlock(&ss.mu);
+    pthread_join(ss.keeper, NULL);
+    ss.started = false;
+}
+
+/* ---- HTTP ---- */
+
+static json_t *session_json(PGresult *res, int row)
+{
+    json_t *limits = json_loads(PQgetvalue(res, row, 4), 0, NULL);
+#define ISNULL_OR(col) (PQgetisnull(res, row, col) ? json_null() : json_string(PQgetvalue(res, row, col)))
+    json_t *v = json_pack(
+        "{s:s, s:s, s:s, s:o, s:I, s:I, s:s, s:s, s:s, s:I, s:o, s:o}", "id",
+        PQgetvalue(res, row, 0), "tool", PQgetvalue(res, row, 1), "status",
+        PQgetvalue(res, row, 2), "limits", limits ? limits : json_object(), "ttl_seconds",
+        (json_int_t)atoll(PQgetvalue(res, row, 5)), "idle_timeout_seconds",
+        (json_int_t)atoll(PQgetvalue(res, row, 6)), "created_at", PQgetvalue(res, row, 7),
+        "expires_at", PQgetvalue(res, row, 8), "last_used_at", PQgetvalue(res, row, 9), "calls",
+        (json_int_t)atoll(PQgetvalue(res, row, 10)), "ended_at", ISNULL_OR(11), "ended_reason",
+        ISNULL_OR(12));
+#undef ISNULL_OR
+    return v;
+}
+
+#define SESSION_COLS                                                                               \
+    "id, tool, status, instance_id, limits::text, ttl_seconds, idle_timeout_seconds, "            \
+    TC_SQL_ISO("created_at") ", " TC_SQL_ISO("expires_at") ", " TC_SQL_ISO(                       \
+        "last_used_at") ", calls, " TC_SQL_ISO("ended_at") ", ended_reason"
+
+/* The tenant's session as stored: 0 and *ret, -ENOENT, -EIO. */
+static int load_session(struct tc_server *srv, const char *tenant_id, const char *id,
+                        json_t **ret)
+{
+    PGconn *c = tc_db_acquire(srv->db, TC_DB_WAIT_MS);
+    if (!c)
+        return -EIO;
+    const char *p[] = {id, tenant_id};
+    PGresult *res = tc_db_exec(
+        c, "SELECT " SESSION_COLS " FROM sessions WHERE id::text = $1 AND tenant_id = $2", 2, p);
+    tc_db_release(srv->db, c);
+    if (!res)
+        return -EIO;
+    int rc = PQntuples(res) == 1 ? 0 : -ENOENT;
+    if (rc == 0)
+        *ret = session_json(res, 0);
+    PQclear(res);
+    return rc == 0 && !*ret ? -ENOMEM : rc;
+}
+
+static bool uuid_ok(const char *s)
+{
+    if (!s || strlen(s) != 36)
+        return false;
+    for (int i = 0; i < 36; i++) {
+        bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+        if (dash ? s[i] != '-' : tc_hexval((unsigned char)s[i]) < 0)
+            return false;
+    }
+    return true;
+}
+
+static enum MHD_Result not_found(struct tc_request *r)
+{
+    return tc_respond_problem(r, 404, "not-found", "Not found", NULL,
+                              "no session with this id belongs to your tenant");
+}
+
+/* Strict: only known keys, of the right types. errors gets {path, message} entries. */
+static void check_keys(json_t *body, const char *const *known, json_t *errors)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach(body, k, v)
+    {
+        size_t i = 0;
+        while (known[i] && strcmp(known[i], k) != 0)
+            i++;
+        if (!known[i])
+            json_array_append_new(errors, json_pack("{s:s, s:s}", "path", k, "message",
+                                                    "unknown field"));
+    }
+}
+
+static int64_t opt_int(json_t *body, const char *key, int64_t def, json_t *errors)
+{
+    json_t *v = json_object_get(body, key);
+    if (!v)
+        return def;
+    if (!json_is_integer(v) || json_integer_value(v) < 1) {
+        json_array_append_new(errors, json_pack("{s:s, s:s}", "path", key, "message",
+                                                "must be a positive integer"));
+        return def;
+    }
+    return json_integer_value(v);
+}
+
+static enum MHD_Result quota_refused(struct tc_request *r, const struct tc_quota_refusal *q)
+{
+    char retry[24];
+    snprintf(retry, sizeof(retry), "%lld", (long long)q->retry_after_s);
+    tc_metrics_quota_rejection();
+    if (strcmp(q->limit, "max_sessions") == 0)
+        return tc_respond_problem_header(
+            r, 429, "quota-exceeded", "Quota exceeded", "Retry-After", retry,
+            "tenant '%s' has %lld sessions open, its limit max_sessions (%s)",
+            r->principal.tenant_name, (long long)q->running,
+            q->own ? "set for the tenant" : "the server's default");
+    return tc_respond_problem_header(r, 429, "quota-exceeded", "Quota exceeded", "Retry-After",
+                                     retry, "%s: the tenant's limit is reached (%lld)", q->limit,
+                                     (long long)q->value);
+}
+
+/* The sandbox spec of a session: the tool's, with the driver as its program. */
+static json_t *session_spec(const struct tc_tool *tool, const char *driver, const char *id,
+                            const int64_t limits[TC_LIMIT__COUNT], int64_t ttl_s)
+{
+    struct tc_tool t = *tool;
+    t.plots = false; /* the driver saves figures itself */
+    const char *file = strcmp(tool->language, "python") == 0 ? ".toolcage/session_driver.py"
+                                                              : ".toolcage/session_driver.sh";
+    t.code_file = (char *)file;
+    json_t *body = json_pack("{s:s, s:s}", "tool", tool->name, "code", driver);
+    struct tc_exec_request req = {.tool = tool->name, .body = body};
+    int64_t L[TC_LIMIT__COUNT];
+    memcpy(L, limits, sizeof(L));
+    L[TC_LIMIT_TIMEOUT_MS] = ttl_s * 1000; /* the sandbox's wall limit is the session's life */
+    json_t *spec = body ? tc_exec_build_spec(&t, &req, L, id) : NULL;
+    json_decref(body);
+    if (spec) {
+        json_object_set_new(spec, "session", json_true());
+        json_object_set_new(json_object_get(json_object_get(spec, "files"), 0), "mode",
+                            json_integer(0444));
+    }
+    return spec;
+}
+
+enum MHD_Result tc_api_session_create(struct tc_request *r)
+{
+    enum MHD_Result ret;
+    json_t *body = tc_request_json(r, &ret);
+    if (!body)
+        return ret;
+    json_t *errors = json_array();
+    check_keys(body, (const char *const[]){"tool", "ttl_seconds", "idle_timeout_seconds",
+                                           "limits", NULL},
+               errors);
+    const char *name = json_string_value(json_object_get(body, "tool"));
+    if (!name || json_string_length(json_object_get(body, "tool")) != strlen(name) ||
+        !*name || strlen(name) > 64)
+        json_array_append_new(errors, json_pack("{s:s, s:s}", "path", "tool", "message",
+                                                "required: a tool name"));
+    int64_t ttl = opt_int(body, "ttl_seconds", 0, errors);
+    int64_t idle = opt_int(body, "idle_timeout_seconds", 0, errors);
+    json_t *lim = json_object_get(body, "limits");
+    if (lim && !json_is_object(lim))
+        json_array_append_new(errors, json_pack("{s:s, s:s}", "path", "limits", "message",
+                                                "must be an object"));
+    if (json_array_size(errors)) {
+        json_decref(body);
+        return tc_respond_problem(r, 400, "validation", "Invalid request", errors,
+                                  "the request does not match the schema (see errors)");
+    }
+    json_decref(errors);
+    errors = NULL;
+    if (r->srv->draining) {
+        json_decref(body);
+        return tc_respond_problem(r, 503, "draining", "Service unavailable", NULL,
+                                  "this server is shutting down; open the session elsewhere");
+    }
+    struct tc_policy *policy = tc_server_policy(r->srv);
+    const struct tc_tool *tool = tc_policy_tool(policy, name);
+    struct session *s = NULL;
+    json_t *reasons = NULL, *spec = NULL;
+    if (!tool) {
+        ret = tc_respond_problem(r, 404, "unknown-tool", "Unknown tool", NULL,
+                                 "no tool named '%s' is declared in the policy", name);
+        goto out;
+    }
+    if (tc_approval_needed(tool, false, &reasons)) {
+        ret = tc_respond_problem(r, 422, "session-not-allowed", "Sessions not allowed", NULL,
+                                 "calls of tool '%s' are held for a person's approval, which a "
+                                 "session cannot wait for; use POST /v1/execute",
+                                 tool->name);
+        goto out;
+    }
+    if (!tool->session) {
+        ret = tc_respond_problem(r, 422, "session-not-allowed", "Sessions not allowed", NULL,
+                                 "the policy of tool '%s' does not allow sessions "
+                                 "(session.enabled)",
+                                 tool->name);
+        goto out;
+    }
+    if (json_object_size(json_object_get(tool->raw, "credentials")) &&
+        tc_approval_may_hold(tool, NULL)) {
+        ret = tc_respond_problem(r, 422, "session-not-allowed", "Sessions not allowed", NULL,
+                                 "tool '%s' leases credentials and its calls may be held for "
+                                 "approval: its credentials exist only in approved calls",
+                                 tool->name);
+        goto out;
+    }
+    if (ttl == 0)
+        ttl = tool->session_ttl_max_s < DEFAULT_TTL_S ? tool->session_ttl_max_s : DEFAULT_TTL_S;
+    if (idle == 0)
+        idle = tool->session_idle_max_s < DEFAULT_IDLE_S ? tool->session_idle_max_s
+                                                         : DEFAULT_IDLE_S;
+    if (ttl > tool->session_ttl_max_s || idle > tool->session_idle_max_s) {
+        ret = tc_respond_problem(r, 422, "limit-exceeds-policy", "Limit exceeds policy", NULL,
+                                 "tool '%s' allows sessions of at most %lld s, idle at most %lld s",
+                                 tool->name, (long long)tool->session_ttl_max_s,
+                                 (long long)tool->session_idle_max_s);
+        goto out;
+    }
+    s = calloc(1, sizeof(*s));
+    if (!s) {
+        ret = MHD_NO;
+        goto out;
+    }
+    s->refs = 1; /* this handler's */
+    tc_buf_init(&s->stray[0], STRAY_MAX);
+    tc_buf_init(&s->stray[1], STRAY_MAX);
+    struct tc_exec_request lreq = {.tool = tool->name, .body = body};
+    if (tc_exec_limits(tool, &lreq, s->limits, &errors) < 0) {
+        ret = tc_respond_problem(r, 422, "limit-exceeds-policy", "Limit exceeds policy", errors,
+                                 "a requested limit is above what the policy allows");
+        errors = NULL;
+        goto out;
+    }
+    const char *driver = NULL;
+    const struct tc_embedded *e = tc_embedded_find(strcmp(tool->language, "python") == 0
+                                                       ? "execution/session/driver.py"
+                                                       : "execution/session/driver.sh");
+    driver = e ? (const char *)e->data : NULL;
+    tc_uuid7(s->id);
+    snprintf(s->tenant_id, sizeof(s->tenant_id), "%s", r->principal.tenant_id);
+    snprintf(s->tool, sizeof(s->tool), "%s", tool->name);
+    snprintf(s->language, sizeof(s->language), "%s", tool->language);
+    s->principal = r->principal;
+    s->policy = tc_policy_ref(policy);
+    s->t = tool;
+    s->plots = tool->plots;
+    s->ttl_s = ttl;
+    s->idle_s = idle;
+    if (!driver || tc_exec_redactor(tool, r->srv->cfg->state_dir, &s->redactor) < 0 ||
+        !(spec = session_spec(tool, driver, s->id, s->limits, ttl))) {
+        ret = MHD_NO;
+        goto out;
+    }
+    if (!r->srv->instance_locked) {
+        ret = tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
+                                 "this server is reconnecting to its database");
+        goto out;
+    }
+    int rr = -ESHUTDOWN;
+    if (tc_server_begin(r->srv)) {
+        rr = tc_launcher_reserve(r->srv->launcher);
+        tc_server_end(r->srv);
+    }
+    if (rr == -EAGAIN) {
+        ret = tc_respond_problem(r, 503, "overloaded", "Too many sandboxes", NULL,
+                                 "every sandbox slot is busy; retry later");
+        goto out;
+    }
+    if (rr < 0) {
+        ret = tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
+                                 "the sandbox launcher is not available");
+        goto out;
+    }
+    /* Recorded before it starts: the row, its audit record, the tenant's session quota. */
+    struct tc_quota_refusal q = {0};
+    json_t *lj = tc_exec_limits_json(s->limits);
+    char *lt = json_dumps(lj, JSON_COMPACT);
+    json_decref(lj);
+    char inst[16], ttls[24], idles[24];
+    snprintf(inst, sizeof(inst), "%d", (int)r->srv->instance_id);
+    snprintf(ttls, sizeof(ttls), "%lld", (long long)ttl);
+    snprintf(idles, sizeof(idles), "%lld", (long long)idle);
+    PGconn *c = lt ? tc_db_acquire(r->srv->db, TC_DB_WAIT_MS) : NULL;
+    int rc = c ? tc_db_begin(c) : -EIO;
+    if (rc == 0)
+        rc = tc_quota_admit_session_tx(c, s->tenant_id, r->srv->cfg->tenant_max_sessions, &q);
+    PGresult *res = NULL;
+    if (rc == 0) {
+        const char *p[] = {s->id, s->tenant_id, r->principal.key_id, s->tool, inst, lt, ttls,
+                           idles};
+        res = tc_db_exec(c,
+                         "INSERT INTO sessions (id, tenant_id, api_key_id, tool, status,"
+                         " instance_id, limits, ttl_seconds, idle_timeout_seconds, expires_at)"
+                         " VALUES ($1, $2, $3, $4, 'active', $5::int, $6::jsonb, $7::int, $8::int,"
+                         " now() + make_interval(secs => $7::int)) RETURNING " SESSION_COLS,
+                         8, p);
+        rc = res && PQntuples(res) == 1 ? 0 : -EIO;
+    }
+    if (rc == 0) {
+        json_t *ev = json_pack("{s:s, s:s, s:o, s:s, s:s, s:s, s:O, s:I, s:I}", "action",
+                               "session.create", "tenant_id", s->tenant_id, "actor",
+                               tc_auth_actor(&r->principal), "tool", s->tool, "session_id",
+                               s->id, "request_id", r->request_id, "limits",
+                               json_loads(lt, 0, NULL), "ttl_seconds", (json_int_t)ttl,
+                               "idle_timeout_seconds", (json_int_t)idle);
+        rc = ev && tc_audit_append_tx(c, r->srv->keys, ev, NULL) == 0 ? 0 : -EIO;
+        json_decref(ev);
+    }
+    if (c)
+        rc = tc_db_finish(c, rc);
+    free(lt);
+    if (rc < 0) {
+        tc_db_release(r->srv->db, c);
+        PQclear(res);
+        if (tc_server_begin(r->srv)) {
+            tc_launcher_unreserve(r->srv->launcher);
+            tc_server_end(r->srv);
+        }
+        ret = rc == -EDQUOT ? quota_refused(r, &q)
+                            : tc_respond_problem(r, 503, "unavailable", "Service unavailable",
+                                                 NULL, "the session could not be recorded");
+        goto out;
+    }
+    json_t *view = session_json(res, 0);
+    PQclear(res);
+    /* Credentials for the session's life, revoked when it ends. */
+    char *why = NULL;
+    int lrc = tc_broker_lease(c, r->srv->keys, s->tenant_id, tool, s->id, ttl * 1000, &s->grant,
+                              &why);
+    if (lrc == 0 && tc_grant_apply_spec(s->grant, spec) < 0)
+        lrc = -ENOMEM;
+    tc_db_release(r->srv->db, c);
+    if (lrc < 0) {
+        if (tc_server_begin(r->srv)) {
+            tc_launcher_unreserve(r->srv->launcher);
+            tc_server_end(r->srv);
+        }
+        record_end(s, "error");
+        json_decref(view);
+        ret = lrc == -EIO || lrc == -ENOMEM
+                  ? tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
+                                       "the credentials of this tool could not be leased")
+                  : tc_respond_problem(r, 422, "credential-unavailable", "Credential unavailable",
+                                       NULL, "%s", why ? why : "a credential is unavailable");
+        free(why);
+        goto out;
+    }
+    /* Into the registry, then the sandbox (its callbacks may run before submit returns). */
+    int64_t now = tc_now_ms();
+    s->expires_ms = now + ttl * 1000;
+    s->last_ms = now;
+    pthread_mutex_lock(&ss.mu);
+    bool stopping = ss.stop || !ss.started;
+    if (!stopping) {
+        s->refs += 2; /* the registry's, the launcher's */
+        s->in_registry = true;
+        s->launched = true;
+        ss.launched++;
+        s->next = ss.list;
+        ss.list = s;
+    }
+    pthread_mutex_unlock(&ss.mu);
+    if (stopping) {
+        if (tc_server_begin(r->srv)) {
+            tc_launcher_unreserve(r->srv->launcher);
+            tc_server_end(r->srv);
+        }
+        record_end(s, "server_shutdown");
+        json_decref(view);
+        ret = tc_respond_problem(r, 503, "draining", "Service unavailable", NULL,
+                                 "this server is shutting down; open the session elsewhere");
+        goto out;
+    }
+    struct tc_launcher_job job = {
+        .done = on_sandbox_done, .chunk = on_chunk, .userdata = s, .reserved = true};
+    int src = -ESHUTDOWN;
+    if (tc_server_begin(r->srv)) {
+        src = tc_launcher_submit_job(r->srv->launcher, spec, &job);
+        tc_server_end(r->srv);
+    }
+    if (src < 0) {
+        pthread_mutex_lock(&ss.mu);
+        s->launched = false;
+        ss.launched--;
+        session_unref_locked(s); /* the launcher's: it never took it */
+        pthread_mutex_unlock(&ss.mu);
+        end_session(s, "error", true);
+        json_decref(view);
+        ret = tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
+                                 "the sandbox launcher is not available");
+        goto out;
+    }
+    tc_log(TC_LOG_INFO, "session opened", "{s:s, s:s, s:s}", "request_id", r->request_id,
+           "session_id", s->id, "tool", s->tool);
+    char location[64];
+    snprintf(location, sizeof(location), "/v1/sessions/%s", s->id);
+    ret = tc_respond_json_ex(r, 201, view, "application/json", "Location", location);
+out:
+    if (s)
+        session_unref(s);
+    json_decref(spec);
+    json_decref(errors);
+    json_decref(reasons);
+    json_decref(body);
+    tc_policy_unref(policy);
+    return ret;
+}
+
+enum MHD_Result tc_api_session_get(struct tc_request *r)
+{
+    json_t *v = NULL;
+    int rc = uuid_ok(r->params[0]) ? load_session(r->srv, r->principal.tenant_id, r->params[0], &v)
+                                   : -ENOENT;
+    if (rc == -ENOENT)
+        return not_found(r);
+    if (rc < 0)
+        return tc_respond_db_down(r);
+    return tc_respond_json(r, 200, v);
+}
+
+enum MHD_Result tc_api_sessions_list(struct tc_request *r)
+{
+    const char *status = tc_request_query(r, "status");
+    if (status && strcmp(status, "active") != 0 && strcmp(status, "ended") != 0)
+        return tc_respond_problem(r, 400, "validation", "Invalid request",
+                                  json_pack("[{s:s, s:s}]", "path", "status", "message",
+                                            "\"active\" or \"ended\""),
+                                  "status must be \"active\" or \"ended\"");
+    PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
+    if (!c)
+        return tc_respond_db_down(r);
+    const char *p[] = {r->principal.tenant_id, status};
+    PGresult *res = tc_db_exec(c,
+                               "SELECT " SESSION_COLS " FROM sessions WHERE tenant_id = $1"
+                               " AND ($2::text IS NULL OR status = $2)"
+                               " ORDER BY created_at DESC, id DESC LIMIT " TC_STRINGIFY(LIST_MAX),
+                               2, p);
+    tc_db_release(r->srv->db, c);
+    if (!res)
+        return tc_respond_db_down(r);
+    json_t *items = json_array();
+    for (int i = 0; i < PQntuples(res); i++)
+        json_array_append_new(items, session_json(res, i));
+    PQclear(res);
+    return tc_respond_json(r, 200, json_pack("{s:o}", "items", items));
+}
+
+enum MHD_Result tc_api_session_delete(struct tc_request *r)
+{
+    if (!uuid_ok(r->params[0]))
+        return not_found(r);
+    struct session *s = lookup(r->principal.tenant_id, r->params[0]);
+    if (s) {
+        end_session(s, "deleted", true);
+        session_unref(s);
+    }
+    json_t *v = NULL;
+    int rc = load_session(r->srv, r->principal.tenant_id, r->params[0], &v);
+    if (rc == -ENOENT)
+        return not_found(r);
+    if (rc < 0)
+        return tc_respond_db_down(r);
+    if (!s && strcmp(json_string_value(json_object_get(v, "status")), "active") == 0) {
+        json_decref(v);
+        return tc_respond_problem(r, 409, "session-elsewhere", "Session on another server", NULL,
+                                  "this session runs on another server process; send its "
+                                  "requests there");
+    }
+    return tc_respond_json(r, 200, v);
+}
+
+/* ---- a call ---- */
+
+static enum MHD_Result call_answer(struct tc_request *r)
+{
+    struct call *c = r->state;
+    if ((c->record_rc == 0 || c->record_rc == -ESTALE) && c->view) {
+        tc_log(TC_LOG_INFO, "session call finished", "{s:s, s:s, s:s, s:O}", "request_id",
+               r->request_id, "execution_id", c->exec_id, "session_id", c->s->id, "status",
+               json_object_get(c->view, "status"));
+        return tc_respond_json(r, 200, json_incref(c->view));
+    }
+    return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
+                              "the call's outcome is not stored yet (it is kept and will be); "
+                              "read it with GET /v1/executions/%s",
+                              c->exec_id);
+}
+
+/* Why a call cannot run in session id now (not open here): a problem answer. */
+static enum MHD_Result not_open(struct tc_request *r, const char *id)
+{
+    json_t *v = NULL;
+    int rc = uuid_ok(id) ? load_session(r->srv, r->principal.tenant_id, id, &v) : -ENOENT;
+    if (rc == -ENOENT)
+        return not_found(r);
+    if (rc < 0)
+        return tc_respond_db_down(r);
+    const char *st = json_string_value(json_object_get(v, "status"));
+    enum MHD_Result ret;
+    if (st && strcmp(st, "ended") == 0)
+        ret = tc_respond_problem(r, 409, "session-ended", "Session ended", NULL,
+                                 "the session has ended (%s)",
+                                 json_string_value(json_object_get(v, "ended_reason")));
+    else
+        ret = tc_respond_problem(r, 409, "session-elsewhere", "Session on another server", NULL,
+                                 "this session runs on another server process; send its "
+                                 "requests there");
+    json_decref(v);
+    return ret;
+}
+
+enum MHD_Result tc_api_session_execute(struct tc_request *r)
+{
+    enum MHD_Result ret;
+    json_t *body = tc_request_json(r, &ret);
+    if (!body)
+        return ret;
+    json_t *errors = json_array();
+    check_keys(body, (const char *const[]){"code", "stdin", "timeout_ms", NULL}, errors);
+    json_t *code = json_object_get(body, "code"), *in = json_object_get(body, "stdin");
+    if (!json_is_string(code) || json_string_length(code) > TC_EXEC_MAX_CODE_BYTES)
+        json_array_append_new(errors, json_pack("{s:s, s:s}", "path", "code", "message",
+                                                "required: a string of at most 1 MiB"));
+    if (in && (!json_is_string(in) || json_string_length(in) > TC_EXEC_MAX_STDIN_BYTES))
+        json_array_append_new(errors, json_pack("{s:s, s:s}", "path", "stdin", "message",
+                                                "a string of at most 1 MiB"));
+    int64_t timeout = opt_int(body, "timeout_ms", 0, errors);
+    if (json_array_size(errors)) {
+        json_decref(body);
+        return tc_respond_problem(r, 400, "validation", "Invalid request", errors,
+                                  "the request does not match the schema (see errors)");
+    }
+    json_decref(errors);
+    struct session *s = uuid_ok(r->params[0]) ? lookup(r->principal.tenant_id, r->params[0]) : NULL;
+    if (!s) {
+        json_decref(body);
+        return not_open(r, r->params[0]);
+    }
+    struct call *c = calloc(1, sizeof(*c));
+    if (!c) {
+        json_decref(body);
+        session_unref(s);
+        return MHD_NO;
+    }
+    c->s = s; /* the lookup's reference is the call's */
+    c->r = NULL;
+    c->principal = r->principal;
+    snprintf(c->request_id, sizeof(c->request_id), "%s", r->request_id);
+    memcpy(c->limits, s->limits, sizeof(c->limits));
+    if (timeout > s->t->limits[TC_LIMIT_TIMEOUT_MS].max) {
+        call_free(c);
+        json_decref(body);
+        return tc_respond_problem(
+            r, 422, "limit-exceeds-policy", "Limit exceeds policy", NULL,
+            "timeout_ms: at most %lld for tool '%s'",
+            (long long)s->t->limits[TC_LIMIT_TIMEOUT_MS].max, s->tool);
+    }
+    if (timeout)
+        c->limits[TC_LIMIT_TIMEOUT_MS] = timeout;
+    tc_session_scan_init(&c->scan[0], "");
+    tc_session_scan_init(&c->scan[1], "");
+    tc_buf_init(&c->raw[0], (size_t)c->limits[TC_LIMIT_OUTPUT_BYTES] + 1);
+    tc_buf_init(&c->raw[1], (size_t)c->limits[TC_LIMIT_OUTPUT_BYTES] + 1);
+
+    /* Pre-screened as a one-shot call of the tool would be; a session cannot wait for a
+     * person, so a call the screen would hold is refused. */
+    json_t *screen = json_pack("{s:s, s:O}", "tool", s->tool, "code", code);
+    if (screen && in)
+        json_object_set(screen, "stdin", in);
+    if (!screen || tc_prescreen_request(s->t, screen, &c->findings) < 0) {
+        json_decref(screen);
+        call_free(c);
+        json_decref(body);
+        return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
+                                  "the pre-screen could not run, so the call was not run");
+    }
+    json_decref(screen);
+    enum tc_prescreen_action action = tc_prescreen_decide(s->t, c->findings);
+    if (action == TC_ACTION_BLOCK || action == TC_ACTION_APPROVE) {
+        tc_uuid7(c->exec_id);
+        struct tc_api_call_ids ids = {.principal = &r->principal,
+                                      .request_id = r->request_id,
+                                      .tool = s->tool,
+                                      .exec_id = c->exec_id,
+                                      .limits = c->limits,
+                                      .findings = c->findings,
+                                      .session_id = s->id};
+        json_t *ev = tc_api_execute_event(&ids, s->redactor, body,
+                                          action == TC_ACTION_BLOCK ? "blocked" : "refused");
+        PGconn *db = ev ? tc_db_acquire(r->srv->db, TC_DB_WAIT_MS) : NULL;
+        int arc = db ? tc_audit_append(db, r->srv->keys, ev, NULL) : -EIO;
+        tc_db_release(r->srv->db, db);
+        json_decref(ev);
+        json_t *f = tc_api_findings_errors(c->findings, body);
+        call_free(c);
+        json_decref(body);
+        if (arc < 0) {
+            json_decref(f);
+            return tc_respond_db_down(r);
+        }
+        tc_metrics_execution(ids.tool, "blocked", 0);
+        if (action == TC_ACTION_BLOCK)
+            return tc_respond_problem(r, 403, "blocked-by-prescreen", "Blocked by pre-screen", f,
+                                      "the pre-screen blocked this code (see errors)");
+        return tc_respond_problem(r, 422, "approval-required", "Approval required", f,
+                                  "the pre-screen holds this code for a person's approval, which "
+                                  "a session cannot wait for; run it with POST /v1/execute");
+    }
+
+    /* The session is this call's (one at a time). */
+    pthread_mutex_lock(&ss.mu);
+    bool busy = s->busy, gone = !s->in_registry;
+    if (!busy && !gone)
+        s->busy = true;
+    pthread_mutex_unlock(&ss.mu);
+    if (busy || gone) {
+        call_free(c);
+        json_decref(body);
+        if (gone)
+            return not_open(r, r->params[0]);
+        return tc_respond_problem(r, 409, "session-busy", "Session busy", NULL,
+                                  "a call is running in this session; wait for its answer");
+    }
+    /* Recorded as started before the driver sees it: the row, the execute and execution.start
+     * records, the tenant's call quota; the session's use. */
+    tc_uuid7(c->exec_id);
+    tc_iso8601(tc_wall_ms(), c->created_at);
+    struct tc_api_call_ids ids = {.principal = &r->principal,
+                                  .request_id = r->request_id,
+                                  .tool = s->tool,
+                                  .exec_id = c->exec_id,
+                                  .limits = c->limits,
+                                  .findings = c->findings,
+                                  .session_id = s->id};
+    json_t *ev = tc_api_execute_event(&ids, s->redactor, body, "allowed");
+    json_t *req = json_pack("{s:s, s:O, s:s}", "tool", s->tool, "code", code, "session_id", s->id);
+    if (req && in)
+        json_object_set(req, "stdin", in);
+    char *req_text = req ? json_dumps(req, JSON_COMPACT) : NULL;
+    json_decref(req);
+    json_t *lj = tc_exec_limits_json(c->limits);
+    char *lt = json_dumps(lj, JSON_COMPACT);
+    json_decref(lj);
+    char inst[16];
+    snprintf(inst, sizeof(inst), "%d", (int)r->srv->instance_id);
+    struct tc_quota_refusal q = {0};
+    const struct tc_quota_defaults qd = tc_quota_defaults_of(r->srv->cfg);
+    PGconn *db = (ev && req_text && lt) ? tc_db_acquire(r->srv->db, TC_DB_WAIT_MS) : NULL;
+    int rc = db ? tc_db_begin(db) : -EIO;
+    if (rc == 0)
+        rc = tc_quota_admit_call_tx(db, s->tenant_id, r->principal.key_id, &qd, &q);
+    if (rc == 0) {
+        const char *p[] = {c->exec_id, s->tenant_id, r->principal.key_id, s->tool, req_text,
+                           r->request_id, lt, inst, s->id};
+        PGresult *res = tc_db_exec(
+            db,
+            "WITH e AS (INSERT INTO executions (id, tenant_id, api_key_id, tool, status, request,"
+            " request_id, created_at, started_at, limits, claimed_by, session_id)"
+            " VALUES ($1, $2, $3, $4, 'running', $5::jsonb, $6, now(), now(), $7::jsonb,"
+            " $8::int, $9) RETURNING 1)"
+            " UPDATE sessions SET calls = calls + 1, last_used_at = now()"
+            " WHERE id = $9 AND status = 'active' AND EXISTS (SELECT 1 FROM e) RETURNING 1",
+            9, p);
+        rc = res && PQntuples(res) == 1 ? 0 : -EIO;
+        PQclear(res);
+        /* started (migrations/0008: a row is created unstarted, then starts once) */
+        res = rc == 0 ? tc_db_exec(db, "UPDATE executions SET code_started_at = now() WHERE id = $1",
+                                   1, p)
+                      : NULL;
+        rc = rc == 0 && !res ? -EIO : rc;
+        PQclear(res);
+    }
+    if (rc == 0 && tc_audit_append_tx(db, r->srv->keys, ev, NULL) < 0)
+        rc = -EIO;
+    if (rc == 0) {
+        json_t *start = json_pack("{s:s, s:s, s:o, s:s, s:s, s:s, s:i, s:s}", "action",
+                                  "execution.start", "tenant_id", s->tenant_id, "actor",
+                                  tc_auth_actor(&r->principal), "tool", s->tool, "execution_id",
+                                  c->exec_id, "request_id", r->request_id, "instance",
+                                  (int)r->srv->instance_id, "session_id", s->id);
+        rc = start && tc_audit_append_tx(db, r->srv->keys, start, NULL) == 0 ? 0 : -EIO;
+        json_decref(start);
+    }
+    if (rc == -EIO && db)
+        tc_log(TC_LOG_ERROR, "recording a session call failed", "{s:s, s:s}", "request_id",
+               r->request_id, "error", PQerrorMessage(db));
+    if (db)
+        rc = tc_db_finish(db, rc);
+    tc_db_release(r->srv->db, db);
+    json_decref(ev);
+    free(req_text);
+    free(lt);
+    if (rc < 0) {
+        pthread_mutex_lock(&ss.mu);
+        s->busy = false;
+        pthread_mutex_unlock(&ss.mu);
+        call_free(c);
+        json_decref(body);
+        if (rc == -EDQUOT)
+            return quota_refused(r, &q);
+        return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
+                                  "the call could not be recorded, so it was not run");
+    }
+    /* The frame, the scanners on its nonce, then the driver. Output that came between calls
+     * (programs left in the background) is this call's. */
+    tc_session_nonce(c->nonce);
+    tc_session_scan_free(&c->scan[0]);
+    tc_session_scan_free(&c->scan[1]);
+    tc_session_scan_init(&c->scan[0], c->nonce);
+    tc_session_scan_init(&c->scan[1], c->nonce);
+    struct tc_buf frame;
+    tc_buf_init(&frame, 3u << 20);
+    int frc = tc_session_frame(&frame, c->nonce, json_string_value(code), json_string_length(code),
+                               in ? json_string_value(in) : NULL, in ? json_string_length(in) : 0,
+                               s->plots ? "plots" : "-");
+    json_decref(body);
+    /* Answered by call_answer() once the outcome is stored, whatever happens from here. */
+    r->state = c;
+    r->state_free = call_free;
+    c->r = r;
+    tc_request_suspend(r, call_answer);
+    struct call *done = NULL;
+    pthread_mutex_lock(&ss.mu);
+    bool armed = s->in_registry;
+    c->t0_ms = tc_now_ms();
+    c->deadline_ms = c->t0_ms + c->limits[TC_LIMIT_TIMEOUT_MS];
+    if (armed) {
+        s->call = c;
+        for (int k = 0; k < 2; k++) {
+            struct tc_buf stray = s->stray[k];
+            tc_buf_init(&s->stray[k], STRAY_MAX);
+            if (stray.len)
+                (void)feed_locked(s, k, stray.data, stray.len, &done);
+            tc_buf_free(&stray);
+        }
+    }
+    pthread_mutex_unlock(&ss.mu);
+    if (!armed) { /* it ended meanwhile: so does the call, recorded as such */
+        tc_buf_free(&frame);
+        call_finish(c);
+        return MHD_YES;
+    }
+    int irc = frc < 0 ? -ENOMEM : -ESHUTDOWN;
+    if (frc == 0 && tc_server_begin(r->srv)) {
+        irc = tc_launcher_input(r->srv->launcher, s->id, frame.data, frame.len);
+        tc_server_end(r->srv);
+    }
+    tc_buf_free(&frame);
+    if (done) /* cannot be: the driver has not seen the nonce */
+        call_finish(done);
+    if (irc < 0) /* the session cannot take it: it ends, and the call with it */
+        end_session(s, "error", true);
+    return MHD_YES;
+}
