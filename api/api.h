@@ -28,8 +28,8 @@ enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
 struct tc_api_call_ids {
     const struct tc_principal *principal;
     const char *request_id, *tool, *exec_id;
-    const int64_t *limits; /* TC_LIMIT__COUNT */
-    json_t *findings;      /* the pre-screen's, or NULL */
+    const int64_t *limits;  /* TC_LIMIT__COUNT */
+    json_t *findings;       /* the pre-screen's, or NULL */
     const char *session_id; /* a call in a session (api/sessions.c), or NULL */
 };
 struct tc_redactor;

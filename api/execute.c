@@ -338,8 +338,8 @@ json_t *tc_api_execute_event(const struct tc_api_call_ids *ids, const struct tc_
                   tc_auth_actor(ids->principal), "tool", ids->tool, "execution_id", ids->exec_id,
                   "request_id", ids->request_id, "decision", decision, "params", "code", code_r,
                   "code_hash", code_hash, "stdin", in_r, "stdin_hash", in ? stdin_hash : NULL,
-                  "files", files, "limits", tc_exec_limits_json(ids->limits), "redactions",
-                  counts, "findings", ids->findings ? ids->findings : json_null());
+                  "files", files, "limits", tc_exec_limits_json(ids->limits), "redactions", counts,
+                  "findings", ids->findings ? ids->findings : json_null());
     /* only when asked for, so that records of calls without it keep their shape */
     json_t *collect = json_object_get(body, "collect");
     if (ev && collect)

@@ -43,11 +43,11 @@
 #include "server/auth.h"
 #include "server/recorder.h"
 
-#define KILL_GRACE_MS   2000 /* after the interrupt, a call that has not ended kills its session */
-#define STRAY_MAX       (64u << 10) /* output between calls kept for the next one, per stream */
-#define DEFAULT_TTL_S   600
-#define DEFAULT_IDLE_S  300
-#define LIST_MAX        100
+#define KILL_GRACE_MS  2000 /* after the interrupt, a call that has not ended kills its session */
+#define STRAY_MAX      (64u << 10) /* output between calls kept for the next one, per stream */
+#define DEFAULT_TTL_S  600
+#define DEFAULT_IDLE_S 300
+#define LIST_MAX       100
 
 struct session;
 
@@ -64,8 +64,8 @@ struct call {
     unsigned ended; /* bit k: stream k's marker seen */
     struct tc_buf raw[2];
     bool trunc[2];
-    json_t *meta;      /* the driver's account of the call */
-    json_t *sandbox;   /* the sandbox's result when it ended during the call */
+    json_t *meta;    /* the driver's account of the call */
+    json_t *sandbox; /* the sandbox's result when it ended during the call */
     int record_rc;
     json_t *view;
 };
@@ -87,8 +87,8 @@ struct session {
     bool end_recorded;      /* the database says so (or will: queued for the keeper) */
     struct call *call;      /* the call the driver runs now (armed), or NULL */
     struct tc_buf stray[2];
-    int64_t cpu_calls_ms;   /* what calls reported, for the session's CPU accounting */
-    int64_t cpu_left_ms;    /* the sandbox's CPU the calls did not report (at its end) */
+    int64_t cpu_calls_ms; /* what calls reported, for the session's CPU accounting */
+    int64_t cpu_left_ms;  /* the sandbox's CPU the calls did not report (at its end) */
 };
 
 static struct {
@@ -168,10 +168,10 @@ static void record_end(struct session *s, const char *reason)
         rc = -EIO;
     if (res && PQntuples(res) == 1) {
         json_t *actor = tc_auth_actor(&s->principal);
-        json_t *ev = json_pack("{s:s, s:s, s:o, s:s, s:s, s:s, s:i}", "action", "session.end",
-                               "tenant_id", s->tenant_id, "actor", actor, "tool", s->tool,
-                               "session_id", s->id, "reason", reason, "calls",
-                               atoi(PQgetvalue(res, 0, 0)));
+        json_t *ev =
+            json_pack("{s:s, s:s, s:o, s:s, s:s, s:s, s:i}", "action", "session.end", "tenant_id",
+                      s->tenant_id, "actor", actor, "tool", s->tool, "session_id", s->id, "reason",
+                      reason, "calls", atoi(PQgetvalue(res, 0, 0)));
         if (!ev || tc_audit_append_tx(c, srv->keys, ev, NULL) < 0)
             rc = -EIO;
         json_decref(ev);
@@ -183,8 +183,8 @@ static void record_end(struct session *s, const char *reason)
         rc = -EIO;
     tc_db_release(srv->db, c);
     if (rc < 0) /* the sweeper ends it once this process is gone; logged for the operator */
-        tc_log(TC_LOG_ERROR, "recording a session's end failed", "{s:s, s:s}", "session_id",
-               s->id, "reason", reason);
+        tc_log(TC_LOG_ERROR, "recording a session's end failed", "{s:s, s:s}", "session_id", s->id,
+               "reason", reason);
     else
         tc_log(TC_LOG_INFO, "session ended", "{s:s, s:s}", "session_id", s->id, "reason", reason);
 }
@@ -278,19 +278,17 @@ static json_t *call_result(struct call *c)
         char path[64];
         snprintf(path, sizeof(path), ".toolcage/outputs/fig-%03zu.png", i + 1);
         if (json_is_string(fig))
-            json_array_append_new(files, json_pack("{s:s, s:O, s:I, s:b}", "path", path,
-                                                   "content_b64", fig, "size",
-                                                   (json_int_t)json_string_length(fig) * 3 / 4,
-                                                   "truncated", 0));
+            json_array_append_new(
+                files, json_pack("{s:s, s:O, s:I, s:b}", "path", path, "content_b64", fig, "size",
+                                 (json_int_t)json_string_length(fig) * 3 / 4, "truncated", 0));
     }
     json_t *res = json_pack(
-        "{s:s, s:s, s:o, s:o, s:o, s:o, s:b, s:b, s:I, s:I, s:s?, s:o, s:{s:s}, s:[], s:[]}",
-        "id", c->exec_id, "status", status, "exit_code", exit_code, "signal", signal,
-        "stdout_b64", b64_json(&c->raw[0]), "stderr_b64", b64_json(&c->raw[1]),
-        "stdout_truncated", c->trunc[0], "stderr_truncated", c->trunc[1], "duration_ms",
-        (json_int_t)dur, "cpu_ms",
-        (json_int_t)json_integer_value(json_object_get(c->meta, "cpu_ms")), "killed_reason",
-        killed, "files", files, "enforced", "wall_ms", "server", "policy_violations", "network");
+        "{s:s, s:s, s:o, s:o, s:o, s:o, s:b, s:b, s:I, s:I, s:s?, s:o, s:{s:s}, s:[], s:[]}", "id",
+        c->exec_id, "status", status, "exit_code", exit_code, "signal", signal, "stdout_b64",
+        b64_json(&c->raw[0]), "stderr_b64", b64_json(&c->raw[1]), "stdout_truncated", c->trunc[0],
+        "stderr_truncated", c->trunc[1], "duration_ms", (json_int_t)dur, "cpu_ms",
+        (json_int_t)json_integer_value(json_object_get(c->meta, "cpu_ms")), "killed_reason", killed,
+        "files", files, "enforced", "wall_ms", "server", "policy_violations", "network");
     if (res && error)
         json_object_set_new(res, "error", json_string(error));
     return res;
@@ -487,8 +485,8 @@ static void add_usage(const char *tenant_id, int64_t cpu_ms)
         rc = tc_db_finish(c, rc);
     tc_db_release(ss.srv->db, c);
     if (rc < 0)
-        tc_log(TC_LOG_WARN, "a session's CPU use could not be recorded", "{s:s, s:I}",
-               "tenant_id", tenant_id, "cpu_ms", (json_int_t)cpu_ms);
+        tc_log(TC_LOG_WARN, "a session's CPU use could not be recorded", "{s:s, s:I}", "tenant_id",
+               tenant_id, "cpu_ms", (json_int_t)cpu_ms);
 }
 
 static void *keeper_main(void *arg)
@@ -601,28 +599,29 @@ void tc_api_sessions_stop(void)
 static json_t *session_json(PGresult *res, int row)
 {
     json_t *limits = json_loads(PQgetvalue(res, row, 4), 0, NULL);
-#define ISNULL_OR(col) (PQgetisnull(res, row, col) ? json_null() : json_string(PQgetvalue(res, row, col)))
-    json_t *v = json_pack(
-        "{s:s, s:s, s:s, s:o, s:I, s:I, s:s, s:s, s:s, s:I, s:o, s:o}", "id",
-        PQgetvalue(res, row, 0), "tool", PQgetvalue(res, row, 1), "status",
-        PQgetvalue(res, row, 2), "limits", limits ? limits : json_object(), "ttl_seconds",
-        (json_int_t)atoll(PQgetvalue(res, row, 5)), "idle_timeout_seconds",
-        (json_int_t)atoll(PQgetvalue(res, row, 6)), "created_at", PQgetvalue(res, row, 7),
-        "expires_at", PQgetvalue(res, row, 8), "last_used_at", PQgetvalue(res, row, 9), "calls",
-        (json_int_t)atoll(PQgetvalue(res, row, 10)), "ended_at", ISNULL_OR(11), "ended_reason",
-        ISNULL_OR(12));
+#define ISNULL_OR(col)                                                                             \
+    (PQgetisnull(res, row, col) ? json_null() : json_string(PQgetvalue(res, row, col)))
+    json_t *v =
+        json_pack("{s:s, s:s, s:s, s:o, s:I, s:I, s:s, s:s, s:s, s:I, s:o, s:o}", "id",
+                  PQgetvalue(res, row, 0), "tool", PQgetvalue(res, row, 1), "status",
+                  PQgetvalue(res, row, 2), "limits", limits ? limits : json_object(), "ttl_seconds",
+                  (json_int_t)atoll(PQgetvalue(res, row, 5)), "idle_timeout_seconds",
+                  (json_int_t)atoll(PQgetvalue(res, row, 6)), "created_at", PQgetvalue(res, row, 7),
+                  "expires_at", PQgetvalue(res, row, 8), "last_used_at", PQgetvalue(res, row, 9),
+                  "calls", (json_int_t)atoll(PQgetvalue(res, row, 10)), "ended_at", ISNULL_OR(11),
+                  "ended_reason", ISNULL_OR(12));
 #undef ISNULL_OR
     return v;
 }
 
 #define SESSION_COLS                                                                               \
-    "id, tool, status, instance_id, limits::text, ttl_seconds, idle_timeout_seconds, "            \
-    TC_SQL_ISO("created_at") ", " TC_SQL_ISO("expires_at") ", " TC_SQL_ISO(                       \
-        "last_used_at") ", calls, " TC_SQL_ISO("ended_at") ", ended_reason"
+    "id, tool, status, instance_id, limits::text, ttl_seconds, idle_timeout_seconds, " TC_SQL_ISO( \
+        "created_at") ", " TC_SQL_ISO("expires_at") ", " TC_SQL_ISO("last_used_at") ", "           \
+                                                                                    "calls,"       \
+                                                                                    " " TC_SQL_ISO("ended_at") ", ended_reason"
 
 /* The tenant's session as stored: 0 and *ret, -ENOENT, -EIO. */
-static int load_session(struct tc_server *srv, const char *tenant_id, const char *id,
-                        json_t **ret)
+static int load_session(struct tc_server *srv, const char *tenant_id, const char *id, json_t **ret)
 {
     PGconn *c = tc_db_acquire(srv->db, TC_DB_WAIT_MS);
     if (!c)
@@ -669,8 +668,8 @@ static void check_keys(json_t *body, const char *const *known, json_t *errors)
         while (known[i] && strcmp(known[i], k) != 0)
             i++;
         if (!known[i])
-            json_array_append_new(errors, json_pack("{s:s, s:s}", "path", k, "message",
-                                                    "unknown field"));
+            json_array_append_new(errors,
+                                  json_pack("{s:s, s:s}", "path", k, "message", "unknown field"));
     }
 }
 
@@ -680,8 +679,8 @@ static int64_t opt_int(json_t *body, const char *key, int64_t def, json_t *error
     if (!v)
         return def;
     if (!json_is_integer(v) || json_integer_value(v) < 1) {
-        json_array_append_new(errors, json_pack("{s:s, s:s}", "path", key, "message",
-                                                "must be a positive integer"));
+        json_array_append_new(
+            errors, json_pack("{s:s, s:s}", "path", key, "message", "must be a positive integer"));
         return def;
     }
     return json_integer_value(v);
@@ -710,7 +709,7 @@ static json_t *session_spec(const struct tc_tool *tool, const char *driver, cons
     struct tc_tool t = *tool;
     t.plots = false; /* the driver saves figures itself */
     const char *file = strcmp(tool->language, "python") == 0 ? ".toolcage/session_driver.py"
-                                                              : ".toolcage/session_driver.sh";
+                                                             : ".toolcage/session_driver.sh";
     t.code_file = (char *)file;
     json_t *body = json_pack("{s:s, s:s}", "tool", tool->name, "code", driver);
     struct tc_exec_request req = {.tool = tool->name, .body = body};
@@ -734,20 +733,20 @@ enum MHD_Result tc_api_session_create(struct tc_request *r)
     if (!body)
         return ret;
     json_t *errors = json_array();
-    check_keys(body, (const char *const[]){"tool", "ttl_seconds", "idle_timeout_seconds",
-                                           "limits", NULL},
+    check_keys(body,
+               (const char *const[]){"tool", "ttl_seconds", "idle_timeout_seconds", "limits", NULL},
                errors);
     const char *name = json_string_value(json_object_get(body, "tool"));
-    if (!name || json_string_length(json_object_get(body, "tool")) != strlen(name) ||
-        !*name || strlen(name) > 64)
-        json_array_append_new(errors, json_pack("{s:s, s:s}", "path", "tool", "message",
-                                                "required: a tool name"));
+    if (!name || json_string_length(json_object_get(body, "tool")) != strlen(name) || !*name ||
+        strlen(name) > 64)
+        json_array_append_new(
+            errors, json_pack("{s:s, s:s}", "path", "tool", "message", "required: a tool name"));
     int64_t ttl = opt_int(body, "ttl_seconds", 0, errors);
     int64_t idle = opt_int(body, "idle_timeout_seconds", 0, errors);
     json_t *lim = json_object_get(body, "limits");
     if (lim && !json_is_object(lim))
-        json_array_append_new(errors, json_pack("{s:s, s:s}", "path", "limits", "message",
-                                                "must be an object"));
+        json_array_append_new(
+            errors, json_pack("{s:s, s:s}", "path", "limits", "message", "must be an object"));
     if (json_array_size(errors)) {
         json_decref(body);
         return tc_respond_problem(r, 400, "validation", "Invalid request", errors,
@@ -794,8 +793,8 @@ enum MHD_Result tc_api_session_create(struct tc_request *r)
     if (ttl == 0)
         ttl = tool->session_ttl_max_s < DEFAULT_TTL_S ? tool->session_ttl_max_s : DEFAULT_TTL_S;
     if (idle == 0)
-        idle = tool->session_idle_max_s < DEFAULT_IDLE_S ? tool->session_idle_max_s
-                                                         : DEFAULT_IDLE_S;
+        idle =
+            tool->session_idle_max_s < DEFAULT_IDLE_S ? tool->session_idle_max_s : DEFAULT_IDLE_S;
     if (ttl > tool->session_ttl_max_s || idle > tool->session_idle_max_s) {
         ret = tc_respond_problem(r, 422, "limit-exceeds-policy", "Limit exceeds policy", NULL,
                                  "tool '%s' allows sessions of at most %lld s, idle at most %lld s",
@@ -819,9 +818,9 @@ enum MHD_Result tc_api_session_create(struct tc_request *r)
         goto out;
     }
     const char *driver = NULL;
-    const struct tc_embedded *e = tc_embedded_find(strcmp(tool->language, "python") == 0
-                                                       ? "execution/session/driver.py"
-                                                       : "execution/session/driver.sh");
+    const struct tc_embedded *e =
+        tc_embedded_find(strcmp(tool->language, "python") == 0 ? "execution/session/driver.py"
+                                                               : "execution/session/driver.sh");
     driver = e ? (const char *)e->data : NULL;
     tc_uuid7(s->id);
     snprintf(s->tenant_id, sizeof(s->tenant_id), "%s", r->principal.tenant_id);
@@ -873,8 +872,8 @@ enum MHD_Result tc_api_session_create(struct tc_request *r)
         rc = tc_quota_admit_session_tx(c, s->tenant_id, r->srv->cfg->tenant_max_sessions, &q);
     PGresult *res = NULL;
     if (rc == 0) {
-        const char *p[] = {s->id, s->tenant_id, r->principal.key_id, s->tool, inst, lt, ttls,
-                           idles};
+        const char *p[] = {s->id, s->tenant_id, r->principal.key_id, s->tool, inst, lt,
+                           ttls,  idles};
         res = tc_db_exec(c,
                          "INSERT INTO sessions (id, tenant_id, api_key_id, tool, status,"
                          " instance_id, limits, ttl_seconds, idle_timeout_seconds, expires_at)"
@@ -884,12 +883,11 @@ enum MHD_Result tc_api_session_create(struct tc_request *r)
         rc = res && PQntuples(res) == 1 ? 0 : -EIO;
     }
     if (rc == 0) {
-        json_t *ev = json_pack("{s:s, s:s, s:o, s:s, s:s, s:s, s:O, s:I, s:I}", "action",
-                               "session.create", "tenant_id", s->tenant_id, "actor",
-                               tc_auth_actor(&r->principal), "tool", s->tool, "session_id",
-                               s->id, "request_id", r->request_id, "limits",
-                               json_loads(lt, 0, NULL), "ttl_seconds", (json_int_t)ttl,
-                               "idle_timeout_seconds", (json_int_t)idle);
+        json_t *ev = json_pack(
+            "{s:s, s:s, s:o, s:s, s:s, s:s, s:O, s:I, s:I}", "action", "session.create",
+            "tenant_id", s->tenant_id, "actor", tc_auth_actor(&r->principal), "tool", s->tool,
+            "session_id", s->id, "request_id", r->request_id, "limits", json_loads(lt, 0, NULL),
+            "ttl_seconds", (json_int_t)ttl, "idle_timeout_seconds", (json_int_t)idle);
         rc = ev && tc_audit_append_tx(c, r->srv->keys, ev, NULL) == 0 ? 0 : -EIO;
         json_decref(ev);
     }
@@ -904,16 +902,16 @@ enum MHD_Result tc_api_session_create(struct tc_request *r)
             tc_server_end(r->srv);
         }
         ret = rc == -EDQUOT ? quota_refused(r, &q)
-                            : tc_respond_problem(r, 503, "unavailable", "Service unavailable",
-                                                 NULL, "the session could not be recorded");
+                            : tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
+                                                 "the session could not be recorded");
         goto out;
     }
     json_t *view = session_json(res, 0);
     PQclear(res);
     /* Credentials for the session's life, revoked when it ends. */
     char *why = NULL;
-    int lrc = tc_broker_lease(c, r->srv->keys, s->tenant_id, tool, s->id, ttl * 1000, &s->grant,
-                              &why);
+    int lrc =
+        tc_broker_lease(c, r->srv->keys, s->tenant_id, tool, s->id, ttl * 1000, &s->grant, &why);
     if (lrc == 0 && tc_grant_apply_spec(s->grant, spec) < 0)
         lrc = -ENOMEM;
     tc_db_release(r->srv->db, c);
@@ -1009,10 +1007,10 @@ enum MHD_Result tc_api_sessions_list(struct tc_request *r)
 {
     const char *status = tc_request_query(r, "status");
     if (status && strcmp(status, "active") != 0 && strcmp(status, "ended") != 0)
-        return tc_respond_problem(r, 400, "validation", "Invalid request",
-                                  json_pack("[{s:s, s:s}]", "path", "status", "message",
-                                            "\"active\" or \"ended\""),
-                                  "status must be \"active\" or \"ended\"");
+        return tc_respond_problem(
+            r, 400, "validation", "Invalid request",
+            json_pack("[{s:s, s:s}]", "path", "status", "message", "\"active\" or \"ended\""),
+            "status must be \"active\" or \"ended\"");
     PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
     if (!c)
         return tc_respond_db_down(r);
@@ -1137,10 +1135,9 @@ enum MHD_Result tc_api_session_execute(struct tc_request *r)
     if (timeout > s->t->limits[TC_LIMIT_TIMEOUT_MS].max) {
         call_free(c);
         json_decref(body);
-        return tc_respond_problem(
-            r, 422, "limit-exceeds-policy", "Limit exceeds policy", NULL,
-            "timeout_ms: at most %lld for tool '%s'",
-            (long long)s->t->limits[TC_LIMIT_TIMEOUT_MS].max, s->tool);
+        return tc_respond_problem(r, 422, "limit-exceeds-policy", "Limit exceeds policy", NULL,
+                                  "timeout_ms: at most %lld for tool '%s'",
+                                  (long long)s->t->limits[TC_LIMIT_TIMEOUT_MS].max, s->tool);
     }
     if (timeout)
         c->limits[TC_LIMIT_TIMEOUT_MS] = timeout;
@@ -1237,8 +1234,9 @@ enum MHD_Result tc_api_session_execute(struct tc_request *r)
     if (rc == 0)
         rc = tc_quota_admit_call_tx(db, s->tenant_id, r->principal.key_id, &qd, &q);
     if (rc == 0) {
-        const char *p[] = {c->exec_id, s->tenant_id, r->principal.key_id, s->tool, req_text,
-                           r->request_id, lt, inst, s->id};
+        const char *p[] = {c->exec_id, s->tenant_id, r->principal.key_id,
+                           s->tool,    req_text,     r->request_id,
+                           lt,         inst,         s->id};
         PGresult *res = tc_db_exec(
             db,
             "WITH e AS (INSERT INTO executions (id, tenant_id, api_key_id, tool, status, request,"
@@ -1251,8 +1249,8 @@ enum MHD_Result tc_api_session_execute(struct tc_request *r)
         rc = res && PQntuples(res) == 1 ? 0 : -EIO;
         PQclear(res);
         /* started (migrations/0008: a row is created unstarted, then starts once) */
-        res = rc == 0 ? tc_db_exec(db, "UPDATE executions SET code_started_at = now() WHERE id = $1",
-                                   1, p)
+        res = rc == 0 ? tc_db_exec(
+                            db, "UPDATE executions SET code_started_at = now() WHERE id = $1", 1, p)
                       : NULL;
         rc = rc == 0 && !res ? -EIO : rc;
         PQclear(res);
@@ -1260,11 +1258,11 @@ enum MHD_Result tc_api_session_execute(struct tc_request *r)
     if (rc == 0 && tc_audit_append_tx(db, r->srv->keys, ev, NULL) < 0)
         rc = -EIO;
     if (rc == 0) {
-        json_t *start = json_pack("{s:s, s:s, s:o, s:s, s:s, s:s, s:i, s:s}", "action",
-                                  "execution.start", "tenant_id", s->tenant_id, "actor",
-                                  tc_auth_actor(&r->principal), "tool", s->tool, "execution_id",
-                                  c->exec_id, "request_id", r->request_id, "instance",
-                                  (int)r->srv->instance_id, "session_id", s->id);
+        json_t *start =
+            json_pack("{s:s, s:s, s:o, s:s, s:s, s:s, s:i, s:s}", "action", "execution.start",
+                      "tenant_id", s->tenant_id, "actor", tc_auth_actor(&r->principal), "tool",
+                      s->tool, "execution_id", c->exec_id, "request_id", r->request_id, "instance",
+                      (int)r->srv->instance_id, "session_id", s->id);
         rc = start && tc_audit_append_tx(db, r->srv->keys, start, NULL) == 0 ? 0 : -EIO;
         json_decref(start);
     }

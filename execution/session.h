@@ -15,8 +15,8 @@
 
 #include "common/buf.h"
 
-#define TC_SESSION_NONCE_LEN 32            /* hex */
-#define TC_SESSION_META_MAX  (16u << 20)   /* the end marker's JSON (figures included) */
+#define TC_SESSION_NONCE_LEN 32          /* hex */
+#define TC_SESSION_META_MAX  (16u << 20) /* the end marker's JSON (figures included) */
 
 void tc_session_nonce(char out[TC_SESSION_NONCE_LEN + 1]);
 
@@ -30,8 +30,8 @@ struct tc_session_scan {
     size_t mark_len;
     char hold[8 + TC_SESSION_NONCE_LEN]; /* a tail that may be the marker's start */
     size_t hold_len;
-    int state;                           /* 0 before the marker, 1 in its line, 2 after */
-    struct tc_buf meta;                  /* the marker line's rest, without "\n" */
+    int state;          /* 0 before the marker, 1 in its line, 2 after */
+    struct tc_buf meta; /* the marker line's rest, without "\n" */
 };
 
 void tc_session_scan_init(struct tc_session_scan *s, const char *nonce);

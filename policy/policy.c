@@ -1083,11 +1083,10 @@ static char *find_runsc(struct ctx *c)
 
 static void parse_tool(struct ctx *c, const char *name, json_t *obj, struct tc_tool *t)
 {
-    static const char *const keys[] = {"description", "language",    "command",      "code_file",
-                                       "backend",     "tier",        "irreversible", "limits",
-                                       "env",         "filesystem",  "network",      "prescreen",
-                                       "approval",    "credentials", "output",       "session",
-                                       NULL};
+    static const char *const keys[] = {
+        "description",  "language",    "command", "code_file",  "backend", "tier",
+        "irreversible", "limits",      "env",     "filesystem", "network", "prescreen",
+        "approval",     "credentials", "output",  "session",    NULL};
     char path[PATH_BUF], p[PATH_BUF];
     const char *s, *why;
     bool uses_code = false, tier_ok;
@@ -1445,10 +1444,10 @@ json_t *tc_tool_describe(const struct tc_tool *t)
         json_decref(limits);
         return NULL;
     }
-    json_t *ses = t->session ? json_pack("{s:I, s:I}", "max_ttl_seconds",
-                                         (json_int_t)t->session_ttl_max_s, "max_idle_seconds",
-                                         (json_int_t)t->session_idle_max_s)
-                             : json_null();
+    json_t *ses = t->session
+                      ? json_pack("{s:I, s:I}", "max_ttl_seconds", (json_int_t)t->session_ttl_max_s,
+                                  "max_idle_seconds", (json_int_t)t->session_idle_max_s)
+                      : json_null();
     o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:b,s:o,s:o,s:o}", "name", t->name, "description",
                   t->description, "language", t->language, "backend", backends[t->backend], "tier",
                   tiers[t->tier], "irreversible", (int)t->irreversible, "network", net, "limits",

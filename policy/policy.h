@@ -50,7 +50,7 @@ struct tc_tool {
     enum tc_backend backend;
     enum tc_tier tier;
     bool irreversible;
-    bool plots; /* output.plots: matplotlib figures come back as PNG outputs (python) */
+    bool plots;   /* output.plots: matplotlib figures come back as PNG outputs (python) */
     bool session; /* session.enabled: can be opened as a session (python, shell; native) */
     int64_t session_ttl_max_s, session_idle_max_s; /* bounds of a session's life and idleness */
     struct tc_limit limits[TC_LIMIT__COUNT];

@@ -47,9 +47,9 @@
 #define TICK_MS             50
 #define MAX_SLOTS           1024
 _Static_assert(MAX_SLOTS <= TC_UID_RANGE_SIZE, "one host uid per slot, from the launcher's range");
-#define SETUP_QUIET_MS 5     /* see setting_up() */
-#define HOLD_MAX_MS    60000 /* a held sandbox the server never released (see hold()) */
-#define CHUNK_EVERY_MS 20    /* a "stream" sandbox's output goes out at most this often */
+#define SETUP_QUIET_MS  5           /* see setting_up() */
+#define HOLD_MAX_MS     60000       /* a held sandbox the server never released (see hold()) */
+#define CHUNK_EVERY_MS  20          /* a "stream" sandbox's output goes out at most this often */
 #define SESSION_OUT_BUF (1u << 20)  /* a session's unsent output per stream (never dropped) */
 #define SESSION_IN_MAX  (64u << 20) /* a session's stdin not read yet */
 

@@ -272,9 +272,10 @@ static int parse_mounts(json_t *a, struct tc_spec *o, char *err, size_t errlen)
 
 int tc_spec_parse(json_t *spec, struct tc_spec *ret, char *err, size_t errlen)
 {
-    static const char *const known[] = {
-        "id",     "backend",  "argv",    "env",    "cwd",          "stdin_b64", "files", "collect",
-        "mounts", "hostname", "network", "limits", "secret_files", "hold",      "stream",  "session"};
+    static const char *const known[] = {"id",           "backend",   "argv",    "env",
+                                        "cwd",          "stdin_b64", "files",   "collect",
+                                        "mounts",       "hostname",  "network", "limits",
+                                        "secret_files", "hold",      "stream",  "session"};
     struct tc_spec s = {0};
     const char *key;
     json_t *val, *v;

@@ -41,7 +41,7 @@ struct tc_spec {
     size_t n_mounts;
     json_t *network_allow; /* {"allow": [...]}: the rule strings; NULL for "none" */
     struct tc_limits limits;
-    int hold;   /* wait for TC_WIRE_GO before the program starts (see sandbox.h) */
+    int hold;    /* wait for TC_WIRE_GO before the program starts (see sandbox.h) */
     int stream;  /* send output as it comes (TC_WIRE_CHUNK), not only in the result */
     int session; /* stdin stays open for TC_WIRE_INPUT; output only as chunks (see sandbox.h) */
 };

@@ -495,11 +495,11 @@ static void sweep_instance(struct tc_worker *w, int dead)
                    1, p);
     bool sessions_ok = r != NULL;
     for (int i = 0; sessions_ok && i < PQntuples(r); i++) {
-        json_t *ev = json_pack("{s:s, s:s, s:{s:s, s:s}, s:s, s:s, s:s, s:i}", "action",
-                               "session.end", "tenant_id", PQgetvalue(r, i, 1), "actor", "type",
-                               "system", "id", "sweeper", "tool", PQgetvalue(r, i, 2),
-                               "session_id", PQgetvalue(r, i, 0), "reason", "server_restart",
-                               "calls", atoi(PQgetvalue(r, i, 3)));
+        json_t *ev =
+            json_pack("{s:s, s:s, s:{s:s, s:s}, s:s, s:s, s:s, s:i}", "action", "session.end",
+                      "tenant_id", PQgetvalue(r, i, 1), "actor", "type", "system", "id", "sweeper",
+                      "tool", PQgetvalue(r, i, 2), "session_id", PQgetvalue(r, i, 0), "reason",
+                      "server_restart", "calls", atoi(PQgetvalue(r, i, 3)));
         sessions_ok = ev && tc_audit_append_tx(c, w->srv->keys, ev, NULL) == 0;
         json_decref(ev);
         if (nreleased < 100)
@@ -606,16 +606,16 @@ static void sweep_interrupted(struct tc_worker *w)
     char me[16];
     snprintf(me, sizeof(me), "%d", (int)w->srv->instance_id);
     const char *p[] = {me};
-    PGresult *r = tc_db_exec(
-        w->conn,
-        "SELECT DISTINCT e.claimed_by FROM (SELECT claimed_by FROM executions"
-        "   WHERE status = 'running' AND claimed_by IS NOT NULL"
-        "   UNION SELECT instance_id FROM sessions WHERE status = 'active') e"
-        " WHERE e.claimed_by <> $1::int"
-        " AND NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory'"
-        "   AND l.classid = " INSTANCE_LOCK_CLASS " AND l.objid = e.claimed_by"
-        "   AND l.objsubid = 2 AND l.granted) LIMIT 32",
-        1, p);
+    PGresult *r =
+        tc_db_exec(w->conn,
+                   "SELECT DISTINCT e.claimed_by FROM (SELECT claimed_by FROM executions"
+                   "   WHERE status = 'running' AND claimed_by IS NOT NULL"
+                   "   UNION SELECT instance_id FROM sessions WHERE status = 'active') e"
+                   " WHERE e.claimed_by <> $1::int"
+                   " AND NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory'"
+                   "   AND l.classid = " INSTANCE_LOCK_CLASS " AND l.objid = e.claimed_by"
+                   "   AND l.objsubid = 2 AND l.granted) LIMIT 32",
+                   1, p);
     if (!r)
         return;
     int64_t now = tc_now_ms();

@@ -205,7 +205,31 @@ test('bad requests get problems; held tools and tools without sessions are refus
   await del(otherTenant.id, server.keys.otherAgent);
   await del(more[0].id);
   const again = await open({ tool: 'shell' });
+  // a call counts against the tenant's execution quota like any other
+  await server.cli(['tenants', 'quota', '--tenant', server.tenants.a, '--max-concurrent', '0']);
+  try {
+    const q = await call(again.id, { code: 'echo no' });
+    assertProblem(q, 429, 'quota-exceeded');
+    assert.match(q.json.detail, /max_concurrent/);
+  } finally {
+    await server.cli(['tenants', 'quota', '--tenant', server.tenants.a, '--max-concurrent', '32']);
+  }
+  assert.equal((await run(again.id, 'echo yes')).stdout, 'yes\n');
+  // roles and methods
+  assertProblem(await server.request('GET', '/v1/sessions', { key: server.keys.operator }), 403, 'forbidden');
+  assertProblem(await get(again.id, server.keys.operator), 403, 'forbidden');
+  assertProblem(await del(again.id, server.keys.reviewer), 403, 'forbidden');
+  assertProblem(await call(again.id, { code: 'echo' }, server.keys.auditor), 403, 'forbidden');
+  assertProblem(await server.request('GET', '/v1/sessions?status=open', { key: server.keys.agent }), 400, 'validation');
+  for (const [m, p] of [['PUT', '/v1/sessions'], ['PATCH', `/v1/sessions/${again.id}`], ['GET', `/v1/sessions/${again.id}/execute`]]) {
+    const res = await server.request(m, p, { key: server.keys.agent });
+    assertProblem(res, 405, 'method-not-allowed');
+  }
+  const listed = (await server.request('GET', '/v1/sessions?status=active', { key: server.keys.agent })).json.items.map((x) => x.id);
+  assert.deepEqual(listed.sort(), [s.id, more[1].id, again.id].sort());
   for (const x of [s, more[1], again]) await del(x.id);
+  const ended = (await server.request('GET', '/v1/sessions?status=ended', { key: server.keys.agent })).json.items;
+  assert.ok(ended.some((x) => x.id === again.id && x.ended_reason === 'deleted'));
 });
 
 test('output is redacted; secrets written in pieces never show', async () => {
@@ -240,6 +264,7 @@ test('a server that dies ends its sessions (server_restart) and leaves nothing r
   assert.equal(hostProcs(`sleep ${m}`).length, 1, 'the probe: the sleep runs on the host');
   // a session lives where it was opened: the other server says so
   assertProblem(await call(onPeer.id, { code: 'echo' }), 409, 'session-elsewhere');
+  assertProblem(await del(onPeer.id), 409, 'session-elsewhere');
   await peer.kill();
   await until(() => hostProcs(`sleep ${m}`).length === 0, 5000, 'the dead server\'s session processes to be gone');
   const g = await until(async () => { const j = (await get(onPeer.id)).json; return j.status === 'ended' && j; }, 15000, 'the sweeper to end the session');

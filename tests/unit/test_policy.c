@@ -667,15 +667,16 @@ static bool test_reserved_sections(void)
     snprintf(b, sizeof(b), "%s\"session\": {\"enabled\": true, \"max_ttl_seconds\": 60}", py);
     CHECK(tool_loads(b));
     snprintf(b, sizeof(b), "%s\"session\": {\"enabled\": true, \"max_ttl_seconds\": 5}", py);
-    CHECK(tool_fails_with(b, "tools.t.session.max_ttl_seconds: must be an integer between 10 and 86400"));
+    CHECK(tool_fails_with(
+        b, "tools.t.session.max_ttl_seconds: must be an integer between 10 and 86400"));
     snprintf(b, sizeof(b), "%s\"session\": {\"enabled\": 1, \"ttl\": 5}", py);
     CHECK(tool_fails_with(b, "tools.t.session.enabled: must be a boolean"));
     CHECK(tool_fails_with(b, "tools.t.session.ttl: unknown key"));
     snprintf(b, sizeof(b), "%s\"backend\": \"gvisor\", \"session\": {\"enabled\": true}", py);
     CHECK(tool_fails_with(b, "tools.t.session.enabled: sessions need the \"native\" backend"));
-    CHECK(tool_fails_with(
-        "\"language\": \"javascript\", \"session\": {\"enabled\": true}",
-        "tools.t.session.enabled: only a tool of language \"python\" or \"shell\" can be a session"));
+    CHECK(tool_fails_with("\"language\": \"javascript\", \"session\": {\"enabled\": true}",
+                          "tools.t.session.enabled: only a tool of language \"python\" or "
+                          "\"shell\" can be a session"));
     CHECK(tool_fails_with("\"language\": \"shell\", \"session\": {\"enabled\": true}",
                           "tools.t.session.enabled: a session runs its driver in place of "
                           "{code_file}: the command needs it"));

@@ -17,8 +17,8 @@ static void collect(void *ud, const char *data, size_t len)
 
 /* Feed text in pieces cut at cuts[0..n); the call's output, what followed the marker line,
  * and whether it ended. */
-static int run_scan(const char *text, size_t len, const size_t *cuts, size_t n,
-                    struct tc_buf *out, struct tc_buf *after, json_t **meta)
+static int run_scan(const char *text, size_t len, const size_t *cuts, size_t n, struct tc_buf *out,
+                    struct tc_buf *after, json_t **meta)
 {
     struct tc_session_scan s;
     tc_session_scan_init(&s, NONCE);
@@ -55,10 +55,11 @@ TEST(frame)
 TEST(scan_every_split)
 {
     /* look-alikes first: the marker's start, another nonce, a nonce's prefix */
-    const char text[] = "out\x1eTCS1 0123456789abcdef0123456789abcdeX \x1e\x1eTCS1 "
-                        "0123456789\x1eTCS1 ffff\x1eT"
-                        "\x1eTCS1 0123456789abcdef0123456789abcdef {\"status\":\"ok\",\"result\":\"2\"}\n"
-                        "later";
+    const char text[] =
+        "out\x1eTCS1 0123456789abcdef0123456789abcdeX \x1e\x1eTCS1 "
+        "0123456789\x1eTCS1 ffff\x1eT"
+        "\x1eTCS1 0123456789abcdef0123456789abcdef {\"status\":\"ok\",\"result\":\"2\"}\n"
+        "later";
     size_t len = sizeof(text) - 1;
     const char *want_end = strstr(text, "\x1eTCS1 0123456789abcdef0123456789abcdef {");
     size_t want_out = (size_t)(want_end - text);
