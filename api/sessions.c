@@ -216,7 +216,9 @@ static void end_session(struct session *s, const char *reason, bool record)
 static json_t *b64_json(const struct tc_buf *b)
 {
     char *e = tc_b64_encode(b->data ? b->data : "", b->len);
-    return e ? json_string(e) : json_string("");
+    json_t *j = json_string(e ? e : "");
+    free(e);
+    return j;
 }
 
 /* What the launcher would say of a one-shot run, from the driver's account (or the sandbox's
@@ -614,11 +616,19 @@ static json_t *session_json(PGresult *res, int row)
     return v;
 }
 
-#define SESSION_COLS                                                                               \
-    "id, tool, status, instance_id, limits::text, ttl_seconds, idle_timeout_seconds, " TC_SQL_ISO( \
-        "created_at") ", " TC_SQL_ISO("expires_at") ", " TC_SQL_ISO("last_used_at") ", "           \
-                                                                                    "calls,"       \
-                                                                                    " " TC_SQL_ISO("ended_at") ", ended_reason"
+#define SESSION_COLS                                                                                \
+    "id, tool, status, instance_id, limits::text, ttl_seconds, idle_timeout_seconds, " TC_SQL_ISO(  \
+        "created_at") ", " TC_SQL_ISO("expires_at") ", " TC_SQL_ISO("last_used_at") ", "            \
+                                                                                    "calls,"        \
+                                                                                    " " TC_SQL_ISO( \
+                                                                                        "ended_"    \
+                                                                                        "at") ", "  \
+                                                                                              "en"  \
+                                                                                              "de"  \
+                                                                                              "d_"  \
+                                                                                              "re"  \
+                                                                                              "as"  \
+                                                                                              "on"
 
 /* The tenant's session as stored: 0 and *ret, -ENOENT, -EIO. */
 static int load_session(struct tc_server *srv, const char *tenant_id, const char *id, json_t **ret)
@@ -884,7 +894,7 @@ enum MHD_Result tc_api_session_create(struct tc_request *r)
     }
     if (rc == 0) {
         json_t *ev = json_pack(
-            "{s:s, s:s, s:o, s:s, s:s, s:s, s:O, s:I, s:I}", "action", "session.create",
+            "{s:s, s:s, s:o, s:s, s:s, s:s, s:o, s:I, s:I}", "action", "session.create",
             "tenant_id", s->tenant_id, "actor", tc_auth_actor(&r->principal), "tool", s->tool,
             "session_id", s->id, "request_id", r->request_id, "limits", json_loads(lt, 0, NULL),
             "ttl_seconds", (json_int_t)ttl, "idle_timeout_seconds", (json_int_t)idle);
