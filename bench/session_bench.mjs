@@ -21,7 +21,7 @@ function stats(xs) {
 
 function bareOnce() {
   const t0 = performance.now();
-  const r = spawnSync('python3', ['-c', 'pass']);
+  const r = spawnSync('/usr/bin/python3', ['-c', 'pass']);
   if (r.status !== 0) throw new Error('python3 -c pass failed');
   return performance.now() - t0;
 }

@@ -96,8 +96,13 @@ static void pump_output(struct launcher *L, struct sbx *s, struct stream *st)
         ssize_t n = read(st->fd, buf, sizeof(buf));
         if (n < 0 && errno == EINTR)
             continue;
-        if (n < 0 && errno == EAGAIN)
+        if (n < 0 && errno == EAGAIN) {
+            /* a session's output goes out as soon as it is read: its server waits for the end
+             * of a call in it (not paced like a one-shot's stream) */
+            if (s->spec.session)
+                send_stream_chunk(L, s, st == &s->out ? 0 : 1);
             return;
+        }
         if (n <= 0) {
             lc_unwatch_close(L, &st->fd);
             lc_maybe_finish(L, s);
