@@ -263,10 +263,10 @@ static json_t *call_result(struct call *c)
             killed = kr;
             error = strcmp(kr, "timeout") == 0 ? "the session's time (ttl_seconds) ran out"
                                                : "the session was ended during the call";
-        } else {
+        } else if (json_integer_value(exit_code) != 0 || !json_is_integer(exit_code)) {
             status = "failed";
             error = "the session's program exited during the call (the session has ended)";
-        }
+        } /* else: `exit 0`, the session's end asked for by its code */
     } else {
         status = "error";
         error = "the session ended during the call";

@@ -115,6 +115,24 @@ class ClientTest(unittest.TestCase):
         other = Client(URL, OTHER)
         self.assertFalse(set(ids) & {e["id"] for e in other.executions()})
 
+    def test_session_keeps_state_until_closed(self):
+        with self.tc.session("shell", idle_timeout_seconds=60) as s:
+            s.run("cd /tmp; X=py")
+            r = s.run("echo $X $(pwd)")
+            self.assertEqual(r["stdout"], "py /tmp\n")
+            self.assertEqual(r["session_id"], s.id)
+            t = s.run("sleep 30; echo never", timeout_ms=500)
+            self.assertEqual((t["status"], t["stdout"]), ("timeout", ""))
+            self.assertEqual(s.run("echo $X")["stdout"], "py\n")
+            self.assertIn(s.id, [x["id"] for x in self.tc.sessions(status="active")])
+            with self.assertRaises(toolcage.NotFound):
+                Client(URL, OTHER)._request("GET", f"/v1/sessions/{s.id}")
+        self.assertEqual(s.info["ended_reason"], "deleted")
+        self.assertEqual(s.refresh()["status"], "ended")
+        with self.assertRaises(toolcage.Conflict) as c:
+            s.run("echo")
+        self.assertEqual(c.exception.type, "session-ended")
+
     def test_tools_for_a_model(self):
         names = {t["function"]["name"] for t in self.tc.tools(format="openai")}
         self.assertEqual(names, {"shell", "deploy", "dual", "triple"})

@@ -79,6 +79,26 @@ test('execute, problems, submit and wait, cancel against the server', async () =
   assert.equal((await tc.wait(slow.id, 60_000 * SLOW)).status, 'cancelled');
 });
 
+test('sessions: state between calls, a timeout that spares the session, close, another tenant\'s 404', async () => {
+  const tc = new Client(server.base, server.keys.agent);
+  const s = await tc.openSession({ tool: 'shell', idle_timeout_seconds: 60 });
+  assert.equal(s.status, 'active');
+  await tc.runInSession(s.id, { code: 'cd /tmp; X=ts' });
+  const r = await tc.runInSession(s.id, { code: 'echo $X $(pwd)' });
+  assert.equal(r.stdout, 'ts /tmp\n');
+  assert.equal(r.session_id, s.id);
+  const t = await tc.runInSession(s.id, { code: 'sleep 30; echo never', timeout_ms: 500 });
+  assert.equal(t.status, 'timeout');
+  assert.equal(t.stdout, '');
+  assert.equal((await tc.runInSession(s.id, { code: 'echo $X' })).stdout, 'ts\n');
+  assert.ok((await tc.sessions('active')).some((x) => x.id === s.id));
+  await assert.rejects(new Client(server.base, server.keys.otherAgent).session(s.id), (e) => e instanceof ProblemError && e.status === 404);
+  const closed = await tc.closeSession(s.id);
+  assert.equal(closed.ended_reason, 'deleted');
+  assert.equal((await tc.session(s.id)).status, 'ended');
+  await assert.rejects(tc.runInSession(s.id, { code: 'echo' }), (e) => e instanceof ProblemError && e.type === 'session-ended');
+});
+
 test('stream and re-attach: events as the program writes, the rest after the last id', async () => {
   const tc = new Client(server.base, server.keys.agent);
   const t = tag();

@@ -1,8 +1,8 @@
 """toolcage: run AI-agent tool calls in Linux sandboxes (a client for its HTTP API)."""
 from .client import (  # noqa: F401
     FINAL_STATUSES, BlockedByPrescreen, Client, Conflict, Event, Forbidden, LimitExceedsPolicy,
-    NotFound, Overloaded, ProblemError, QuotaExceeded, ToolcageError, TransportError, Unauthorized,
-    Unavailable, UnknownTool, ValidationError,
+    NotFound, Overloaded, ProblemError, QuotaExceeded, Session, ToolcageError, TransportError,
+    Unauthorized, Unavailable, UnknownTool, ValidationError,
 )
 from .client import __all__  # noqa: F401
 

@@ -8,6 +8,9 @@
     done = tc.wait(job["id"])                          # long-polls until it finishes
     for ev in tc.stream("python", "print(1)"):         # Server-Sent Events as it runs
         print(ev.event, ev.data)                       # execution, stdout..., result
+    with tc.session("python") as s:                    # one interpreter for many calls
+        s.run("import math\nx = 41")
+        s.run("math.sqrt(x + 8)")["result"]            # '7.0'
 
 Every refusal raises a ProblemError subclass named after its problem type
 (ValidationError, UnknownTool, BlockedByPrescreen, Unavailable, ...), with the fields of the
@@ -26,6 +29,7 @@ __all__ = [
     "Client", "ToolcageError", "ProblemError", "ValidationError", "Unauthorized", "Forbidden",
     "NotFound", "UnknownTool", "Conflict", "LimitExceedsPolicy", "BlockedByPrescreen",
     "Overloaded", "QuotaExceeded", "Unavailable", "TransportError", "FINAL_STATUSES", "Event",
+    "Session",
 ]
 
 Json = Dict[str, Any]
@@ -49,6 +53,54 @@ class Event:
 
     def __repr__(self) -> str:
         return f"Event({self.event!r}, id={self.id!r})"
+
+
+class Session:
+    """An open session (POST /v1/sessions): a sandbox that keeps its interpreter or shell
+    between calls. A context manager: leaving the ``with`` block ends it."""
+
+    def __init__(self, client: "Client", info: Json):
+        self._client = client
+        self.id: str = info["id"]
+        self.info: Json = info
+
+    def __repr__(self) -> str:
+        return f"Session({self.id!r}, tool={self.info.get('tool')!r})"
+
+    def run(self, code: str, *, stdin: Optional[str] = None,
+            timeout_ms: Optional[int] = None) -> Json:
+        """Runs code in the session and returns its Execution (python: ``result`` is the
+        repr of a final expression). A call past its time ends with status ``timeout``; the
+        session lives on unless the code would not be interrupted."""
+        body: Json = {"code": code}
+        if stdin is not None:
+            body["stdin"] = stdin
+        if timeout_ms is not None:
+            body["timeout_ms"] = timeout_ms
+        path = f"/v1/sessions/{urllib.parse.quote(self.id)}/execute"
+        t = None if timeout_ms is None else timeout_ms / 1000 + 30
+        return self._client._request("POST", path, body=body, timeout=t)[1]
+
+    def refresh(self) -> Json:
+        """The session as stored now (status, calls, ended_reason)."""
+        self.info = self._client._request(
+            "GET", f"/v1/sessions/{urllib.parse.quote(self.id)}")[1]
+        return self.info
+
+    def close(self) -> Json:
+        """Ends the session (idempotent) and returns it."""
+        self.info = self._client._request(
+            "DELETE", f"/v1/sessions/{urllib.parse.quote(self.id)}")[1]
+        return self.info
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            self.close()
+        except NotFound:
+            pass
 
 
 class ToolcageError(Exception):
@@ -333,6 +385,25 @@ class Client:
             cursor = page.get("next_cursor")
             if not cursor:
                 return
+
+    # ---- sessions ----
+
+    def session(self, tool: str, *, ttl_seconds: Optional[int] = None,
+                idle_timeout_seconds: Optional[int] = None,
+                limits: Optional[Mapping[str, int]] = None) -> Session:
+        """Opens a session of a tool whose policy allows them."""
+        body: Json = {"tool": tool}
+        if ttl_seconds is not None:
+            body["ttl_seconds"] = ttl_seconds
+        if idle_timeout_seconds is not None:
+            body["idle_timeout_seconds"] = idle_timeout_seconds
+        if limits:
+            body["limits"] = dict(limits)
+        return Session(self, self._request("POST", "/v1/sessions", body=body)[1])
+
+    def sessions(self, *, status: Optional[str] = None) -> List[Json]:
+        """The tenant's sessions, newest first (``status`` ``active`` or ``ended``)."""
+        return self._request("GET", "/v1/sessions", query={"status": status})[1]["items"]
 
     def prescreen(self, tool: str, code: str, *, stdin: Optional[str] = None) -> Json:
         return self._request("POST", "/v1/prescreen",

@@ -8,6 +8,10 @@
  *   const run = await tc.execute({ tool: 'python', code: 'print(6*7)' });   // run.stdout === '42\n'
  *   const job = await tc.submit({ tool: 'python', code: 'import time; time.sleep(5)' });
  *   const done = await tc.wait(job.id);
+ *   const s = await tc.openSession({ tool: 'python' });                  // one interpreter, many calls
+ *   await tc.runInSession(s.id, { code: 'x = 41' });
+ *   (await tc.runInSession(s.id, { code: 'x + 1' })).result;             // '42'
+ *   await tc.closeSession(s.id);
  */
 import type { components, paths } from './schema.js';
 export type Schemas = components['schemas'];
@@ -21,6 +25,9 @@ export type Problem = Schemas['Problem'];
 export type Tool = Schemas['Tool'];
 export type ApprovalSummary = Schemas['ApprovalSummary'];
 export type Approval = Schemas['Approval'];
+export type Session = Schemas['Session'];
+export type SessionRequest = Schemas['SessionRequest'];
+export type SessionExecuteRequest = Schemas['SessionExecuteRequest'];
 /** One Server-Sent Event of an execution (docs/streaming.md); `id` is the last event id seen,
  * to re-attach with `Client.events()`. */
 export type StreamEvent = {
@@ -135,6 +142,15 @@ export declare class Client {
         since?: string;
         pageSize?: number;
     }): AsyncGenerator<ExecutionSummary>;
+    /** Opens a session (a sandbox that keeps its interpreter or shell between calls). */
+    openSession(req: SessionRequest): Promise<Session>;
+    /** Runs code in an open session; python: `result` is the repr of a final expression. */
+    runInSession(id: string, req: SessionExecuteRequest): Promise<Execution>;
+    session(id: string): Promise<Session>;
+    /** Ends a session (idempotent) and returns it. */
+    closeSession(id: string): Promise<Session>;
+    /** The tenant's sessions, newest first. */
+    sessions(status?: Session['status']): Promise<Session[]>;
     /** The tenant's quota and what it uses now. */
     quota(): Promise<Schemas['Quota']>;
     prescreen(req: Pick<ExecuteRequest, 'tool' | 'code' | 'stdin'>): Promise<PrescreenResult>;

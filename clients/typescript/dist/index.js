@@ -217,6 +217,27 @@ export class Client {
             cursor = page.next_cursor;
         } while (cursor);
     }
+    /** Opens a session (a sandbox that keeps its interpreter or shell between calls). */
+    openSession(req) {
+        return this.#request('POST', '/v1/sessions', { body: req });
+    }
+    /** Runs code in an open session; python: `result` is the repr of a final expression. */
+    runInSession(id, req) {
+        const timeoutMs = req.timeout_ms === undefined ? undefined : req.timeout_ms + 30_000;
+        return this.#request('POST', `/v1/sessions/${encodeURIComponent(id)}/execute`, { body: req, timeoutMs });
+    }
+    session(id) {
+        return this.#request('GET', `/v1/sessions/${encodeURIComponent(id)}`);
+    }
+    /** Ends a session (idempotent) and returns it. */
+    closeSession(id) {
+        return this.#request('DELETE', `/v1/sessions/${encodeURIComponent(id)}`);
+    }
+    /** The tenant's sessions, newest first. */
+    async sessions(status) {
+        const list = await this.#request('GET', '/v1/sessions', { query: { status } });
+        return list.items;
+    }
     /** The tenant's quota and what it uses now. */
     quota() {
         return this.#request('GET', '/v1/quota');

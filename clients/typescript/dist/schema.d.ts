@@ -60,6 +60,96 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sessions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The tenant's sessions, newest first (at most 100) */
+        get: operations["listSessions"];
+        put?: never;
+        /**
+         * Open a session (a sandbox that stays up for many calls)
+         * @description Roles `agent`, `admin`. The tool's policy must allow sessions
+         *     (`session.enabled`: python and shell tools on the native backend); a tool
+         *     whose calls are held for a person's approval cannot be opened as one.
+         *     The sandbox runs the tool's session driver: one python interpreter (like a
+         *     notebook kernel) or one bash shell for every call. `limits` hold for the
+         *     whole session (memory, pids, workspace, tmp, open files, total CPU);
+         *     `timeout_ms` and `output_bytes` are each call's defaults. The session ends
+         *     after `ttl_seconds` (its sandbox's wall limit), after
+         *     `idle_timeout_seconds` without a call, on `DELETE`, when its program
+         *     exits, or when the server that runs it stops or dies (`ended_reason`).
+         *     Counted against the tenant's `max_sessions` (`TOOLCAGE_TENANT_MAX_SESSIONS`).
+         *     The session lives on the server process that opened it.
+         */
+        post: operations["createSession"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session id (a UUID). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        /** A session of the caller's tenant */
+        get: operations["getSession"];
+        put?: never;
+        post?: never;
+        /**
+         * End a session
+         * @description Roles `agent`, `admin`. Ends the session (`ended_reason` `deleted`) and
+         *     kills every process in it; a call running in it ends too. An ended
+         *     session is answered as it is (idempotent).
+         */
+        delete: operations["deleteSession"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}/execute": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Run code in a session
+         * @description Roles `agent`, `admin`. One call at a time per session. The code is
+         *     pre-screened as `POST /v1/execute` would screen it (a block is `403`;
+         *     code the screen would hold for approval is refused, `422
+         *     approval-required`), recorded and audited before it runs (with its
+         *     `session_id`), and its output redacted. Python: the value of a final
+         *     expression is `result` (its `repr`, redacted); figures drawn with
+         *     matplotlib come back as `outputs` when the tool has `output.plots`.
+         *     Shell: the code is sourced by the session's shell (`return N` ends it).
+         *     A call past `timeout_ms` is interrupted (SIGINT to the session's
+         *     process group) and ends with status `timeout`; the session lives on,
+         *     unless the call does not end within 2 s of the interrupt: then the
+         *     session is killed (`call_unresponsive`). The answer is the Execution,
+         *     also at `GET /v1/executions/{id}`.
+         */
+        post: operations["executeInSession"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/quota": {
         parameters: {
             query?: never;
@@ -847,7 +937,7 @@ export interface components {
              * @description A stable URN naming the kind of problem; clients switch on it.
              * @enum {string}
              */
-            type: "urn:toolcage:problem:invalid-json" | "urn:toolcage:problem:invalid-encoding" | "urn:toolcage:problem:validation" | "urn:toolcage:problem:bad-request" | "urn:toolcage:problem:body-too-large" | "urn:toolcage:problem:unknown-tool" | "urn:toolcage:problem:not-found" | "urn:toolcage:problem:method-not-allowed" | "urn:toolcage:problem:limit-exceeds-policy" | "urn:toolcage:problem:unauthorized" | "urn:toolcage:problem:forbidden" | "urn:toolcage:problem:overloaded" | "urn:toolcage:problem:quota-exceeded" | "urn:toolcage:problem:unavailable" | "urn:toolcage:problem:internal" | "urn:toolcage:problem:blocked-by-prescreen" | "urn:toolcage:problem:policy-invalid" | "urn:toolcage:problem:idempotency-key-reused" | "urn:toolcage:problem:idempotency-in-progress" | "urn:toolcage:problem:maker-checker" | "urn:toolcage:problem:already-decided" | "urn:toolcage:problem:not-pending" | "urn:toolcage:problem:credential-unavailable" | "urn:toolcage:problem:approval-required" | "urn:toolcage:problem:callback-url-forbidden";
+            type: "urn:toolcage:problem:invalid-json" | "urn:toolcage:problem:invalid-encoding" | "urn:toolcage:problem:validation" | "urn:toolcage:problem:bad-request" | "urn:toolcage:problem:body-too-large" | "urn:toolcage:problem:unknown-tool" | "urn:toolcage:problem:not-found" | "urn:toolcage:problem:method-not-allowed" | "urn:toolcage:problem:limit-exceeds-policy" | "urn:toolcage:problem:unauthorized" | "urn:toolcage:problem:forbidden" | "urn:toolcage:problem:overloaded" | "urn:toolcage:problem:quota-exceeded" | "urn:toolcage:problem:unavailable" | "urn:toolcage:problem:internal" | "urn:toolcage:problem:blocked-by-prescreen" | "urn:toolcage:problem:policy-invalid" | "urn:toolcage:problem:idempotency-key-reused" | "urn:toolcage:problem:idempotency-in-progress" | "urn:toolcage:problem:maker-checker" | "urn:toolcage:problem:already-decided" | "urn:toolcage:problem:not-pending" | "urn:toolcage:problem:credential-unavailable" | "urn:toolcage:problem:approval-required" | "urn:toolcage:problem:callback-url-forbidden" | "urn:toolcage:problem:session-not-allowed" | "urn:toolcage:problem:session-busy" | "urn:toolcage:problem:session-ended" | "urn:toolcage:problem:session-elsewhere";
             /** @description Short, fixed per `type`. */
             title: string;
             /** @description The HTTP status code. */
@@ -1029,6 +1119,45 @@ export interface components {
              */
             callback_url?: string;
         };
+        SessionRequest: {
+            tool: components["schemas"]["ToolName"];
+            /** @description The session's whole life; default 600 (or the policy's `max_ttl_seconds` if lower), at most that. */
+            ttl_seconds?: number;
+            /** @description Ends the session after this long without a call; default 300 (or the policy's `max_idle_seconds` if lower). */
+            idle_timeout_seconds?: number;
+            limits?: components["schemas"]["RequestLimits"];
+        };
+        SessionExecuteRequest: {
+            code: string;
+            /** @description The call's standard input (the session's own is its driver's). */
+            stdin?: string;
+            /** @description This call's time; default the session's `limits.timeout_ms`, at most the tool's maximum. */
+            timeout_ms?: number;
+        };
+        Session: {
+            /** Format: uuid */
+            id: string;
+            tool: components["schemas"]["ToolName"];
+            /** @enum {string} */
+            status: "active" | "ended";
+            limits: components["schemas"]["EffectiveLimits"];
+            ttl_seconds: number;
+            idle_timeout_seconds: number;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            expires_at: string;
+            /** Format: date-time */
+            last_used_at: string;
+            calls: number;
+            /** Format: date-time */
+            ended_at: string | null;
+            /** @enum {string|null} */
+            ended_reason: "deleted" | "idle_timeout" | "ttl_expired" | "exited" | "killed" | "call_unresponsive" | "server_shutdown" | "server_restart" | "error" | null;
+        };
+        SessionList: {
+            items: components["schemas"]["Session"][];
+        };
         /**
          * @description `completed`: exit code 0. `failed`: a non-zero exit code.
          *     `timeout`: killed at the wall-clock limit. `killed`: killed for another
@@ -1069,7 +1198,8 @@ export interface components {
             /**
              * @description How each limit was enforced on this host: limit name -> mechanism, or
              *     several mechanisms joined by `+` (e.g. `cgroup_v1+rlimit`). `none` means
-             *     this host could not enforce that limit.
+             *     this host could not enforce that limit. `server`: a session call's time,
+             *     kept by the server (an interrupt, then the session's sandbox killed).
              */
             enforced: {
                 [key: string]: string;
@@ -1118,6 +1248,13 @@ export interface components {
              *     name that is not valid UTF-8.
              */
             files_truncated?: boolean;
+            /**
+             * Format: uuid
+             * @description The session the call ran in (`POST /v1/sessions/{id}/execute`); absent for a one-shot call.
+             */
+            session_id?: string;
+            /** @description A session call of a python tool: the `repr` of the code's final expression (redacted, at most 64 KiB), or null. */
+            result?: string | null;
             /**
              * @description Rich outputs of the call: the figures a tool with `output.plots`
              *     drew with matplotlib, as PNG, in the order they were shown (see
@@ -1438,6 +1575,11 @@ export interface components {
             /** @enum {string} */
             tier: "auto" | "assisted" | "human_approve" | "manual_only";
             irreversible: boolean;
+            /** @description Whether the tool can be opened as a session (`POST /v1/sessions`) and its bounds; null when it cannot. */
+            session?: null | {
+                max_ttl_seconds: number;
+                max_idle_seconds: number;
+            };
             network: "none" | {
                 allow: string[];
             };
@@ -1842,6 +1984,64 @@ export interface components {
             };
         };
         /**
+         * @description `urn:toolcage:problem:session-busy`: a call is running in the session.
+         *     `urn:toolcage:problem:session-ended`: the session has ended (the detail
+         *     says why). `urn:toolcage:problem:session-elsewhere`: the session runs on
+         *     another server process (a session lives where it was opened).
+         */
+        SessionConflict: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {unknown} */
+                    type?: "urn:toolcage:problem:session-busy" | "urn:toolcage:problem:session-ended" | "urn:toolcage:problem:session-elsewhere";
+                    /** @constant */
+                    status?: 409;
+                };
+            };
+        };
+        /**
+         * @description `urn:toolcage:problem:session-not-allowed`: the tool's policy does not
+         *     allow sessions, or its calls are held for approval.
+         *     `urn:toolcage:problem:limit-exceeds-policy`: a TTL, idle timeout or limit
+         *     above the policy's. `urn:toolcage:problem:approval-required`: the
+         *     pre-screen would hold this code for approval, which a session cannot
+         *     wait for (use `POST /v1/execute`). `urn:toolcage:problem:credential-unavailable`:
+         *     a credential the tool's policy grants cannot be leased for the session's life.
+         */
+        SessionUnprocessable: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {unknown} */
+                    type?: "urn:toolcage:problem:session-not-allowed" | "urn:toolcage:problem:limit-exceeds-policy" | "urn:toolcage:problem:approval-required" | "urn:toolcage:problem:credential-unavailable";
+                    /** @constant */
+                    status?: 422;
+                };
+            };
+        };
+        /**
+         * @description A quota of the tenant or the key is used up (`quota-exceeded`, see
+         *     `GET /v1/quota`); the detail names the limit (`max_sessions` for sessions).
+         *     Nothing was recorded. Retry after `Retry-After` seconds.
+         */
+        QuotaExceeded: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                "Retry-After": string;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /**
          * @description `urn:toolcage:problem:not-pending`: the approval is no longer pending
          *     (decided, expired or cancelled), or the execution to cancel has finished.
          *     `urn:toolcage:problem:already-decided`: this key has already decided it.
@@ -2114,6 +2314,171 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listSessions: {
+        parameters: {
+            query?: {
+                status?: "active" | "ended";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The sessions. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionList"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            405: components["responses"]["MethodNotAllowed"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    createSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SessionRequest"];
+            };
+        };
+        responses: {
+            /** @description The session is open. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    Location: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Session"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["UnknownTool"];
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["BodyTooLarge"];
+            422: components["responses"]["SessionUnprocessable"];
+            429: components["responses"]["QuotaExceeded"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session id (a UUID). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The session. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Session"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    deleteSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session id (a UUID). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The session, ended. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Session"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["SessionConflict"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    executeInSession: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session id (a UUID). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SessionExecuteRequest"];
+            };
+        };
+        responses: {
+            /** @description The call's outcome. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Execution"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["ExecuteForbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["SessionConflict"];
+            413: components["responses"]["BodyTooLarge"];
+            422: components["responses"]["SessionUnprocessable"];
+            429: components["responses"]["QuotaExceeded"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };

@@ -8,6 +8,10 @@
  *   const run = await tc.execute({ tool: 'python', code: 'print(6*7)' });   // run.stdout === '42\n'
  *   const job = await tc.submit({ tool: 'python', code: 'import time; time.sleep(5)' });
  *   const done = await tc.wait(job.id);
+ *   const s = await tc.openSession({ tool: 'python' });                  // one interpreter, many calls
+ *   await tc.runInSession(s.id, { code: 'x = 41' });
+ *   (await tc.runInSession(s.id, { code: 'x + 1' })).result;             // '42'
+ *   await tc.closeSession(s.id);
  */
 import type { components, paths } from './schema.js';
 
@@ -22,6 +26,9 @@ export type Problem = Schemas['Problem'];
 export type Tool = Schemas['Tool'];
 export type ApprovalSummary = Schemas['ApprovalSummary'];
 export type Approval = Schemas['Approval'];
+export type Session = Schemas['Session'];
+export type SessionRequest = Schemas['SessionRequest'];
+export type SessionExecuteRequest = Schemas['SessionExecuteRequest'];
 /** One Server-Sent Event of an execution (docs/streaming.md); `id` is the last event id seen,
  * to re-attach with `Client.events()`. */
 export type StreamEvent = { id: string | null } & (
@@ -262,6 +269,32 @@ export class Client {
       yield* page.executions;
       cursor = page.next_cursor;
     } while (cursor);
+  }
+
+  /** Opens a session (a sandbox that keeps its interpreter or shell between calls). */
+  openSession(req: SessionRequest): Promise<Session> {
+    return this.#request('POST', '/v1/sessions', { body: req });
+  }
+
+  /** Runs code in an open session; python: `result` is the repr of a final expression. */
+  runInSession(id: string, req: SessionExecuteRequest): Promise<Execution> {
+    const timeoutMs = req.timeout_ms === undefined ? undefined : req.timeout_ms + 30_000;
+    return this.#request('POST', `/v1/sessions/${encodeURIComponent(id)}/execute`, { body: req, timeoutMs });
+  }
+
+  session(id: string): Promise<Session> {
+    return this.#request('GET', `/v1/sessions/${encodeURIComponent(id)}`);
+  }
+
+  /** Ends a session (idempotent) and returns it. */
+  closeSession(id: string): Promise<Session> {
+    return this.#request('DELETE', `/v1/sessions/${encodeURIComponent(id)}`);
+  }
+
+  /** The tenant's sessions, newest first. */
+  async sessions(status?: Session['status']): Promise<Session[]> {
+    const list: Schemas['SessionList'] = await this.#request('GET', '/v1/sessions', { query: { status } });
+    return list.items;
   }
 
   /** The tenant's quota and what it uses now. */
