@@ -72,7 +72,8 @@ enum MHD_Result tc_api_quota_put(struct tc_request *r)
     if (known == 0 || known != json_object_size(body))
         json_array_append_new(errors, json_pack("{s:s, s:s}", "path", "(body)", "message",
                                                 "only max_concurrent, rate_per_minute,"
-                                                " cpu_seconds_per_day, wall_seconds_per_day"));
+                                                " cpu_seconds_per_day, wall_seconds_per_day,"
+                                                " max_sessions"));
     json_decref(body);
     if (json_array_size(errors) > 0)
         return tc_respond_problem(r, 400, "validation", "Invalid request", errors,

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "api/api.h"
+#include "api/stream.h"
 #include "approval/approval.h"
 #include "audit/audit.h"
 #include "broker/leases.h"
@@ -68,6 +69,7 @@ struct call {
     json_t *sandbox; /* the sandbox's result when it ended during the call */
     int record_rc;
     json_t *view;
+    struct tc_exec_stream *stream; /* Accept: text/event-stream: its events (api/stream.h) */
 };
 
 struct session {
@@ -330,6 +332,7 @@ static void call_free(void *p)
     json_decref(c->sandbox);
     json_decref(c->findings);
     json_decref(c->view);
+    tc_exec_stream_free(c->stream); /* before the session: it reads its redactor */
     if (c->s)
         session_unref(c->s);
     free(c);
@@ -338,6 +341,19 @@ static void call_free(void *p)
 static void call_recorded(void *userdata, int rc, json_t *view)
 {
     struct call *c = userdata;
+    if (c->stream) { /* answered with the events: the call is its own, and ends here */
+        bool ok = (rc == 0 || rc == -ESTALE) && view;
+        json_t *problem =
+            ok ? NULL
+               : json_pack("{s:s, s:s, s:i, s:s}", "type", "urn:toolcage:problem:unavailable",
+                           "title", "Service unavailable", "status", 503, "detail",
+                           "the call's outcome is not stored yet (it is kept and will be); "
+                           "read it with GET /v1/executions/{id}");
+        tc_exec_stream_end(TC_STEAL(c->stream), ok ? view : NULL, problem);
+        json_decref(problem);
+        call_free(c);
+        return;
+    }
     c->record_rc = rc;
     c->view = json_incref(view);
     tc_request_resume(c->r);
@@ -380,8 +396,13 @@ static void emit_output(void *ud, const char *data, size_t len)
     size_t room = c->raw[e->k].len < cap ? cap - c->raw[e->k].len : 0;
     if (len > room)
         c->trunc[e->k] = true;
-    if (room && tc_buf_append(&c->raw[e->k], data, len < room ? len : room) < 0)
+    size_t keep = len < room ? len : room;
+    if (keep && tc_buf_append(&c->raw[e->k], data, keep) < 0) {
         c->trunc[e->k] = true;
+        keep = 0;
+    }
+    if (keep && c->stream) /* what the result will hold, as it comes */
+        tc_exec_stream_chunk(c->stream, e->k + 1, data, keep);
 }
 
 /* Output between calls (programs left in the background): the next call's, up to STRAY_MAX. */
@@ -519,7 +540,7 @@ static void *keeper_main(void *arg)
         const char *why = NULL;
         for (struct session *s = ss.list; s && !end; s = s->next) {
             struct call *c = s->call;
-            if (c && c->r && !c->interrupted && now >= c->deadline_ms) {
+            if (c && !c->interrupted && now >= c->deadline_ms) {
                 c->interrupted = c->timed_out = true;
                 c->interrupt_ms = now;
                 if (tc_server_begin(ss.srv)) { /* a send; it does not wait for the sandbox */
@@ -869,6 +890,7 @@ enum MHD_Result tc_api_session_create(struct tc_request *r)
     }
     /* Recorded before it starts: the row, its audit record, the tenant's session quota. */
     struct tc_quota_refusal q = {0};
+    const struct tc_quota_defaults qd = tc_quota_defaults_of(r->srv->cfg);
     json_t *lj = tc_exec_limits_json(s->limits);
     char *lt = json_dumps(lj, JSON_COMPACT);
     json_decref(lj);
@@ -879,7 +901,7 @@ enum MHD_Result tc_api_session_create(struct tc_request *r)
     PGconn *c = lt ? tc_db_acquire(r->srv->db, TC_DB_WAIT_MS) : NULL;
     int rc = c ? tc_db_begin(c) : -EIO;
     if (rc == 0)
-        rc = tc_quota_admit_session_tx(c, s->tenant_id, r->srv->cfg->tenant_max_sessions, &q);
+        rc = tc_quota_admit_session_tx(c, s->tenant_id, &qd, &q);
     PGresult *res = NULL;
     if (rc == 0) {
         const char *p[] = {s->id, s->tenant_id, r->principal.key_id, s->tool, inst, lt,
@@ -1110,6 +1132,12 @@ enum MHD_Result tc_api_session_execute(struct tc_request *r)
     json_t *body = tc_request_json(r, &ret);
     if (!body)
         return ret;
+    /* The session first: an id that names nothing is 404 whatever the body. */
+    struct session *s = uuid_ok(r->params[0]) ? lookup(r->principal.tenant_id, r->params[0]) : NULL;
+    if (!s) {
+        json_decref(body);
+        return not_open(r, r->params[0]);
+    }
     json_t *errors = json_array();
     check_keys(body, (const char *const[]){"code", "stdin", "timeout_ms", NULL}, errors);
     json_t *code = json_object_get(body, "code"), *in = json_object_get(body, "stdin");
@@ -1122,15 +1150,11 @@ enum MHD_Result tc_api_session_execute(struct tc_request *r)
     int64_t timeout = opt_int(body, "timeout_ms", 0, errors);
     if (json_array_size(errors)) {
         json_decref(body);
+        session_unref(s);
         return tc_respond_problem(r, 400, "validation", "Invalid request", errors,
                                   "the request does not match the schema (see errors)");
     }
     json_decref(errors);
-    struct session *s = uuid_ok(r->params[0]) ? lookup(r->principal.tenant_id, r->params[0]) : NULL;
-    if (!s) {
-        json_decref(body);
-        return not_open(r, r->params[0]);
-    }
     struct call *c = calloc(1, sizeof(*c));
     if (!c) {
         json_decref(body);
@@ -1309,13 +1333,35 @@ enum MHD_Result tc_api_session_execute(struct tc_request *r)
                                in ? json_string_value(in) : NULL, in ? json_string_length(in) : 0,
                                s->plots ? "plots" : "-");
     json_decref(body);
-    /* Answered by call_answer() once the outcome is stored, whatever happens from here. */
-    r->state = c;
-    r->state_free = call_free;
-    c->r = r;
-    tc_request_suspend(r, call_answer);
+    /* Answered by call_answer() once the outcome is stored, whatever happens from here; or at
+     * once with its events (Accept: text/event-stream), the call then its own. */
+    if (tc_stream_wanted(r)) {
+        size_t nsec = 0;
+        const char *const *sec = tc_grant_values(s->grant, &nsec);
+        if (tc_exec_stream_new(c->exec_id, s->redactor, sec, nsec, c->limits[TC_LIMIT_OUTPUT_BYTES],
+                               &c->stream) < 0)
+            tc_log(TC_LOG_WARN, "no event stream for this session call", "{s:s, s:s}", "request_id",
+                   r->request_id, "execution_id", c->exec_id);
+    }
+    if (c->stream) {
+        json_t *accepted =
+            json_pack("{s:s, s:s, s:s, s:s, s:o, s:s}", "id", c->exec_id, "tool", s->tool, "status",
+                      "running", "created_at", c->created_at, "findings",
+                      c->findings ? json_incref(c->findings) : json_array(), "session_id", s->id);
+        if (accepted)
+            tc_exec_stream_event(c->stream, "execution", accepted);
+        json_decref(accepted);
+        ret = tc_exec_stream_respond(r, tc_exec_stream_events(c->stream), NULL);
+    } else {
+        r->state = c;
+        r->state_free = call_free;
+        c->r = r;
+        tc_request_suspend(r, call_answer);
+        ret = MHD_YES;
+    }
     struct call *done = NULL;
     pthread_mutex_lock(&ss.mu);
+    s->refs++; /* this handler's, to its end: the call (and its reference) may end first */
     bool armed = s->in_registry;
     c->t0_ms = tc_now_ms();
     c->deadline_ms = c->t0_ms + c->limits[TC_LIMIT_TIMEOUT_MS];
@@ -1333,7 +1379,8 @@ enum MHD_Result tc_api_session_execute(struct tc_request *r)
     if (!armed) { /* it ended meanwhile: so does the call, recorded as such */
         tc_buf_free(&frame);
         call_finish(c);
-        return MHD_YES;
+        session_unref(s);
+        return ret;
     }
     int irc = frc < 0 ? -ENOMEM : -ESHUTDOWN;
     if (frc == 0 && tc_server_begin(r->srv)) {
@@ -1345,5 +1392,6 @@ enum MHD_Result tc_api_session_execute(struct tc_request *r)
         call_finish(done);
     if (irc < 0) /* the session cannot take it: it ends, and the call with it */
         end_session(s, "error", true);
-    return MHD_YES;
+    session_unref(s);
+    return ret;
 }

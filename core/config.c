@@ -67,7 +67,7 @@ static const struct opt options[] = {
      " limit); `toolcage tenants quota` sets a tenant's own"},
     {"TOOLCAGE_TENANT_MAX_SESSIONS", OPT_INT, "8", 0, 4096, OFF(tenant_max_sessions),
      "sessions one tenant may have open at once, over every replica (429 beyond; 0: no"
-     " limit); tenant_quotas.max_sessions sets a tenant's own"},
+     " limit); `toolcage tenants quota --max-sessions` sets a tenant's own"},
     {"TOOLCAGE_TENANT_RATE_PER_MINUTE", OPT_INT, "0", 0, 1000000, OFF(tenant_rate_per_minute),
      "calls one tenant may start per minute, over every replica (a token bucket of that size;"
      " 429 beyond; 0: no limit); `toolcage tenants quota` sets a tenant's own"},

@@ -18,8 +18,9 @@ const char *const tc_quota_limit_names[TC_QUOTA__COUNT] = {
     [TC_QUOTA_RATE_PER_MINUTE] = "rate_per_minute",
     [TC_QUOTA_CPU_SECONDS_PER_DAY] = "cpu_seconds_per_day",
     [TC_QUOTA_WALL_SECONDS_PER_DAY] = "wall_seconds_per_day",
+    [TC_QUOTA_MAX_SESSIONS] = "max_sessions",
 };
-const int64_t tc_quota_limit_max[TC_QUOTA__COUNT] = {4096, 1000000, 100000000, 100000000};
+const int64_t tc_quota_limit_max[TC_QUOTA__COUNT] = {4096, 1000000, 100000000, 100000000, 4096};
 
 struct tc_quota_defaults tc_quota_defaults_of(const struct tc_config *cfg)
 {
@@ -27,7 +28,8 @@ struct tc_quota_defaults tc_quota_defaults_of(const struct tc_config *cfg)
                                       .tenant_rate_per_minute = cfg->tenant_rate_per_minute,
                                       .key_rate_per_minute = cfg->key_rate_per_minute,
                                       .cpu_seconds_per_day = cfg->tenant_cpu_seconds_per_day,
-                                      .wall_seconds_per_day = cfg->tenant_wall_seconds_per_day};
+                                      .wall_seconds_per_day = cfg->tenant_wall_seconds_per_day,
+                                      .max_sessions = cfg->tenant_max_sessions};
 }
 
 /* The tenant's own limits (TC_QUOTA_DEFAULT where none is set) and its executions running
@@ -40,7 +42,7 @@ static int state(PGconn *c, const char *tenant_id, int64_t own[TC_QUOTA__COUNT],
                              "SELECT (SELECT count(*) FROM executions WHERE tenant_id = $1"
                              "        AND status = 'running'),"
                              " q.max_concurrent, q.rate_per_minute, q.cpu_seconds_per_day,"
-                             " q.wall_seconds_per_day"
+                             " q.wall_seconds_per_day, q.max_sessions"
                              " FROM (SELECT 1) one LEFT JOIN tenant_quotas q ON q.tenant_id = $1",
                              1, p);
     if (!r || PQntuples(r) != 1) {
@@ -84,29 +86,30 @@ int tc_quota_admit_tx(PGconn *c, const char *tenant_id, int64_t default_max, str
     return admit_concurrent(own, running, default_max, ret);
 }
 
-int tc_quota_admit_session_tx(PGconn *c, const char *tenant_id, int64_t default_max,
-                              struct tc_quota_refusal *ret)
+/* The tenant's open sessions (over every replica). -1 on a database error. */
+static int64_t open_sessions(PGconn *c, const char *tenant_id)
 {
     const char *p[] = {tenant_id};
-    if (!lock_tenant(c, tenant_id))
-        return -EIO;
-    PGresult *r = tc_db_exec(c,
-                             "SELECT (SELECT count(*) FROM sessions WHERE tenant_id = $1"
-                             "        AND status = 'active'), q.max_sessions"
-                             " FROM (SELECT 1) one LEFT JOIN tenant_quotas q ON q.tenant_id = $1",
-                             1, p);
-    if (!r || PQntuples(r) != 1) {
-        PQclear(r);
-        return -EIO;
-    }
-    int64_t open = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
-    bool own = !PQgetisnull(r, 0, 1);
-    int64_t max = own ? strtoll(PQgetvalue(r, 0, 1), NULL, 10) : default_max > 0 ? default_max : -1;
+    PGresult *r = tc_db_exec(
+        c, "SELECT count(*) FROM sessions WHERE tenant_id = $1 AND status = 'active'", 1, p);
+    int64_t n = r && PQntuples(r) == 1 ? strtoll(PQgetvalue(r, 0, 0), NULL, 10) : -1;
     PQclear(r);
+    return n;
+}
+
+int tc_quota_admit_session_tx(PGconn *c, const char *tenant_id, const struct tc_quota_defaults *d,
+                              struct tc_quota_refusal *ret)
+{
+    int64_t own[TC_QUOTA__COUNT], running, open;
+    if (!lock_tenant(c, tenant_id) || state(c, tenant_id, own, &running) < 0 ||
+        (open = open_sessions(c, tenant_id)) < 0)
+        return -EIO;
+    bool mine = own[TC_QUOTA_MAX_SESSIONS] >= 0;
+    int64_t max = mine ? own[TC_QUOTA_MAX_SESSIONS] : d->max_sessions > 0 ? d->max_sessions : -1;
     if (max < 0 || open < max)
         return 0;
     *ret = (struct tc_quota_refusal){
-        .limit = "max_sessions", .value = max, .running = open, .retry_after_s = 10, .own = own};
+        .limit = "max_sessions", .value = max, .running = open, .retry_after_s = 10, .own = mine};
     return -EDQUOT;
 }
 
@@ -283,8 +286,9 @@ int tc_quota_set(PGconn *c, const struct tc_keys *keys, const char *tenant_id,
     PGresult *r = tc_db_exec(
         c,
         "INSERT INTO tenant_quotas (tenant_id, max_concurrent, rate_per_minute,"
-        " cpu_seconds_per_day, wall_seconds_per_day)"
-        " VALUES ($1, $2::int, $4::int, $6::int, $8::int) ON CONFLICT (tenant_id) DO UPDATE SET"
+        " cpu_seconds_per_day, wall_seconds_per_day, max_sessions)"
+        " VALUES ($1, $2::int, $4::int, $6::int, $8::int, $10::int)"
+        " ON CONFLICT (tenant_id) DO UPDATE SET"
         " max_concurrent = CASE WHEN $3::boolean THEN tenant_quotas.max_concurrent"
         "                  ELSE EXCLUDED.max_concurrent END,"
         " rate_per_minute = CASE WHEN $5::boolean THEN tenant_quotas.rate_per_minute"
@@ -293,6 +297,8 @@ int tc_quota_set(PGconn *c, const struct tc_keys *keys, const char *tenant_id,
         "                       ELSE EXCLUDED.cpu_seconds_per_day END,"
         " wall_seconds_per_day = CASE WHEN $9::boolean THEN tenant_quotas.wall_seconds_per_day"
         "                        ELSE EXCLUDED.wall_seconds_per_day END,"
+        " max_sessions = CASE WHEN $11::boolean THEN tenant_quotas.max_sessions"
+        "                ELSE EXCLUDED.max_sessions END,"
         " updated_at = now()",
         1 + 2 * TC_QUOTA__COUNT, p);
     bool ok = r != NULL && tc_audit_append_tx(c, keys, ev, NULL) == 0;
@@ -306,24 +312,30 @@ json_t *tc_quota_describe(PGconn *c, const char *tenant_id, const struct tc_quot
 {
     struct tc_quota q;
     int64_t own[TC_QUOTA__COUNT], running, cpu_ms, wall_ms, frees;
+    int64_t open;
     if (state(c, tenant_id, own, &running) < 0 ||
-        usage_day(c, tenant_id, &cpu_ms, &wall_ms, &frees) < 0)
+        usage_day(c, tenant_id, &cpu_ms, &wall_ms, &frees) < 0 ||
+        (open = open_sessions(c, tenant_id)) < 0)
         return NULL;
+    int64_t max_sessions = effective(own[TC_QUOTA_MAX_SESSIONS], d->max_sessions);
     (void)admit_concurrent(own, running, d->max_concurrent, &q);
     int64_t rate = effective(own[TC_QUOTA_RATE_PER_MINUTE], d->tenant_rate_per_minute);
     int64_t cpu = effective(own[TC_QUOTA_CPU_SECONDS_PER_DAY], d->cpu_seconds_per_day);
     int64_t wall = effective(own[TC_QUOTA_WALL_SECONDS_PER_DAY], d->wall_seconds_per_day);
 #define OR_NULL(x) ((x) >= 0 ? json_integer(x) : json_null())
     return json_pack(
-        "{s:{s:o, s:s, s:I}, s:{s:o, s:s, s:o}, s:{s:o, s:o, s:s, s:f, s:f}}", "concurrent",
-        "max_concurrent", OR_NULL(q.max_concurrent), "source", q.own ? "tenant" : "default",
-        "running", (json_int_t)q.running, "rate", "rate_per_minute", OR_NULL(rate), "source",
-        own[TC_QUOTA_RATE_PER_MINUTE] >= 0 ? "tenant" : "default", "key_rate_per_minute",
+        "{s:{s:o, s:s, s:I}, s:{s:o, s:s, s:o}, s:{s:o, s:o, s:s, s:f, s:f}, s:{s:o, s:s, s:I}}",
+        "concurrent", "max_concurrent", OR_NULL(q.max_concurrent), "source",
+        q.own ? "tenant" : "default", "running", (json_int_t)q.running, "rate", "rate_per_minute",
+        OR_NULL(rate), "source", own[TC_QUOTA_RATE_PER_MINUTE] >= 0 ? "tenant" : "default",
+        "key_rate_per_minute",
         d->key_rate_per_minute > 0 ? json_integer(d->key_rate_per_minute) : json_null(), "daily",
         "cpu_seconds_per_day", OR_NULL(cpu), "wall_seconds_per_day", OR_NULL(wall), "source",
         own[TC_QUOTA_CPU_SECONDS_PER_DAY] >= 0 || own[TC_QUOTA_WALL_SECONDS_PER_DAY] >= 0
             ? "tenant"
             : "default",
-        "cpu_seconds_used", (double)cpu_ms / 1000.0, "wall_seconds_used", (double)wall_ms / 1000.0);
+        "cpu_seconds_used", (double)cpu_ms / 1000.0, "wall_seconds_used", (double)wall_ms / 1000.0,
+        "sessions", "max_sessions", OR_NULL(max_sessions), "source",
+        own[TC_QUOTA_MAX_SESSIONS] >= 0 ? "tenant" : "default", "open", (json_int_t)open);
 #undef OR_NULL
 }

@@ -24,6 +24,7 @@ struct tc_quota_defaults {
     int64_t key_rate_per_minute;
     int64_t cpu_seconds_per_day;
     int64_t wall_seconds_per_day;
+    int64_t max_sessions;
 };
 
 /* The defaults of the configuration (TOOLCAGE_TENANT_*, TOOLCAGE_KEY_RATE_PER_MINUTE). */
@@ -36,6 +37,7 @@ enum tc_quota_limit {
     TC_QUOTA_RATE_PER_MINUTE,
     TC_QUOTA_CPU_SECONDS_PER_DAY,
     TC_QUOTA_WALL_SECONDS_PER_DAY,
+    TC_QUOTA_MAX_SESSIONS,
     TC_QUOTA__COUNT
 };
 extern const char *const tc_quota_limit_names[TC_QUOTA__COUNT]; /* the API's and the column's */
@@ -64,9 +66,9 @@ int tc_quota_admit_call_tx(PGconn *c, const char *tenant_id, const char *key_id,
 int tc_quota_admit_tx(PGconn *c, const char *tenant_id, int64_t default_max, struct tc_quota *ret);
 
 /* Inside a transaction of c, before a session of tenant_id is recorded as active: the
- * tenant's open sessions against its max_sessions (tenant_quotas, else default_max; 0: none),
- * under the tenant's admission lock. 0, -EDQUOT (*ret: limit "max_sessions"), -EIO. */
-int tc_quota_admit_session_tx(PGconn *c, const char *tenant_id, int64_t default_max,
+ * tenant's open sessions against its max_sessions (tenant_quotas, else d->max_sessions; 0:
+ * none), under the tenant's admission lock. 0, -EDQUOT (*ret: limit "max_sessions"), -EIO. */
+int tc_quota_admit_session_tx(PGconn *c, const char *tenant_id, const struct tc_quota_defaults *d,
                               struct tc_quota_refusal *ret);
 
 #define TC_QUOTA_KEEP    (-2) /* tc_quota_set: leave this limit as it is */
@@ -85,5 +87,6 @@ bool tc_quota_add_usage_tx(PGconn *c, const char *tenant_id, int64_t cpu_ms, int
 /* The tenant's limits and use as the API shows them:
  * {concurrent: {max_concurrent, source, running}, rate: {rate_per_minute, source,
  *  key_rate_per_minute}, daily: {cpu_seconds_per_day, wall_seconds_per_day, source,
- *  cpu_seconds_used, wall_seconds_used}}. NULL on a database error. */
+ *  cpu_seconds_used, wall_seconds_used}, sessions: {max_sessions, source, open}}. NULL on a
+ * database error. */
 json_t *tc_quota_describe(PGconn *c, const char *tenant_id, const struct tc_quota_defaults *d);

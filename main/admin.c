@@ -379,7 +379,8 @@ int tc_cmd_version(int argc, char **argv)
 }
 
 /* tenants quota --tenant NAME [--max-concurrent N|default] [--rate-per-minute N|default]
- * [--cpu-seconds-per-day N|default] [--wall-seconds-per-day N|default]: print (and set) a
+ * [--cpu-seconds-per-day N|default] [--wall-seconds-per-day N|default]
+ * [--max-sessions N|default]: print (and set) a
  * tenant's quota; every replica enforces it from the next call on. */
 int tc_cmd_tenants(int argc, char **argv)
 {

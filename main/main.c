@@ -140,9 +140,11 @@ static const struct command commands[] = {
      " as keys made with --person NAME); the password is read from stdin"},
     {"tenants", tc_cmd_tenants,
      "tenants quota --tenant NAME [--max-concurrent N|default] [--rate-per-minute N|default]"
-     " [--cpu-seconds-per-day N|default] [--wall-seconds-per-day N|default]",
-     "print a tenant's quota and use; set its executions running at once, calls per minute"
-     " and CPU/wall seconds per rolling day (default: the server's TOOLCAGE_TENANT_*); every"
+     " [--cpu-seconds-per-day N|default] [--wall-seconds-per-day N|default]"
+     " [--max-sessions N|default]",
+     "print a tenant's quota and use; set its executions running at once, calls per minute,"
+     " CPU/wall seconds per rolling day and sessions open at once (default: the server's "
+     "TOOLCAGE_TENANT_*); every"
      " replica enforces them from the next call"},
     {"secrets", tc_cmd_secrets, "secrets rotate-master [--new-key-file FILE]",
      "re-seal every secret under FILE's master key (default: the current one)"},

@@ -8,6 +8,7 @@ import { test, beforeEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { setup, assertProblem } from './harness.mjs';
+import { openEvents, joined } from './fixtures/sse.mjs';
 
 const server = setup('sessions', { serveEnv: { TOOLCAGE_TENANT_MAX_SESSIONS: '3' } });
 let seq = 0;
@@ -201,10 +202,22 @@ test('bad requests get problems; held tools and tools without sessions are refus
   assertProblem(over, 429, 'quota-exceeded');
   assert.ok(Number(over.headers.get('retry-after')) > 0);
   assert.match(over.json.detail, /max_sessions/);
+  const q = (await server.request('GET', '/v1/quota', { key: server.keys.agent })).json;
+  assert.deepEqual(q.sessions, { max_sessions: 3, source: 'default', open: 3 });
   const otherTenant = await open({ tool: 'shell' }, server.keys.otherAgent); // not theirs to count
   await del(otherTenant.id, server.keys.otherAgent);
   await del(more[0].id);
   const again = await open({ tool: 'shell' });
+  // the tenant's own limit, set with the CLI, takes effect at once (every replica: the database)
+  const { stdout } = await server.cli(['tenants', 'quota', '--tenant', server.tenants.a, '--max-sessions', '2']);
+  assert.match(stdout, /^ {2}sessions \{"max_sessions":2,"source":"tenant","open":3\}$/m);
+  try {
+    const own = await server.request('POST', '/v1/sessions', { key: server.keys.agent, json: { tool: 'shell' } });
+    assertProblem(own, 429, 'quota-exceeded');
+    assert.match(own.json.detail, /max_sessions \(set for the tenant\)/);
+  } finally {
+    await server.cli(['tenants', 'quota', '--tenant', server.tenants.a, '--max-sessions', 'default']);
+  }
   // a call counts against the tenant's execution quota like any other
   await server.cli(['tenants', 'quota', '--tenant', server.tenants.a, '--max-concurrent', '0']);
   try {
@@ -238,6 +251,30 @@ test('output is redacted; secrets written in pieces never show', async () => {
   assert.ok(!r.stdout.includes('AKIA'), r.stdout);
   assert.match(r.stdout, /\[REDACTED:aws_access_key\] end\n/);
   assert.ok(!r.result.includes('AKIA'), r.result);
+  await del(s.id);
+});
+
+test('a session call streams its output as it comes (Accept: text/event-stream), redacted, then its result', async () => {
+  const s = await open({ tool: 'python' });
+  await run(s.id, 'import sys, time');
+  const code = 'print("first", flush=True)\ntime.sleep(1)\nsys.stdout.write("key AKIA"); sys.stdout.flush()\nsys.stdout.write("IOSFODNN7EXAMPLE end\\n")\n40 + 2';
+  const st = await openEvents(server, 'POST', `/v1/sessions/${s.id}/execute`, { key: server.keys.agent, json: { code } });
+  assert.equal(st.status, 200);
+  const first = await st.next((e) => e.event === 'stdout');
+  assert.equal(first.data.text, 'first\n');
+  const result = await st.next((e) => e.event === 'result');
+  assert.ok(result.at - first.at >= 800, 'the first line came only with the end');
+  assert.equal(st.events[0].event, 'execution');
+  assert.equal(st.events[0].data.session_id, s.id);
+  assert.equal(result.data.result, '42');
+  assert.equal(result.data.session_id, s.id);
+  assert.equal(joined(st.events, 'stdout'), result.data.stdout);
+  assert.match(result.data.stdout, /^first\nkey \[REDACTED:aws_access_key\] end\n$/);
+  for (const e of st.events) assert.ok(!JSON.stringify(e.data).includes('AKIA'), JSON.stringify(e));
+  // stored, re-attachable, and the session goes on
+  const again = await openEvents(server, 'GET', `/v1/executions/${result.data.id}/events`, { key: server.keys.agent });
+  assert.equal((await again.next((e) => e.event === 'result')).data.stdout, result.data.stdout);
+  assert.equal((await run(s.id, 'time.sleep(0); 7')).result, '7');
   await del(s.id);
 });
 

@@ -142,7 +142,10 @@ export interface paths {
          *     process group) and ends with status `timeout`; the session lives on,
          *     unless the call does not end within 2 s of the interrupt: then the
          *     session is killed (`call_unresponsive`). The answer is the Execution,
-         *     also at `GET /v1/executions/{id}`.
+         *     also at `GET /v1/executions/{id}`; with `Accept: text/event-stream`, its
+         *     events as `POST /v1/execute` streams them (`execution` with the
+         *     `session_id`, `stdout`/`stderr` as the code writes, redacted, then
+         *     `result`), re-attachable with `GET /v1/executions/{id}/events`.
          */
         post: operations["executeInSession"];
         delete?: never;
@@ -189,7 +192,8 @@ export interface paths {
          * Set or clear a tenant's quota (operator)
          * @description Role `operator`. `max_concurrent` (0 to 4096), `rate_per_minute`
          *     (calls per minute), `cpu_seconds_per_day` and `wall_seconds_per_day`
-         *     (a rolling day), any of them: a number sets the
+         *     (a rolling day), `max_sessions` (sessions open at once, 0 to 4096),
+         *     any of them: a number sets the
          *     tenant's own limit, `null` returns it to the server's default, an absent
          *     field stays as it is. Audited as `tenant.quota_set` (what changed);
          *     every replica enforces it from the next call on.
@@ -1345,6 +1349,13 @@ export interface components {
         };
         Quota: {
             tenant: string;
+            /** @description Sessions the tenant may have open at once (`null`, no limit), where the number comes from, and how many are open. */
+            sessions: {
+                max_sessions: number | null;
+                /** @enum {string} */
+                source: "tenant" | "default";
+                open: number;
+            };
             /**
              * @description Budgets of a rolling day (`null`: none) and what the tenant's
              *     executions used in the last 24 hours (counted per hour when each
@@ -2469,6 +2480,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Execution"];
+                    "text/event-stream": components["schemas"]["StreamEvents"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -2531,6 +2543,7 @@ export interface operations {
                     rate_per_minute?: number | null;
                     cpu_seconds_per_day?: number | null;
                     wall_seconds_per_day?: number | null;
+                    max_sessions?: number | null;
                 };
             };
         };
