@@ -126,17 +126,8 @@ static json_t *build_view(void *userdata, json_t *result)
 static void on_recorded(void *userdata, int rc, json_t *view)
 {
     struct exec_state *st = userdata;
-    if (st->stream) {
-        bool ok = (rc == 0 || rc == -ESTALE) && view;
-        json_t *problem =
-            ok ? NULL
-               : json_pack("{s:s, s:s, s:i, s:s}", "type", "urn:toolcage:problem:unavailable",
-                           "title", "Service unavailable", "status", 503, "detail",
-                           "the execution's outcome is not stored yet (it is kept and will be); "
-                           "read it with GET /v1/executions/{id}");
-        tc_exec_stream_end(TC_STEAL(st->stream), ok ? view : NULL, problem);
-        json_decref(problem);
-    }
+    if (st->stream)
+        tc_exec_stream_recorded(TC_STEAL(st->stream), rc, view);
     if (!st->r) {
         tc_log(rc == 0 || rc == -ESTALE ? TC_LOG_INFO : TC_LOG_WARN, "execution finished",
                "{s:s, s:s, s:s, s:O?, s:i}", "request_id", st->request_id, "execution_id", st->id,

@@ -100,8 +100,9 @@ static struct {
     struct session *ended; /* ends the sandbox caused, for the keeper to record (next chain) */
     struct tc_server *srv;
     pthread_t keeper;
-    unsigned launched; /* sessions whose sandbox has not given its result yet */
-    bool started, stop;
+    unsigned launched;  /* sessions whose sandbox has not given its result yet */
+    bool started, stop; /* stop: no new session; quit: the keeper ends (after the results) */
+    bool quit;
 } ss = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
 /* ---- sessions' lifetimes ---- */
@@ -342,15 +343,7 @@ static void call_recorded(void *userdata, int rc, json_t *view)
 {
     struct call *c = userdata;
     if (c->stream) { /* answered with the events: the call is its own, and ends here */
-        bool ok = (rc == 0 || rc == -ESTALE) && view;
-        json_t *problem =
-            ok ? NULL
-               : json_pack("{s:s, s:s, s:i, s:s}", "type", "urn:toolcage:problem:unavailable",
-                           "title", "Service unavailable", "status", 503, "detail",
-                           "the call's outcome is not stored yet (it is kept and will be); "
-                           "read it with GET /v1/executions/{id}");
-        tc_exec_stream_end(TC_STEAL(c->stream), ok ? view : NULL, problem);
-        json_decref(problem);
+        tc_exec_stream_recorded(TC_STEAL(c->stream), rc, view);
         call_free(c);
         return;
     }
@@ -424,6 +417,10 @@ static int feed_locked(struct session *s, int k, const char *data, size_t len,
         keep_stray(s, k, data, len);
         return 0;
     }
+    if (c->ended & (1u << k)) { /* this stream's end came: the rest is no call's */
+        keep_stray(s, k, data, len);
+        return 0;
+    }
     struct emit_ctx e = {c, k};
     size_t after = len;
     int r = tc_session_scan_feed(&c->scan[k], data, len, emit_output, &e, &after);
@@ -438,8 +435,13 @@ static int feed_locked(struct session *s, int k, const char *data, size_t len,
     }
     if (c->ended != 3)
         return 0;
-    if (c->meta)
-        s->cpu_calls_ms += json_integer_value(json_object_get(c->meta, "cpu_ms"));
+    if (c->meta) { /* the driver's word, bounded: it can only under-count the session's CPU */
+        json_int_t cpu = json_integer_value(json_object_get(c->meta, "cpu_ms"));
+        int64_t most = tc_now_ms() - c->t0_ms;
+        cpu = cpu < 0 ? 0 : cpu > most * 64 ? most * 64 : cpu;
+        json_object_set_new(c->meta, "cpu_ms", json_integer(cpu));
+        s->cpu_calls_ms += cpu;
+    }
     s->call = NULL;
     s->busy = false;
     s->last_ms = tc_now_ms();
@@ -516,7 +518,7 @@ static void *keeper_main(void *arg)
 {
     (void)arg;
     pthread_mutex_lock(&ss.mu);
-    while (!ss.stop || ss.ended || ss.list) {
+    while (!ss.quit || ss.ended || ss.list) {
         /* ends the sandboxes caused */
         while (ss.ended) {
             struct session *s = ss.ended;
@@ -532,21 +534,18 @@ static void *keeper_main(void *arg)
             pthread_mutex_lock(&ss.mu);
             session_unref_locked(s); /* the launcher's */
         }
-        if (ss.stop && !ss.list)
+        if (ss.quit && !ss.list)
             break;
         /* timers */
         int64_t now = tc_now_ms();
-        struct session *end = NULL;
+        struct session *end = NULL, *intr = NULL;
         const char *why = NULL;
-        for (struct session *s = ss.list; s && !end; s = s->next) {
+        for (struct session *s = ss.list; s && !end && !intr; s = s->next) {
             struct call *c = s->call;
             if (c && !c->interrupted && now >= c->deadline_ms) {
                 c->interrupted = c->timed_out = true;
                 c->interrupt_ms = now;
-                if (tc_server_begin(ss.srv)) { /* a send; it does not wait for the sandbox */
-                    (void)tc_launcher_interrupt(ss.srv->launcher, s->id);
-                    tc_server_end(ss.srv);
-                }
+                intr = s;
             } else if (c && c->interrupted && now >= c->interrupt_ms + KILL_GRACE_MS) {
                 end = s, why = "call_unresponsive";
             } else if (!s->busy && now >= s->last_ms + s->idle_s * 1000) {
@@ -554,6 +553,17 @@ static void *keeper_main(void *arg)
             } else if (now >= s->expires_ms) {
                 end = s, why = "ttl_expired";
             }
+        }
+        if (intr) { /* a send to the launcher: never under ss.mu */
+            intr->refs++;
+            pthread_mutex_unlock(&ss.mu);
+            if (tc_server_begin(ss.srv)) {
+                (void)tc_launcher_interrupt(ss.srv->launcher, intr->id);
+                tc_server_end(ss.srv);
+            }
+            pthread_mutex_lock(&ss.mu);
+            session_unref_locked(intr);
+            continue;
         }
         if (end) {
             end->refs++;
@@ -580,7 +590,7 @@ static void *keeper_main(void *arg)
 int tc_api_sessions_start(struct tc_server *srv)
 {
     ss.srv = srv;
-    ss.stop = false;
+    ss.stop = ss.quit = false;
     if (pthread_create(&ss.keeper, NULL, keeper_main, NULL) != 0)
         return -EAGAIN;
     ss.started = true;
@@ -591,6 +601,9 @@ void tc_api_sessions_stop(void)
 {
     if (!ss.started)
         return;
+    pthread_mutex_lock(&ss.mu);
+    ss.stop = true; /* no session is opened from here on (create checks it under the lock) */
+    pthread_mutex_unlock(&ss.mu);
     /* every open session ends now, recorded so; their sandboxes are killed */
     for (;;) {
         pthread_mutex_lock(&ss.mu);
@@ -605,12 +618,12 @@ void tc_api_sessions_stop(void)
     }
     /* their results (bounded: the launcher's stop kills what is left) */
     pthread_mutex_lock(&ss.mu);
-    ss.stop = true;
     for (int i = 0; i < 100 && ss.launched > 0; i++) {
         pthread_mutex_unlock(&ss.mu);
         usleep(50 * 1000);
         pthread_mutex_lock(&ss.mu);
     }
+    ss.quit = true;
     pthread_cond_signal(&ss.cv);
     pthread_mutex_unlock(&ss.mu);
     pthread_join(ss.keeper, NULL);
@@ -682,6 +695,13 @@ static bool uuid_ok(const char *s)
     return true;
 }
 
+static enum MHD_Result elsewhere(struct tc_request *r)
+{
+    return tc_respond_problem(r, 409, "session-elsewhere", "Session on another server", NULL,
+                              "this session runs on another server process; send its requests "
+                              "there");
+}
+
 static enum MHD_Result not_found(struct tc_request *r)
 {
     return tc_respond_problem(r, 404, "not-found", "Not found", NULL,
@@ -751,7 +771,7 @@ static json_t *session_spec(const struct tc_tool *tool, const char *driver, cons
     json_decref(body);
     if (spec) {
         json_object_set_new(spec, "session", json_true());
-        json_object_set_new(json_object_get(json_object_get(spec, "files"), 0), "mode",
+        json_object_set_new(json_array_get(json_object_get(spec, "files"), 0), "mode",
                             json_integer(0444));
     }
     return spec;
@@ -1079,9 +1099,7 @@ enum MHD_Result tc_api_session_delete(struct tc_request *r)
         return tc_respond_db_down(r);
     if (!s && strcmp(json_string_value(json_object_get(v, "status")), "active") == 0) {
         json_decref(v);
-        return tc_respond_problem(r, 409, "session-elsewhere", "Session on another server", NULL,
-                                  "this session runs on another server process; send its "
-                                  "requests there");
+        return elsewhere(r);
     }
     return tc_respond_json(r, 200, v);
 }
@@ -1119,9 +1137,7 @@ static enum MHD_Result not_open(struct tc_request *r, const char *id)
                                  "the session has ended (%s)",
                                  json_string_value(json_object_get(v, "ended_reason")));
     else
-        ret = tc_respond_problem(r, 409, "session-elsewhere", "Session on another server", NULL,
-                                 "this session runs on another server process; send its "
-                                 "requests there");
+        ret = elsewhere(r);
     json_decref(v);
     return ret;
 }
@@ -1167,11 +1183,12 @@ enum MHD_Result tc_api_session_execute(struct tc_request *r)
     snprintf(c->request_id, sizeof(c->request_id), "%s", r->request_id);
     memcpy(c->limits, s->limits, sizeof(c->limits));
     if (timeout > s->t->limits[TC_LIMIT_TIMEOUT_MS].max) {
-        call_free(c);
+        ret = tc_respond_problem(r, 422, "limit-exceeds-policy", "Limit exceeds policy", NULL,
+                                 "timeout_ms: at most %lld for tool '%s'",
+                                 (long long)s->t->limits[TC_LIMIT_TIMEOUT_MS].max, s->tool);
+        call_free(c); /* its reference to s: the last, maybe */
         json_decref(body);
-        return tc_respond_problem(r, 422, "limit-exceeds-policy", "Limit exceeds policy", NULL,
-                                  "timeout_ms: at most %lld for tool '%s'",
-                                  (long long)s->t->limits[TC_LIMIT_TIMEOUT_MS].max, s->tool);
+        return ret;
     }
     if (timeout)
         c->limits[TC_LIMIT_TIMEOUT_MS] = timeout;
@@ -1210,19 +1227,23 @@ enum MHD_Result tc_api_session_execute(struct tc_request *r)
         tc_db_release(r->srv->db, db);
         json_decref(ev);
         json_t *f = tc_api_findings_errors(c->findings, body);
-        call_free(c);
-        json_decref(body);
         if (arc < 0) {
             json_decref(f);
-            return tc_respond_db_down(r);
+            ret = tc_respond_db_down(r);
+        } else {
+            tc_metrics_execution(s->tool, "blocked", 0);
+            if (action == TC_ACTION_BLOCK)
+                ret = tc_respond_problem(r, 403, "blocked-by-prescreen", "Blocked by pre-screen", f,
+                                         "the pre-screen blocked this code (see errors)");
+            else
+                ret = tc_respond_problem(
+                    r, 422, "approval-required", "Approval required", f,
+                    "the pre-screen holds this code for a person's approval, which a session "
+                    "cannot wait for; run it with POST /v1/execute");
         }
-        tc_metrics_execution(ids.tool, "blocked", 0);
-        if (action == TC_ACTION_BLOCK)
-            return tc_respond_problem(r, 403, "blocked-by-prescreen", "Blocked by pre-screen", f,
-                                      "the pre-screen blocked this code (see errors)");
-        return tc_respond_problem(r, 422, "approval-required", "Approval required", f,
-                                  "the pre-screen holds this code for a person's approval, which "
-                                  "a session cannot wait for; run it with POST /v1/execute");
+        call_free(c); /* after its session's last use: this may be its last reference */
+        json_decref(body);
+        return ret;
     }
 
     /* The session is this call's (one at a time). */

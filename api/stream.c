@@ -242,6 +242,19 @@ void tc_exec_stream_end(struct tc_exec_stream *s, json_t *view, json_t *problem)
     tc_exec_stream_free(s);
 }
 
+void tc_exec_stream_recorded(struct tc_exec_stream *s, int rc, json_t *view)
+{
+    bool ok = (rc == 0 || rc == -ESTALE) && view;
+    json_t *problem =
+        ok ? NULL
+           : json_pack("{s:s, s:s, s:i, s:s}", "type", "urn:toolcage:problem:unavailable", "title",
+                       "Service unavailable", "status", 503, "detail",
+                       "the execution's outcome is not stored yet (it is kept and will be); "
+                       "read it with GET /v1/executions/{id}");
+    tc_exec_stream_end(s, ok ? view : NULL, problem);
+    json_decref(problem);
+}
+
 void tc_exec_stream_free(struct tc_exec_stream *s)
 {
     if (!s)

@@ -54,6 +54,9 @@ void tc_exec_stream_chunk(struct tc_exec_stream *s, int stream, const char *data
 /* The end: the rest of the output and "result" (view), or "error" (problem); closes the log
  * and frees s. Both NULL: closes with nothing more (the call ended without a run). */
 void tc_exec_stream_end(struct tc_exec_stream *s, json_t *view, json_t *problem);
+/* The end as the recorder reports it (server/recorder.h: rc 0 or -ESTALE with the stored view,
+ * else not stored yet): "result", or an "error" that says where to read it later. Frees s. */
+void tc_exec_stream_recorded(struct tc_exec_stream *s, int rc, json_t *view);
 void tc_exec_stream_free(struct tc_exec_stream *s); /* NULL is a no-op; closes the log */
 
 /* Follow exec_id of tenant_id in the database into e (not findable: one reader's), from text

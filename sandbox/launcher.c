@@ -91,11 +91,20 @@ static void pump_output(struct launcher *L, struct sbx *s, struct stream *st)
     char buf[65536];
     /* a session's output is not kept: what is not sent yet, sent as soon as this is full */
     size_t cap = s->spec.session ? SESSION_OUT_BUF : (size_t)s->spec.limits.output_bytes;
+    size_t taken = 0;
 
     for (;;) {
+        /* a session's output is never dropped, so a flood is not ended by a kill: read a
+         * bounded share per wakeup (the loop comes back; every other sandbox gets its turn) */
+        if (s->spec.session && taken >= SESSION_OUT_BUF) {
+            send_stream_chunk(L, s, st == &s->out ? 0 : 1);
+            return;
+        }
         ssize_t n = read(st->fd, buf, sizeof(buf));
         if (n < 0 && errno == EINTR)
             continue;
+        if (n > 0)
+            taken += (size_t)n;
         if (n < 0 && errno == EAGAIN) {
             /* a session's output goes out as soon as it is read: its server waits for the end
              * of a call in it (not paced like a one-shot's stream) */
@@ -515,6 +524,13 @@ static void dispatch(struct launcher *L, struct epoll_event *ev)
         handle_pidfd(L, s);
         break;
     case W_STDIN:
+        /* a session's stdin unwatched (nothing to write) reports only its reader gone */
+        if (s->spec.session && s->stdin_off >= s->stdin_len &&
+            (ev->events & (EPOLLERR | EPOLLHUP))) {
+            s->stdin_closing = true;
+            lc_unwatch_close(L, &s->stdin_fd);
+            break;
+        }
         pump_stdin(L, s);
         break;
     case W_STDOUT:

@@ -467,8 +467,8 @@ static void sweep_instance(struct tc_worker *w, int dead)
     char id[16];
     snprintf(id, sizeof(id), "%d", dead);
     const char *p[] = {id};
-    char released[100][37];
-    int nreleased = 0, interrupted = 0, requeued = 0;
+    char released[100][37], ended[100][37]; /* executions' and sessions' ids, for the broker */
+    int nreleased = 0, nended = 0, interrupted = 0, requeued = 0;
     if (!tc_db_command(c, "BEGIN"))
         return;
     /* Its lock free now (and kept free until we commit), and silent for the grace period. */
@@ -490,8 +490,9 @@ static void sweep_instance(struct tc_worker *w, int dead)
     /* Its sessions ended with it (api/sessions.c): said so, their credentials revoked below. */
     r = tc_db_exec(c,
                    "UPDATE sessions SET status = 'ended', ended_at = now(),"
-                   " ended_reason = 'server_restart' WHERE status = 'active'"
-                   " AND instance_id = $1::int RETURNING id, tenant_id, tool, calls",
+                   " ended_reason = 'server_restart' WHERE id IN (SELECT id FROM sessions"
+                   " WHERE status = 'active' AND instance_id = $1::int LIMIT 100 FOR UPDATE)"
+                   " RETURNING id, tenant_id, tool, calls",
                    1, p);
     bool sessions_ok = r != NULL;
     for (int i = 0; sessions_ok && i < PQntuples(r); i++) {
@@ -502,8 +503,7 @@ static void sweep_instance(struct tc_worker *w, int dead)
                       "server_restart", "calls", atoi(PQgetvalue(r, i, 3)));
         sessions_ok = ev && tc_audit_append_tx(c, w->srv->keys, ev, NULL) == 0;
         json_decref(ev);
-        if (nreleased < 100)
-            snprintf(released[nreleased++], sizeof(released[0]), "%s", PQgetvalue(r, i, 0));
+        snprintf(ended[nended++], sizeof(ended[0]), "%s", PQgetvalue(r, i, 0));
     }
     PQclear(r);
     if (!sessions_ok) {
@@ -590,6 +590,10 @@ static void sweep_instance(struct tc_worker *w, int dead)
     if (interrupted || requeued)
         tc_log(TC_LOG_INFO, "swept a dead instance", "{s:i, s:i, s:i}", "instance", dead,
                "interrupted", interrupted, "requeued", requeued);
+    for (int i = 0; i < nended; i++) /* the rest of its sessions, if more: the next sweep */
+        if (tc_broker_release(c, w->srv->keys, ended[i]) < 0)
+            tc_log(TC_LOG_ERROR, "revoking a session's credentials failed", "{s:s}", "session_id",
+                   ended[i]);
     for (int i = 0; i < nreleased; i++) {
         if (tc_broker_release(c, w->srv->keys, released[i]) < 0)
             tc_log(TC_LOG_ERROR, "revoking an execution's credentials failed", "{s:s}",

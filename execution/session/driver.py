@@ -119,28 +119,33 @@ def main():
         sys.stdin = io.TextIOWrapper(io.FileIO(0, "rb", closefd=False))
         meta = {"status": "ok", "exit_code": 0, "result": None, "error": None}
         t0 = os.times()
-        try:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-            meta["result"] = _run(ns, code)
-        except SystemExit as e:
-            c = e.code
-            meta["status"] = "exit"
-            meta["exit_code"] = c if isinstance(c, int) else (0 if c is None else 1)
-            if c is not None and not isinstance(c, int):
-                print(c, file=sys.stderr)
+        try:  # an interrupt that comes late (in a handler below) still ends the call only
+            try:
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+                meta["result"] = _run(ns, code)
+            except SystemExit as e:
+                c = e.code
+                meta["status"] = "exit"
+                meta["exit_code"] = c if isinstance(c, int) else (0 if c is None else 1)
+                if c is not None and not isinstance(c, int):
+                    print(c, file=sys.stderr)
+            except KeyboardInterrupt:
+                meta["status"] = "interrupted"
+                meta["exit_code"] = 130
+                meta["error"] = "KeyboardInterrupt"
+            except BaseException as e:
+                tb = e.__traceback__
+                while tb is not None and tb.tb_frame.f_code.co_filename != "<cell>":
+                    tb = tb.tb_next  # the traceback of the cell, without this file's frames
+                traceback.print_exception(type(e), e, tb)
+                meta["status"] = "error"
+                meta["exit_code"] = 1
+                meta["error"] = "".join(traceback.format_exception_only(type(e), e)).strip()[:4096]
+            finally:
+                signal.signal(signal.SIGINT, _quiet)
         except KeyboardInterrupt:
-            meta["status"] = "interrupted"
-            meta["exit_code"] = 130
-            meta["error"] = "KeyboardInterrupt"
-        except BaseException as e:
-            tb = e.__traceback__
-            while tb is not None and tb.tb_frame.f_code.co_filename != "<cell>":
-                tb = tb.tb_next  # the traceback of the cell, without this file's frames
-            traceback.print_exception(type(e), e, tb)
-            meta["status"] = "error"
-            meta["exit_code"] = 1
-            meta["error"] = "".join(traceback.format_exception_only(type(e), e)).strip()[:4096]
-        signal.signal(signal.SIGINT, _quiet)
+            signal.signal(signal.SIGINT, _quiet)
+            meta.update(status="interrupted", exit_code=130, error="KeyboardInterrupt")
         t1 = os.times()
         meta["cpu_ms"] = int(1000 * sum(t1[i] - t0[i] for i in range(4)))
         os.dup2(_NULL, 0)
