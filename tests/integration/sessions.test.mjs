@@ -6,6 +6,7 @@
 // and audit records, the host's process table (a marker command line), the other tenant's 404s.
 import { test, beforeEach } from 'node:test';
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import { setup, assertProblem } from './harness.mjs';
 import { openEvents, joined } from './fixtures/sse.mjs';
@@ -99,6 +100,8 @@ test('shell: the working directory, variables and functions live on; `return` en
   await run(s.id, 'cd /tmp && export V=7 && greet() { echo "hi $1"; }\nmkdir -p /workspace/d && echo data > /workspace/d/f');
   const b = await run(s.id, 'pwd; echo $V; greet you; cat /workspace/d/f');
   assert.equal(b.stdout, '/tmp\n7\nhi you\ndata\n');
+  // the driver is the session's, read-only in its workspace
+  assert.equal((await run(s.id, 'stat -c %a /workspace/.toolcage/session_driver.sh')).stdout, '444\n');
   const c = await run(s.id, 'echo one; return 4; echo two');
   assert.equal(c.stdout, 'one\n');
   assert.equal(c.exit_code, 4);
@@ -276,6 +279,29 @@ test('a session call streams its output as it comes (Accept: text/event-stream),
   assert.equal((await again.next((e) => e.event === 'result')).data.stdout, result.data.stdout);
   assert.equal((await run(s.id, 'time.sleep(0); 7')).result, '7');
   await del(s.id);
+});
+
+/** CPU ticks (user + system) a host process has used. */
+function cpuTicks(pid) {
+  const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const rest = f.slice(f.lastIndexOf(')') + 2).split(' ');
+  return Number(rest[11]) + Number(rest[12]);
+}
+
+test('code that cuts its driver off from the server costs the launcher nothing, and its next call ends the session', async () => {
+  const s = await open({ tool: 'python' });
+  // the driver's request channel closed, and its number taken by a pipe nobody writes
+  const d = await run(s.id, 'import os, sys\nfd = sys.modules["__main__"]._CTL\nos.close(fd)\nr, w = os.pipe()\nr == fd');
+  assert.equal(d.result, 'True');
+  const pid = server.hostReport().launcher_pid;
+  const t0 = cpuTicks(pid);
+  await new Promise((r) => setTimeout(r, 1500));
+  const used = cpuTicks(pid) - t0;
+  assert.ok(used < 40, `the launcher used ${used} ticks in 1.5 s while the session idled`);
+  const next = await run(s.id, '1', { timeout_ms: 500 });
+  assert.equal(next.status, 'timeout');
+  const g = await until(async () => { const j = (await get(s.id)).json; return j.status === 'ended' && j; }, 10000, 'the session to end');
+  assert.equal(g.ended_reason, 'call_unresponsive');
 });
 
 test('a python session returns its figures as PNG outputs', async () => {
