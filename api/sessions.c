@@ -75,7 +75,7 @@ struct call {
 struct session {
     struct session *next;
     int refs; /* under ss.mu: the registry, the launcher (until its result), each call */
-    char id[37], tenant_id[37], tool[65], language[16];
+    char id[37], tenant_id[37], tool[65];
     struct tc_principal principal;
     struct tc_policy *policy;
     const struct tc_tool *t; /* in policy */
@@ -683,18 +683,6 @@ static int load_session(struct tc_server *srv, const char *tenant_id, const char
     return rc == 0 && !*ret ? -ENOMEM : rc;
 }
 
-static bool uuid_ok(const char *s)
-{
-    if (!s || strlen(s) != 36)
-        return false;
-    for (int i = 0; i < 36; i++) {
-        bool dash = i == 8 || i == 13 || i == 18 || i == 23;
-        if (dash ? s[i] != '-' : tc_hexval((unsigned char)s[i]) < 0)
-            return false;
-    }
-    return true;
-}
-
 static enum MHD_Result elsewhere(struct tc_request *r)
 {
     return tc_respond_problem(r, 409, "session-elsewhere", "Session on another server", NULL,
@@ -753,15 +741,20 @@ static enum MHD_Result quota_refused(struct tc_request *r, const struct tc_quota
                                      (long long)q->value);
 }
 
-/* The sandbox spec of a session: the tool's, with the driver as its program. */
-static json_t *session_spec(const struct tc_tool *tool, const char *driver, const char *id,
+/* The sandbox spec of a session: the tool's, with its language's driver (embedded) as its
+ * program. NULL: out of memory, or no driver. */
+static json_t *session_spec(const struct tc_tool *tool, const char *id,
                             const int64_t limits[TC_LIMIT__COUNT], int64_t ttl_s)
 {
+    bool py = strcmp(tool->language, "python") == 0;
+    const struct tc_embedded *e =
+        tc_embedded_find(py ? "execution/session/driver.py" : "execution/session/driver.sh");
+    if (!e)
+        return NULL;
+    const char *driver = (const char *)e->data;
     struct tc_tool t = *tool;
     t.plots = false; /* the driver saves figures itself */
-    const char *file = strcmp(tool->language, "python") == 0 ? ".toolcage/session_driver.py"
-                                                             : ".toolcage/session_driver.sh";
-    t.code_file = (char *)file;
+    t.code_file = (char *)(py ? ".toolcage/session_driver.py" : ".toolcage/session_driver.sh");
     json_t *body = json_pack("{s:s, s:s}", "tool", tool->name, "code", driver);
     struct tc_exec_request req = {.tool = tool->name, .body = body};
     int64_t L[TC_LIMIT__COUNT];
@@ -868,23 +861,17 @@ enum MHD_Result tc_api_session_create(struct tc_request *r)
         errors = NULL;
         goto out;
     }
-    const char *driver = NULL;
-    const struct tc_embedded *e =
-        tc_embedded_find(strcmp(tool->language, "python") == 0 ? "execution/session/driver.py"
-                                                               : "execution/session/driver.sh");
-    driver = e ? (const char *)e->data : NULL;
     tc_uuid7(s->id);
     snprintf(s->tenant_id, sizeof(s->tenant_id), "%s", r->principal.tenant_id);
     snprintf(s->tool, sizeof(s->tool), "%s", tool->name);
-    snprintf(s->language, sizeof(s->language), "%s", tool->language);
     s->principal = r->principal;
     s->policy = tc_policy_ref(policy);
     s->t = tool;
     s->plots = tool->plots;
     s->ttl_s = ttl;
     s->idle_s = idle;
-    if (!driver || tc_exec_redactor(tool, r->srv->cfg->state_dir, &s->redactor) < 0 ||
-        !(spec = session_spec(tool, driver, s->id, s->limits, ttl))) {
+    if (tc_exec_redactor(tool, r->srv->cfg->state_dir, &s->redactor) < 0 ||
+        !(spec = session_spec(tool, s->id, s->limits, ttl))) {
         ret = MHD_NO;
         goto out;
     }
@@ -1046,8 +1033,9 @@ out:
 enum MHD_Result tc_api_session_get(struct tc_request *r)
 {
     json_t *v = NULL;
-    int rc = uuid_ok(r->params[0]) ? load_session(r->srv, r->principal.tenant_id, r->params[0], &v)
-                                   : -ENOENT;
+    int rc = tc_uuid_valid(r->params[0])
+                 ? load_session(r->srv, r->principal.tenant_id, r->params[0], &v)
+                 : -ENOENT;
     if (rc == -ENOENT)
         return not_found(r);
     if (rc < 0)
@@ -1084,7 +1072,7 @@ enum MHD_Result tc_api_sessions_list(struct tc_request *r)
 
 enum MHD_Result tc_api_session_delete(struct tc_request *r)
 {
-    if (!uuid_ok(r->params[0]))
+    if (!tc_uuid_valid(r->params[0]))
         return not_found(r);
     struct session *s = lookup(r->principal.tenant_id, r->params[0]);
     if (s) {
@@ -1125,7 +1113,7 @@ static enum MHD_Result call_answer(struct tc_request *r)
 static enum MHD_Result not_open(struct tc_request *r, const char *id)
 {
     json_t *v = NULL;
-    int rc = uuid_ok(id) ? load_session(r->srv, r->principal.tenant_id, id, &v) : -ENOENT;
+    int rc = tc_uuid_valid(id) ? load_session(r->srv, r->principal.tenant_id, id, &v) : -ENOENT;
     if (rc == -ENOENT)
         return not_found(r);
     if (rc < 0)
@@ -1149,7 +1137,8 @@ enum MHD_Result tc_api_session_execute(struct tc_request *r)
     if (!body)
         return ret;
     /* The session first: an id that names nothing is 404 whatever the body. */
-    struct session *s = uuid_ok(r->params[0]) ? lookup(r->principal.tenant_id, r->params[0]) : NULL;
+    struct session *s =
+        tc_uuid_valid(r->params[0]) ? lookup(r->principal.tenant_id, r->params[0]) : NULL;
     if (!s) {
         json_decref(body);
         return not_open(r, r->params[0]);
