@@ -61,6 +61,10 @@ enum MHD_Result tc_api_sessions_list(struct tc_request *r);
 enum MHD_Result tc_api_session_get(struct tc_request *r);
 enum MHD_Result tc_api_session_delete(struct tc_request *r);
 enum MHD_Result tc_api_session_execute(struct tc_request *r);
+enum MHD_Result tc_api_session_files_list(struct tc_request *r);
+enum MHD_Result tc_api_session_file_put(struct tc_request *r);
+enum MHD_Result tc_api_session_file_get(struct tc_request *r);
+enum MHD_Result tc_api_session_file_delete(struct tc_request *r);
 /* MCP (api/mcp.c): POST /mcp */
 enum MHD_Result tc_api_mcp(struct tc_request *r);
 /* The JSON Schema of a tool's arguments: code and stdin; full adds files, limits (bounded by

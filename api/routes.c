@@ -16,6 +16,12 @@ static const struct tc_route routes[] = {
     {"GET", "/v1/sessions/{}", TC_ROLE_ANY, tc_api_session_get},
     {"DELETE", "/v1/sessions/{}", TC_ROLE_AGENT | TC_ROLE_ADMIN, tc_api_session_delete},
     {"POST", "/v1/sessions/{}/execute", TC_ROLE_AGENT | TC_ROLE_ADMIN, tc_api_session_execute},
+    {"GET", "/v1/sessions/{}/files", TC_ROLE_AGENT | TC_ROLE_ADMIN, tc_api_session_files_list},
+    /* {*}: the rest of the path, '/' included */
+    {"PUT", "/v1/sessions/{}/files/{*}", TC_ROLE_AGENT | TC_ROLE_ADMIN, tc_api_session_file_put},
+    {"GET", "/v1/sessions/{}/files/{*}", TC_ROLE_AGENT | TC_ROLE_ADMIN, tc_api_session_file_get},
+    {"DELETE", "/v1/sessions/{}/files/{*}", TC_ROLE_AGENT | TC_ROLE_ADMIN,
+     tc_api_session_file_delete},
     {"GET", "/v1/tools", TC_ROLE_ANY | TC_ROLE_OPERATOR, tc_api_tools},
     /* Service-wide: operator keys only (an admin acts on its own tenant). */
     {"POST", "/v1/admin/policy/reload", TC_ROLE_OPERATOR, tc_api_policy_reload},

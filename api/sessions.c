@@ -9,6 +9,8 @@
  *   GET    /v1/sessions/{id}
  *   DELETE /v1/sessions/{id}
  *   POST   /v1/sessions/{id}/execute    {code, stdin?, timeout_ms?}
+ *   GET    /v1/sessions/{id}/files      the workspace's entries
+ *   PUT|GET|DELETE /v1/sessions/{id}/files/{path}   one file (the path may hold '/')
  *
  * A session lives on the server process that opened it. One thread (the keeper) enforces the
  * per-call time (SIGINT to the driver's process group, then the session is killed if the call
@@ -17,9 +19,11 @@
  * mutex (ss.mu) over the registry and every session's state; nothing blocks under it. */
 #include <errno.h>
 #include <pthread.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "api/api.h"
@@ -1404,4 +1408,288 @@ enum MHD_Result tc_api_session_execute(struct tc_request *r)
         end_session(s, "error", true);
     session_unref(s);
     return ret;
+}
+
+/* ---- files: PUT|GET|DELETE /v1/sessions/{id}/files/{path}, GET /v1/sessions/{id}/files ----
+ * The launcher does the work in the workspace it holds (sandbox/workspace.h: the kernel
+ * refuses any path through a symbolic link or onto another mount); downloads are redacted like
+ * collected files; every operation is audited (a download before its bytes leave). */
+
+#define FILE_OP_MS   10000     /* the launcher answers in milliseconds; this is its bound */
+#define FILE_GET_MAX (16u << 20)
+
+/* The live session the request names (a reference), or NULL with the answer in *ret. */
+static struct session *files_session(struct tc_request *r, enum MHD_Result *ret)
+{
+    struct session *s = tc_uuid_valid(r->params[0]) ? lookup(r->principal.tenant_id, r->params[0])
+                                                    : NULL;
+    bool live = false;
+    if (s) {
+        pthread_mutex_lock(&ss.mu);
+        live = !s->end_reason && s->launched;
+        pthread_mutex_unlock(&ss.mu);
+        if (live)
+            return s;
+        session_unref(s);
+    }
+    *ret = not_open(r, r->params[0]);
+    return NULL;
+}
+
+/* The launcher's part: 0, or -errno of the operation (or of reaching the launcher). */
+static int file_op(struct session *s, json_t *op, const void *data, size_t len, json_t **ret_head,
+                   char **ret_data, size_t *ret_len)
+{
+    int rc = op ? tc_launcher_file(ss.srv->launcher, s->id, op, data, len, FILE_OP_MS, ret_head,
+                                   ret_data, ret_len)
+                : -ENOMEM;
+    json_decref(op);
+    if (rc < 0)
+        return rc == -ENOENT ? -EPIPE : rc;
+    json_int_t e = json_integer_value(json_object_get(*ret_head, "errno"));
+    if (e > 0 && ret_data) {
+        free(*ret_data);
+        *ret_data = NULL;
+    }
+    return e > 0 && e < 4096 ? -(int)e : 0;
+}
+
+static enum MHD_Result file_problem(struct tc_request *r, int rc, const char *path)
+{
+    switch (rc) {
+    case -ENOENT:
+    case -ENOTDIR:
+        return tc_respond_problem(r, 404, "not-found", "Not found", NULL,
+                                  "the session's workspace has no file %s", path);
+    case -ELOOP:
+    case -EXDEV:
+        return tc_respond_problem(r, 409, "unsafe-path", "Unsafe path", NULL,
+                                  "%s is or passes through a symbolic link (or another mount): "
+                                  "toolcage never follows what the sandboxed code made",
+                                  path);
+    case -EISDIR:
+    case -EPERM:
+    case -ENOTEMPTY:
+        return tc_respond_problem(r, 409, "not-a-file", "Not a file", NULL,
+                                  "%s is %s", path,
+                                  rc == -EISDIR      ? "a directory"
+                                  : rc == -ENOTEMPTY ? "a directory that is not empty"
+                                                     : "not a regular file (a FIFO, socket, ...)");
+    case -EFBIG:
+        return tc_respond_problem(r, 422, "file-too-large", "File too large", NULL,
+                                  "%s is larger than a download may be (%u bytes)", path,
+                                  FILE_GET_MAX);
+    case -ENOSPC:
+    case -EDQUOT:
+        return tc_respond_problem(r, 507, "workspace-full", "Workspace full", NULL,
+                                  "the session's workspace has no room for %s (see the tool's "
+                                  "workspace_bytes limit)",
+                                  path);
+    case -EACCES:
+        return tc_respond_problem(r, 403, "file-withheld", "File withheld", NULL,
+                                  "%s is binary and a redaction rule matched in its bytes: it is "
+                                  "withheld, as a collected file would be",
+                                  path);
+    case -EINVAL:
+    case -ENAMETOOLONG:
+        return tc_respond_problem(
+            r, 400, "validation", "Invalid request",
+            json_pack("[{s:s, s:s}]", "path", "path", "message",
+                      "a relative path without '.', '..' or empty parts, at most 255 bytes"),
+            "the file path is not valid");
+    default:
+        return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
+                                  "the session's sandbox did not answer (%s)", strerror(-rc));
+    }
+}
+
+/* One audit record for a file operation; 0 or -EIO. */
+static int file_audit(struct tc_request *r, struct session *s, const char *action,
+                      const char *path, json_t *more)
+{
+    json_t *ev = json_pack("{s:s, s:s, s:o, s:s, s:s, s:s}", "action", action, "tenant_id",
+                           s->tenant_id, "actor", tc_auth_actor(&r->principal), "tool", s->tool,
+                           "session_id", s->id, "path", path);
+    if (ev && more)
+        json_object_update(ev, more);
+    json_decref(more);
+    PGconn *db = ev ? tc_db_acquire(r->srv->db, TC_DB_WAIT_MS) : NULL;
+    int rc = db ? tc_audit_append(db, r->srv->keys, ev, NULL) : -EIO;
+    tc_db_release(r->srv->db, db);
+    json_decref(ev);
+    return rc < 0 ? -EIO : 0;
+}
+
+static void sha256_hex(const void *data, size_t len, char out[65])
+{
+    unsigned char h[crypto_hash_sha256_BYTES];
+    crypto_hash_sha256(h, data, len);
+    sodium_bin2hex(out, 65, h, sizeof(h));
+}
+
+static const char *file_path(struct tc_request *r)
+{
+    return r->params[1] && tc_ws_path_ok(r->params[1]) ? r->params[1] : NULL;
+}
+
+enum MHD_Result tc_api_session_file_put(struct tc_request *r)
+{
+    enum MHD_Result ret = MHD_NO;
+    const char *path = file_path(r);
+    if (!path)
+        return file_problem(r, -EINVAL, "");
+    struct session *s = files_session(r, &ret);
+    if (!s)
+        return ret;
+    json_t *head = NULL;
+    int rc = file_op(s, json_pack("{s:s, s:s}", "op", "put", "path", path), r->body.data,
+                     r->body.len, &head, NULL, NULL);
+    bool created = json_is_true(json_object_get(head, "created"));
+    json_decref(head);
+    char sum[65];
+    sha256_hex(r->body.data ? r->body.data : "", r->body.len, sum);
+    if (rc < 0) {
+        ret = file_problem(r, rc, path);
+    } else if (file_audit(r, s, "session.file.put", path,
+                          json_pack("{s:I, s:s, s:b}", "size", (json_int_t)r->body.len, "sha256",
+                                    sum, "created", created)) < 0) {
+        ret = tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
+                                 "the file was written but its audit record was not: the "
+                                 "database is not reachable");
+    } else {
+        ret = tc_respond_json(r, created ? 201 : 200,
+                              json_pack("{s:s, s:I, s:s}", "path", path, "size",
+                                        (json_int_t)r->body.len, "sha256", sum));
+    }
+    session_unref(s);
+    return ret;
+}
+
+enum MHD_Result tc_api_session_file_get(struct tc_request *r)
+{
+    enum MHD_Result ret = MHD_NO;
+    const char *path = file_path(r);
+    if (!path)
+        return file_problem(r, -EINVAL, "");
+    struct session *s = files_session(r, &ret);
+    if (!s)
+        return ret;
+    json_t *head = NULL;
+    char *data = NULL, *out = NULL;
+    size_t len = 0, olen = 0;
+    int rc = file_op(s, json_pack("{s:s, s:s, s:I}", "op", "get", "path", path, "max",
+                                  (json_int_t)FILE_GET_MAX),
+                     NULL, 0, &head, &data, &len);
+    json_decref(head);
+    json_t *counts = json_object();
+    if (rc == 0) {
+        struct tc_exec_filter filter = {.redactor = s->redactor};
+        filter.secrets = tc_grant_values(s->grant, &filter.nsecrets);
+        rc = tc_exec_redact_file(&filter, (const unsigned char *)data, len, counts, &out, &olen);
+    }
+    free(data);
+    json_int_t n = 0;
+    const char *rule;
+    json_t *v;
+    json_object_foreach(counts, rule, v) n += json_integer_value(v);
+    if (rc < 0 && rc != -EACCES) {
+        ret = file_problem(r, rc, path);
+    } else if (file_audit(r, s, "session.file.get", path,
+                          json_pack("{s:I, s:O, s:b}", "size", (json_int_t)len, "redactions",
+                                    counts, "withheld", rc == -EACCES)) < 0) {
+        ret = tc_respond_db_down(r); /* nothing leaves unaudited */
+    } else if (rc == -EACCES) {
+        ret = file_problem(r, rc, path);
+    } else {
+        char hv[24];
+        snprintf(hv, sizeof(hv), "%lld", (long long)n);
+        ret = tc_respond_bytes(r, 200, "application/octet-stream", out, olen,
+                               "Toolcage-Redactions", hv);
+        out = NULL;
+    }
+    free(out);
+    json_decref(counts);
+    session_unref(s);
+    return ret;
+}
+
+enum MHD_Result tc_api_session_file_delete(struct tc_request *r)
+{
+    enum MHD_Result ret = MHD_NO;
+    const char *path = file_path(r);
+    if (!path)
+        return file_problem(r, -EINVAL, "");
+    struct session *s = files_session(r, &ret);
+    if (!s)
+        return ret;
+    json_t *head = NULL;
+    int rc = file_op(s, json_pack("{s:s, s:s}", "op", "delete", "path", path), NULL, 0, &head,
+                     NULL, NULL);
+    json_decref(head);
+    if (rc < 0)
+        ret = file_problem(r, rc, path);
+    else if (file_audit(r, s, "session.file.delete", path, NULL) < 0)
+        ret = tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
+                                 "the file was deleted but its audit record was not: the "
+                                 "database is not reachable");
+    else
+        ret = tc_respond_text(r, 204, "text/plain", "", 0);
+    session_unref(s);
+    return ret;
+}
+
+static int cmp_entry_path(const void *a, const void *b)
+{
+    return strcmp(json_string_value(json_object_get(*(json_t *const *)a, "path")),
+                  json_string_value(json_object_get(*(json_t *const *)b, "path")));
+}
+
+enum MHD_Result tc_api_session_files_list(struct tc_request *r)
+{
+    enum MHD_Result ret = MHD_NO;
+    struct session *s = files_session(r, &ret);
+    if (!s)
+        return ret;
+    json_t *head = NULL;
+    int rc = file_op(s, json_pack("{s:s}", "op", "list"), NULL, 0, &head, NULL, NULL);
+    if (rc < 0) {
+        json_decref(head);
+        session_unref(s);
+        return file_problem(r, rc, ".");
+    }
+    /* the names are the sandboxed code's: redacted like a collected file's path */
+    struct tc_exec_filter filter = {.redactor = s->redactor};
+    filter.secrets = tc_grant_values(s->grant, &filter.nsecrets);
+    json_t *in = json_object_get(head, "entries"), *e, *counts = json_object();
+    size_t n = json_array_size(in), k = 0, i;
+    json_t **items = calloc(n ? n : 1, sizeof(*items));
+    json_array_foreach(in, i, e)
+    {
+        const char *p = json_string_value(json_object_get(e, "path"));
+        if (!items || !p)
+            continue;
+        char when[32] = "";
+        time_t t = (time_t)json_integer_value(json_object_get(e, "mtime"));
+        struct tm tm;
+        if (gmtime_r(&t, &tm))
+            strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+        items[k] = json_pack("{s:o, s:O, s:O, s:O, s:s}", "path",
+                             tc_exec_redact_string(&filter, p, strlen(p), counts), "type",
+                             json_object_get(e, "type"), "size", json_object_get(e, "size"),
+                             "mode", json_object_get(e, "mode"), "modified_at", when);
+        if (items[k])
+            k++;
+    }
+    if (items)
+        qsort(items, k, sizeof(*items), cmp_entry_path);
+    json_t *files = json_array();
+    for (i = 0; i < k; i++)
+        json_array_append_new(files, items[i]);
+    free(items);
+    json_t *body = json_pack("{s:o, s:b}", "files", files, "truncated",
+                             json_is_true(json_object_get(head, "incomplete")) || k < n);
+    json_decref(head);
+    json_decref(counts);
+    session_unref(s);
+    return body ? tc_respond_json(r, 200, body) : MHD_NO;
 }

@@ -9,6 +9,7 @@
 #include "common/buf.h"
 #include "common/util.h"
 #include "policy/redact.h"
+#include "sandbox/workspace.h"
 
 #define MAX_ERRORS 100 /* a body of 300,000 unknown fields must not make a 15 MB answer */
 
@@ -58,28 +59,6 @@ static bool check_string(json_t *v, const char *path, size_t max, bool required,
         return false;
     }
     return true;
-}
-
-static bool file_path_ok(const char *p)
-{
-    size_t n = strlen(p);
-    if (n == 0 || n > 255 || p[0] == '/')
-        return false;
-    /* each component: not empty, not "." or "..", printable, no backslash */
-    const char *s = p;
-    while (*s) {
-        const char *e = strchr(s, '/');
-        size_t len = e ? (size_t)(e - s) : strlen(s);
-        if (len == 0 || (len == 1 && s[0] == '.') || (len == 2 && s[0] == '.' && s[1] == '.'))
-            return false;
-        for (size_t i = 0; i < len; i++)
-            if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f || s[i] == '\\')
-                return false;
-        s += len;
-        if (*s == '/')
-            s++;
-    }
-    return p[n - 1] != '/';
 }
 
 /* A collect pattern: relative, no '..' component (the walk never yields one, and a pattern
@@ -204,7 +183,7 @@ int tc_exec_request_parse(json_t *body, struct tc_exec_request *ret_req, json_t 
             }
             snprintf(path, sizeof(path), "files[%zu].path", i);
             json_t *fp = json_object_get(f, "path");
-            if (check_string(fp, path, 255, true, errors) && !file_path_ok(json_string_value(fp)))
+            if (check_string(fp, path, 255, true, errors) && !tc_ws_path_ok(json_string_value(fp)))
                 add_error(errors, path, "must be a relative path without '.', '..' or empty parts");
             snprintf(path, sizeof(path), "files[%zu].content", i);
             json_t *content = json_object_get(f, "content");
@@ -580,6 +559,32 @@ static json_t *binary_content(const struct tc_exec_filter *f, const unsigned cha
         json_decref(found);
     }
     return b64_string(bin, len);
+}
+
+int tc_exec_redact_file(const struct tc_exec_filter *f, const unsigned char *bin, size_t len,
+                        json_t *counts, char **ret, size_t *ret_len)
+{
+    size_t tlen = 0;
+    if (!f || !f->redactor) {
+        *ret = malloc(len + 1);
+        if (!*ret)
+            return -ENOMEM;
+        memcpy(*ret, bin, len);
+        (*ret)[len] = '\0';
+        *ret_len = len;
+        return 0;
+    }
+    if (text_len(bin, len, false, &tlen))
+        return tc_redact_buffer(f->redactor, f->secrets, f->nsecrets, (const char *)bin, len, ret,
+                                ret_len, counts) < 0
+                   ? -EACCES /* fail closed */
+                   : 0;
+    bool withheld = false;
+    json_t *b64 = binary_content(f, bin, len, counts, &withheld);
+    json_decref(b64);
+    if (withheld || !b64)
+        return withheld ? -EACCES : -ENOMEM;
+    return tc_exec_redact_file(NULL, bin, len, counts, ret, ret_len);
 }
 
 static int cmp_file_path(const void *a, const void *b)

@@ -60,6 +60,13 @@ size_t tc_exec_text_settled(const void *data, size_t len);
 json_t *tc_exec_redact_string(const struct tc_exec_filter *f, const char *s, size_t len,
                               json_t *counts);
 
+/* A file's bytes as a download gives them (malloc'ed, NUL-terminated): text (valid UTF-8)
+ * redacted like stdout; binary bytes unchanged, or withheld whole (-EACCES) if a rule matches
+ * in them, like a collected binary file. counts (may be NULL) is added to. 0, -EACCES,
+ * -ENOMEM. */
+int tc_exec_redact_file(const struct tc_exec_filter *f, const unsigned char *bin, size_t len,
+                        json_t *counts, char **ret, size_t *ret_len);
+
 /* The API's Execution object from a launcher result: stdout, stderr and error redacted
  * (counts per rule in "redactions"), then made valid UTF-8 with U+FFFD for invalid bytes
  * and NUL. findings (borrowed, may be NULL) are the pre-screen's. */

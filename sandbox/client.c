@@ -62,7 +62,17 @@ struct tc_launcher {
     void *on_free_ud;
     unsigned reserved; /* slots promised by tc_launcher_reserve(), not yet submitted */
     struct pending *pending;
+    struct file_wait *file_waits; /* tc_launcher_file() calls waiting for their answer */
+    uint64_t file_seq;
     json_t *host_info;
+};
+
+struct file_wait {
+    struct file_wait *next;
+    uint64_t req;
+    bool done;
+    char *answer; /* the TC_WIRE_FILE_DONE payload (NULL: the launcher went away) */
+    size_t len;
 };
 
 extern char **environ;
@@ -218,6 +228,9 @@ unsigned tc_launcher_free_slots(struct tc_launcher *l)
 /* Fail every pending submission (launcher gone). Called with mu held; unlocks around callbacks. */
 static void fail_all_locked(struct tc_launcher *l, const char *why)
 {
+    for (struct file_wait *w = l->file_waits; w; w = w->next)
+        w->done = true; /* no answer: the operation's fate is unknown */
+    pthread_cond_broadcast(&l->cv);
     struct pending *list = l->pending;
     l->pending = NULL;
     l->in_flight = 0;
@@ -322,6 +335,22 @@ static void run_generation(struct tc_launcher *l)
             struct pending *p = pending_find(l, h.id);
             if (p && p->chunk && payload && h.len >= 2 && (payload[0] == '1' || payload[0] == '2'))
                 p->chunk(p->userdata, payload[0] - '0', payload + 1, (size_t)h.len - 1);
+        } else if (h.type == TC_WIRE_FILE_DONE) {
+            json_t *head = payload ? json_loadb(payload, strcspn(payload, "\n"), 0, NULL) : NULL;
+            uint64_t req = (uint64_t)json_integer_value(json_object_get(head, "req"));
+            json_decref(head);
+            pthread_mutex_lock(&l->mu);
+            for (struct file_wait *w = l->file_waits; w; w = w->next) {
+                if (w->req == req && !w->done) {
+                    w->answer = payload;
+                    w->len = (size_t)h.len;
+                    w->done = true;
+                    payload = NULL;
+                    pthread_cond_broadcast(&l->cv);
+                    break;
+                }
+            }
+            pthread_mutex_unlock(&l->mu);
         } else if (h.type == TC_WIRE_RESULT) {
             json_t *res = payload ? json_loads(payload, 0, NULL) : NULL;
             struct pending **pp, *p = NULL;
@@ -661,6 +690,74 @@ int tc_launcher_input(struct tc_launcher *l, const char *id, const void *data, s
 int tc_launcher_interrupt(struct tc_launcher *l, const char *id)
 {
     return send_about(l, TC_WIRE_INTERRUPT, id, NULL, 0);
+}
+
+int tc_launcher_file(struct tc_launcher *l, const char *id, json_t *op, const void *data,
+                     size_t len, int timeout_ms, json_t **ret_head, char **ret_data,
+                     size_t *ret_len)
+{
+    struct file_wait w = {0};
+    *ret_head = NULL;
+    pthread_mutex_lock(&l->mu);
+    w.req = ++l->file_seq;
+    w.next = l->file_waits;
+    l->file_waits = &w;
+    pthread_mutex_unlock(&l->mu);
+
+    int r = -ENOMEM;
+    char *line = json_object_set_new(op, "req", json_integer((json_int_t)w.req)) == 0
+                     ? json_dumps(op, JSON_COMPACT)
+                     : NULL;
+    size_t n = line ? strlen(line) : 0;
+    char *msg = line ? malloc(n + 1 + len) : NULL;
+    if (msg) {
+        memcpy(msg, line, n);
+        msg[n] = '\n';
+        if (len)
+            memcpy(msg + n + 1, data, len);
+        r = send_about(l, TC_WIRE_FILE, id, msg, n + 1 + len);
+    }
+    free(msg);
+    free(line);
+
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += timeout_ms / 1000;
+    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L)
+        until.tv_sec++, until.tv_nsec -= 1000000000L;
+    pthread_mutex_lock(&l->mu);
+    while (r == 0 && !w.done)
+        if (pthread_cond_timedwait(&l->cv, &l->mu, &until) == ETIMEDOUT)
+            r = -ETIMEDOUT;
+    for (struct file_wait **pp = &l->file_waits; *pp; pp = &(*pp)->next)
+        if (*pp == &w) {
+            *pp = w.next;
+            break;
+        }
+    pthread_mutex_unlock(&l->mu);
+    if (r == 0 && !w.answer)
+        r = -EPIPE;
+    if (r == 0) {
+        size_t hl = strcspn(w.answer, "\n");
+        *ret_head = json_loadb(w.answer, hl, 0, NULL);
+        r = *ret_head ? 0 : -EPROTO;
+        size_t dl = hl < w.len ? w.len - hl - 1 : 0;
+        if (r == 0 && ret_data) {
+            *ret_data = malloc(dl + 1);
+            if (*ret_data) {
+                memcpy(*ret_data, w.answer + hl + 1, dl);
+                (*ret_data)[dl] = '\0';
+                *ret_len = dl;
+            } else {
+                json_decref(*ret_head);
+                *ret_head = NULL;
+                r = -ENOMEM;
+            }
+        }
+    }
+    free(w.answer);
+    return r;
 }
 
 struct sync_wait {

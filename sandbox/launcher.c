@@ -354,6 +354,9 @@ static void on_client(struct launcher *L)
                 syscall(SYS_pidfd_send_signal, s->pidfd, SIGINT, NULL, 0);
         }
         break;
+    case TC_WIRE_FILE:
+        lc_file_op(L, h.id, payload, (size_t)h.len);
+        break;
     case TC_WIRE_SHUTDOWN:
         L->stopping = true;
         break;

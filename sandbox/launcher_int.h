@@ -175,6 +175,8 @@ void lc_unwatch_close(struct launcher *L, int *fd);
 void lc_read_ctl(struct launcher *L, struct sbx *s);
 
 void lc_deliver_result(void *userdata, const char *id, json_t *result);
+/* launcher_files.c: TC_WIRE_FILE, a session's file operation, answered at once. */
+void lc_file_op(struct launcher *L, const char *id, const char *payload, size_t len);
 /* A "stream" sandbox's output not sent yet goes out now (before its result). */
 void lc_flush_chunks(struct launcher *L, struct sbx *s);
 

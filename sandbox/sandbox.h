@@ -118,6 +118,15 @@ int tc_launcher_go(struct tc_launcher *l, const char *id);
  * group (an id not running a session is ignored). 0, -EINVAL (bad id, too large), -EPIPE. */
 int tc_launcher_input(struct tc_launcher *l, const char *id, const void *data, size_t len);
 int tc_launcher_interrupt(struct tc_launcher *l, const char *id);
+/* A file operation in a running "session" sandbox's workspace (sandbox/workspace.h): op is
+ * {op: "get"|"put"|"delete"|"list", path?, max?} (a "req" is added), data the bytes of a
+ * put. Waits up to timeout_ms for the launcher's answer: *ret_head {errno?, size?, created?,
+ * entries?, incomplete?} and (ret_data, may be NULL) the bytes of a get, malloc'ed. 0, or
+ * -EPIPE (no launcher, or it went away), -ETIMEDOUT, -EINVAL (too large), -ENOMEM. A sandbox
+ * that is not running a session answers errno ENOENT. */
+int tc_launcher_file(struct tc_launcher *l, const char *id, json_t *op, const void *data,
+                     size_t len, int timeout_ms, json_t **ret_head, char **ret_data,
+                     size_t *ret_len);
 /* Ask the launcher to kill a running sandbox; its callback still runs. */
 int tc_launcher_cancel(struct tc_launcher *l, const char *id);
 /* Blocking convenience for the CLI and tests. */

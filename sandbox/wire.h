@@ -24,6 +24,11 @@ enum tc_wire_type {
                         * what it has not read yet; an empty payload closes its stdin */
     TC_WIRE_INTERRUPT, /* server -> launcher: id only; SIGINT to a "session" sandbox's program
                         * and its process group (PID 1 forwards it) */
+    TC_WIRE_FILE,      /* server -> launcher: a file operation in a "session" sandbox's
+                        * workspace: a JSON line {req, op: get|put|delete|list, path?, max?},
+                        * then (put) the file's bytes */
+    TC_WIRE_FILE_DONE, /* launcher -> server: its answer, a JSON line {req, errno?, size?,
+                        * created?, entries?, incomplete?}, then (get) the file's bytes */
     TC_WIRE_TYPE_MAX_,
 };
 

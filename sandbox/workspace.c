@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/openat2.h>
 #include <sys/mount.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -165,7 +167,11 @@ int tc_ws_write_files(int dirfd, json_t *files, uid_t uid, gid_t gid, char *err,
 }
 
 struct collect_ctx {
+    /* each entry the walk meets (not "." or ".."); st from fstatat without following */
+    void (*visit)(struct collect_ctx *c, int dfd, const char *name, const char *rel,
+                  const struct stat *st);
     json_t *patterns, *out;
+    size_t max_out; /* the listing's bound (tc_ws_list) */
     int64_t budget;
     size_t nfiles, nentries;
     bool incomplete; /* a match (or a directory that may hold one) was left out */
@@ -234,7 +240,9 @@ static void walk(struct collect_ctx *c, int dfd, const char *prefix, int depth)
         c->incomplete = true;
         return;
     }
-    dup_fd = dup(dfd);
+    /* an open of its own, not dup(): a dup shares the offset, and the workspace's fd is
+     * walked again (a session's listings) */
+    dup_fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dup_fd < 0)
         return;
     d = fdopendir(dup_fd);
@@ -242,7 +250,8 @@ static void walk(struct collect_ctx *c, int dfd, const char *prefix, int depth)
         close(dup_fd);
         return;
     }
-    while (!(c->incomplete && c->nfiles >= TC_WS_COLLECT_MAX_FILES) && (de = readdir(d))) {
+    while (!(c->incomplete && c->nfiles >= TC_WS_COLLECT_MAX_FILES) &&
+           !(c->max_out && c->incomplete) && (de = readdir(d))) {
         char rel[4096];
         struct stat st;
 
@@ -260,24 +269,32 @@ static void walk(struct collect_ctx *c, int dfd, const char *prefix, int depth)
         }
         if (fstatat(dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
             continue;
+        c->visit(c, dfd, de->d_name, rel, &st);
         if (S_ISDIR(st.st_mode)) {
             _cleanup_close_ int sub =
                 openat(dfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             if (sub >= 0)
                 walk(c, sub, rel, depth + 1);
-        } else if (S_ISREG(st.st_mode) && matches(c->patterns, rel)) {
-            if (c->nfiles >= TC_WS_COLLECT_MAX_FILES)
-                c->incomplete = true; /* one more match than we return: say so, stop */
-            else
-                collect_file(c, dfd, de->d_name, rel);
         }
     }
     closedir(d);
 }
 
+static void visit_collect(struct collect_ctx *c, int dfd, const char *name, const char *rel,
+                          const struct stat *st)
+{
+    if (!S_ISREG(st->st_mode) || !matches(c->patterns, rel))
+        return;
+    if (c->nfiles >= TC_WS_COLLECT_MAX_FILES)
+        c->incomplete = true; /* one more match than we return: say so, stop */
+    else
+        collect_file(c, dfd, name, rel);
+}
+
 json_t *tc_ws_collect(int dirfd, json_t *patterns, int64_t total_max, bool *ret_incomplete)
 {
-    struct collect_ctx c = {.patterns = patterns, .out = json_array(), .budget = total_max};
+    struct collect_ctx c = {
+        .visit = visit_collect, .patterns = patterns, .out = json_array(), .budget = total_max};
 
     if (!c.out)
         return NULL;
@@ -285,4 +302,216 @@ json_t *tc_ws_collect(int dirfd, json_t *patterns, int64_t total_max, bool *ret_
         walk(&c, dirfd, "", 0);
     *ret_incomplete = c.incomplete;
     return c.out;
+}
+
+/* ---- one file at a time (a session's files API) ---- */
+
+bool tc_ws_path_ok(const char *p)
+{
+    size_t n = strlen(p);
+    if (n == 0 || n > 255 || p[0] == '/')
+        return false;
+    /* each component: not empty, not "." or "..", printable, no backslash */
+    const char *s = p;
+    while (*s) {
+        const char *e = strchr(s, '/');
+        size_t len = e ? (size_t)(e - s) : strlen(s);
+        if (len == 0 || (len == 1 && s[0] == '.') || (len == 2 && s[0] == '.' && s[1] == '.'))
+            return false;
+        for (size_t i = 0; i < len; i++)
+            if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f || s[i] == '\\')
+                return false;
+        s += len;
+        if (*s == '/')
+            s++;
+    }
+    return p[n - 1] != '/';
+}
+
+static void visit_list(struct collect_ctx *c, int dfd, const char *name, const char *rel,
+                       const struct stat *st)
+{
+    (void)dfd, (void)name;
+    if (json_array_size(c->out) >= c->max_out) {
+        c->incomplete = true;
+        return;
+    }
+    const char *type = S_ISREG(st->st_mode)   ? "file"
+                       : S_ISDIR(st->st_mode) ? "directory"
+                       : S_ISLNK(st->st_mode) ? "symlink"
+                                              : "other";
+    /* NULL for a name that is not valid UTF-8: left out, and said so */
+    json_t *e = json_pack("{s:s, s:s, s:I, s:i, s:I}", "path", rel, "type", type, "size",
+                          (json_int_t)st->st_size, "mode", (int)(st->st_mode & 07777), "mtime",
+                          (json_int_t)st->st_mtim.tv_sec);
+    if (!e || json_array_append_new(c->out, e) < 0)
+        c->incomplete = true;
+}
+
+json_t *tc_ws_list(int dirfd, size_t max_entries, bool *ret_incomplete)
+{
+    struct collect_ctx c = {.visit = visit_list, .out = json_array(), .max_out = max_entries};
+    if (!c.out)
+        return NULL;
+    if (dirfd >= 0 && max_entries > 0)
+        walk(&c, dirfd, "", 0);
+    *ret_incomplete = c.incomplete;
+    return c.out;
+}
+
+/* rel under dirfd with the kernel's word that nothing but plain directories was crossed: no
+ * symbolic link (even one that stays inside), no "..", no other mount. */
+static int open_beneath(int dirfd, const char *rel, uint64_t flags, uint64_t mode)
+{
+    struct open_how how = {
+        .flags = flags | O_CLOEXEC, /* RESOLVE_NO_SYMLINKS: the last part too (ELOOP) */
+        .mode = mode,
+        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
+    };
+    long fd = syscall(SYS_openat2, dirfd, rel, &how, sizeof(how));
+    return fd < 0 ? -errno : (int)fd;
+}
+
+int tc_ws_get(int dirfd, const char *rel, size_t max, unsigned char **ret, size_t *ret_len)
+{
+    if (!tc_ws_path_ok(rel))
+        return -EINVAL;
+    /* O_NONBLOCK: a FIFO the program left there must not stop the launcher */
+    _cleanup_close_ int fd = open_beneath(dirfd, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
+    struct stat st;
+    if (fd < 0)
+        return fd;
+    if (fstat(fd, &st) < 0)
+        return -errno;
+    if (S_ISDIR(st.st_mode))
+        return -EISDIR;
+    if (!S_ISREG(st.st_mode))
+        return -EPERM;
+    if ((uint64_t)st.st_size > max)
+        return -EFBIG;
+    size_t cap = (size_t)st.st_size, got = 0;
+    unsigned char *buf = malloc(cap + 1);
+    if (!buf)
+        return -ENOMEM;
+    for (;;) { /* the program may be writing it: what is there now, up to max */
+        if (got == cap) {
+            if (cap >= max) {
+                unsigned char probe;
+                ssize_t n = read(fd, &probe, 1);
+                if (n > 0) {
+                    free(buf);
+                    return -EFBIG;
+                }
+                break;
+            }
+            size_t ncap = cap * 2 + 4096 < max ? cap * 2 + 4096 : max;
+            unsigned char *nb = realloc(buf, ncap + 1);
+            if (!nb) {
+                free(buf);
+                return -ENOMEM;
+            }
+            buf = nb, cap = ncap;
+        }
+        ssize_t n = read(fd, buf + got, cap - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            int r = -errno;
+            free(buf);
+            return r;
+        }
+        if (n == 0)
+            break;
+        got += (size_t)n;
+    }
+    buf[got] = '\0';
+    *ret = buf;
+    *ret_len = got;
+    return 0;
+}
+
+/* The directory holding rel's last component, created (owned by uid) as needed; its name
+ * in *ret_base. Every step checked by the kernel, as in open_beneath. */
+static int parent_beneath(int dirfd, const char *rel, bool create, uid_t uid, gid_t gid,
+                          const char **ret_base)
+{
+    const char *slash = strrchr(rel, '/');
+    *ret_base = slash ? slash + 1 : rel;
+    if (!slash)
+        return open_beneath(dirfd, ".", O_RDONLY | O_DIRECTORY, 0);
+    char dir[4096];
+    size_t n = (size_t)(slash - rel);
+    if (n == 0 || n >= sizeof(dir))
+        return -EINVAL;
+    memcpy(dir, rel, n);
+    dir[n] = '\0';
+    int fd = open_beneath(dirfd, dir, O_RDONLY | O_DIRECTORY, 0);
+    if (fd != -ENOENT || !create)
+        return fd;
+    /* create each missing step: open_parent() does it one name at a time, O_NOFOLLOW */
+    return open_parent(dirfd, rel, uid, gid, ret_base);
+}
+
+int tc_ws_put(int dirfd, const char *rel, const void *data, size_t len, uid_t uid, gid_t gid,
+              bool *ret_created)
+{
+    if (!tc_ws_path_ok(rel))
+        return -EINVAL;
+    const char *base = NULL;
+    _cleanup_close_ int pfd = parent_beneath(dirfd, rel, true, uid, gid, &base);
+    char tmp[64];
+    struct stat st;
+    if (pfd < 0)
+        return pfd;
+    if (!*base || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
+        return -EINVAL;
+    bool existed = fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0;
+    if (existed && S_ISDIR(st.st_mode))
+        return -EISDIR;
+    /* written aside, then renamed over the name: a reader sees the old file or the new one,
+     * and a symbolic link (or FIFO) of that name is replaced, never followed */
+    unsigned char rnd[8];
+    randombytes_buf(rnd, sizeof(rnd));
+    snprintf(tmp, sizeof(tmp), ".toolcage-upload-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0],
+             rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+    int fd = openat(pfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -errno;
+    int r = 0;
+    for (size_t off = 0; off < len && r == 0;) {
+        ssize_t n = write(fd, (const char *)data + off, len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            r = -errno;
+        else
+            off += (size_t)n;
+    }
+    if (r == 0 && fchown(fd, uid, gid) < 0)
+        r = -errno;
+    close(fd);
+    if (r == 0 && renameat(pfd, tmp, pfd, base) < 0)
+        r = -errno;
+    if (r < 0)
+        (void)unlinkat(pfd, tmp, 0);
+    if (r == 0 && ret_created)
+        *ret_created = !existed;
+    return r;
+}
+
+int tc_ws_delete(int dirfd, const char *rel)
+{
+    if (!tc_ws_path_ok(rel))
+        return -EINVAL;
+    const char *base = NULL;
+    _cleanup_close_ int pfd = parent_beneath(dirfd, rel, false, 0, 0, &base);
+    if (pfd < 0)
+        return pfd;
+    if (!*base || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
+        return -EINVAL;
+    if (unlinkat(pfd, base, 0) == 0)
+        return 0;
+    if (errno != EISDIR)
+        return -errno;
+    return unlinkat(pfd, base, AT_REMOVEDIR) == 0 ? 0 : -errno; /* an empty directory only */
 }

@@ -72,6 +72,21 @@ enum MHD_Result tc_respond_text(struct tc_request *r, unsigned status, const cha
     return tc_http_queue(r, status, resp);
 }
 
+enum MHD_Result tc_respond_bytes(struct tc_request *r, unsigned status, const char *content_type,
+                                 void *data, size_t len, const char *extra_name,
+                                 const char *extra_value)
+{
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        free(data);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, "Content-Type", content_type);
+    if (extra_name)
+        MHD_add_response_header(resp, extra_name, extra_value);
+    return tc_http_queue(r, status, resp);
+}
+
 enum MHD_Result tc_respond_json_ex(struct tc_request *r, unsigned status, json_t *body,
                                    const char *content_type, const char *extra_name,
                                    const char *extra_value)
@@ -269,12 +284,23 @@ static void free_params(struct tc_request *r)
     }
 }
 
-/* Match "/v1/executions/{}" against a path; fills r->params on success. */
+/* Match "/v1/executions/{}" against a path ("{}" one segment, a final "{*}" the rest, at
+ * least one byte); fills r->params on success. */
 static bool match(const char *pattern, const char *path, struct tc_request *r)
 {
     size_t np = 0;
     const char *p = pattern, *s = path;
     while (*p && *s) {
+        if (p[0] == '{' && p[1] == '*' && p[2] == '}' && p[3] == '\0') {
+            /* the rest of the path, '/' included (a file's path) */
+            if (np >= TC_ARRAY_SIZE(r->params))
+                return false;
+            if (r) {
+                free(r->params[np]);
+                r->params[np] = strdup(s);
+            }
+            return true;
+        }
         if (p[0] == '{' && p[1] == '}') {
             const char *end = strchr(s, '/');
             size_t len = end ? (size_t)(end - s) : strlen(s);

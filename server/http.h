@@ -131,6 +131,10 @@ enum MHD_Result tc_respond_json_ex(struct tc_request *r, unsigned status, json_t
                                    const char *extra_value);
 enum MHD_Result tc_respond_text(struct tc_request *r, unsigned status, const char *content_type,
                                 const void *data, size_t len);
+/* Bytes (data malloc'ed, stolen) with a content type and one extra header (or none). */
+enum MHD_Result tc_respond_bytes(struct tc_request *r, unsigned status, const char *content_type,
+                                 void *data, size_t len, const char *extra_name,
+                                 const char *extra_value);
 /* type_slug becomes "urn:toolcage:problem:<slug>"; errors (stolen, may be NULL) is an
  * array of {path, message}. */
 enum MHD_Result tc_respond_problem(struct tc_request *r, unsigned status, const char *type_slug,

@@ -74,7 +74,7 @@ function deref(obj) {
 
 const templates = Object.keys(spec.paths).map((t) => ({
   template: t,
-  re: new RegExp('^' + t.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{[^}]+\}/g, '[^/]+') + '$'),
+  re: new RegExp('^' + t.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\{path\}/g, '.+').replace(/\{[^}]+\}/g, '[^/]+') + '$'),
 }));
 
 // Every (operation, status) a test saw, for scripts/contract-coverage: appended to

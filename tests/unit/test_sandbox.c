@@ -441,6 +441,106 @@ TEST(workspace_files_and_collect)
     check_clean();
 }
 
+/* A session's files API underneath (sandbox/workspace.h), on a plain directory: what the
+ * sandboxed code can make of its workspace (links out and in, a FIFO, a deep tree) never
+ * leads a get, put or delete outside it, and never blocks. */
+TEST(workspace_file_ops)
+{
+    char dir[] = "/tmp/toolcage-ws-XXXXXX", outside[PATH_MAX];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(outside, sizeof(outside), "%s.outside", dir);
+    FILE *f = fopen(outside, "w");
+    CHECK(f != NULL);
+    if (f) {
+        fputs("host secret\n", f);
+        fclose(f);
+    }
+    int d = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    CHECK(d >= 0);
+    bool created = false;
+    unsigned char *buf = NULL;
+    size_t len = 0;
+
+    CHECK(tc_ws_path_ok("a/b.txt") && tc_ws_path_ok("x"));
+    const char *bad[] = {"", "/etc/passwd", "../x", "a/../b", "a/./b", "a//b", "a/", ".", "a\\b",
+                         "a\tb"};
+    for (size_t i = 0; i < TC_ARRAY_SIZE(bad); i++) {
+        CHECK(!tc_ws_path_ok(bad[i]));
+        CHECK(tc_ws_put(d, bad[i], "x", 1, 0, 0, NULL) == -EINVAL);
+        CHECK(tc_ws_get(d, bad[i], 100, &buf, &len) == -EINVAL);
+    }
+
+    CHECK(tc_ws_put(d, "sub/dir/f.txt", "hello", 5, 1234, 1234, &created) == 0 && created);
+    CHECK(tc_ws_put(d, "sub/dir/f.txt", "hello!", 6, 1234, 1234, &created) == 0 && !created);
+    struct stat st;
+    CHECK(fstatat(d, "sub/dir/f.txt", &st, 0) == 0 && st.st_uid == 1234 &&
+          (st.st_mode & 0777) == 0644);
+    CHECK(fstatat(d, "sub", &st, 0) == 0 && st.st_uid == 1234);
+    CHECK(tc_ws_get(d, "sub/dir/f.txt", 100, &buf, &len) == 0 && len == 6 &&
+          memcmp(buf, "hello!", 6) == 0);
+    free(buf);
+    buf = NULL;
+    CHECK(tc_ws_get(d, "sub/dir/f.txt", 5, &buf, &len) == -EFBIG);
+    CHECK(tc_ws_get(d, "sub/dir", 100, &buf, &len) == -EISDIR);
+    CHECK(tc_ws_get(d, "nope", 100, &buf, &len) == -ENOENT);
+
+    /* what hostile code leaves: links out, a link in (to a file inside), a FIFO */
+    CHECK(symlinkat(outside, d, "out") == 0);
+    CHECK(symlinkat("/tmp", d, "tmpdir") == 0);
+    CHECK(symlinkat("sub/dir/f.txt", d, "in") == 0);
+    CHECK(mkfifoat(d, "pipe", 0644) == 0);
+    CHECK(tc_ws_get(d, "out", 100, &buf, &len) == -ELOOP);
+    CHECK(tc_ws_get(d, "in", 100, &buf, &len) == -ELOOP); /* even inside: never followed */
+    CHECK(tc_ws_put(d, "tmpdir/planted", "x", 1, 0, 0, NULL) == -ELOOP);
+    CHECK(access("/tmp/planted", F_OK) != 0);
+    CHECK(tc_ws_get(d, "pipe", 100, &buf, &len) == -EPERM); /* at once: O_NONBLOCK */
+    /* a put on a link's name replaces the link; the file it named is untouched */
+    CHECK(tc_ws_put(d, "out", "mine", 4, 0, 0, &created) == 0 && !created);
+    CHECK(fstatat(d, "out", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode));
+    f = fopen(outside, "r");
+    char line[64] = "";
+    CHECK(f && fgets(line, sizeof(line), f) && strcmp(line, "host secret\n") == 0);
+    if (f)
+        fclose(f);
+    /* delete: the link itself, never what it names; a non-empty directory stays */
+    CHECK(tc_ws_delete(d, "tmpdir") == 0);
+    CHECK(access("/tmp", F_OK) == 0);
+    CHECK(tc_ws_delete(d, "sub/dir") == -ENOTEMPTY);
+    CHECK(tc_ws_delete(d, "tmpdir/x") == -ENOENT);
+
+    bool incomplete = true;
+    json_t *l = tc_ws_list(d, 100, &incomplete);
+    CHECK(l && !incomplete);
+    size_t i;
+    json_t *e;
+    int seen = 0;
+    json_array_foreach(l, i, e)
+    {
+        const char *p = json_string_value(json_object_get(e, "path"));
+        const char *t = json_string_value(json_object_get(e, "type"));
+        if (strcmp(p, "in") == 0 && strcmp(t, "symlink") == 0)
+            seen |= 1;
+        if (strcmp(p, "pipe") == 0 && strcmp(t, "other") == 0)
+            seen |= 2;
+        if (strcmp(p, "sub/dir/f.txt") == 0 && strcmp(t, "file") == 0 &&
+            json_integer_value(json_object_get(e, "size")) == 6)
+            seen |= 4;
+    }
+    CHECK(seen == 7);
+    json_decref(l);
+    l = tc_ws_list(d, 100, &incomplete); /* again, on the same fd: the same entries */
+    CHECK(l && json_array_size(l) == i && !incomplete);
+    json_decref(l);
+    l = tc_ws_list(d, 2, &incomplete);
+    CHECK(l && json_array_size(l) == 2 && incomplete);
+    json_decref(l);
+
+    close(d);
+    char cmd[PATH_MAX + 32];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s' '%s'", dir, outside);
+    CHECK(system(cmd) == 0);
+}
+
 TEST(collect_caps)
 {
     /* 300 matches: 256 come back and the result says some were left out */
@@ -1567,6 +1667,7 @@ int main(int argc, char **argv)
     RUN(stdin_delivered);
     RUN(workspace_files_and_collect);
     RUN(collect_caps);
+    RUN(workspace_file_ops);
     RUN(identity_caps_seccomp);
     RUN(host_files_unreachable);
     RUN(readonly_outside_workspace);
