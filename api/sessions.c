@@ -1098,6 +1098,10 @@ enum MHD_Result tc_api_session_delete(struct tc_request *r)
 
 /* ---- a call ---- */
 
+static int file_op(struct session *s, json_t *op, const void *data, size_t len, json_t **ret_head,
+                   char **ret_data, size_t *ret_len);
+static enum MHD_Result file_problem(struct tc_request *r, int rc, const char *path);
+
 static enum MHD_Result call_answer(struct tc_request *r)
 {
     struct call *c = r->state;
@@ -1148,8 +1152,10 @@ enum MHD_Result tc_api_session_execute(struct tc_request *r)
         return not_open(r, r->params[0]);
     }
     json_t *errors = json_array();
-    check_keys(body, (const char *const[]){"code", "stdin", "timeout_ms", NULL}, errors);
+    check_keys(body, (const char *const[]){"code", "stdin", "files", "timeout_ms", NULL}, errors);
     json_t *code = json_object_get(body, "code"), *in = json_object_get(body, "stdin");
+    json_t *files = json_object_get(body, "files");
+    tc_exec_check_files(files, errors);
     if (!json_is_string(code) || json_string_length(code) > TC_EXEC_MAX_CODE_BYTES)
         json_array_append_new(errors, json_pack("{s:s, s:s}", "path", "code", "message",
                                                 "required: a string of at most 1 MiB"));
@@ -1195,6 +1201,8 @@ enum MHD_Result tc_api_session_execute(struct tc_request *r)
     json_t *screen = json_pack("{s:s, s:O}", "tool", s->tool, "code", code);
     if (screen && in)
         json_object_set(screen, "stdin", in);
+    if (screen && files)
+        json_object_set(screen, "files", files);
     if (!screen || tc_prescreen_request(s->t, screen, &c->findings) < 0) {
         json_decref(screen);
         call_free(c);
@@ -1253,6 +1261,32 @@ enum MHD_Result tc_api_session_execute(struct tc_request *r)
         return tc_respond_problem(r, 409, "session-busy", "Session busy", NULL,
                                   "a call is running in this session; wait for its answer");
     }
+    /* The call's files, into the workspace before it is recorded (a refusal after this leaves
+     * them there, as an upload would). */
+    size_t fi;
+    json_t *f;
+    json_array_foreach(files, fi, f)
+    {
+        const char *fpath = json_string_value(json_object_get(f, "path"));
+        unsigned char *bytes = NULL;
+        size_t blen = 0;
+        json_t *head = NULL;
+        int frc = tc_exec_file_bytes(f, &bytes, &blen);
+        if (frc == 0)
+            frc = file_op(s, json_pack("{s:s, s:s}", "op", "put", "path", fpath), bytes, blen,
+                          &head, NULL, NULL);
+        free(bytes);
+        json_decref(head);
+        if (frc < 0) {
+            pthread_mutex_lock(&ss.mu);
+            s->busy = false;
+            pthread_mutex_unlock(&ss.mu);
+            ret = file_problem(r, frc, fpath);
+            call_free(c);
+            json_decref(body);
+            return ret;
+        }
+    }
     /* Recorded as started before the driver sees it: the row, the execute and execution.start
      * records, the tenant's call quota; the session's use. */
     tc_uuid7(c->exec_id);
@@ -1268,6 +1302,8 @@ enum MHD_Result tc_api_session_execute(struct tc_request *r)
     json_t *req = json_pack("{s:s, s:O, s:s}", "tool", s->tool, "code", code, "session_id", s->id);
     if (req && in)
         json_object_set(req, "stdin", in);
+    if (req && files)
+        json_object_set(req, "files", files);
     char *req_text = req ? json_dumps(req, JSON_COMPACT) : NULL;
     json_decref(req);
     json_t *lj = tc_exec_limits_json(c->limits);

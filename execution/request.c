@@ -125,41 +125,12 @@ bool tc_exec_callback_url_ok(const char *url)
     return memchr(host, '@', end ? (size_t)(end - host) : strlen(host)) == NULL;
 }
 
-int tc_exec_request_parse(json_t *body, struct tc_exec_request *ret_req, json_t **ret_errors)
+void tc_exec_check_files(json_t *files, json_t *errors)
 {
-    json_t *errors = json_array();
     const char *key;
     json_t *v;
     char path[128];
 
-    json_object_foreach(body, key, v)
-    {
-        if (strcmp(key, "tool") && strcmp(key, "code") && strcmp(key, "stdin") &&
-            strcmp(key, "files") && strcmp(key, "limits") && strcmp(key, "callback_url") &&
-            strcmp(key, "collect") && strcmp(key, "async") && strcmp(key, "stream")) {
-            snprintf(path, sizeof(path), "%.100s", key);
-            add_error(errors, path, "unknown field");
-        }
-    }
-    json_t *tool = json_object_get(body, "tool");
-    if (check_string(tool, "tool", 64, true, errors) && !tool_name_ok(json_string_value(tool)))
-        add_error(errors, "tool", "must match ^[a-z][a-z0-9_-]{0,63}$");
-    check_string(json_object_get(body, "code"), "code", TC_EXEC_MAX_CODE_BYTES, true, errors);
-    check_string(json_object_get(body, "stdin"), "stdin", TC_EXEC_MAX_STDIN_BYTES, false, errors);
-
-    json_t *async = json_object_get(body, "async");
-    if (async && !json_is_boolean(async))
-        add_error(errors, "async", "must be a boolean");
-    json_t *stream = json_object_get(body, "stream");
-    if (stream && !json_is_boolean(stream))
-        add_error(errors, "stream", "must be a boolean");
-
-    json_t *cb = json_object_get(body, "callback_url");
-    if (check_string(cb, "callback_url", 2048, false, errors) && cb &&
-        !tc_exec_callback_url_ok(json_string_value(cb)))
-        add_error(errors, "callback_url", "must be an http or https URL without credentials");
-
-    json_t *files = json_object_get(body, "files");
     if (files && !json_is_array(files)) {
         add_error(errors, "files", "must be an array");
     } else if (files && json_array_size(files) > TC_EXEC_MAX_FILES) {
@@ -206,6 +177,72 @@ int tc_exec_request_parse(json_t *body, struct tc_exec_request *ret_req, json_t 
             }
         }
     }
+}
+
+int tc_exec_file_bytes(json_t *file, unsigned char **ret, size_t *ret_len)
+{
+    json_t *content = json_object_get(file, "content");
+    const char *enc = json_string_value(json_object_get(file, "encoding"));
+    const char *c = json_string_value(content);
+    size_t n = json_string_length(content);
+    if (!c)
+        return -EINVAL;
+    if (enc && strcmp(enc, "base64") == 0) {
+        unsigned char *out = malloc(n + 1);
+        size_t len = 0;
+        if (!out)
+            return -ENOMEM;
+        if (sodium_base642bin(out, n + 1, c, n, NULL, &len, NULL,
+                              sodium_base64_VARIANT_ORIGINAL) != 0) {
+            free(out);
+            return -EINVAL;
+        }
+        *ret = out, *ret_len = len;
+        return 0;
+    }
+    *ret = malloc(n + 1);
+    if (!*ret)
+        return -ENOMEM;
+    memcpy(*ret, c, n + 1);
+    *ret_len = n;
+    return 0;
+}
+
+int tc_exec_request_parse(json_t *body, struct tc_exec_request *ret_req, json_t **ret_errors)
+{
+    json_t *errors = json_array();
+    const char *key;
+    json_t *v;
+    char path[128];
+
+    json_object_foreach(body, key, v)
+    {
+        if (strcmp(key, "tool") && strcmp(key, "code") && strcmp(key, "stdin") &&
+            strcmp(key, "files") && strcmp(key, "limits") && strcmp(key, "callback_url") &&
+            strcmp(key, "collect") && strcmp(key, "async") && strcmp(key, "stream")) {
+            snprintf(path, sizeof(path), "%.100s", key);
+            add_error(errors, path, "unknown field");
+        }
+    }
+    json_t *tool = json_object_get(body, "tool");
+    if (check_string(tool, "tool", 64, true, errors) && !tool_name_ok(json_string_value(tool)))
+        add_error(errors, "tool", "must match ^[a-z][a-z0-9_-]{0,63}$");
+    check_string(json_object_get(body, "code"), "code", TC_EXEC_MAX_CODE_BYTES, true, errors);
+    check_string(json_object_get(body, "stdin"), "stdin", TC_EXEC_MAX_STDIN_BYTES, false, errors);
+
+    json_t *async = json_object_get(body, "async");
+    if (async && !json_is_boolean(async))
+        add_error(errors, "async", "must be a boolean");
+    json_t *stream = json_object_get(body, "stream");
+    if (stream && !json_is_boolean(stream))
+        add_error(errors, "stream", "must be a boolean");
+
+    json_t *cb = json_object_get(body, "callback_url");
+    if (check_string(cb, "callback_url", 2048, false, errors) && cb &&
+        !tc_exec_callback_url_ok(json_string_value(cb)))
+        add_error(errors, "callback_url", "must be an http or https URL without credentials");
+
+    tc_exec_check_files(json_object_get(body, "files"), errors);
 
     check_collect(json_object_get(body, "collect"), errors);
 

@@ -25,6 +25,12 @@ struct tc_exec_request {
 /* http(s)://host... without credentials, control characters or backslashes; <= 2048 bytes. */
 bool tc_exec_callback_url_ok(const char *url);
 
+/* A request's "files" ([{path, content, encoding?}], NULL: none): each problem appended to
+ * errors as {path, message}. */
+void tc_exec_check_files(json_t *files, json_t *errors);
+/* The bytes of one valid "files" entry (malloc'ed); -EINVAL, -ENOMEM. */
+int tc_exec_file_bytes(json_t *file, unsigned char **ret, size_t *ret_len);
+
 /* Validate a request body. 0, or -EINVAL with *ret_errors an array of {path, message}. */
 int tc_exec_request_parse(json_t *body, struct tc_exec_request *ret_req, json_t **ret_errors);
 void tc_exec_request_done(struct tc_exec_request *req);

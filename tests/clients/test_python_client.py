@@ -1,6 +1,7 @@
 """clients/python against a live server (run by tests/integration/client-python.test.mjs,
 installed with `pip install ./clients/python` into a fresh venv). The server runs the approval
 test policy: shell (auto), deploy (held for one reviewer)."""
+import hashlib
 import os
 import secrets
 import unittest
@@ -132,6 +133,26 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(toolcage.Conflict) as c:
             s.run("echo")
         self.assertEqual(c.exception.type, "session-ended")
+
+    def test_session_files_both_ways(self):
+        with self.tc.session("shell", idle_timeout_seconds=60) as s:
+            blob = bytes(range(256)) * 4
+            w = s.upload("in/data.bin", blob)
+            self.assertEqual((w["path"], w["size"]), ("in/data.bin", 1024))
+            r = s.run("sha256sum in/data.bin | cut -c1-64; cat note.txt; ln -s /etc/hostname leak",
+                      files=[{"path": "note.txt", "content": "from run"}])
+            self.assertEqual(r["stdout"], hashlib.sha256(blob).hexdigest() + "\nfrom run")
+            self.assertEqual(s.download("in/data.bin"), blob)
+            self.assertEqual(s.download("note.txt"), b"from run")
+            kinds = {f["path"]: f["type"] for f in s.files()}
+            self.assertEqual((kinds["in"], kinds["in/data.bin"], kinds["leak"]),
+                             ("directory", "file", "symlink"))
+            with self.assertRaises(toolcage.Conflict) as c:
+                s.download("leak")
+            self.assertEqual(c.exception.type, "unsafe-path")
+            s.remove("note.txt")
+            with self.assertRaises(toolcage.NotFound):
+                s.download("note.txt")
 
     def test_tools_for_a_model(self):
         names = {t["function"]["name"] for t in self.tc.tools(format="openai")}

@@ -99,6 +99,23 @@ test('sessions: state between calls, a timeout that spares the session, close, a
   await assert.rejects(tc.runInSession(s.id, { code: 'echo' }), (e) => e instanceof ProblemError && e.type === 'session-ended');
 });
 
+test('session files: upload, a call\'s files, download, list, remove; a link the code made is refused', async () => {
+  const tc = new Client(server.base, server.keys.agent);
+  const s = await tc.openSession({ tool: 'shell', idle_timeout_seconds: 60 });
+  const blob = crypto.randomBytes(4096);
+  const w = await tc.uploadToSession(s.id, 'in dir/data.bin', blob);
+  assert.deepEqual(w, { path: 'in dir/data.bin', size: 4096, sha256: crypto.createHash('sha256').update(blob).digest('hex') });
+  const r = await tc.runInSession(s.id, { code: 'sha256sum "in dir/data.bin" | cut -c1-64; cat note.txt; ln -s /etc/hostname leak', files: [{ path: 'note.txt', content: 'from ts' }] });
+  assert.equal(r.stdout, `${w.sha256}\nfrom ts`);
+  assert.deepEqual(Buffer.from(await tc.downloadFromSession(s.id, 'in dir/data.bin')), blob);
+  const kinds = Object.fromEntries((await tc.sessionFiles(s.id)).map((f) => [f.path, f.type]));
+  assert.deepEqual([kinds['in dir'], kinds['in dir/data.bin'], kinds.leak], ['directory', 'file', 'symlink']);
+  await assert.rejects(tc.downloadFromSession(s.id, 'leak'), (e) => e instanceof ProblemError && e.status === 409 && e.type === 'unsafe-path');
+  await tc.removeFromSession(s.id, 'note.txt');
+  await assert.rejects(tc.downloadFromSession(s.id, 'note.txt'), (e) => e instanceof ProblemError && e.status === 404);
+  await tc.closeSession(s.id);
+});
+
 test('stream and re-attach: events as the program writes, the rest after the last id', async () => {
   const tc = new Client(server.base, server.keys.agent);
   const t = tag();

@@ -209,3 +209,33 @@ test('only the session\'s tenant and roles reach its files; an ended session say
   assertProblem(await del(s.id, 'mine.txt'), 409, 'session-ended');
   assertProblem(await list(s.id), 409, 'session-ended');
 });
+
+test('a call\'s files are written before its code runs and stay; a file that cannot be written refuses the call, unrecorded', async () => {
+  const s = await open({ tool: 'python', limits: { workspace_mb: 1 } });
+  const bin = crypto.randomBytes(1000);
+  const a = await run(s.id, 'import hashlib\nprint(open("in/a.txt").read(), hashlib.sha256(open("b.bin","rb").read()).hexdigest())');
+  assert.equal(a.status, 'failed', 'no such file yet');
+  const call = (body) => server.request('POST', `/v1/sessions/${s.id}/execute`, { key: server.keys.agent, json: body });
+  let r = await call({
+    code: 'import hashlib\nprint(open("in/a.txt").read(), hashlib.sha256(open("b.bin","rb").read()).hexdigest())',
+    files: [{ path: 'in/a.txt', content: 'hello' }, { path: 'b.bin', content: bin.toString('base64'), encoding: 'base64' }],
+  });
+  assert.equal(r.status, 200, r.text);
+  assert.equal(r.json.stdout, `hello ${sha(bin)}\n`);
+  assert.equal((await get(s.id, 'in/a.txt')).text, 'hello', 'the files stay after the call');
+
+  const count = async () => Number((await server.sql(`SELECT count(*) FROM executions WHERE session_id = '${s.id}'`)).trim());
+  const before = await count();
+  await run(s.id, 'import os\nos.symlink("/etc", "etc")');
+  r = await call({ code: 'print(1)', files: [{ path: 'etc/planted', content: 'x' }] });
+  assertProblem(r, 409, 'unsafe-path');
+  assert.ok(!fs.existsSync('/etc/planted'));
+  const big = crypto.randomBytes(700_000).toString('base64');
+  r = await call({ code: 'print(1)', files: [{ path: 'one.bin', content: big, encoding: 'base64' }, { path: 'two.bin', content: big, encoding: 'base64' }] });
+  assertProblem(r, 507, 'workspace-full');
+  assertProblem(await call({ code: 'print(1)', files: [{ path: '../x', content: 'x' }] }), 400, 'validation');
+  assert.equal(await count(), before + 1, 'only the symlink call was recorded: the refused ones were not');
+  const ok = await run(s.id, 'print("still here")');
+  assert.equal(ok.stdout, 'still here\n', 'the session lives on, free for the next call');
+  await end(s.id);
+});

@@ -23,7 +23,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Type
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Type, Union
 
 __all__ = [
     "Client", "ToolcageError", "ProblemError", "ValidationError", "Unauthorized", "Forbidden",
@@ -68,18 +68,46 @@ class Session:
         return f"Session({self.id!r}, tool={self.info.get('tool')!r})"
 
     def run(self, code: str, *, stdin: Optional[str] = None,
+            files: Optional[Sequence[Mapping[str, str]]] = None,
             timeout_ms: Optional[int] = None) -> Json:
         """Runs code in the session and returns its Execution (python: ``result`` is the
-        repr of a final expression). A call past its time ends with status ``timeout``; the
+        repr of a final expression). files ([{path, content, encoding?}]) are written into
+        the workspace first, and stay. A call past its time ends with status ``timeout``; the
         session lives on unless the code would not be interrupted."""
         body: Json = {"code": code}
         if stdin is not None:
             body["stdin"] = stdin
+        if files is not None:
+            body["files"] = list(files)
         if timeout_ms is not None:
             body["timeout_ms"] = timeout_ms
         path = f"/v1/sessions/{urllib.parse.quote(self.id)}/execute"
         t = None if timeout_ms is None else timeout_ms / 1000 + 30
         return self._client._request("POST", path, body=body, timeout=t)[1]
+
+    def _file(self, path: str) -> str:
+        return (f"/v1/sessions/{urllib.parse.quote(self.id)}/files/"
+                f"{urllib.parse.quote(path, safe='/')}")
+
+    def upload(self, path: str, data: Union[bytes, str]) -> Json:
+        """Writes a file into the session's workspace (path relative to it; directories are
+        made; an existing file is replaced). Returns {path, size, sha256}."""
+        raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+        return self._client._request("PUT", self._file(path), data=raw)[1]
+
+    def download(self, path: str) -> bytes:
+        """A file's bytes from the session's workspace, redacted like output (a binary file
+        in which a rule matches raises ProblemError ``file-withheld``)."""
+        return self._client._request("GET", self._file(path), binary=True)[1]
+
+    def remove(self, path: str) -> None:
+        """Deletes a file, symbolic link or empty directory in the session's workspace."""
+        self._client._request("DELETE", self._file(path), binary=True)
+
+    def files(self) -> List[Json]:
+        """The workspace's entries [{path, type, size, mode, modified_at}], sorted by path."""
+        return self._client._request(
+            "GET", f"/v1/sessions/{urllib.parse.quote(self.id)}/files")[1]["files"]
 
     def refresh(self) -> Json:
         """The session as stored now (status, calls, ended_reason)."""
@@ -213,18 +241,22 @@ class Client:
 
     def _request(self, method: str, path: str, *, query: Optional[Mapping[str, Any]] = None,
                  body: Optional[Json] = None, headers: Optional[Mapping[str, str]] = None,
-                 timeout: Optional[float] = None) -> "tuple[int, Json, Mapping[str, str]]":
+                 timeout: Optional[float] = None, data: Optional[bytes] = None,
+                 binary: bool = False) -> "tuple[int, Any, Mapping[str, str]]":
+        """One request: a JSON body, or data (bytes, sent as application/octet-stream). The
+        answer parsed as JSON, or (binary) its bytes; a problem raises."""
         url = self.url + path
         if query:
             q = {k: v for k, v in query.items() if v is not None}
             if q:
                 url += "?" + urllib.parse.urlencode(q)
-        data = None
         h = {"Authorization": f"Bearer {self._key}", "Accept": "application/json",
              "User-Agent": self._ua}
         if body is not None:
             data = json.dumps(body).encode("utf-8")
             h["Content-Type"] = "application/json"
+        elif data is not None:
+            h["Content-Type"] = "application/octet-stream"
         h.update(headers or {})
         req = urllib.request.Request(url, data=data, method=method, headers=h)
         try:
@@ -234,6 +266,8 @@ class Client:
             status, raw, rh = e.code, e.read(), e.headers
         except (urllib.error.URLError, OSError) as e:
             raise TransportError(f"{method} {path}: {e}") from e
+        if binary and status < 400:
+            return status, raw, rh
         try:
             parsed = json.loads(raw) if raw else {}
         except ValueError as e:

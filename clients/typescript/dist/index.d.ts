@@ -28,6 +28,8 @@ export type Approval = Schemas['Approval'];
 export type Session = Schemas['Session'];
 export type SessionRequest = Schemas['SessionRequest'];
 export type SessionExecuteRequest = Schemas['SessionExecuteRequest'];
+export type SessionFile = Schemas['SessionFile'];
+export type SessionFileWritten = Schemas['SessionFileWritten'];
 /** One Server-Sent Event of an execution (docs/streaming.md); `id` is the last event id seen,
  * to re-attach with `Client.events()`. */
 export type StreamEvent = {
@@ -149,6 +151,15 @@ export declare class Client {
     session(id: string): Promise<Session>;
     /** Ends a session (idempotent) and returns it. */
     closeSession(id: string): Promise<Session>;
+    /** Writes a file into a session's workspace (directories are made, a file replaced). */
+    uploadToSession(id: string, path: string, data: Uint8Array | string): Promise<SessionFileWritten>;
+    /** A file's bytes from a session's workspace, redacted like output (a binary file in which
+     * a rule matches throws ProblemError `file-withheld`). */
+    downloadFromSession(id: string, path: string): Promise<Uint8Array>;
+    /** Deletes a file, symbolic link or empty directory in a session's workspace. */
+    removeFromSession(id: string, path: string): Promise<void>;
+    /** A session's workspace entries, sorted by path. */
+    sessionFiles(id: string): Promise<SessionFile[]>;
     /** The tenant's sessions, newest first. */
     sessions(status?: Session['status']): Promise<Session[]>;
     /** The tenant's quota and what it uses now. */

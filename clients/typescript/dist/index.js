@@ -54,6 +54,8 @@ export class Client {
     toJSON() {
         return { url: this.url };
     }
+    /** One request: a JSON body, or data (bytes, sent as application/octet-stream). The answer
+     * parsed as JSON, or (binary) its bytes; a problem throws. */
     async #request(method, path, opts = {}) {
         let url = this.url + path;
         const q = Object.entries(opts.query ?? {}).filter(([, v]) => v !== undefined && v !== null);
@@ -62,19 +64,24 @@ export class Client {
         const headers = { authorization: `Bearer ${this.#key}`, accept: 'application/json', ...opts.headers };
         if (opts.body !== undefined)
             headers['content-type'] = 'application/json';
+        else if (opts.data !== undefined)
+            headers['content-type'] = 'application/octet-stream';
         let res;
-        let text;
+        let bytes;
         try {
             res = await this.#fetch(url, {
                 method, headers,
-                body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
+                body: opts.body !== undefined ? JSON.stringify(opts.body) : opts.data,
                 signal: AbortSignal.timeout(opts.timeoutMs ?? this.#timeoutMs),
             });
-            text = await res.text();
+            bytes = new Uint8Array(await res.arrayBuffer());
         }
         catch (e) {
             throw new TransportError(`${method} ${path}: ${e.message}`, { cause: e });
         }
+        if (opts.binary && res.status < 400)
+            return bytes;
+        const text = new TextDecoder().decode(bytes);
         let json;
         try {
             json = text ? JSON.parse(text) : {};
@@ -232,6 +239,28 @@ export class Client {
     /** Ends a session (idempotent) and returns it. */
     closeSession(id) {
         return this.#request('DELETE', `/v1/sessions/${encodeURIComponent(id)}`);
+    }
+    #sessionFile(id, path) {
+        return `/v1/sessions/${encodeURIComponent(id)}/files/${path.split('/').map(encodeURIComponent).join('/')}`;
+    }
+    /** Writes a file into a session's workspace (directories are made, a file replaced). */
+    uploadToSession(id, path, data) {
+        const bytes = typeof data === 'string' ? new TextEncoder().encode(data) : data;
+        return this.#request('PUT', this.#sessionFile(id, path), { data: bytes });
+    }
+    /** A file's bytes from a session's workspace, redacted like output (a binary file in which
+     * a rule matches throws ProblemError `file-withheld`). */
+    downloadFromSession(id, path) {
+        return this.#request('GET', this.#sessionFile(id, path), { binary: true });
+    }
+    /** Deletes a file, symbolic link or empty directory in a session's workspace. */
+    async removeFromSession(id, path) {
+        await this.#request('DELETE', this.#sessionFile(id, path), { binary: true });
+    }
+    /** A session's workspace entries, sorted by path. */
+    async sessionFiles(id) {
+        const list = await this.#request('GET', `/v1/sessions/${encodeURIComponent(id)}/files`);
+        return list.files;
     }
     /** The tenant's sessions, newest first. */
     async sessions(status) {

@@ -29,6 +29,8 @@ export type Approval = Schemas['Approval'];
 export type Session = Schemas['Session'];
 export type SessionRequest = Schemas['SessionRequest'];
 export type SessionExecuteRequest = Schemas['SessionExecuteRequest'];
+export type SessionFile = Schemas['SessionFile'];
+export type SessionFileWritten = Schemas['SessionFileWritten'];
 /** One Server-Sent Event of an execution (docs/streaming.md); `id` is the last event id seen,
  * to re-attach with `Client.events()`. */
 export type StreamEvent = { id: string | null } & (
@@ -114,24 +116,29 @@ export class Client {
     return { url: this.url };
   }
 
-  async #request<T>(method: string, path: string, opts: { query?: Query; body?: unknown; headers?: Record<string, string>; timeoutMs?: number } = {}): Promise<T> {
+  /** One request: a JSON body, or data (bytes, sent as application/octet-stream). The answer
+   * parsed as JSON, or (binary) its bytes; a problem throws. */
+  async #request<T>(method: string, path: string, opts: { query?: Query; body?: unknown; data?: Uint8Array; binary?: boolean; headers?: Record<string, string>; timeoutMs?: number } = {}): Promise<T> {
     let url = this.url + path;
     const q = Object.entries(opts.query ?? {}).filter(([, v]) => v !== undefined && v !== null);
     if (q.length) url += `?${new URLSearchParams(q.map(([k, v]) => [k, String(v)]))}`;
     const headers: Record<string, string> = { authorization: `Bearer ${this.#key}`, accept: 'application/json', ...opts.headers };
     if (opts.body !== undefined) headers['content-type'] = 'application/json';
+    else if (opts.data !== undefined) headers['content-type'] = 'application/octet-stream';
     let res: Response;
-    let text: string;
+    let bytes: Uint8Array;
     try {
       res = await this.#fetch(url, {
         method, headers,
-        body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
+        body: opts.body !== undefined ? JSON.stringify(opts.body) : (opts.data as BodyInit | undefined),
         signal: AbortSignal.timeout(opts.timeoutMs ?? this.#timeoutMs),
       });
-      text = await res.text();
+      bytes = new Uint8Array(await res.arrayBuffer());
     } catch (e) {
       throw new TransportError(`${method} ${path}: ${(e as Error).message}`, { cause: e });
     }
+    if (opts.binary && res.status < 400) return bytes as T;
+    const text = new TextDecoder().decode(bytes);
     let json: unknown;
     try {
       json = text ? JSON.parse(text) : {};
@@ -289,6 +296,33 @@ export class Client {
   /** Ends a session (idempotent) and returns it. */
   closeSession(id: string): Promise<Session> {
     return this.#request('DELETE', `/v1/sessions/${encodeURIComponent(id)}`);
+  }
+
+  #sessionFile(id: string, path: string): string {
+    return `/v1/sessions/${encodeURIComponent(id)}/files/${path.split('/').map(encodeURIComponent).join('/')}`;
+  }
+
+  /** Writes a file into a session's workspace (directories are made, a file replaced). */
+  uploadToSession(id: string, path: string, data: Uint8Array | string): Promise<SessionFileWritten> {
+    const bytes = typeof data === 'string' ? new TextEncoder().encode(data) : data;
+    return this.#request('PUT', this.#sessionFile(id, path), { data: bytes });
+  }
+
+  /** A file's bytes from a session's workspace, redacted like output (a binary file in which
+   * a rule matches throws ProblemError `file-withheld`). */
+  downloadFromSession(id: string, path: string): Promise<Uint8Array> {
+    return this.#request('GET', this.#sessionFile(id, path), { binary: true });
+  }
+
+  /** Deletes a file, symbolic link or empty directory in a session's workspace. */
+  async removeFromSession(id: string, path: string): Promise<void> {
+    await this.#request('DELETE', this.#sessionFile(id, path), { binary: true });
+  }
+
+  /** A session's workspace entries, sorted by path. */
+  async sessionFiles(id: string): Promise<SessionFile[]> {
+    const list: Schemas['SessionFileList'] = await this.#request('GET', `/v1/sessions/${encodeURIComponent(id)}/files`);
+    return list.files;
   }
 
   /** The tenant's sessions, newest first. */

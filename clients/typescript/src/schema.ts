@@ -154,6 +154,87 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sessions/{id}/files": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session id (a UUID). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * The entries of a session's workspace
+         * @description Roles `agent`, `admin`. Every entry under `/workspace` (files,
+         *     directories, symbolic links, others), sorted by path, at most 10000
+         *     (`truncated` when some were left out, or a name was not UTF-8). Names
+         *     are redacted like a collected file's path. Symbolic links are listed,
+         *     never followed.
+         */
+        get: operations["listSessionFiles"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}/files/{path}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session id (a UUID). */
+                id: string;
+                /**
+                 * @description The file's path under `/workspace`, relative; it may hold `/`
+                 *     (`dir/data.csv`). No empty, `.` or `..` part, no control character or
+                 *     backslash, at most 255 bytes. The path is resolved by the kernel
+                 *     beneath the workspace without following any symbolic link or
+                 *     crossing a mount (`409 unsafe-path` otherwise).
+                 */
+                path: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * Download a file from a session's workspace
+         * @description Roles `agent`, `admin`. The file's bytes, at most 16 MiB (`422
+         *     file-too-large` beyond). Text (valid UTF-8) is redacted like stdout,
+         *     the number of redactions in `Toolcage-Redactions`; a binary file is
+         *     sent unchanged, or withheld whole (`403 file-withheld`) when a
+         *     redaction rule matches in its bytes, as a collected file would be. A
+         *     directory, FIFO or socket is `409 not-a-file`. Audited
+         *     (`session.file.get`) before any byte leaves.
+         */
+        get: operations["getSessionFile"];
+        /**
+         * Upload a file into a session's workspace
+         * @description Roles `agent`, `admin`. The body is the file's bytes (any content
+         *     type), at most `TOOLCAGE_MAX_BODY_BYTES`; the workspace's size
+         *     (`workspace_bytes`) bounds what it holds (`507 workspace-full`).
+         *     Missing directories are made. The file is written aside and renamed
+         *     over the name: code running in the session sees the old file or the
+         *     new one, and a symbolic link of that name is replaced, not followed.
+         *     Owned by the sandbox's user, mode 0644. Audited (`session.file.put`,
+         *     with size and SHA-256).
+         */
+        put: operations["putSessionFile"];
+        post?: never;
+        /**
+         * Delete a file (or an empty directory) in a session's workspace
+         * @description Roles `agent`, `admin`. A file or symbolic link (the link, not what it
+         *     names), or an empty directory (`409 not-a-file` if it is not empty).
+         *     Audited (`session.file.delete`).
+         */
+        delete: operations["deleteSessionFile"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/quota": {
         parameters: {
             query?: never;
@@ -942,7 +1023,7 @@ export interface components {
              * @description A stable URN naming the kind of problem; clients switch on it.
              * @enum {string}
              */
-            type: "urn:toolcage:problem:invalid-json" | "urn:toolcage:problem:invalid-encoding" | "urn:toolcage:problem:validation" | "urn:toolcage:problem:bad-request" | "urn:toolcage:problem:body-too-large" | "urn:toolcage:problem:unknown-tool" | "urn:toolcage:problem:not-found" | "urn:toolcage:problem:method-not-allowed" | "urn:toolcage:problem:limit-exceeds-policy" | "urn:toolcage:problem:unauthorized" | "urn:toolcage:problem:forbidden" | "urn:toolcage:problem:overloaded" | "urn:toolcage:problem:quota-exceeded" | "urn:toolcage:problem:unavailable" | "urn:toolcage:problem:internal" | "urn:toolcage:problem:blocked-by-prescreen" | "urn:toolcage:problem:policy-invalid" | "urn:toolcage:problem:idempotency-key-reused" | "urn:toolcage:problem:idempotency-in-progress" | "urn:toolcage:problem:maker-checker" | "urn:toolcage:problem:already-decided" | "urn:toolcage:problem:not-pending" | "urn:toolcage:problem:credential-unavailable" | "urn:toolcage:problem:approval-required" | "urn:toolcage:problem:callback-url-forbidden" | "urn:toolcage:problem:session-not-allowed" | "urn:toolcage:problem:session-busy" | "urn:toolcage:problem:session-ended" | "urn:toolcage:problem:session-elsewhere";
+            type: "urn:toolcage:problem:invalid-json" | "urn:toolcage:problem:invalid-encoding" | "urn:toolcage:problem:validation" | "urn:toolcage:problem:bad-request" | "urn:toolcage:problem:body-too-large" | "urn:toolcage:problem:unknown-tool" | "urn:toolcage:problem:not-found" | "urn:toolcage:problem:method-not-allowed" | "urn:toolcage:problem:limit-exceeds-policy" | "urn:toolcage:problem:unauthorized" | "urn:toolcage:problem:forbidden" | "urn:toolcage:problem:overloaded" | "urn:toolcage:problem:quota-exceeded" | "urn:toolcage:problem:unavailable" | "urn:toolcage:problem:internal" | "urn:toolcage:problem:blocked-by-prescreen" | "urn:toolcage:problem:policy-invalid" | "urn:toolcage:problem:idempotency-key-reused" | "urn:toolcage:problem:idempotency-in-progress" | "urn:toolcage:problem:maker-checker" | "urn:toolcage:problem:already-decided" | "urn:toolcage:problem:not-pending" | "urn:toolcage:problem:credential-unavailable" | "urn:toolcage:problem:approval-required" | "urn:toolcage:problem:callback-url-forbidden" | "urn:toolcage:problem:session-not-allowed" | "urn:toolcage:problem:session-busy" | "urn:toolcage:problem:session-ended" | "urn:toolcage:problem:session-elsewhere" | "urn:toolcage:problem:unsafe-path" | "urn:toolcage:problem:not-a-file" | "urn:toolcage:problem:file-too-large" | "urn:toolcage:problem:workspace-full" | "urn:toolcage:problem:file-withheld";
             /** @description Short, fixed per `type`. */
             title: string;
             /** @description The HTTP status code. */
@@ -1136,8 +1217,35 @@ export interface components {
             code: string;
             /** @description The call's standard input (the session's own is its driver's). */
             stdin?: string;
+            /**
+             * @description Files written into the workspace before the code runs, as with
+             *     `PUT /v1/sessions/{id}/files/{path}` (replacing any of the same name;
+             *     they stay after the call). Pre-screened with the code.
+             */
+            files?: components["schemas"]["InputFile"][];
             /** @description This call's time; default the session's `limits.timeout_ms`, at most the tool's maximum. */
             timeout_ms?: number;
+        };
+        SessionFileList: {
+            files: components["schemas"]["SessionFile"][];
+            /** @description Some entries were left out (over 10000, too deep, or a name not UTF-8). */
+            truncated: boolean;
+        };
+        SessionFile: {
+            /** @description Relative to `/workspace`, redacted. */
+            path: string;
+            /** @enum {string} */
+            type: "file" | "directory" | "symlink" | "other";
+            size: number;
+            /** @description The permission bits (e.g. 420 for 0644). */
+            mode: number;
+            /** Format: date-time */
+            modified_at: string;
+        };
+        SessionFileWritten: {
+            path: string;
+            size: number;
+            sha256: string;
         };
         Session: {
             /** Format: uuid */
@@ -2016,6 +2124,103 @@ export interface components {
             };
         };
         /**
+         * @description `urn:toolcage:problem:unsafe-path`: the path is or passes through a
+         *     symbolic link (or another mount); toolcage never follows what the
+         *     sandboxed code made. `urn:toolcage:problem:not-a-file`: a directory
+         *     (one that is not empty, for a delete), FIFO or socket.
+         *     `urn:toolcage:problem:session-ended`, `urn:toolcage:problem:session-elsewhere`:
+         *     as for a call.
+         */
+        FileConflict: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {unknown} */
+                    type?: "urn:toolcage:problem:unsafe-path" | "urn:toolcage:problem:not-a-file" | "urn:toolcage:problem:session-ended" | "urn:toolcage:problem:session-elsewhere";
+                    /** @constant */
+                    status?: 409;
+                };
+            };
+        };
+        /**
+         * @description `urn:toolcage:problem:forbidden`: the key's role may not use this
+         *     operation. `urn:toolcage:problem:file-withheld`: the file is binary and
+         *     a redaction rule matched in its bytes.
+         */
+        FileForbidden: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {unknown} */
+                    type?: "urn:toolcage:problem:forbidden" | "urn:toolcage:problem:file-withheld";
+                    /** @constant */
+                    status?: 403;
+                };
+            };
+        };
+        /**
+         * @description `urn:toolcage:problem:file-too-large`: the file is larger than a
+         *     download may be (16 MiB).
+         */
+        FileTooLarge: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @constant */
+                    type?: "urn:toolcage:problem:file-too-large";
+                    /** @constant */
+                    status?: 422;
+                };
+            };
+        };
+        /**
+         * @description `urn:toolcage:problem:workspace-full`: the session's workspace
+         *     (`workspace_bytes`) has no room for the file.
+         */
+        WorkspaceFull: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @constant */
+                    type?: "urn:toolcage:problem:workspace-full";
+                    /** @constant */
+                    status?: 507;
+                };
+            };
+        };
+        /**
+         * @description As `SessionConflict` (`session-busy`, `session-ended`, `session-elsewhere`),
+         *     or one of the call's `files` could not be written: `unsafe-path` (its path
+         *     passes through a symbolic link the session's code made) or `not-a-file`
+         *     (a directory has that name).
+         */
+        SessionCallConflict: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {unknown} */
+                    type?: "urn:toolcage:problem:session-busy" | "urn:toolcage:problem:session-ended" | "urn:toolcage:problem:session-elsewhere" | "urn:toolcage:problem:unsafe-path" | "urn:toolcage:problem:not-a-file";
+                    /** @constant */
+                    status?: 409;
+                };
+            };
+        };
+        /**
          * @description `urn:toolcage:problem:session-not-allowed`: the tool's policy does not
          *     allow sessions, or its calls are held for approval.
          *     `urn:toolcage:problem:limit-exceeds-policy`: a TTL, idle timeout or limit
@@ -2488,10 +2693,179 @@ export interface operations {
             403: components["responses"]["ExecuteForbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
-            409: components["responses"]["SessionConflict"];
+            409: components["responses"]["SessionCallConflict"];
             413: components["responses"]["BodyTooLarge"];
             422: components["responses"]["SessionUnprocessable"];
             429: components["responses"]["QuotaExceeded"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+            507: components["responses"]["WorkspaceFull"];
+        };
+    };
+    listSessionFiles: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session id (a UUID). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The listing. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionFileList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["FileConflict"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getSessionFile: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session id (a UUID). */
+                id: string;
+                /**
+                 * @description The file's path under `/workspace`, relative; it may hold `/`
+                 *     (`dir/data.csv`). No empty, `.` or `..` part, no control character or
+                 *     backslash, at most 255 bytes. The path is resolved by the kernel
+                 *     beneath the workspace without following any symbolic link or
+                 *     crossing a mount (`409 unsafe-path` otherwise).
+                 */
+                path: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The file's bytes (redacted). */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description How many redactions were made in the bytes sent. */
+                    "Toolcage-Redactions": string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/octet-stream": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["FileForbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["FileConflict"];
+            422: components["responses"]["FileTooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    putSessionFile: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session id (a UUID). */
+                id: string;
+                /**
+                 * @description The file's path under `/workspace`, relative; it may hold `/`
+                 *     (`dir/data.csv`). No empty, `.` or `..` part, no control character or
+                 *     backslash, at most 255 bytes. The path is resolved by the kernel
+                 *     beneath the workspace without following any symbolic link or
+                 *     crossing a mount (`409 unsafe-path` otherwise).
+                 */
+                path: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/octet-stream": string;
+            };
+        };
+        responses: {
+            /** @description The file was replaced. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionFileWritten"];
+                };
+            };
+            /** @description The file was created. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionFileWritten"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["FileConflict"];
+            413: components["responses"]["BodyTooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+            507: components["responses"]["WorkspaceFull"];
+        };
+    };
+    deleteSessionFile: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session id (a UUID). */
+                id: string;
+                /**
+                 * @description The file's path under `/workspace`, relative; it may hold `/`
+                 *     (`dir/data.csv`). No empty, `.` or `..` part, no control character or
+                 *     backslash, at most 255 bytes. The path is resolved by the kernel
+                 *     beneath the workspace without following any symbolic link or
+                 *     crossing a mount (`409 unsafe-path` otherwise).
+                 */
+                path: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["FileConflict"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
