@@ -64,7 +64,7 @@ struct call {
     int64_t limits[TC_LIMIT__COUNT];
     json_t *findings;
     int64_t t0_ms, deadline_ms, interrupt_ms;
-    bool interrupted, timed_out;
+    bool interrupted, timed_out, cancelled;
     struct tc_session_scan scan[2];
     unsigned ended; /* bit k: stream k's marker seen */
     struct tc_buf raw[2];
@@ -238,9 +238,9 @@ static json_t *call_result(struct call *c)
     if (c->meta) {
         json_int_t code = json_integer_value(json_object_get(c->meta, "exit_code"));
         exit_code = json_integer(code);
-        if (ms && strcmp(ms, "interrupted") == 0 && c->timed_out) {
-            status = "timeout";
-            killed = "timeout";
+        if (ms && strcmp(ms, "interrupted") == 0 && (c->timed_out || c->cancelled)) {
+            status = c->timed_out ? "timeout" : "cancelled";
+            killed = status;
         } else if (code != 0 || (ms && strcmp(ms, "error") == 0)) {
             status = "failed";
         }
@@ -256,9 +256,9 @@ static json_t *call_result(struct call *c)
             exit_code = json_null();
         if (!signal)
             signal = json_null();
-        if (c->timed_out) {
-            status = "timeout";
-            killed = "timeout";
+        if (c->timed_out || c->cancelled) {
+            status = c->timed_out ? "timeout" : "cancelled";
+            killed = status;
         } else if (kr && strcmp(kr, "timeout") != 0 && strcmp(kr, "cancelled") != 0) {
             status = "killed";
             killed = kr;
@@ -591,9 +591,35 @@ static void *keeper_main(void *arg)
     return NULL;
 }
 
+/* POST /v1/executions/{id}/cancel of a session's call (through the worker's NOTIFY, on every
+ * process): the call is interrupted as a timeout would be (the session lives on unless the
+ * call does not end within KILL_GRACE_MS), and ends as "cancelled". */
+static int cancel_call(const char *exec_id)
+{
+    char sid[37] = "";
+    pthread_mutex_lock(&ss.mu);
+    for (struct session *s = ss.list; s; s = s->next) {
+        struct call *c = s->call;
+        if (c && strcmp(c->exec_id, exec_id) == 0) {
+            if (!c->interrupted) {
+                c->interrupted = c->cancelled = true;
+                c->interrupt_ms = tc_now_ms();
+                memcpy(sid, s->id, sizeof(sid));
+            }
+            break;
+        }
+    }
+    pthread_mutex_unlock(&ss.mu);
+    if (!sid[0])
+        return -ENOENT;
+    (void)tc_launcher_interrupt(ss.srv->launcher, sid); /* outside the lock, as the keeper */
+    return 0;
+}
+
 int tc_api_sessions_start(struct tc_server *srv)
 {
     ss.srv = srv;
+    srv->cancel_session_call = cancel_call;
     ss.stop = ss.quit = false;
     if (pthread_create(&ss.keeper, NULL, keeper_main, NULL) != 0)
         return -EAGAIN;

@@ -47,6 +47,9 @@ struct tc_server {
     _Atomic int suspended;        /* connections suspended now (drained before the daemon stops) */
     struct tc_policy *policy;     /* swap under policy_lock; readers take a reference */
     struct tc_verifier *verifier; /* audit chain walks (server/verifier.h) */
+    /* A cancel for an execution that no sandbox of its own runs: a session's call (installed
+     * by api/sessions.c). 0 if it was this process's to interrupt, -ENOENT. */
+    int (*cancel_session_call)(const char *execution_id);
 };
 
 struct tc_request;

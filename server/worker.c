@@ -771,6 +771,8 @@ static void cancel_run(struct tc_worker *w, const char *id)
     if (!tc_server_begin(w->srv))
         return; /* stopping: every sandbox is being killed anyway */
     int r = tc_launcher_cancel(w->srv->launcher, id);
+    if (w->srv->cancel_session_call && w->srv->cancel_session_call(id) == 0)
+        r = 0; /* a session's call: interrupted, the session lives on */
     tc_server_end(w->srv);
     tc_log(TC_LOG_INFO, "cancel requested", "{s:s, s:s}", "execution_id", id, "launcher",
            r == 0 ? "told" : strerror(-r));

@@ -343,3 +343,28 @@ test('a server that dies ends its sessions (server_restart) and leaves nothing r
   assert.equal(g2.ended_reason, 'server_shutdown');
   await del(a.id);
 });
+
+test('POST /v1/executions/{id}/cancel interrupts a session\'s call: it ends cancelled, audited, and the session lives on', async () => {
+  const s = await open({ tool: 'python' });
+  await run(s.id, 'x = 5');
+  const pending = call(s.id, { code: 'import time\nprint("looping", flush=True)\nwhile True:\n    time.sleep(0.05)', timeout_ms: 60000 });
+  const id = await until(async () => (await server.sql(
+    `SELECT id FROM executions WHERE session_id = '${s.id}' AND status = 'running'`)).trim(), 10000, 'the call to run');
+  assertProblem(await server.request('POST', `/v1/executions/${id}/cancel`, { key: server.keys.otherAgent }), 404, 'not-found');
+  const t0 = Date.now();
+  const res = await server.request('POST', `/v1/executions/${id}/cancel`, { key: server.keys.agent });
+  assert.equal(res.status, 202, res.text);
+  const r = await pending;
+  assert.equal(r.status, 200, r.text);
+  assert.equal(r.json.id, id);
+  assert.equal(r.json.status, 'cancelled');
+  assert.equal(r.json.killed_reason, 'cancelled');
+  assert.ok(Date.now() - t0 < 10000, 'the interrupt, not the call\'s own time, ended it');
+  const stored = (await server.request('GET', `/v1/executions/${id}`, { key: server.keys.agent })).json;
+  assert.equal(stored.status, 'cancelled');
+  const audit = await server.sql(`SELECT string_agg(record->>'action', ',' ORDER BY seq) FROM audit_log WHERE record->>'execution_id' = '${id}'`);
+  assert.match(audit, /execution\.cancel_requested/);
+  assert.equal((await run(s.id, 'x')).result, '5', 'the interpreter and its state live on');
+  assert.equal((await get(s.id)).json.status, 'active');
+  await del(s.id);
+});

@@ -389,6 +389,8 @@ export interface paths {
          *       (`GET /v1/executions/{id}?wait=` waits for it). The request is audited as
          *       `execution.cancel_requested` with its caller, the outcome as
          *       `execution.complete`.
+         *       A session's running call is interrupted instead (SIGINT, as its
+         *       timeout would): it ends `cancelled` and the session lives on.
          *     - finished: `409 not-pending`.
          */
         post: operations["cancelExecution"];
