@@ -4,6 +4,7 @@
 
 struct tc_tool;
 struct tc_stream_tap;
+struct tc_stream_tap;
 
 /* Every /v1 route, /healthz, /readyz, /openapi.yaml and /metrics; API keys authenticate. */
 extern const struct tc_route_group tc_api_routes;
@@ -61,12 +62,22 @@ enum MHD_Result tc_api_sessions_list(struct tc_request *r);
 enum MHD_Result tc_api_session_get(struct tc_request *r);
 enum MHD_Result tc_api_session_delete(struct tc_request *r);
 enum MHD_Result tc_api_session_execute(struct tc_request *r);
+/* The same two with the request's body given (stolen): MCP's sessions (api/mcp.c). The
+ * execute's session id is r->params[0]. */
+enum MHD_Result tc_api_session_create_json(struct tc_request *r, json_t *body);
+enum MHD_Result tc_api_session_execute_json(struct tc_request *r, json_t *body,
+                                            const struct tc_stream_tap *tap);
+/* Whether tool can be opened as a session (the checks of POST /v1/sessions). */
+bool tc_api_session_allowed(const struct tc_tool *tool);
+/* Ends session id of the tenant if it lives in this process ("deleted"); false otherwise. */
+bool tc_api_session_end_here(const char *tenant_id, const char *id);
 enum MHD_Result tc_api_session_files_list(struct tc_request *r);
 enum MHD_Result tc_api_session_file_put(struct tc_request *r);
 enum MHD_Result tc_api_session_file_get(struct tc_request *r);
 enum MHD_Result tc_api_session_file_delete(struct tc_request *r);
 /* MCP (api/mcp.c): POST /mcp */
 enum MHD_Result tc_api_mcp(struct tc_request *r);
+enum MHD_Result tc_api_mcp_delete(struct tc_request *r);
 /* The JSON Schema of a tool's arguments: code and stdin; full adds files, limits (bounded by
  * the tool's maxima) and collect. */
 json_t *tc_api_tool_input_schema(const struct tc_tool *t, bool full);

@@ -20,6 +20,8 @@
  * program writes (the redacted text as the message; progress counts its bytes), or while a
  * held call waits for its reviewer (every TOOLCAGE_MCP_HOLD_SECONDS / 6 at most 10 s), then
  * the JSON-RPC response. Its events come from the run's own (api/stream.h, a tap). */
+#include <errno.h>
+#include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -30,6 +32,7 @@
 #include "common/util.h"
 #include "core/db.h"
 #include "core/log.h"
+#include "execution/request.h"
 #include "policy/policy.h"
 
 /* Newest first: initialize answers the client's version if it is here, else the first. */
@@ -54,6 +57,10 @@ struct mcp_call {
     /* 2025-11-25 (SEP-1303): arguments that fail validation are a tool error the model can
      * read and correct (isError), not a protocol error; -32602 before that revision */
     bool argument_errors_as_results;
+    char mcp_session[37];  /* Mcp-Session-Id, validated (or empty: a stateless client) */
+    json_t *session_call;  /* the call to run once its session is open (opened_reply) */
+    const struct tc_stream_tap *tap; /* progress for it, or NULL */
+    struct tc_stream_tap tap_store;
 };
 
 static void mcp_stream_free(struct mcp_stream *m);
@@ -63,6 +70,7 @@ static void mcp_call_free(void *p)
     struct mcp_call *c = p;
     if (c) {
         json_decref(c->id);
+        json_decref(c->session_call);
         mcp_stream_free(c->stream);
     }
     free(c);
@@ -449,6 +457,10 @@ static enum MHD_Result tool_reply(struct tc_request *r, unsigned status, json_t 
             ret = rpc_error(r, 200, id, RPC_INVALID_PARAMS, detail, json_incref(body));
         else if (status == 400 || status == 404 || status == 422)
             ret = invalid_arguments(r, call, detail, json_incref(body));
+        else if (status == 409 || status == 429 || status == 507) /* a session's state, a quota */
+            ret = rpc_result(r, id,
+                             json_pack("{s:[{s:s, s:s}], s:b}", "content", "type", "text", "text",
+                                       detail, "isError", 1));
         else
             ret = rpc_error(r, 200, id, RPC_INTERNAL_ERROR, detail, json_incref(body));
         json_decref(body);
@@ -524,6 +536,170 @@ static bool only_keys(json_t *o, const char *const *allowed, json_t *errors, con
     return ok;
 }
 
+/* ---- MCP sessions (Mcp-Session-Id): a conversation's state ----
+ * initialize gives the client an Mcp-Session-Id (a row of mcp_sessions, bound to the API key
+ * that made it; it lapses after MCP_SESSION_IDLE without use, or with DELETE /mcp). A
+ * tools/call that carries it and names a tool that may be opened as a session (api/sessions.c)
+ * runs in that tool's session for this conversation, opened on its first call (with that
+ * call's limits) and again if it ended: variables, imports and files persist between the
+ * model's calls. A call that asks for `collect`, or for limits other than timeout_ms once the
+ * session is open, runs in a fresh sandbox of its own, as without a session. */
+
+#define MCP_SESSION_IDLE "24 hours"
+
+static void random_uuid(char out[37])
+{
+    unsigned char b[16];
+    randombytes_buf(b, sizeof(b));
+    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+    snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+             b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+             b[14], b[15]);
+}
+
+/* One statement of the MCP session tables: its result (NULL on failure). */
+static PGresult *mcp_sql(struct tc_request *r, const char *sql, int n, const char *const *p)
+{
+    PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
+    PGresult *res = c ? tc_db_exec(c, sql, n, p) : NULL;
+    tc_db_release(r->srv->db, c);
+    return res;
+}
+
+/* 0 (valid: its use is noted), -ENOENT (unknown, another key's, ended or lapsed), -EIO. */
+static int mcp_session_touch(struct tc_request *r, const char *id)
+{
+    if (!tc_uuid_valid(id))
+        return -ENOENT;
+    const char *p[] = {id, r->principal.tenant_id, r->principal.key_id};
+    PGresult *res = mcp_sql(r,
+                            "UPDATE mcp_sessions SET last_used_at = now() WHERE id = $1"
+                            " AND tenant_id = $2 AND api_key_id = $3 AND ended_at IS NULL"
+                            " AND last_used_at > now() - interval '" MCP_SESSION_IDLE
+                            "' RETURNING 1",
+                            3, p);
+    int rc = !res ? -EIO : PQntuples(res) == 1 ? 0 : -ENOENT;
+    PQclear(res);
+    return rc;
+}
+
+/* The tool's open session in this conversation, into sid (empty: none). 0 or -EIO. */
+static int mcp_bound(struct tc_request *r, const char *mcp_id, const char *tool, char sid[37])
+{
+    const char *p[] = {mcp_id, tool};
+    PGresult *res = mcp_sql(r,
+                            "SELECT m.session_id FROM mcp_session_tools m JOIN sessions s"
+                            " ON s.id = m.session_id WHERE m.mcp_session_id = $1 AND m.tool = $2"
+                            " AND s.status = 'active'",
+                            2, p);
+    sid[0] = '\0';
+    if (res && PQntuples(res) == 1)
+        snprintf(sid, 37, "%s", PQgetvalue(res, 0, 0));
+    int rc = res ? 0 : -EIO;
+    PQclear(res);
+    return rc;
+}
+
+/* Runs call->session_call in session sid; the answer goes through tool_reply. */
+static enum MHD_Result run_in_session(struct tc_request *r, struct mcp_call *call, const char *sid)
+{
+    free(r->params[0]);
+    r->params[0] = strdup(sid);
+    json_t *body = TC_STEAL(call->session_call);
+    r->reply_filter = tool_reply;
+    if (!r->params[0]) {
+        json_decref(body);
+        return rpc_error(r, 200, call->id, RPC_INTERNAL_ERROR, "out of memory", NULL);
+    }
+    return tc_api_session_execute_json(r, body, call->tap);
+}
+
+/* The reply filter of the session's opening (POST /v1/sessions's answer): bound to the
+ * conversation, then the call runs in it; a refusal is the call's answer. */
+static enum MHD_Result opened_reply(struct tc_request *r, unsigned status, json_t *body,
+                                    const char *content_type)
+{
+    struct mcp_call *call = r->reply_ctx;
+    r->reply_filter = tool_reply;
+    if (status != 201)
+        return tool_reply(r, status, body, content_type);
+    const char *sid = json_string_value(json_object_get(body, "id"));
+    const char *tool = json_string_value(json_object_get(body, "tool"));
+    const char *p[] = {call->mcp_session, tool, sid};
+    PGresult *res = sid && tool ? mcp_sql(r,
+                                          "INSERT INTO mcp_session_tools (mcp_session_id, tool,"
+                                          " session_id) VALUES ($1, $2, $3)"
+                                          " ON CONFLICT (mcp_session_id, tool)"
+                                          " DO UPDATE SET session_id = EXCLUDED.session_id",
+                                          3, p)
+                                : NULL;
+    char id[37];
+    snprintf(id, sizeof(id), "%s", sid ? sid : "");
+    json_decref(body);
+    if (!res) { /* not bound: nobody would end it with the conversation */
+        tc_api_session_end_here(r->principal.tenant_id, id);
+        return rpc_error(r, 200, call->id, RPC_INTERNAL_ERROR,
+                         "the conversation's session could not be recorded", NULL);
+    }
+    PQclear(res);
+    return run_in_session(r, call, id);
+}
+
+/* tools/call of a session tool in a conversation with an Mcp-Session-Id: MHD_NO in *handled
+ * == false when the call is not a session's (it runs as a one-shot call). */
+static enum MHD_Result session_call(struct tc_request *r, struct mcp_call *call,
+                                    const struct tc_tool *tool, json_t *args, bool *handled)
+{
+    json_t *limits = json_object_get(args, "limits");
+    *handled = false;
+    if (json_object_get(args, "collect"))
+        return MHD_NO; /* what it collects is a one-shot run's */
+    /* Arguments that cannot run: the one-shot path answers them, with nothing opened */
+    json_t *code = json_object_get(args, "code"), *in = json_object_get(args, "stdin");
+    json_t *errors = json_array();
+    tc_exec_check_files(json_object_get(args, "files"), errors);
+    bool bad = !errors || json_array_size(errors) > 0 || !json_is_string(code) ||
+               json_string_length(code) > TC_EXEC_MAX_CODE_BYTES ||
+               (in && (!json_is_string(in) || json_string_length(in) > TC_EXEC_MAX_STDIN_BYTES)) ||
+               (limits && !json_is_object(limits));
+    json_decref(errors);
+    if (bad)
+        return MHD_NO;
+    char sid[37];
+    if (mcp_bound(r, call->mcp_session, tool->name, sid) < 0) {
+        *handled = true;
+        return rpc_error(r, 200, call->id, RPC_INTERNAL_ERROR, "the database is not reachable",
+                         NULL);
+    }
+    const char *k;
+    json_t *v;
+    if (sid[0] && json_is_object(limits))
+        json_object_foreach(limits, k, v) if (strcmp(k, "timeout_ms") != 0) return MHD_NO;
+    json_t *exec = json_object();
+    static const char *const keys[] = {"code", "stdin", "files"};
+    for (size_t i = 0; exec && i < TC_ARRAY_SIZE(keys); i++)
+        if (json_object_get(args, keys[i]))
+            json_object_set(exec, keys[i], json_object_get(args, keys[i]));
+    json_t *timeout = json_object_get(limits, "timeout_ms");
+    if (exec && timeout)
+        json_object_set(exec, "timeout_ms", timeout);
+    *handled = true;
+    if (!exec)
+        return MHD_NO;
+    json_decref(call->session_call);
+    call->session_call = exec;
+    if (sid[0])
+        return run_in_session(r, call, sid);
+    json_t *open = json_pack("{s:s}", "tool", tool->name);
+    if (open && json_is_object(limits))
+        json_object_set(open, "limits", limits);
+    if (!open)
+        return MHD_NO;
+    r->reply_filter = opened_reply;
+    return tc_api_session_create_json(r, open);
+}
+
 static enum MHD_Result tools_call(struct tc_request *r, struct mcp_call *call, json_t *params)
 {
     json_t *name = json_object_get(params, "name"), *args = json_object_get(params, "arguments");
@@ -582,6 +758,23 @@ static enum MHD_Result tools_call(struct tc_request *r, struct mcp_call *call, j
         }
     }
     struct tc_stream_tap tap = {.event = tap_event, .answer = tap_answer, .ud = call->stream};
+    if (call->mcp_session[0]) {
+        struct tc_policy *p = tc_server_policy(r->srv);
+        const struct tc_tool *t = tc_policy_tool(p, json_string_value(name));
+        bool handled = false;
+        enum MHD_Result sret = MHD_NO;
+        if (t && tc_api_session_allowed(t)) {
+            call->tap_store = tap;
+            call->tap = call->stream ? &call->tap_store : NULL;
+            sret = session_call(r, call, t, args, &handled);
+        }
+        tc_policy_unref(p);
+        if (handled) {
+            json_decref(body);
+            return sret;
+        }
+        r->reply_filter = tool_reply;
+    }
     return tc_api_execute_json(
         r, body, &(struct tc_execute_opts){.tap = call->stream ? &tap : NULL, .retry = tc_api_mcp});
 }
@@ -603,14 +796,32 @@ static enum MHD_Result initialize(struct tc_request *r, json_t *id, json_t *para
     for (size_t i = 0; i < TC_ARRAY_SIZE(versions); i++)
         if (strcmp(want, versions[i]) == 0)
             v = versions[i];
-    return rpc_result(
-        r, id,
-        json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion", v,
-                  "capabilities", "tools", "listChanged", 0, "serverInfo", "name", "toolcage",
-                  "title", "toolcage sandbox", "version", TOOLCAGE_VERSION, "instructions",
-                  "Each tool runs code in a fresh, isolated sandbox under its policy and returns"
-                  " the redacted output. Calls to tools that need a human's approval wait for it;"
-                  " if they are still waiting, call " WAIT_TOOL " with the execution id."));
+    /* The conversation's id (see "MCP sessions"); without the database, none: stateless. */
+    char sid[37];
+    random_uuid(sid);
+    const char *p[] = {sid, r->principal.tenant_id, r->principal.key_id};
+    PGresult *res = mcp_sql(r,
+                            "INSERT INTO mcp_sessions (id, tenant_id, api_key_id)"
+                            " VALUES ($1, $2, $3)",
+                            3, p);
+    if (!res) {
+        tc_log(TC_LOG_WARN, "mcp: no session for this client (it works stateless)", NULL);
+        sid[0] = '\0';
+    }
+    PQclear(res);
+    json_t *result = json_pack(
+        "{s:s, s:{s:{s:b}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion", v, "capabilities",
+        "tools", "listChanged", 0, "serverInfo", "name", "toolcage", "title", "toolcage sandbox",
+        "version", TOOLCAGE_VERSION, "instructions",
+        "Each tool runs code in an isolated sandbox under its policy and returns the redacted"
+        " output. Tools that allow it keep their interpreter or shell, variables and files"
+        " between the calls of this conversation (Mcp-Session-Id); the others start fresh each"
+        " call. Calls to tools that need a human's approval wait for it; if they are still"
+        " waiting, call " WAIT_TOOL " with the execution id.");
+    r->reply_filter = NULL;
+    return tc_respond_json_ex(
+        r, 200, json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id, "result", result),
+        "application/json", sid[0] ? "Mcp-Session-Id" : NULL, sid);
 }
 
 static bool version_supported(const char *v)
@@ -643,6 +854,22 @@ enum MHD_Result tc_api_mcp(struct tc_request *r)
     enum MHD_Result ret;
     json_t *id = json_object_get(msg, "id"), *method = json_object_get(msg, "method");
     json_t *params = json_object_get(msg, "params");
+    /* A conversation's id: known, this key's, live (initialize makes a new one). */
+    const char *msid = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Mcp-Session-Id");
+    bool initializing = json_is_string(method) && strcmp(json_string_value(method), "initialize") == 0;
+    if (msid && !initializing) {
+        int trc = mcp_session_touch(r, msid);
+        if (trc == -EIO) {
+            json_decref(msg);
+            return tc_respond_db_down(r);
+        }
+        if (trc < 0) {
+            ret = rpc_error(r, 404, id_ok(id) ? id : NULL, RPC_INVALID_REQUEST,
+                            "unknown or ended Mcp-Session-Id: initialize a new session", NULL);
+            json_decref(msg);
+            return ret;
+        }
+    }
     if (json_is_array(msg)) {
         ret = rpc_error(r, 400, NULL, RPC_INVALID_REQUEST,
                         "batches are not supported: send one message per request", NULL);
@@ -674,6 +901,8 @@ enum MHD_Result tc_api_mcp(struct tc_request *r)
             } else {
                 call->id = json_incref(id);
                 call->argument_errors_as_results = pv && strcmp(pv, "2025-11-25") == 0;
+                if (msid)
+                    snprintf(call->mcp_session, sizeof(call->mcp_session), "%s", msid);
                 if (r->reply_ctx && r->reply_ctx_free) /* run again after a wait for a slot */
                     r->reply_ctx_free(r->reply_ctx);
                 r->reply_ctx = call;
@@ -686,4 +915,39 @@ enum MHD_Result tc_api_mcp(struct tc_request *r)
     }
     json_decref(msg);
     return ret;
+}
+
+/* DELETE /mcp with Mcp-Session-Id: the conversation ends, and with it the sessions bound to
+ * it that live in this process (one on another replica ends when it is idle). */
+enum MHD_Result tc_api_mcp_delete(struct tc_request *r)
+{
+    const char *msid = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Mcp-Session-Id");
+    if (!msid)
+        return tc_respond_problem(r, 400, "validation", "Invalid request",
+                                  json_pack("[{s:s, s:s}]", "path", "Mcp-Session-Id", "message",
+                                            "required: the session to end"),
+                                  "the Mcp-Session-Id header names the session to end");
+    const char *p[] = {tc_uuid_valid(msid) ? msid : "00000000-0000-0000-0000-000000000000",
+                       r->principal.tenant_id, r->principal.key_id};
+    PGresult *res = mcp_sql(r,
+                            "UPDATE mcp_sessions SET ended_at = now() WHERE id = $1"
+                            " AND tenant_id = $2 AND api_key_id = $3 AND ended_at IS NULL"
+                            " RETURNING (SELECT coalesce(json_agg(session_id), '[]')::text"
+                            " FROM mcp_session_tools WHERE mcp_session_id = $1)",
+                            3, p);
+    if (!res)
+        return tc_respond_db_down(r);
+    if (PQntuples(res) != 1) {
+        PQclear(res);
+        return tc_respond_problem(r, 404, "not-found", "Not found", NULL,
+                                  "no live MCP session with this id belongs to your key");
+    }
+    json_t *ids = json_loads(PQgetvalue(res, 0, 0), 0, NULL);
+    PQclear(res);
+    size_t i;
+    json_t *v;
+    json_array_foreach(ids, i, v)
+        tc_api_session_end_here(r->principal.tenant_id, json_string_value(v) ?: "");
+    json_decref(ids);
+    return tc_respond_text(r, 204, "application/json", "", 0);
 }

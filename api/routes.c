@@ -50,6 +50,7 @@ static const struct tc_route routes[] = {
     {"POST", "/v1/credentials/{}/revoke", TC_ROLE_AGENT | TC_ROLE_ADMIN, tc_api_credentials_revoke},
     /* MCP (api/mcp.c): tool calls like POST /v1/execute, as JSON-RPC */
     {"POST", "/mcp", TC_ROLE_AGENT | TC_ROLE_ADMIN, tc_api_mcp},
+    {"DELETE", "/mcp", TC_ROLE_AGENT | TC_ROLE_ADMIN, tc_api_mcp_delete},
     {"GET", "/healthz", 0, tc_api_healthz},
     {"GET", "/readyz", 0, tc_api_readyz},
     {"GET", "/openapi.yaml", 0, tc_api_openapi},

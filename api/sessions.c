@@ -800,12 +800,26 @@ static json_t *session_spec(const struct tc_tool *tool, const char *id,
     return spec;
 }
 
+bool tc_api_session_allowed(const struct tc_tool *tool)
+{
+    json_t *reasons = NULL;
+    bool held = tc_approval_needed(tool, false, &reasons);
+    json_decref(reasons);
+    return tool->session && !held &&
+           !(json_object_size(json_object_get(tool->raw, "credentials")) &&
+             tc_approval_may_hold(tool, NULL));
+}
+
 enum MHD_Result tc_api_session_create(struct tc_request *r)
 {
     enum MHD_Result ret;
     json_t *body = tc_request_json(r, &ret);
-    if (!body)
-        return ret;
+    return body ? tc_api_session_create_json(r, body) : ret;
+}
+
+enum MHD_Result tc_api_session_create_json(struct tc_request *r, json_t *body)
+{
+    enum MHD_Result ret;
     json_t *errors = json_array();
     check_keys(body,
                (const char *const[]){"tool", "ttl_seconds", "idle_timeout_seconds", "limits", NULL},
@@ -1122,6 +1136,16 @@ enum MHD_Result tc_api_session_delete(struct tc_request *r)
     return tc_respond_json(r, 200, v);
 }
 
+bool tc_api_session_end_here(const char *tenant_id, const char *id)
+{
+    struct session *s = tc_uuid_valid(id) ? lookup(tenant_id, id) : NULL;
+    if (!s)
+        return false;
+    end_session(s, "deleted", true);
+    session_unref(s);
+    return true;
+}
+
 /* ---- a call ---- */
 
 static int file_op(struct session *s, json_t *op, const void *data, size_t len, json_t **ret_head,
@@ -1168,8 +1192,13 @@ enum MHD_Result tc_api_session_execute(struct tc_request *r)
 {
     enum MHD_Result ret;
     json_t *body = tc_request_json(r, &ret);
-    if (!body)
-        return ret;
+    return body ? tc_api_session_execute_json(r, body, NULL) : ret;
+}
+
+enum MHD_Result tc_api_session_execute_json(struct tc_request *r, json_t *body,
+                                            const struct tc_stream_tap *tap)
+{
+    enum MHD_Result ret;
     /* The session first: an id that names nothing is 404 whatever the body. */
     struct session *s =
         tc_uuid_valid(r->params[0]) ? lookup(r->principal.tenant_id, r->params[0]) : NULL;
@@ -1411,7 +1440,7 @@ enum MHD_Result tc_api_session_execute(struct tc_request *r)
     json_decref(body);
     /* Answered by call_answer() once the outcome is stored, whatever happens from here; or at
      * once with its events (Accept: text/event-stream), the call then its own. */
-    if (tc_stream_wanted(r)) {
+    if (tap || (!r->reply_filter && tc_stream_wanted(r))) {
         size_t nsec = 0;
         const char *const *sec = tc_grant_values(s->grant, &nsec);
         if (tc_exec_stream_new(c->exec_id, s->redactor, sec, nsec, c->limits[TC_LIMIT_OUTPUT_BYTES],
@@ -1424,10 +1453,17 @@ enum MHD_Result tc_api_session_execute(struct tc_request *r)
             json_pack("{s:s, s:s, s:s, s:s, s:o, s:s}", "id", c->exec_id, "tool", s->tool, "status",
                       "running", "created_at", c->created_at, "findings",
                       c->findings ? json_incref(c->findings) : json_array(), "session_id", s->id);
+        if (tap) /* MCP: its own answer from the same events (api/mcp.c) */
+            tc_exec_stream_tap(c->stream, tap);
         if (accepted)
             tc_exec_stream_event(c->stream, "execution", accepted);
         json_decref(accepted);
-        ret = tc_exec_stream_respond(r, tc_exec_stream_events(c->stream), NULL);
+        if (tap) {
+            r->reply_filter = NULL;
+            ret = tap->answer(tap->ud, r);
+        } else {
+            ret = tc_exec_stream_respond(r, tc_exec_stream_events(c->stream), NULL);
+        }
     } else {
         r->state = c;
         r->state_free = call_free;

@@ -346,6 +346,9 @@ function payload(meta, inst, stdin) {
   const base = meta.file.endsWith('.py') ? 'python' : 'shell';
   const p = { tool: toolFor(base, inst.backend), code };
   if (meta.limits) p.limits = meta.limits;
+  // an attack with no limits of its own gets the tool's, scaled like every timing bound here
+  // (a slow machine must not turn a refused attack into a timeout)
+  else if (SLOW > 1) p.limits = { timeout_ms: Math.min(10_000 * SLOW, 60_000), cpu_ms: Math.min(10_000 * SLOW, 60_000) };
   if (stdin !== undefined) p.stdin = stdin;
   return p;
 }

@@ -315,3 +315,50 @@ test('progress: the SDK client gets the output as notifications/progress while t
   assert.match(waited.content[0].text, /toolcage_wait/);
   assert.ok(later.length >= 3, `notes while held: ${later.length}`);
 });
+
+test('sessions: a conversation keeps its shell and files between calls (Mcp-Session-Id); another conversation shares nothing; DELETE ends it', async () => {
+  const a = await connect();
+  const sidA = a.transport.sessionId;
+  assert.match(sidA ?? '', UUID_RE, 'initialize gave an Mcp-Session-Id');
+  const t = tag();
+  const first = await callTool(a, 'shell', { code: `X=${t}; cd /tmp; echo ${t} > /workspace/kept.txt; echo set` });
+  assert.equal(first.isError, false, JSON.stringify(first));
+  const bound = first.structuredContent.session_id;
+  assert.match(bound ?? '', UUID_RE, 'the call ran in a session');
+  const second = await callTool(a, 'shell', { code: 'echo "$X $(pwd) $(cat /workspace/kept.txt)"' });
+  assert.equal(second.structuredContent.stdout, `${t} /tmp ${t}\n`, 'variables, cwd and files persist');
+  assert.equal(second.structuredContent.session_id, bound);
+  // a call with collect runs in a fresh sandbox of its own (one-shot), and leaves the session be
+  const oneShot = await callTool(a, 'shell', { code: 'echo "[$X]" > out.txt', collect: ['out.txt'] });
+  assert.equal(oneShot.structuredContent.files[0].content, '[]\n');
+  assert.equal(oneShot.structuredContent.session_id, undefined);
+  assert.equal((await callTool(a, 'shell', { code: 'echo $X' })).structuredContent.stdout, `${t}\n`);
+
+  // another conversation (same key): its own session, none of this one's state
+  const b = await connect();
+  assert.notEqual(b.transport.sessionId, sidA);
+  const other = await callTool(b, 'shell', { code: 'echo "[$X]"; cat /workspace/kept.txt 2>&1 || true' });
+  assert.notEqual(other.structuredContent.session_id, bound);
+  assert.match(other.structuredContent.stdout, /^\[\]\n.*No such file/s);
+  // a stateless client (no Mcp-Session-Id) runs one-shot
+  const raw = await rpc({ jsonrpc: '2.0', id: 5, method: 'tools/call', params: { name: 'shell', arguments: { code: 'echo "[$X]"' } } });
+  assert.equal(raw.json.result.structuredContent.stdout, '[]\n');
+  assert.equal(raw.json.result.structuredContent.session_id, undefined);
+  // another key (or tenant) cannot use the conversation's id
+  for (const key of [server.keys.admin, server.keys.otherAgent]) {
+    const res = await rpc({ jsonrpc: '2.0', id: 6, method: 'ping' }, { key, headers: { 'mcp-session-id': sidA } });
+    assert.equal(res.status, 404, res.text);
+  }
+
+  // DELETE /mcp (the SDK's terminateSession) ends the conversation and its session
+  await a.transport.terminateSession();
+  const s = (await server.request('GET', `/v1/sessions/${bound}`, { key: server.keys.agent })).json;
+  assert.equal(s.status, 'ended');
+  assert.equal(s.ended_reason, 'deleted');
+  const stale = await rpc({ jsonrpc: '2.0', id: 7, method: 'ping' }, { headers: { 'mcp-session-id': sidA } });
+  assert.equal(stale.status, 404, 'an ended conversation\'s id is unknown: initialize again');
+  assert.equal(stale.json.error.code, -32600);
+  assertProblem(await server.request('DELETE', '/mcp', { key: server.keys.agent, headers: { 'mcp-session-id': sidA } }), 404, 'not-found');
+  assertProblem(await server.request('DELETE', '/mcp', { key: server.keys.agent }), 400, 'validation');
+  await b.transport.terminateSession();
+});

@@ -173,8 +173,12 @@ test('daily budgets: CPU seconds in a rolling day, counted from what ran; beyond
   assert.equal(res.json.daily.cpu_seconds_per_day, 1);
   assert.equal(res.json.daily.source, 'tenant');
   const before = res.json.daily.cpu_seconds_used;
-  // A program that burns about two seconds of CPU (the busy loop is the shell's own).
-  const burn = await server.execute({ tool: 'shell', code: 'end=$((SECONDS+2)); while [ $SECONDS -lt $end ]; do :; done; echo burnt' });
+  // A program that burns 1.2 s of CPU, measured by its own clock (utime + stime in
+  // /proc/$$/stat, in ticks of 10 ms): on a busy machine it takes longer, not less CPU.
+  const burn = await server.execute({
+    tool: 'shell',
+    code: 'while :; do for ((i = 0; i < 20000; i++)); do :; done; read -r -a f < /proc/$$/stat; (( f[13] + f[14] >= 120 )) && break; done; echo burnt',
+  });
   assert.equal(burn.json.stdout, 'burnt\n');
   assert.ok(burn.json.cpu_ms >= 1000, `cpu_ms ${burn.json.cpu_ms}`);
   const q = await quotaOf();

@@ -885,9 +885,9 @@ export interface paths {
         /**
          * Model Context Protocol (Streamable HTTP), one JSON-RPC message per request
          * @description Roles `agent`, `admin` (a bearer API key, like every `/v1` route).
-         *     Stateless Streamable HTTP: each POST carries one JSON-RPC 2.0 message
-         *     and is answered with one `application/json` message (no
-         *     `Mcp-Session-Id`; `GET` is `405`), except a `tools/call` that asks for
+         *     Streamable HTTP: each POST carries one JSON-RPC 2.0 message and is
+         *     answered with one `application/json` message (`GET` is `405`), except a
+         *     `tools/call` that asks for
          *     progress (`params._meta.progressToken`) from a client that accepts
          *     `text/event-stream`: once the call runs (or is held), its answer is an
          *     event stream of `notifications/progress` (the program's redacted
@@ -896,6 +896,22 @@ export interface paths {
          *     JSON-RPC response, each as `event: message`. Protocol versions `2025-11-25`
          *     and `2025-06-18` (negotiated by `initialize`); a request whose
          *     `MCP-Protocol-Version` header names another is refused (`400`).
+         *
+         *     Sessions: `initialize` answers an `Mcp-Session-Id` header (bound to the
+         *     API key; it lapses after a day without use, or with `DELETE /mcp`). A
+         *     request that carries one that is unknown, another key's, ended or
+         *     lapsed gets `404` (a JSON-RPC error): initialize again. In a
+         *     conversation with an id, a `tools/call` of a tool that may be opened as
+         *     a session (`session.enabled`, calls not held for approval) runs in that
+         *     tool's session for the conversation, opened on its first call (with
+         *     that call's `limits`) and again if it has ended: the interpreter or
+         *     shell, variables and files persist between the model's calls, and its
+         *     `structuredContent` carries the `session_id`. A call with `collect`, or
+         *     with `limits` other than `timeout_ms` once the session is open, runs in
+         *     a fresh sandbox of its own. Clients that send no `Mcp-Session-Id` get
+         *     a fresh sandbox for every call. A session lives on the server process
+         *     that opened it: a call that reaches another replica is an `isError`
+         *     result (`session-elsewhere`).
          *
          *     Methods: `initialize`, `ping`, `tools/list` (every tool of the policy,
          *     with an `inputSchema` of `code`, `stdin`, `files`, `limits` bounded by
@@ -924,7 +940,14 @@ export interface paths {
          *     (a web page) is refused with `403`.
          */
         post: operations["mcp"];
-        delete?: never;
+        /**
+         * End an MCP session (Mcp-Session-Id) and the sessions bound to it
+         * @description Roles `agent`, `admin`, for a session its own key opened. The
+         *     conversation's id stops being accepted (`404` from then on), and the
+         *     toolcage sessions bound to it end (`ended_reason` `deleted`); one that
+         *     lives on another replica ends when it is idle.
+         */
+        delete: operations["mcpEndSession"];
         options?: never;
         head?: never;
         patch?: never;
@@ -3842,8 +3865,47 @@ export interface operations {
                     "application/json": components["schemas"]["JsonRpcResponse"];
                 };
             };
+            /** @description The `Mcp-Session-Id` is unknown, another key's, ended or lapsed (`-32600`); initialize a new session. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JsonRpcResponse"];
+                };
+            };
             405: components["responses"]["MethodNotAllowed"];
             413: components["responses"]["BodyTooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    mcpEndSession: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The session to end (required; `400` without it). */
+                "Mcp-Session-Id"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Ended. */
+            204: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
