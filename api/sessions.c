@@ -1639,6 +1639,45 @@ enum MHD_Result tc_api_session_file_put(struct tc_request *r)
     struct session *s = files_session(r, &ret);
     if (!s)
         return ret;
+    /* Screened as a call's file would be: code in the session can run what it uploads. */
+    char *b64 = tc_b64_encode(r->body.data ? r->body.data : "", r->body.len);
+    json_t *screen = b64 ? json_pack("{s:s, s:s, s:[{s:s, s:s, s:s}]}", "tool", s->tool, "code",
+                                     "", "files", "path", path, "content", b64, "encoding",
+                                     "base64")
+                         : NULL;
+    free(b64);
+    json_t *findings = NULL;
+    if (!screen || tc_prescreen_request(s->t, screen, &findings) < 0) {
+        json_decref(screen);
+        session_unref(s);
+        return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
+                                  "the pre-screen could not run, so the file was not written");
+    }
+    enum tc_prescreen_action action = tc_prescreen_decide(s->t, findings);
+    if (action == TC_ACTION_BLOCK || action == TC_ACTION_APPROVE) {
+        json_t *f = tc_api_findings_errors(findings, screen);
+        bool block = action == TC_ACTION_BLOCK;
+        if (file_audit(r, s, "session.file.put", path,
+                       json_pack("{s:I, s:s, s:O}", "size", (json_int_t)r->body.len, "refused",
+                                 block ? "blocked" : "approval-required", "findings",
+                                 findings)) < 0) {
+            json_decref(f);
+            ret = tc_respond_db_down(r);
+        }
+        else if (block)
+            ret = tc_respond_problem(r, 403, "blocked-by-prescreen", "Blocked by pre-screen", f,
+                                     "the pre-screen blocked this file (see errors); it was not "
+                                     "written");
+        else
+            ret = tc_respond_problem(r, 422, "approval-required", "Approval required", f,
+                                     "the pre-screen holds this file for a person's approval, "
+                                     "which an upload cannot wait for; it was not written");
+        json_decref(screen);
+        json_decref(findings);
+        session_unref(s);
+        return ret;
+    }
+    json_decref(screen);
     json_t *head = NULL;
     int rc = file_op(s, json_pack("{s:s, s:s}", "op", "put", "path", path), r->body.data,
                      r->body.len, &head, NULL, NULL);
@@ -1649,16 +1688,20 @@ enum MHD_Result tc_api_session_file_put(struct tc_request *r)
     if (rc < 0) {
         ret = file_problem(r, rc, path);
     } else if (file_audit(r, s, "session.file.put", path,
-                          json_pack("{s:I, s:s, s:b}", "size", (json_int_t)r->body.len, "sha256",
-                                    sum, "created", created)) < 0) {
+                          json_pack("{s:I, s:s, s:b, s:o}", "size", (json_int_t)r->body.len,
+                                    "sha256", sum, "created", created, "findings",
+                                    findings ? findings : json_array())) < 0) {
+        findings = NULL;
         ret = tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
                                  "the file was written but its audit record was not: the "
                                  "database is not reachable");
     } else {
+        findings = NULL;
         ret = tc_respond_json(r, created ? 201 : 200,
                               json_pack("{s:s, s:I, s:s}", "path", path, "size",
                                         (json_int_t)r->body.len, "sha256", sum));
     }
+    json_decref(findings);
     session_unref(s);
     return ret;
 }

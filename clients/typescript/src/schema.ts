@@ -218,8 +218,11 @@ export interface paths {
          *     Missing directories are made. The file is written aside and renamed
          *     over the name: code running in the session sees the old file or the
          *     new one, and a symbolic link of that name is replaced, not followed.
-         *     Owned by the sandbox's user, mode 0644. Audited (`session.file.put`,
-         *     with size and SHA-256).
+         *     Owned by the sandbox's user, mode 0644. Pre-screened as a call's file
+         *     would be (code in the session can run it): a block is `403
+         *     blocked-by-prescreen`, a hold `422 approval-required` (an upload cannot
+         *     wait for a person), and nothing is written. Audited
+         *     (`session.file.put`, with size, SHA-256 and findings; a refusal too).
          */
         put: operations["putSessionFile"];
         post?: never;
@@ -2246,6 +2249,44 @@ export interface components {
             };
         };
         /**
+         * @description `urn:toolcage:problem:forbidden`: the key's role may not use this
+         *     operation. `urn:toolcage:problem:blocked-by-prescreen`: the pre-screen
+         *     blocked the file (`errors` names the findings); nothing was written.
+         */
+        UploadForbidden: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @enum {unknown} */
+                    type?: "urn:toolcage:problem:forbidden" | "urn:toolcage:problem:blocked-by-prescreen";
+                    /** @constant */
+                    status?: 403;
+                };
+            };
+        };
+        /**
+         * @description `urn:toolcage:problem:approval-required`: the pre-screen would hold the
+         *     file for a person's approval, which an upload cannot wait for; nothing
+         *     was written.
+         */
+        UploadUnprocessable: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"] & {
+                    /** @constant */
+                    type?: "urn:toolcage:problem:approval-required";
+                    /** @constant */
+                    status?: 422;
+                };
+            };
+        };
+        /**
          * @description `urn:toolcage:problem:session-not-allowed`: the tool's policy does not
          *     allow sessions, or its calls are held for approval.
          *     `urn:toolcage:problem:limit-exceeds-policy`: a TTL, idle timeout or limit
@@ -2847,11 +2888,12 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
+            403: components["responses"]["UploadForbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             409: components["responses"]["FileConflict"];
             413: components["responses"]["BodyTooLarge"];
+            422: components["responses"]["UploadUnprocessable"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
             507: components["responses"]["WorkspaceFull"];
