@@ -57,8 +57,8 @@ struct mcp_call {
     /* 2025-11-25 (SEP-1303): arguments that fail validation are a tool error the model can
      * read and correct (isError), not a protocol error; -32602 before that revision */
     bool argument_errors_as_results;
-    char mcp_session[37];  /* Mcp-Session-Id, validated (or empty: a stateless client) */
-    json_t *session_call;  /* the call to run once its session is open (opened_reply) */
+    char mcp_session[37];            /* Mcp-Session-Id, validated (or empty: a stateless client) */
+    json_t *session_call;            /* the call to run once its session is open (opened_reply) */
     const struct tc_stream_tap *tap; /* progress for it, or NULL */
     struct tc_stream_tap tap_store;
 };
@@ -573,12 +573,12 @@ static int mcp_session_touch(struct tc_request *r, const char *id)
     if (!tc_uuid_valid(id))
         return -ENOENT;
     const char *p[] = {id, r->principal.tenant_id, r->principal.key_id};
-    PGresult *res = mcp_sql(r,
-                            "UPDATE mcp_sessions SET last_used_at = now() WHERE id = $1"
-                            " AND tenant_id = $2 AND api_key_id = $3 AND ended_at IS NULL"
-                            " AND last_used_at > now() - interval '" MCP_SESSION_IDLE
-                            "' RETURNING 1",
-                            3, p);
+    PGresult *res =
+        mcp_sql(r,
+                "UPDATE mcp_sessions SET last_used_at = now() WHERE id = $1"
+                " AND tenant_id = $2 AND api_key_id = $3 AND ended_at IS NULL"
+                " AND last_used_at > now() - interval '" MCP_SESSION_IDLE "' RETURNING 1",
+                3, p);
     int rc = !res ? -EIO : PQntuples(res) == 1 ? 0 : -ENOENT;
     PQclear(res);
     return rc;
@@ -810,9 +810,9 @@ static enum MHD_Result initialize(struct tc_request *r, json_t *id, json_t *para
     }
     PQclear(res);
     json_t *result = json_pack(
-        "{s:s, s:{s:{s:b}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion", v, "capabilities",
-        "tools", "listChanged", 0, "serverInfo", "name", "toolcage", "title", "toolcage sandbox",
-        "version", TOOLCAGE_VERSION, "instructions",
+        "{s:s, s:{s:{s:b}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion", v, "capabilities", "tools",
+        "listChanged", 0, "serverInfo", "name", "toolcage", "title", "toolcage sandbox", "version",
+        TOOLCAGE_VERSION, "instructions",
         "Each tool runs code in an isolated sandbox under its policy and returns the redacted"
         " output. Tools that allow it keep their interpreter or shell, variables and files"
         " between the calls of this conversation (Mcp-Session-Id); the others start fresh each"
@@ -856,7 +856,8 @@ enum MHD_Result tc_api_mcp(struct tc_request *r)
     json_t *params = json_object_get(msg, "params");
     /* A conversation's id: known, this key's, live (initialize makes a new one). */
     const char *msid = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Mcp-Session-Id");
-    bool initializing = json_is_string(method) && strcmp(json_string_value(method), "initialize") == 0;
+    bool initializing =
+        json_is_string(method) && strcmp(json_string_value(method), "initialize") == 0;
     if (msid && !initializing) {
         int trc = mcp_session_touch(r, msid);
         if (trc == -EIO) {

@@ -1513,14 +1513,14 @@ enum MHD_Result tc_api_session_execute_json(struct tc_request *r, json_t *body,
  * refuses any path through a symbolic link or onto another mount); downloads are redacted like
  * collected files; every operation is audited (a download before its bytes leave). */
 
-#define FILE_OP_MS   10000     /* the launcher answers in milliseconds; this is its bound */
+#define FILE_OP_MS   10000 /* the launcher answers in milliseconds; this is its bound */
 #define FILE_GET_MAX (16u << 20)
 
 /* The live session the request names (a reference), or NULL with the answer in *ret. */
 static struct session *files_session(struct tc_request *r, enum MHD_Result *ret)
 {
-    struct session *s = tc_uuid_valid(r->params[0]) ? lookup(r->principal.tenant_id, r->params[0])
-                                                    : NULL;
+    struct session *s =
+        tc_uuid_valid(r->params[0]) ? lookup(r->principal.tenant_id, r->params[0]) : NULL;
     bool live = false;
     if (s) {
         pthread_mutex_lock(&ss.mu);
@@ -1568,8 +1568,7 @@ static enum MHD_Result file_problem(struct tc_request *r, int rc, const char *pa
     case -EISDIR:
     case -EPERM:
     case -ENOTEMPTY:
-        return tc_respond_problem(r, 409, "not-a-file", "Not a file", NULL,
-                                  "%s is %s", path,
+        return tc_respond_problem(r, 409, "not-a-file", "Not a file", NULL, "%s is %s", path,
                                   rc == -EISDIR      ? "a directory"
                                   : rc == -ENOTEMPTY ? "a directory that is not empty"
                                                      : "not a regular file (a FIFO, socket, ...)");
@@ -1602,8 +1601,8 @@ static enum MHD_Result file_problem(struct tc_request *r, int rc, const char *pa
 }
 
 /* One audit record for a file operation; 0 or -EIO. */
-static int file_audit(struct tc_request *r, struct session *s, const char *action,
-                      const char *path, json_t *more)
+static int file_audit(struct tc_request *r, struct session *s, const char *action, const char *path,
+                      json_t *more)
 {
     json_t *ev = json_pack("{s:s, s:s, s:o, s:s, s:s, s:s}", "action", action, "tenant_id",
                            s->tenant_id, "actor", tc_auth_actor(&r->principal), "tool", s->tool,
@@ -1641,9 +1640,8 @@ enum MHD_Result tc_api_session_file_put(struct tc_request *r)
         return ret;
     /* Screened as a call's file would be: code in the session can run what it uploads. */
     char *b64 = tc_b64_encode(r->body.data ? r->body.data : "", r->body.len);
-    json_t *screen = b64 ? json_pack("{s:s, s:s, s:[{s:s, s:s, s:s}]}", "tool", s->tool, "code",
-                                     "", "files", "path", path, "content", b64, "encoding",
-                                     "base64")
+    json_t *screen = b64 ? json_pack("{s:s, s:s, s:[{s:s, s:s, s:s}]}", "tool", s->tool, "code", "",
+                                     "files", "path", path, "content", b64, "encoding", "base64")
                          : NULL;
     free(b64);
     json_t *findings = NULL;
@@ -1659,12 +1657,11 @@ enum MHD_Result tc_api_session_file_put(struct tc_request *r)
         bool block = action == TC_ACTION_BLOCK;
         if (file_audit(r, s, "session.file.put", path,
                        json_pack("{s:I, s:s, s:O}", "size", (json_int_t)r->body.len, "refused",
-                                 block ? "blocked" : "approval-required", "findings",
-                                 findings)) < 0) {
+                                 block ? "blocked" : "approval-required", "findings", findings)) <
+            0) {
             json_decref(f);
             ret = tc_respond_db_down(r);
-        }
-        else if (block)
+        } else if (block)
             ret = tc_respond_problem(r, 403, "blocked-by-prescreen", "Blocked by pre-screen", f,
                                      "the pre-screen blocked this file (see errors); it was not "
                                      "written");
@@ -1718,9 +1715,9 @@ enum MHD_Result tc_api_session_file_get(struct tc_request *r)
     json_t *head = NULL;
     char *data = NULL, *out = NULL;
     size_t len = 0, olen = 0;
-    int rc = file_op(s, json_pack("{s:s, s:s, s:I}", "op", "get", "path", path, "max",
-                                  (json_int_t)FILE_GET_MAX),
-                     NULL, 0, &head, &data, &len);
+    int rc = file_op(
+        s, json_pack("{s:s, s:s, s:I}", "op", "get", "path", path, "max", (json_int_t)FILE_GET_MAX),
+        NULL, 0, &head, &data, &len);
     json_decref(head);
     json_t *counts = json_object();
     if (rc == 0) {
@@ -1744,8 +1741,8 @@ enum MHD_Result tc_api_session_file_get(struct tc_request *r)
     } else {
         char hv[24];
         snprintf(hv, sizeof(hv), "%lld", (long long)n);
-        ret = tc_respond_bytes(r, 200, "application/octet-stream", out, olen,
-                               "Toolcage-Redactions", hv);
+        ret = tc_respond_bytes(r, 200, "application/octet-stream", out, olen, "Toolcage-Redactions",
+                               hv);
         out = NULL;
     }
     free(out);
@@ -1764,8 +1761,8 @@ enum MHD_Result tc_api_session_file_delete(struct tc_request *r)
     if (!s)
         return ret;
     json_t *head = NULL;
-    int rc = file_op(s, json_pack("{s:s, s:s}", "op", "delete", "path", path), NULL, 0, &head,
-                     NULL, NULL);
+    int rc = file_op(s, json_pack("{s:s, s:s}", "op", "delete", "path", path), NULL, 0, &head, NULL,
+                     NULL);
     json_decref(head);
     if (rc < 0)
         ret = file_problem(r, rc, path);
@@ -1816,8 +1813,8 @@ enum MHD_Result tc_api_session_files_list(struct tc_request *r)
             strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
         items[k] = json_pack("{s:o, s:O, s:O, s:O, s:s}", "path",
                              tc_exec_redact_string(&filter, p, strlen(p), counts), "type",
-                             json_object_get(e, "type"), "size", json_object_get(e, "size"),
-                             "mode", json_object_get(e, "mode"), "modified_at", when);
+                             json_object_get(e, "type"), "size", json_object_get(e, "size"), "mode",
+                             json_object_get(e, "mode"), "modified_at", when);
         if (items[k])
             k++;
     }

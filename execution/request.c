@@ -192,8 +192,8 @@ int tc_exec_file_bytes(json_t *file, unsigned char **ret, size_t *ret_len)
         size_t len = 0;
         if (!out)
             return -ENOMEM;
-        if (sodium_base642bin(out, n + 1, c, n, NULL, &len, NULL,
-                              sodium_base64_VARIANT_ORIGINAL) != 0) {
+        if (sodium_base642bin(out, n + 1, c, n, NULL, &len, NULL, sodium_base64_VARIANT_ORIGINAL) !=
+            0) {
             free(out);
             return -EINVAL;
         }

@@ -472,8 +472,8 @@ int tc_ws_put(int dirfd, const char *rel, const void *data, size_t len, uid_t ui
      * and a symbolic link (or FIFO) of that name is replaced, never followed */
     unsigned char rnd[8];
     randombytes_buf(rnd, sizeof(rnd));
-    snprintf(tmp, sizeof(tmp), ".toolcage-upload-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0],
-             rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+    snprintf(tmp, sizeof(tmp), ".toolcage-upload-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1],
+             rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
     int fd = openat(pfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0)
         return -errno;

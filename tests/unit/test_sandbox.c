@@ -462,8 +462,8 @@ TEST(workspace_file_ops)
     size_t len = 0;
 
     CHECK(tc_ws_path_ok("a/b.txt") && tc_ws_path_ok("x"));
-    const char *bad[] = {"", "/etc/passwd", "../x", "a/../b", "a/./b", "a//b", "a/", ".", "a\\b",
-                         "a\tb"};
+    const char *bad[] = {"",     "/etc/passwd", "../x", "a/../b", "a/./b",
+                         "a//b", "a/",          ".",    "a\\b",   "a\tb"};
     for (size_t i = 0; i < TC_ARRAY_SIZE(bad); i++) {
         CHECK(!tc_ws_path_ok(bad[i]));
         CHECK(tc_ws_put(d, bad[i], "x", 1, 0, 0, NULL) == -EINVAL);
@@ -536,7 +536,7 @@ TEST(workspace_file_ops)
     json_decref(l);
 
     close(d);
-    char cmd[PATH_MAX + 32];
+    char cmd[2 * PATH_MAX + 32];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s' '%s'", dir, outside);
     CHECK(system(cmd) == 0);
 }
