@@ -88,10 +88,12 @@ struct session {
     int64_t limits[TC_LIMIT__COUNT];
     int64_t ttl_s, idle_s, expires_ms, last_ms;
     bool plots, in_registry, launched;
-    bool busy;              /* a call has the session (from its admission to its end) */
-    const char *end_reason; /* set once: why it ends */
-    bool end_recorded;      /* the database says so (or will: queued for the keeper) */
-    struct call *call;      /* the call the driver runs now (armed), or NULL */
+    bool busy;                  /* a call has the session (from its admission to its end) */
+    const char *end_reason;     /* set once: why it ends */
+    bool end_recorded;          /* the database says so (or will: queued for the keeper) */
+    struct session *retry_next; /* in ss.retry: its end could not be recorded yet */
+    const char *retry_reason;
+    struct call *call; /* the call the driver runs now (armed), or NULL */
     struct tc_buf stray[2];
     int64_t cpu_calls_ms; /* what calls reported, for the session's CPU accounting */
     int64_t cpu_left_ms;  /* the sandbox's CPU the calls did not report (at its end) */
@@ -102,6 +104,8 @@ static struct {
     pthread_cond_t cv;
     struct session *list;
     struct session *ended; /* ends the sandbox caused, for the keeper to record (next chain) */
+    struct session *retry; /* ends the database did not take, retried (retry_next chain) */
+    int64_t retry_ms;      /* when the keeper tries them again */
     struct tc_server *srv;
     pthread_t keeper;
     unsigned launched;  /* sessions whose sandbox has not given its result yet */
@@ -157,9 +161,11 @@ static void unlink_locked(struct session *s)
     session_unref_locked(s);
 }
 
+#define RETRY_END_MS 2000 /* an end the database did not take is tried again this often */
+
 /* The session's end in the database (guarded: only an active row) with its audit record, and
- * its credentials revoked. Blocks on the database: never under ss.mu. */
-static void record_end(struct session *s, const char *reason)
+ * its credentials revoked. Blocks on the database: never under ss.mu. 0 or -EIO. */
+static int record_end(struct session *s, const char *reason)
 {
     struct tc_server *srv = ss.srv;
     PGconn *c = tc_db_acquire(srv->db, 5000);
@@ -189,16 +195,27 @@ static void record_end(struct session *s, const char *reason)
     if (c && !tc_grant_empty(s->grant) && tc_broker_release(c, srv->keys, s->id) < 0)
         rc = -EIO;
     tc_db_release(srv->db, c);
-    if (rc < 0) /* the sweeper ends it once this process is gone; logged for the operator */
-        tc_log(TC_LOG_ERROR, "recording a session's end failed", "{s:s, s:s}", "session_id", s->id,
-               "reason", reason);
+    if (rc < 0) /* the keeper tries again (and the sweeper ends it if this process dies) */
+        tc_log(TC_LOG_ERROR, "recording a session's end failed (retried)", "{s:s, s:s}",
+               "session_id", s->id, "reason", reason);
     else
         tc_log(TC_LOG_INFO, "session ended", "{s:s, s:s}", "session_id", s->id, "reason", reason);
+    return rc < 0 ? -EIO : 0;
+}
+
+/* An end the database did not take: the keeper records it later (with a reference). */
+static void retry_end_locked(struct session *s, const char *reason)
+{
+    s->refs++;
+    s->retry_reason = reason;
+    s->retry_next = ss.retry;
+    ss.retry = s;
 }
 
 /* End s for reason (the first reason wins): no new call, the sandbox killed. record: write
- * the end now (callers that may block); else the keeper does. */
-static void end_session(struct session *s, const char *reason, bool record)
+ * the end now (callers that may block); else the keeper does. -EIO: the end is not stored yet
+ * (the keeper retries it). */
+static int end_session(struct session *s, const char *reason, bool record)
 {
     pthread_mutex_lock(&ss.mu);
     bool first = !s->end_reason;
@@ -210,12 +227,17 @@ static void end_session(struct session *s, const char *reason, bool record)
         s->end_recorded = true;
     bool launched = s->launched;
     pthread_mutex_unlock(&ss.mu);
-    if (do_record)
-        record_end(s, reason);
+    int rc = do_record ? record_end(s, reason) : 0;
+    if (rc < 0) {
+        pthread_mutex_lock(&ss.mu);
+        retry_end_locked(s, reason);
+        pthread_mutex_unlock(&ss.mu);
+    }
     if (launched && tc_server_begin(ss.srv)) {
         (void)tc_launcher_cancel(ss.srv->launcher, s->id);
         tc_server_end(ss.srv);
     }
+    return rc;
 }
 
 /* ---- a call's end ---- */
@@ -531,17 +553,37 @@ static void *keeper_main(void *arg)
             bool rec = !s->end_recorded;
             s->end_recorded = true;
             pthread_mutex_unlock(&ss.mu);
-            if (rec)
-                record_end(s, s->end_reason);
+            bool failed = rec && record_end(s, s->end_reason) < 0;
             if (s->cpu_left_ms > 0)
                 add_usage(s->tenant_id, s->cpu_left_ms);
             pthread_mutex_lock(&ss.mu);
+            if (failed)
+                retry_end_locked(s, s->end_reason);
             session_unref_locked(s); /* the launcher's */
         }
         if (ss.quit && !ss.list)
             break;
         /* timers */
         int64_t now = tc_now_ms();
+        if (ss.retry && now >= ss.retry_ms) { /* ends the database did not take, again */
+            struct session *list = ss.retry;
+            ss.retry = NULL;
+            ss.retry_ms = now + RETRY_END_MS;
+            pthread_mutex_unlock(&ss.mu);
+            while (list) {
+                struct session *s = list;
+                list = s->retry_next;
+                s->retry_next = NULL;
+                bool failed = record_end(s, s->retry_reason) < 0;
+                pthread_mutex_lock(&ss.mu);
+                if (failed)
+                    retry_end_locked(s, s->retry_reason);
+                session_unref_locked(s);
+                pthread_mutex_unlock(&ss.mu);
+            }
+            pthread_mutex_lock(&ss.mu);
+            continue;
+        }
         struct session *end = NULL, *intr = NULL;
         const char *why = NULL;
         for (struct session *s = ss.list; s && !end && !intr; s = s->next) {
@@ -586,6 +628,14 @@ static void *keeper_main(void *arg)
         }
         if (!ss.ended)
             pthread_cond_timedwait(&ss.cv, &ss.mu, &ts);
+    }
+    /* stopping with ends still unstored: the sweeper ends them once this instance is gone */
+    while (ss.retry) {
+        struct session *s = ss.retry;
+        ss.retry = s->retry_next;
+        tc_log(TC_LOG_ERROR, "a session's end is not stored (the sweeper will end it)",
+               "{s:s, s:s}", "session_id", s->id, "reason", s->retry_reason);
+        session_unref_locked(s);
     }
     pthread_mutex_unlock(&ss.mu);
     return NULL;
@@ -1120,8 +1170,12 @@ enum MHD_Result tc_api_session_delete(struct tc_request *r)
         return not_found(r);
     struct session *s = lookup(r->principal.tenant_id, r->params[0]);
     if (s) {
-        end_session(s, "deleted", true);
+        int erc = end_session(s, "deleted", true);
         session_unref(s);
+        if (erc < 0)
+            return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
+                                      "the session has ended (its processes are killed), but the "
+                                      "database did not take its end yet: it is retried");
     }
     json_t *v = NULL;
     int rc = load_session(r->srv, r->principal.tenant_id, r->params[0], &v);

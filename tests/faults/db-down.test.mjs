@@ -4,6 +4,7 @@
 // back every operation answers as before. The table is openapi/openapi.yaml itself, so a new
 // operation is covered the day it is declared.
 import { test, before, after } from 'node:test';
+import { spawnSync } from 'node:child_process';
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -104,4 +105,46 @@ test('every operation: 503 unavailable while PostgreSQL is down (none needing it
     assert.equal(status, up[o.name], `${o.name} after the restart`);
   }
   report(t, 'database down', { operations: ops.length, answered_503: Object.values(down).filter((s) => s === 503).length, slowest_ms: Math.round(slowest) });
+});
+
+test('a session that ends while PostgreSQL is down: its processes die at once, and its end is stored once PostgreSQL is back', async (t) => {
+  const opened = await server.request('POST', '/v1/sessions', { key: server.keys.agent, json: { tool: 'mark', idle_timeout_seconds: 2 } });
+  assert.equal(opened.status, 201, opened.text);
+  const id = opened.json.id;
+  const tag = `keep-${crypto.randomBytes(6).toString('hex')}`;
+  const call = await server.request('POST', `/v1/sessions/${id}/execute`, {
+    key: server.keys.agent, json: { code: `(bash -c 'sleep 3000; : ${tag}' &) ; echo started` },
+  });
+  assert.equal(call.json.stdout, 'started\n', call.text);
+  const procs = () => spawnSync('pgrep', ['-f', tag], { encoding: 'utf8' }).stdout.split('\n').filter(Boolean);
+  assert.ok(procs().length > 0, 'the background process runs');
+
+  await pgStop();
+  let gone = false;
+  try {
+    // the idle timeout ends it: the kill does not wait for the database
+    const until = Date.now() + 15_000 * SLOW;
+    while (!gone && Date.now() < until) {
+      await new Promise((r) => setTimeout(r, 200));
+      gone = procs().length === 0;
+    }
+  } finally {
+    await pgStart();
+  }
+  assert.ok(gone, 'the session\'s processes outlived its end');
+  // the keeper retries the end until the database takes it
+  let row = '';
+  const until = Date.now() + 30_000 * SLOW;
+  while (Date.now() < until) {
+    row = (await server.sql(`SELECT status || ' ' || coalesce(ended_reason, '') FROM sessions WHERE id = '${id}'`).catch(() => '')).trim();
+    if (row.startsWith('ended')) break;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  assert.equal(row, 'ended idle_timeout');
+  // and it was the retry that stored it: the first try met the database down
+  const failed = server.logTail(400).split('\n').filter((l) => l.includes("recording a session's end failed") && l.includes(id));
+  assert.ok(failed.length >= 1, 'the end was first tried while the database was down');
+  const audit = (await server.sql(`SELECT count(*) FROM audit_log WHERE action = 'session.end' AND record->>'session_id' = '${id}'`)).trim();
+  assert.equal(audit, '1', 'one session.end record');
+  report(t, 'session end while the database was down', { stored: row });
 });

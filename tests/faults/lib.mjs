@@ -56,7 +56,7 @@ export function faultPolicy(dir) {
   fs.writeFileSync(policy, JSON.stringify({
     version: 1,
     tools: {
-      mark: tool({}),
+      mark: tool({ session: { enabled: true, max_ttl_seconds: 600, max_idle_seconds: 600 } }),
       deploy: tool({ tier: 'human_approve', irreversible: true, approval: { ttl_seconds: 3600, approvers: 1 } }),
     },
   }, null, 2));
