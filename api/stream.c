@@ -122,6 +122,15 @@ static void push_end(struct tc_events *e, const struct tc_stream_tap *tap, json_
             (void)push_text(e, tap, names[k], s + from, n - from, *out, *err);
         }
     }
+    /* the egress proxy reports a sandbox's connections when it ends: each one, then the result */
+    size_t i;
+    json_t *att;
+    json_array_foreach(json_object_get(view, "network"), i, att)
+    {
+        (void)tc_events_push(e, "network", NULL, att, true);
+        if (tap && tap->event)
+            tap->event(tap->ud, "network", att);
+    }
     (void)tc_events_push(e, "result", "end", view, true);
     if (tap && tap->event)
         tap->event(tap->ud, "result", view);
@@ -187,6 +196,15 @@ void tc_exec_stream_event(struct tc_exec_stream *s, const char *event, json_t *d
     pthread_mutex_lock(&s->mu);
     (void)tc_events_push(s->e, event, NULL, data, true);
     tell(s, event, data);
+    if (strcmp(event, "execution") == 0) { /* then each pre-screen finding, before any output */
+        size_t i;
+        json_t *f;
+        json_array_foreach(json_object_get(data, "findings"), i, f)
+        {
+            (void)tc_events_push(s->e, "finding", NULL, f, true);
+            tell(s, "finding", f);
+        }
+    }
     pthread_mutex_unlock(&s->mu);
 }
 

@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { setup, ROOT } from './harness.mjs';
+import { openEvents } from './fixtures/sse.mjs';
 
 const seen = [];
 const upstream = http.createServer((req, res) => {
@@ -127,4 +128,28 @@ test('warn on an egress tool: it runs, and the findings and network attempts are
   assert.equal(done.status, 'completed');
   assert.deepEqual(done.findings, run.findings);
   assert.deepEqual(done.network, run.network);
+});
+
+test('streamed (Accept: text/event-stream): each finding right after execution, each network attempt right before result', async () => {
+  const code = [
+    `cmd="curl -sS --max-time 10 http://127.0.0.1:${PORT}/streamed"`,
+    'eval "$cmd"',
+    `curl -s -o /dev/null -w '%{http_code}\\n' "http://127.0.0.1:${PORT + (PORT < 65535 ? 1 : -1)}/refused"`,
+  ].join('\n');
+  const s = await openEvents(server, 'POST', '/v1/execute', { key: server.keys.agent, json: { tool: 'fetchwarn', code } });
+  assert.equal(s.status, 200);
+  const events = await s.rest();
+  const names = events.map((e) => e.event);
+  const result = events.at(-1);
+  assert.equal(result.event, 'result');
+  const findings = events.filter((e) => e.event === 'finding').map((e) => e.data);
+  assert.ok(findings.some((f) => f.rule === 'sh_eval'), JSON.stringify(findings));
+  assert.deepEqual(findings, result.data.findings, 'the finding events are the result\'s findings');
+  assert.deepEqual(names.slice(0, 1 + findings.length), ['execution', ...findings.map(() => 'finding')]);
+  const net = events.filter((e) => e.event === 'network').map((e) => e.data);
+  assert.equal(net.length, 2, JSON.stringify(net));
+  assert.deepEqual(net, result.data.network);
+  assert.deepEqual(names.slice(-3), ['network', 'network', 'result']);
+  assert.equal(net[1].reason, 'port_not_allowed');
+  assert.ok(names.includes('stdout'));
 });

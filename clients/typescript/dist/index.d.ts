@@ -51,8 +51,14 @@ export type StreamEvent = {
         approval_id: string;
     };
 } | {
+    event: 'finding';
+    data: Schemas['Finding'];
+} | {
     event: 'stdout' | 'stderr';
     data: Schemas['StreamText'];
+} | {
+    event: 'network';
+    data: NonNullable<Execution['network']>[number];
 } | {
     event: 'result';
     data: Execution;

@@ -37,7 +37,9 @@ export type StreamEvent = { id: string | null } & (
   | { event: 'execution'; data: AcceptedExecution | { id: string; status: ExecutionStatus; approval_id?: string } }
   | { event: 'held'; data: HeldExecution }
   | { event: 'approved'; data: { status: ExecutionStatus; approval_id: string } }
+  | { event: 'finding'; data: Schemas['Finding'] }
   | { event: 'stdout' | 'stderr'; data: Schemas['StreamText'] }
+  | { event: 'network'; data: NonNullable<Execution['network']>[number] }
   | { event: 'result'; data: Execution }
   | { event: 'error'; data: Problem }
 );

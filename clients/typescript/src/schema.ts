@@ -1168,8 +1168,11 @@ export interface components {
          *     O-E` (bytes of stdout and stderr text sent so far), `result` has `id:
          *     end`. Events: `execution` (`AcceptedExecution`: the call is recorded;
          *     re-attaching to a call that is not live here: `{id, status,
-         *     approval_id?}`), `held` (`HeldExecution`), `approved` (`{status,
-         *     approval_id}`), `stdout` and `stderr` (`StreamText`), `result`
+         *     approval_id?}`), `finding` (a `Finding` of the pre-screen, each after
+         *     `execution`), `held` (`HeldExecution`), `approved` (`{status,
+         *     approval_id}`), `stdout` and `stderr` (`StreamText`), `network` (one
+         *     attempt of the Execution's `network`, each right before `result`: the
+         *     egress proxy reports them when the sandbox ends), `result`
          *     (`Execution`, the last event), `error` (`Problem`: the outcome could
          *     not be given; read `GET /v1/executions/{id}`). Output events stop
          *     (the result still holds everything) if a call's events pass eight
