@@ -60,6 +60,7 @@ struct mcp_call {
     char mcp_session[37];            /* Mcp-Session-Id, validated (or empty: a stateless client) */
     json_t *session_call;            /* the call to run once its session is open (opened_reply) */
     const struct tc_stream_tap *tap; /* progress for it, or NULL */
+    char replaced[32]; /* the conversation's earlier session of this tool ended so (state lost) */
     struct tc_stream_tap tap_store;
 };
 
@@ -507,6 +508,18 @@ static enum MHD_Result tool_reply(struct tc_request *r, unsigned status, json_t 
                            : rpc_error(r, 200, id, RPC_INTERNAL_ERROR, "out of memory", NULL);
     } else if (status == 200 || status == 202) {
         json_t *result = call_result(r->srv->db, r->principal.tenant_id, body);
+        json_t *text =
+            json_object_get(json_array_get(json_object_get(result, "content"), 0), "text");
+        if (call->replaced[0] && json_is_string(text)) { /* the model must know its state is gone */
+            char *note = NULL;
+            if (asprintf(&note,
+                         "Note: this ran in a new session: the conversation's earlier one ended "
+                         "(%s), so its variables and files are gone.\n%s",
+                         call->replaced, json_string_value(text)) >= 0) {
+                json_string_set(text, note);
+                free(note);
+            }
+        }
         ret = result ? rpc_result(r, id, result)
                      : rpc_error(r, 200, id, RPC_INTERNAL_ERROR, "no execution to report", NULL);
     } else {
@@ -584,18 +597,22 @@ static int mcp_session_touch(struct tc_request *r, const char *id)
     return rc;
 }
 
-/* The tool's open session in this conversation, into sid (empty: none). 0 or -EIO. */
-static int mcp_bound(struct tc_request *r, const char *mcp_id, const char *tool, char sid[37])
+/* The tool's open session in this conversation, into sid (empty: none; then, in replaced, why
+ * the one it had ended, if it had one). 0 or -EIO. */
+static int mcp_bound(struct tc_request *r, const char *mcp_id, const char *tool, char sid[37],
+                     char replaced[32])
 {
     const char *p[] = {mcp_id, tool};
     PGresult *res = mcp_sql(r,
-                            "SELECT m.session_id FROM mcp_session_tools m JOIN sessions s"
-                            " ON s.id = m.session_id WHERE m.mcp_session_id = $1 AND m.tool = $2"
-                            " AND s.status = 'active'",
+                            "SELECT m.session_id, s.status, coalesce(s.ended_reason, '')"
+                            " FROM mcp_session_tools m JOIN sessions s ON s.id = m.session_id"
+                            " WHERE m.mcp_session_id = $1 AND m.tool = $2",
                             2, p);
-    sid[0] = '\0';
-    if (res && PQntuples(res) == 1)
+    sid[0] = replaced[0] = '\0';
+    if (res && PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 1), "active") == 0)
         snprintf(sid, 37, "%s", PQgetvalue(res, 0, 0));
+    else if (res && PQntuples(res) == 1)
+        snprintf(replaced, 32, "%s", PQgetvalue(res, 0, 2));
     int rc = res ? 0 : -EIO;
     PQclear(res);
     return rc;
@@ -667,7 +684,7 @@ static enum MHD_Result session_call(struct tc_request *r, struct mcp_call *call,
     if (bad)
         return MHD_NO;
     char sid[37];
-    if (mcp_bound(r, call->mcp_session, tool->name, sid) < 0) {
+    if (mcp_bound(r, call->mcp_session, tool->name, sid, call->replaced) < 0) {
         *handled = true;
         return rpc_error(r, 200, call->id, RPC_INTERNAL_ERROR, "the database is not reachable",
                          NULL);

@@ -1678,18 +1678,23 @@ static void sha256_hex(const void *data, size_t len, char out[65])
     sodium_bin2hex(out, 65, h, sizeof(h));
 }
 
-static const char *file_path(struct tc_request *r)
+/* The live session and the valid file path a file request names, or NULL with its answer. */
+static struct session *file_request(struct tc_request *r, const char **ret_path,
+                                    enum MHD_Result *ret)
 {
-    return r->params[1] && tc_ws_path_ok(r->params[1]) ? r->params[1] : NULL;
+    *ret_path = r->params[1] && tc_ws_path_ok(r->params[1]) ? r->params[1] : NULL;
+    if (!*ret_path) {
+        *ret = file_problem(r, -EINVAL, "");
+        return NULL;
+    }
+    return files_session(r, ret);
 }
 
 enum MHD_Result tc_api_session_file_put(struct tc_request *r)
 {
     enum MHD_Result ret = MHD_NO;
-    const char *path = file_path(r);
-    if (!path)
-        return file_problem(r, -EINVAL, "");
-    struct session *s = files_session(r, &ret);
+    const char *path = NULL;
+    struct session *s = file_request(r, &path, &ret);
     if (!s)
         return ret;
     /* Screened as a call's file would be: code in the session can run what it uploads. */
@@ -1760,10 +1765,8 @@ enum MHD_Result tc_api_session_file_put(struct tc_request *r)
 enum MHD_Result tc_api_session_file_get(struct tc_request *r)
 {
     enum MHD_Result ret = MHD_NO;
-    const char *path = file_path(r);
-    if (!path)
-        return file_problem(r, -EINVAL, "");
-    struct session *s = files_session(r, &ret);
+    const char *path = NULL;
+    struct session *s = file_request(r, &path, &ret);
     if (!s)
         return ret;
     json_t *head = NULL;
@@ -1808,10 +1811,8 @@ enum MHD_Result tc_api_session_file_get(struct tc_request *r)
 enum MHD_Result tc_api_session_file_delete(struct tc_request *r)
 {
     enum MHD_Result ret = MHD_NO;
-    const char *path = file_path(r);
-    if (!path)
-        return file_problem(r, -EINVAL, "");
-    struct session *s = files_session(r, &ret);
+    const char *path = NULL;
+    struct session *s = file_request(r, &path, &ret);
     if (!s)
         return ret;
     json_t *head = NULL;

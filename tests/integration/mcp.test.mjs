@@ -350,9 +350,22 @@ test('sessions: a conversation keeps its shell and files between calls (Mcp-Sess
     assert.equal(res.status, 404, res.text);
   }
 
+  // the session ends (deleted here; idle time and TTL end it the same way): the next call opens a
+  // new one, and its text tells the model that its state is gone
+  assert.equal((await server.request('DELETE', `/v1/sessions/${bound}`, { key: server.keys.agent })).status, 200);
+  const fresh = await callTool(a, 'shell', { code: 'echo "[$X]"' });
+  const bound2 = fresh.structuredContent.session_id;
+  assert.match(bound2 ?? '', UUID_RE);
+  assert.notEqual(bound2, bound);
+  assert.equal(fresh.structuredContent.stdout, '[]\n');
+  assert.match(fresh.content[0].text, /new session: the conversation's earlier one ended \(deleted\)/);
+  const again = await callTool(a, 'shell', { code: 'echo again' });
+  assert.equal(again.structuredContent.session_id, bound2);
+  assert.doesNotMatch(again.content[0].text, /new session/);
+
   // DELETE /mcp (the SDK's terminateSession) ends the conversation and its session
   await a.transport.terminateSession();
-  const s = (await server.request('GET', `/v1/sessions/${bound}`, { key: server.keys.agent })).json;
+  const s = (await server.request('GET', `/v1/sessions/${bound2}`, { key: server.keys.agent })).json;
   assert.equal(s.status, 'ended');
   assert.equal(s.ended_reason, 'deleted');
   const stale = await rpc({ jsonrpc: '2.0', id: 7, method: 'ping' }, { headers: { 'mcp-session-id': sidA } });
