@@ -838,7 +838,7 @@ enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
     if (irc == -EDQUOT) {
         release_slot(r->srv);
         idem_end(r, st, 429, NULL, NULL);
-        tc_metrics_quota_rejection();
+        tc_metrics_quota_rejection(r->principal.tenant_id, quota.limit);
         char retry[24];
         snprintf(retry, sizeof(retry), "%lld", (long long)quota.retry_after_s);
         if (strstr(quota.limit, "_seconds_per_day"))

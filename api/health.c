@@ -3,9 +3,12 @@
 
 #include "api/api.h"
 #include "common/embedded.h"
+#include "common/util.h"
 #include "sandbox/sandbox.h"
 #include "core/db.h"
 #include "core/metrics.h"
+#include "execution/quota.h"
+#include "server/auth.h"
 #include "server/recorder.h"
 
 enum MHD_Result tc_api_healthz(struct tc_request *r)
@@ -49,6 +52,70 @@ enum MHD_Result tc_api_openapi(struct tc_request *r)
     return tc_respond_text(r, 200, "application/yaml", e->data, e->len);
 }
 
+#define TENANTS_MAX 500 /* tenants described on one page (3 queries each) */
+
+/* Each tenant's quota and use (GET /v1/quota's numbers), and this process's refusals by
+ * tenant: only for an operator key (the public page names no tenant). */
+static int render_tenants(struct tc_request *r, struct tc_buf *o)
+{
+    PGconn *c = tc_db_acquire(r->srv->db, 1000);
+    char lim[16];
+    snprintf(lim, sizeof(lim), "%d", TENANTS_MAX + 1);
+    const char *p[] = {lim};
+    PGresult *res = c ? tc_db_exec(c, "SELECT id, name FROM tenants ORDER BY name LIMIT $1", 1, p)
+                      : NULL;
+    const struct tc_quota_defaults qd = tc_quota_defaults_of(r->srv->cfg);
+    int n = res ? PQntuples(res) : 0, rc = 0;
+    static const struct {
+        const char *name, *help, *group, *field;
+    } g[] = {
+        {"toolcage_tenant_executions_running", "Executions of the tenant running now.",
+         "concurrent", "running"},
+        {"toolcage_tenant_max_concurrent", "The tenant's max_concurrent (absent: no limit).",
+         "concurrent", "max_concurrent"},
+        {"toolcage_tenant_sessions_open", "Sessions of the tenant open now.", "sessions", "open"},
+        {"toolcage_tenant_max_sessions", "The tenant's max_sessions (absent: no limit).",
+         "sessions", "max_sessions"},
+        {"toolcage_tenant_cpu_seconds_day", "CPU seconds the tenant used in the last 24 hours.",
+         "daily", "cpu_seconds_used"},
+        {"toolcage_tenant_wall_seconds_day", "Wall seconds the tenant used in the last 24 hours.",
+         "daily", "wall_seconds_used"},
+    };
+    json_t *described = json_array();
+    for (int i = 0; i < n && i < TENANTS_MAX; i++)
+        json_array_append_new(described, tc_quota_describe(c, PQgetvalue(res, i, 0), &qd));
+    rc = tc_buf_appendf(o,
+                        "# HELP toolcage_tenant_info A tenant's name (for joins on tenant_id).\n"
+                        "# TYPE toolcage_tenant_info gauge\n");
+    for (int i = 0; rc == 0 && i < n && i < TENANTS_MAX; i++)
+        rc = tc_buf_appendf(o, "toolcage_tenant_info{tenant_id=\"%s\",tenant=\"%s\"} 1\n",
+                            PQgetvalue(res, i, 0), PQgetvalue(res, i, 1));
+    for (size_t k = 0; rc == 0 && k < TC_ARRAY_SIZE(g); k++) {
+        rc = tc_buf_appendf(o, "# HELP %s %s\n# TYPE %s gauge\n", g[k].name, g[k].help,
+                            g[k].name);
+        for (int i = 0; rc == 0 && i < n && i < TENANTS_MAX; i++) {
+            json_t *v = json_object_get(
+                json_object_get(json_array_get(described, (size_t)i), g[k].group), g[k].field);
+            if (json_is_number(v))
+                rc = tc_buf_appendf(o, "%s{tenant_id=\"%s\"} %g\n", g[k].name,
+                                    PQgetvalue(res, i, 0), json_number_value(v));
+        }
+    }
+    if (rc == 0)
+        rc = tc_buf_appendf(o,
+                            "# HELP toolcage_tenant_metrics_complete 0 when tenants were left out"
+                            " (the database did not answer, or more than %d tenants).\n"
+                            "# TYPE toolcage_tenant_metrics_complete gauge\n"
+                            "toolcage_tenant_metrics_complete %d\n",
+                            TENANTS_MAX, res && n <= TENANTS_MAX ? 1 : 0);
+    if (rc == 0)
+        rc = tc_metrics_render_tenant_rejections(o);
+    json_decref(described);
+    PQclear(res);
+    tc_db_release(r->srv->db, c);
+    return rc;
+}
+
 enum MHD_Result tc_api_metrics(struct tc_request *r)
 {
     struct tc_metrics_gauges g = {.approvals_pending = -1,
@@ -70,6 +137,8 @@ enum MHD_Result tc_api_metrics(struct tc_request *r)
     struct tc_buf out;
     tc_buf_init(&out, 8 << 20);
     int rc = tc_metrics_render(&g, &out);
+    if (rc == 0 && r->principal.role == TC_ROLE_OPERATOR)
+        rc = render_tenants(r, &out);
     enum MHD_Result ret = rc < 0
                               ? tc_respond_problem(r, 500, "internal", "Internal error", NULL,
                                                    "metrics could not be rendered")

@@ -54,7 +54,8 @@ static const struct tc_route routes[] = {
     {"GET", "/healthz", 0, tc_api_healthz},
     {"GET", "/readyz", 0, tc_api_readyz},
     {"GET", "/openapi.yaml", 0, tc_api_openapi},
-    {"GET", "/metrics", 0, tc_api_metrics},
+    /* public; with an operator key, per-tenant series too */
+    {"GET", "/metrics", TC_ROLE_KEY_OPTIONAL | TC_ROLE_OPERATOR, tc_api_metrics},
     {NULL, NULL, 0, NULL},
 };
 

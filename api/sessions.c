@@ -809,7 +809,7 @@ static enum MHD_Result quota_refused(struct tc_request *r, const struct tc_quota
 {
     char retry[24];
     snprintf(retry, sizeof(retry), "%lld", (long long)q->retry_after_s);
-    tc_metrics_quota_rejection();
+    tc_metrics_quota_rejection(r->principal.tenant_id, q->limit);
     if (strcmp(q->limit, "max_sessions") == 0)
         return tc_respond_problem_header(
             r, 429, "quota-exceeded", "Quota exceeded", "Retry-After", retry,

@@ -29,6 +29,8 @@ struct hseries {
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct series requests[MAX_SERIES], executions[MAX_SERIES];
+static struct series tenant_rejections[MAX_SERIES]; /* tenant id, limit */
+static size_t ntenant_rejections;
 static struct hseries request_latency[MAX_SERIES], execution_latency[MAX_SERIES];
 static size_t nrequests, nexecutions, nrequest_latency, nexecution_latency;
 static uint64_t audit_failures;
@@ -97,11 +99,29 @@ void tc_metrics_audit_failure(void)
     pthread_mutex_unlock(&lock);
 }
 
-void tc_metrics_quota_rejection(void)
+void tc_metrics_quota_rejection(const char *tenant_id, const char *limit)
 {
     pthread_mutex_lock(&lock);
     quota_rejections++;
+    find(tenant_rejections, &ntenant_rejections, tenant_id ? tenant_id : "", limit ? limit : "")
+        ->count++;
     pthread_mutex_unlock(&lock);
+}
+
+int tc_metrics_render_tenant_rejections(struct tc_buf *o)
+{
+    pthread_mutex_lock(&lock);
+    int r = tc_buf_appendf(o, "# HELP toolcage_tenant_quota_rejections_total Calls refused by"
+                              " their tenant's quota, by tenant and limit (this process).\n"
+                              "# TYPE toolcage_tenant_quota_rejections_total counter\n");
+    for (size_t i = 0; r == 0 && i < ntenant_rejections; i++)
+        r = tc_buf_appendf(o,
+                           "toolcage_tenant_quota_rejections_total{tenant_id=\"%s\",limit=\"%s\"}"
+                           " %" PRIu64 "\n",
+                           tenant_rejections[i].a, tenant_rejections[i].b,
+                           tenant_rejections[i].count);
+    pthread_mutex_unlock(&lock);
+    return r;
 }
 
 static int render_hist(struct tc_buf *o, const char *name, const char *label, struct hseries *t,

@@ -10,8 +10,11 @@
 void tc_metrics_request(const char *route, unsigned status, int64_t duration_ms);
 void tc_metrics_execution(const char *tool, const char *status, int64_t duration_ms);
 void tc_metrics_audit_failure(void);
-/* A call refused by its tenant's quota (429 quota-exceeded). */
-void tc_metrics_quota_rejection(void);
+/* A call refused by its tenant's quota (429 quota-exceeded): limit is the quota's name. */
+void tc_metrics_quota_rejection(const char *tenant_id, const char *limit);
+/* toolcage_tenant_quota_rejections_total{tenant_id, limit}: for operators only (the page
+ * that names tenants is not public, api/health.c). */
+int tc_metrics_render_tenant_rejections(struct tc_buf *out);
 
 struct tc_metrics_gauges {
     unsigned sandboxes_in_flight;

@@ -239,6 +239,8 @@ enum MHD_Result tc_auth_bearer_dispatch(struct tc_request *r, const struct tc_ro
         1) /* a proxy in front may have checked the other one: trust neither */
         return tc_respond_problem_header(r, 401, "unauthorized", "Unauthorized", "WWW-Authenticate",
                                          "Bearer", "send exactly one Authorization header");
+    if (!h && (rt->roles & TC_ROLE_KEY_OPTIONAL))
+        return rt->handler(r); /* the public view (principal role 0) */
     if (!h || strncasecmp(h, "Bearer ", 7) != 0)
         return tc_respond_problem_header(r, 401, "unauthorized", "Unauthorized", "WWW-Authenticate",
                                          "Bearer",

@@ -15,6 +15,9 @@ enum tc_role {
     TC_ROLE_ADMIN = 8,
     TC_ROLE_OPERATOR = 16
 };
+/* A route's roles may add this: a request with no Authorization header goes through
+ * unauthenticated (principal role 0); one with a key must be of the other roles. */
+#define TC_ROLE_KEY_OPTIONAL 0x100
 /* Every tenant role (not the operator, whose principal has no tenant). */
 #define TC_ROLE_ANY (TC_ROLE_AGENT | TC_ROLE_REVIEWER | TC_ROLE_AUDITOR | TC_ROLE_ADMIN)
 

@@ -86,6 +86,8 @@ test('every operation: 503 unavailable while PostgreSQL is down (none needing it
         assert.ok(Number(res.headers.get('retry-after')) >= 1, `${o.name}: Retry-After ${res.headers.get('retry-after')}`);
       }
     }
+    // the public metrics need no database; an operator's (they name tenants) do
+    assertProblem(await server.request('GET', '/metrics', { key: server.keys.operator }), 503, 'unavailable');
   } finally {
     await pgStart();
   }

@@ -196,3 +196,30 @@ test('daily budgets: CPU seconds in a rolling day, counted from what ran; beyond
   assert.equal(cleared.json.daily.cpu_seconds_per_day, null);
   assert.equal((await server.execute({ tool: 'shell', code: 'echo fine' })).json.stdout, 'fine\n');
 });
+
+test('/metrics: the public page names no tenant; an operator key adds each tenant\'s quota, use and refusals', async () => {
+  await setQuota(0);
+  const refused = await server.request('POST', '/v1/execute', { key: server.keys.agent, json: { tool: 'shell', code: 'echo no' } });
+  assert.equal(refused.status, 429, refused.text);
+  const idA = (await server.sql(`SELECT id FROM tenants WHERE name = ${lit(server.tenants.a)}`)).trim();
+
+  const pub = await server.request('GET', '/metrics');
+  assert.equal(pub.status, 200);
+  assert.match(pub.text, /^toolcage_quota_rejections_total [1-9]/m);
+  assert.doesNotMatch(pub.text, /toolcage_tenant_|tenant_id=/, 'the public page names no tenant');
+
+  const op = await server.request('GET', '/metrics', { key: server.keys.operator });
+  assert.equal(op.status, 200, op.text.slice(0, 300));
+  assert.match(op.text, new RegExp(`^toolcage_tenant_info\\{tenant_id="${idA}",tenant="${server.tenants.a}"\\} 1$`, 'm'));
+  assert.match(op.text, new RegExp(`^toolcage_tenant_max_concurrent\\{tenant_id="${idA}"\\} 0$`, 'm'));
+  assert.match(op.text, new RegExp(`^toolcage_tenant_executions_running\\{tenant_id="${idA}"\\} 0$`, 'm'));
+  assert.match(op.text, new RegExp(`^toolcage_tenant_cpu_seconds_day\\{tenant_id="${idA}"\\} [0-9.e+-]+$`, 'm'));
+  const m = op.text.match(new RegExp(`^toolcage_tenant_quota_rejections_total\\{tenant_id="${idA}",limit="max_concurrent"\\} (\\d+)$`, 'm'));
+  assert.ok(m && Number(m[1]) >= 1, op.text.split('\n').filter((l) => l.includes('rejections')).join('\n'));
+  assert.match(op.text, /^toolcage_tenant_metrics_complete 1$/m);
+
+  // a tenant's key never sees other tenants; a wrong key is refused, not served the public page
+  assertProblem(await server.request('GET', '/metrics', { key: server.keys.admin }), 403, 'forbidden');
+  assertProblem(await server.request('GET', '/metrics', { key: `tc_${'A'.repeat(43)}` }), 401, 'unauthorized');
+  await setQuota(null);
+});

@@ -1024,13 +1024,24 @@ export interface paths {
         };
         /**
          * Prometheus metrics
-         * @description Prometheus text exposition format 0.0.4. No authentication (bind the
-         *     listener or filter it at the proxy if that matters). Among others:
+         * @description Prometheus text exposition format 0.0.4. No authentication needed (bind
+         *     the listener or filter it at the proxy if that matters), and then no
+         *     tenant is named. Among others:
          *     `toolcage_http_requests_total{route,status}`,
          *     `toolcage_http_request_duration_seconds{route}`,
          *     `toolcage_executions_total{tool,status}`,
          *     `toolcage_execution_duration_seconds{tool}`,
-         *     `toolcage_audit_write_failures_total`.
+         *     `toolcage_audit_write_failures_total`, `toolcage_quota_rejections_total`.
+         *     With an operator key (`Authorization: Bearer`, Prometheus's
+         *     `authorization` setting), each tenant's quota and use too (the numbers
+         *     of `GET /v1/quota`, at most 500 tenants):
+         *     `toolcage_tenant_info{tenant_id,tenant}`,
+         *     `toolcage_tenant_executions_running`, `toolcage_tenant_max_concurrent`,
+         *     `toolcage_tenant_sessions_open`, `toolcage_tenant_max_sessions`,
+         *     `toolcage_tenant_cpu_seconds_day`, `toolcage_tenant_wall_seconds_day`
+         *     (all `{tenant_id}`), `toolcage_tenant_quota_rejections_total{tenant_id,limit}`
+         *     (this process's), `toolcage_tenant_metrics_complete`. Any other key is
+         *     refused (`401`, `403`), never served the public page.
          */
         get: operations["metrics"];
         put?: never;
@@ -4055,8 +4066,11 @@ export interface operations {
                     "text/plain": string;
                 };
             };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
             500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
         };
     };
 }
