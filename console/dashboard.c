@@ -229,15 +229,18 @@ static json_t *quota_rows(PGconn *c, struct tc_request *r)
     if (!q)
         return NULL;
     json_t *cc = json_object_get(q, "concurrent"), *rt = json_object_get(q, "rate");
-    json_t *dl = json_object_get(q, "daily");
-    char use[4][64], lim[4][64];
-    const char *src[4] = {json_string_value(json_object_get(cc, "source")),
+    json_t *dl = json_object_get(q, "daily"), *ss = json_object_get(q, "sessions");
+    enum { N = 5 };
+    char use[N][64], lim[N][64];
+    const char *src[N] = {json_string_value(json_object_get(cc, "source")),
                           json_string_value(json_object_get(rt, "source")),
                           json_string_value(json_object_get(dl, "source")),
-                          json_string_value(json_object_get(dl, "source"))};
-    json_t *limits[4] = {
+                          json_string_value(json_object_get(dl, "source")),
+                          json_string_value(json_object_get(ss, "source"))};
+    json_t *limits[N] = {
         json_object_get(cc, "max_concurrent"), json_object_get(rt, "rate_per_minute"),
-        json_object_get(dl, "cpu_seconds_per_day"), json_object_get(dl, "wall_seconds_per_day")};
+        json_object_get(dl, "cpu_seconds_per_day"), json_object_get(dl, "wall_seconds_per_day"),
+        json_object_get(ss, "max_sessions")};
     snprintf(use[0], sizeof(use[0]), "%lld running",
              (long long)json_integer_value(json_object_get(cc, "running")));
     snprintf(use[1], sizeof(use[1]), "-");
@@ -245,20 +248,22 @@ static json_t *quota_rows(PGconn *c, struct tc_request *r)
              json_real_value(json_object_get(dl, "cpu_seconds_used")));
     snprintf(use[3], sizeof(use[3]), "%.1f s used",
              json_real_value(json_object_get(dl, "wall_seconds_used")));
-    for (int i = 0; i < 4; i++) {
+    snprintf(use[4], sizeof(use[4]), "%lld open",
+             (long long)json_integer_value(json_object_get(ss, "open")));
+    for (int i = 0; i < N; i++) {
         if (json_is_integer(limits[i]))
             snprintf(lim[i], sizeof(lim[i]), "%lld (%s)", (long long)json_integer_value(limits[i]),
                      src[i] && strcmp(src[i], "tenant") == 0 ? "set for the tenant" : "default");
         else
             snprintf(lim[i], sizeof(lim[i]), "no limit");
     }
-    static const char *const labels[4] = {"Executions running at once", "Calls per minute",
+    static const char *const labels[N] = {"Executions running at once", "Calls per minute",
                                           "CPU seconds, last 24 hours",
-                                          "Wall seconds, last 24 hours"};
-    static const char *const ids[4] = {"max_concurrent", "rate_per_minute", "cpu_seconds_per_day",
-                                       "wall_seconds_per_day"};
+                                          "Wall seconds, last 24 hours", "Sessions open at once"};
+    static const char *const ids[N] = {"max_concurrent", "rate_per_minute", "cpu_seconds_per_day",
+                                       "wall_seconds_per_day", "max_sessions"};
     json_t *rows = json_array();
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < N; i++)
         json_array_append_new(rows, json_pack("{s:s, s:s, s:s, s:s}", "id", ids[i], "label",
                                               labels[i], "use", use[i], "limit", lim[i]));
     json_decref(q);

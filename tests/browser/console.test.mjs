@@ -275,8 +275,9 @@ test('an auditor reads but cannot decide; a forged approve is refused; audit and
   assert.equal(await page.locator('#chart-latency rect').count(), 3);
   // The tenant's quota and use: the server's defaults here (32 at once, no other limit).
   assert.deepEqual(await page.locator('#quota tbody tr').evaluateAll((trs) => trs.map((tr) => tr.dataset.limit)),
-    ['max_concurrent', 'rate_per_minute', 'cpu_seconds_per_day', 'wall_seconds_per_day']);
+    ['max_concurrent', 'rate_per_minute', 'cpu_seconds_per_day', 'wall_seconds_per_day', 'max_sessions']);
   assert.match(await page.locator('#quota tr[data-limit="max_concurrent"]').innerText(), /running\s+32 \(default\)/);
+  assert.match(await page.locator('#quota tr[data-limit="max_sessions"]').innerText(), /\d+ open\s+8 \(default\)/);
   assert.match(await page.locator('#quota tr[data-limit="cpu_seconds_per_day"]').innerText(), /s used\s+no limit/);
   await shot(page, '10-dashboard');
   // Admin-only pages are closed to auditors.
