@@ -616,7 +616,11 @@ static void sweep_interrupted(struct tc_worker *w)
                    "   WHERE status = 'running' AND claimed_by IS NOT NULL"
                    "   UNION SELECT instance_id FROM sessions WHERE status = 'active') e"
                    " WHERE e.claimed_by <> $1::int"
+                   /* pg_locks lists every database's locks: only this one's say who lives
+                    * (another toolcage on the cluster has its own instance 1, 2, ...) */
                    " AND NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory'"
+                   "   AND l.database = (SELECT oid FROM pg_database"
+                   "                     WHERE datname = current_database())"
                    "   AND l.classid = " INSTANCE_LOCK_CLASS " AND l.objid = e.claimed_by"
                    "   AND l.objsubid = 2 AND l.granted) LIMIT 32",
                    1, p);

@@ -6,7 +6,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import crypto from 'node:crypto';
-import { Server, SLOW, sleep } from './harness.mjs';
+import { Server, SLOW, sleep, psql } from './harness.mjs';
 import { APPROVAL_POLICY, hold, decide, waitFinished, until, sqlJson, auditOf, actions, lit } from './fixtures/approval-helpers.mjs';
 
 const a = new Server('approvals-cluster-a', { policy: APPROVAL_POLICY });
@@ -64,6 +64,13 @@ test('kill -9 of the process running a claimed call: the other marks it interrup
   const owner = await until(() => [a, b].find((s) => fs.readFileSync(s.logPath, 'utf8').split('\n')
     .some((l) => l.includes('claimed approved execution') && l.includes(held.id))), 3000, 'the claim in a log');
   const survivor = owner === a ? b : a;
+  // Another database of the same cluster (another toolcage, say) holds the lock of an instance
+  // with the owner's number: it says nothing about this database's instance.
+  const claim = fs.readFileSync(owner.logPath, 'utf8').split('\n').find((l) => l.includes('claimed approved execution') && l.includes(held.id));
+  const ownerInstance = JSON.parse(claim).instance;
+  const marker = `toolcage-it-foreign-lock-${tag}`;
+  const foreign = psql(`SELECT pg_advisory_lock(7715, ${Number(ownerInstance)}), '${marker}'; SELECT pg_sleep(120)`, { db: 'postgres' }).catch(() => {});
+  await until(async () => (await psql(`SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database WHERE d.datname = 'postgres' AND l.locktype = 'advisory' AND l.classid = 7715 AND l.objid = ${Number(ownerInstance)} AND l.granted`, { db: 'postgres' })).trim() === '1', 5000 * SLOW, 'the foreign lock');
   await sleep(500); // the sandbox is running `sleep 5`
   killed.add(owner);
   const tKill = performance.now();
@@ -78,6 +85,8 @@ test('kill -9 of the process running a claimed call: the other marks it interrup
   assert.equal(e.needs_review, true);
   assert.ok(lag < 5000 * SLOW, `marked interrupted ${lag.toFixed(0)} ms after the kill`);
   assert.ok(!e.stdout.includes(`finished-${tag}`));
+  await psql(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%${marker}%' AND pid <> pg_backend_pid()`, { db: 'postgres' });
+  await foreign;
 
   // Past the point where the sleep would have ended: still one outcome, no second run.
   await sleep(6000);
