@@ -62,8 +62,8 @@ static int render_tenants(struct tc_request *r, struct tc_buf *o)
     char lim[16];
     snprintf(lim, sizeof(lim), "%d", TENANTS_MAX + 1);
     const char *p[] = {lim};
-    PGresult *res = c ? tc_db_exec(c, "SELECT id, name FROM tenants ORDER BY name LIMIT $1", 1, p)
-                      : NULL;
+    PGresult *res =
+        c ? tc_db_exec(c, "SELECT id, name FROM tenants ORDER BY name LIMIT $1", 1, p) : NULL;
     const struct tc_quota_defaults qd = tc_quota_defaults_of(r->srv->cfg);
     int n = res ? PQntuples(res) : 0, rc = 0;
     static const struct {
@@ -84,15 +84,13 @@ static int render_tenants(struct tc_request *r, struct tc_buf *o)
     json_t *described = json_array();
     for (int i = 0; i < n && i < TENANTS_MAX; i++)
         json_array_append_new(described, tc_quota_describe(c, PQgetvalue(res, i, 0), &qd));
-    rc = tc_buf_appendf(o,
-                        "# HELP toolcage_tenant_info A tenant's name (for joins on tenant_id).\n"
-                        "# TYPE toolcage_tenant_info gauge\n");
+    rc = tc_buf_appendf(o, "# HELP toolcage_tenant_info A tenant's name (for joins on tenant_id).\n"
+                           "# TYPE toolcage_tenant_info gauge\n");
     for (int i = 0; rc == 0 && i < n && i < TENANTS_MAX; i++)
         rc = tc_buf_appendf(o, "toolcage_tenant_info{tenant_id=\"%s\",tenant=\"%s\"} 1\n",
                             PQgetvalue(res, i, 0), PQgetvalue(res, i, 1));
     for (size_t k = 0; rc == 0 && k < TC_ARRAY_SIZE(g); k++) {
-        rc = tc_buf_appendf(o, "# HELP %s %s\n# TYPE %s gauge\n", g[k].name, g[k].help,
-                            g[k].name);
+        rc = tc_buf_appendf(o, "# HELP %s %s\n# TYPE %s gauge\n", g[k].name, g[k].help, g[k].name);
         for (int i = 0; rc == 0 && i < n && i < TENANTS_MAX; i++) {
             json_t *v = json_object_get(
                 json_object_get(json_array_get(described, (size_t)i), g[k].group), g[k].field);
