@@ -373,5 +373,9 @@ test('sessions: a conversation keeps its shell and files between calls (Mcp-Sess
   assert.equal(stale.json.error.code, -32600);
   assertProblem(await server.request('DELETE', '/mcp', { key: server.keys.agent, headers: { 'mcp-session-id': sidA } }), 404, 'not-found');
   assertProblem(await server.request('DELETE', '/mcp', { key: server.keys.agent }), 400, 'validation');
-  await b.transport.terminateSession();
+  // the same over plain HTTP, for the other conversation
+  const endB = await server.request('DELETE', '/mcp', { key: server.keys.agent, headers: { 'mcp-session-id': b.transport.sessionId } });
+  assert.equal(endB.status, 204, endB.text);
+  const ended = (await server.request('GET', `/v1/sessions/${other.structuredContent.session_id}`, { key: server.keys.agent })).json;
+  assert.equal(ended.status, 'ended');
 });
