@@ -50,7 +50,7 @@ void lc_file_op(struct launcher *L, const char *id, const char *payload, size_t 
             L->slots[i].ws_fd >= 0 && strcmp(L->slots[i].id, id) == 0)
             s = &L->slots[i];
     json_t *head = json_pack("{s:I}", "req", req);
-    unsigned char *buf = NULL;
+    char *buf = NULL;
     size_t blen = 0;
     if (!op || !what || (strcmp(what, "list") != 0 && (!path || !tc_ws_path_ok(path)))) {
         r = -EINVAL;

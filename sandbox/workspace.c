@@ -372,7 +372,7 @@ static int open_beneath(int dirfd, const char *rel, uint64_t flags, uint64_t mod
     return fd < 0 ? -errno : (int)fd;
 }
 
-int tc_ws_get(int dirfd, const char *rel, size_t max, unsigned char **ret, size_t *ret_len)
+int tc_ws_get(int dirfd, const char *rel, size_t max, char **ret, size_t *ret_len)
 {
     if (!tc_ws_path_ok(rel))
         return -EINVAL;
@@ -389,45 +389,8 @@ int tc_ws_get(int dirfd, const char *rel, size_t max, unsigned char **ret, size_
         return -EPERM;
     if ((uint64_t)st.st_size > max)
         return -EFBIG;
-    size_t cap = (size_t)st.st_size, got = 0;
-    unsigned char *buf = malloc(cap + 1);
-    if (!buf)
-        return -ENOMEM;
-    for (;;) { /* the program may be writing it: what is there now, up to max */
-        if (got == cap) {
-            if (cap >= max) {
-                unsigned char probe;
-                ssize_t n = read(fd, &probe, 1);
-                if (n > 0) {
-                    free(buf);
-                    return -EFBIG;
-                }
-                break;
-            }
-            size_t ncap = cap * 2 + 4096 < max ? cap * 2 + 4096 : max;
-            unsigned char *nb = realloc(buf, ncap + 1);
-            if (!nb) {
-                free(buf);
-                return -ENOMEM;
-            }
-            buf = nb, cap = ncap;
-        }
-        ssize_t n = read(fd, buf + got, cap - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            int r = -errno;
-            free(buf);
-            return r;
-        }
-        if (n == 0)
-            break;
-        got += (size_t)n;
-    }
-    buf[got] = '\0';
-    *ret = buf;
-    *ret_len = got;
-    return 0;
+    /* the program may be writing it: what is there now, up to max */
+    return tc_read_all(fd, max, ret, ret_len);
 }
 
 /* The directory holding rel's last component, created (owned by uid) as needed; its name
@@ -477,16 +440,7 @@ int tc_ws_put(int dirfd, const char *rel, const void *data, size_t len, uid_t ui
     int fd = openat(pfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0)
         return -errno;
-    int r = 0;
-    for (size_t off = 0; off < len && r == 0;) {
-        ssize_t n = write(fd, (const char *)data + off, len - off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            r = -errno;
-        else
-            off += (size_t)n;
-    }
+    int r = tc_write_all(fd, data, len);
     if (r == 0 && fchown(fd, uid, gid) < 0)
         r = -errno;
     close(fd);

@@ -44,7 +44,7 @@ json_t *tc_ws_collect(int dirfd, json_t *patterns, int64_t total_max, bool *ret_
 /* A path as the API takes it: relative, at most 255 bytes, no empty, "." or ".." part, no
  * control character or backslash, no trailing '/'. */
 bool tc_ws_path_ok(const char *rel);
-int tc_ws_get(int dirfd, const char *rel, size_t max, unsigned char **ret, size_t *ret_len);
+int tc_ws_get(int dirfd, const char *rel, size_t max, char **ret, size_t *ret_len);
 int tc_ws_put(int dirfd, const char *rel, const void *data, size_t len, uid_t uid, gid_t gid,
               bool *ret_created);
 int tc_ws_delete(int dirfd, const char *rel);

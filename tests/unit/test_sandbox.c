@@ -458,7 +458,7 @@ TEST(workspace_file_ops)
     int d = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     CHECK(d >= 0);
     bool created = false;
-    unsigned char *buf = NULL;
+    char *buf = NULL;
     size_t len = 0;
 
     CHECK(tc_ws_path_ok("a/b.txt") && tc_ws_path_ok("x"));
