@@ -56,6 +56,10 @@ enum MHD_Result tc_api_execution_wait(struct tc_request *r, int64_t wait);
 /* Sessions (api/sessions.c): the keeper thread starts before the server serves and stops
  * (ending every session open here, recorded as server_shutdown) before the launcher does. */
 int tc_api_sessions_start(struct tc_server *srv);
+/* The writer of running calls' output for readers on other replicas (api/stream.h, "shared"):
+ * its thread, and srv->follow_asked. Stop it after every stream here has ended. */
+int tc_stream_share_start(struct tc_server *srv);
+void tc_stream_share_stop(void);
 void tc_api_sessions_stop(void);
 enum MHD_Result tc_api_session_create(struct tc_request *r);
 enum MHD_Result tc_api_sessions_list(struct tc_request *r);

@@ -169,7 +169,9 @@ static void on_result_cb(void *userdata, json_t *result)
 static void on_chunk_cb(void *userdata, int stream, const char *data, size_t len)
 {
     struct exec_state *st = userdata;
-    if (st->stream)
+    if (st->stream && stream == 3)
+        tc_exec_stream_network(st->stream, data, len);
+    else if (st->stream)
         tc_exec_stream_chunk(st->stream, stream, data, len);
 }
 

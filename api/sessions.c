@@ -8,7 +8,7 @@
  *   GET    /v1/sessions                 the tenant's sessions, newest first
  *   GET    /v1/sessions/{id}
  *   DELETE /v1/sessions/{id}
- *   POST   /v1/sessions/{id}/execute    {code, stdin?, timeout_ms?}
+ *   POST   /v1/sessions/{id}/execute    {code, stdin?, files?, timeout_ms?, cpu_ms?}
  *   GET    /v1/sessions/{id}/files      the workspace's entries
  *   PUT|GET|DELETE /v1/sessions/{id}/files/{path}   one file (the path may hold '/')
  *
@@ -53,6 +53,7 @@
 #define DEFAULT_TTL_S  600
 #define DEFAULT_IDLE_S 300
 #define LIST_MAX       100
+#define NET_MAX        256 /* attempts the egress proxy tells of per sandbox (sandbox/egress.h) */
 
 struct session;
 
@@ -65,6 +66,9 @@ struct call {
     json_t *findings;
     int64_t t0_ms, deadline_ms, interrupt_ms;
     bool interrupted, timed_out, cancelled;
+    bool cpu_spent;       /* its CPU budget ran out (the launcher interrupted it) */
+    int64_t cpu_used_ms;  /* what the launcher measured when it did */
+    char cpu_meter[16];   /* how the launcher measures the budget ("" = it could not) */
     struct tc_session_scan scan[2];
     unsigned ended; /* bit k: stream k's marker seen */
     struct tc_buf raw[2];
@@ -74,6 +78,11 @@ struct call {
     int record_rc;
     json_t *view;
     struct tc_exec_stream *stream; /* Accept: text/event-stream: its events (api/stream.h) */
+    uint8_t net[NET_MAX];          /* the egress attempts it has (indexes), in the order told */
+    unsigned nnet;
+    json_t *network;               /* theirs as they stood at its end (its "network") */
+    json_t *viol_base;             /* the session's violations when it started (or NULL) */
+    json_t *violations;            /* its own: those since (its "policy_violations") */
 };
 
 struct session {
@@ -95,6 +104,12 @@ struct session {
     const char *retry_reason;
     struct call *call; /* the call the driver runs now (armed), or NULL */
     struct tc_buf stray[2];
+    json_t *net;                     /* the egress proxy's news, each attempt's latest by index */
+    uint8_t net_told[NET_MAX / 8];   /* indexes some call (or net_stray) has */
+    uint8_t net_stray[NET_MAX];      /* told between calls (indexes): the next call's */
+    unsigned nnet_stray;
+    char budget_of[37]; /* an ended call whose CPU budget the keeper tells the launcher to end */
+    json_t *viol;       /* the sandbox's seccomp violations so far (the launcher's news) */
     int64_t cpu_calls_ms; /* what calls reported, for the session's CPU accounting */
     int64_t cpu_left_ms;  /* the sandbox's CPU the calls did not report (at its end) */
 };
@@ -124,6 +139,8 @@ static void session_unref_locked(struct session *s)
     tc_grant_free(s->grant);
     tc_buf_free(&s->stray[0]);
     tc_buf_free(&s->stray[1]);
+    json_decref(s->net);
+    json_decref(s->viol);
     free(s);
 }
 
@@ -260,7 +277,10 @@ static json_t *call_result(struct call *c)
     if (c->meta) {
         json_int_t code = json_integer_value(json_object_get(c->meta, "exit_code"));
         exit_code = json_integer(code);
-        if (ms && strcmp(ms, "interrupted") == 0 && (c->timed_out || c->cancelled)) {
+        if (ms && strcmp(ms, "interrupted") == 0 && c->cpu_spent) {
+            status = "killed";
+            killed = "cpu";
+        } else if (ms && strcmp(ms, "interrupted") == 0 && (c->timed_out || c->cancelled)) {
             status = c->timed_out ? "timeout" : "cancelled";
             killed = status;
         } else if (code != 0 || (ms && strcmp(ms, "error") == 0)) {
@@ -278,7 +298,10 @@ static json_t *call_result(struct call *c)
             exit_code = json_null();
         if (!signal)
             signal = json_null();
-        if (c->timed_out || c->cancelled) {
+        if (c->cpu_spent) {
+            status = "killed";
+            killed = "cpu";
+        } else if (c->timed_out || c->cancelled) {
             status = c->timed_out ? "timeout" : "cancelled";
             killed = status;
         } else if (kr && strcmp(kr, "timeout") != 0 && strcmp(kr, "cancelled") != 0) {
@@ -313,13 +336,19 @@ static json_t *call_result(struct call *c)
                 files, json_pack("{s:s, s:O, s:I, s:b}", "path", path, "content_b64", fig, "size",
                                  (json_int_t)json_string_length(fig) * 3 / 4, "truncated", 0));
     }
+    json_int_t cpu = json_integer_value(json_object_get(c->meta, "cpu_ms"));
+    if (cpu < c->cpu_used_ms)
+        cpu = c->cpu_used_ms;
     json_t *res = json_pack(
-        "{s:s, s:s, s:o, s:o, s:o, s:o, s:b, s:b, s:I, s:I, s:s?, s:o, s:{s:s}, s:[], s:[]}", "id",
+        "{s:s, s:s, s:o, s:o, s:o, s:o, s:b, s:b, s:I, s:I, s:s?, s:o, s:{s:s, s:s?}, s:o, s:o}",
+        "id",
         c->exec_id, "status", status, "exit_code", exit_code, "signal", signal, "stdout_b64",
         b64_json(&c->raw[0]), "stderr_b64", b64_json(&c->raw[1]), "stdout_truncated", c->trunc[0],
-        "stderr_truncated", c->trunc[1], "duration_ms", (json_int_t)dur, "cpu_ms",
-        (json_int_t)json_integer_value(json_object_get(c->meta, "cpu_ms")), "killed_reason", killed,
-        "files", files, "enforced", "wall_ms", "server", "policy_violations", "network");
+        "stderr_truncated", c->trunc[1], "duration_ms", (json_int_t)dur, "cpu_ms", cpu,
+        "killed_reason", killed, "files", files, "enforced", "wall_ms", "server", "cpu_ms",
+        c->cpu_meter[0] ? c->cpu_meter : NULL, "policy_violations",
+        c->violations ? json_incref(c->violations) : json_array(), "network",
+        c->network ? json_incref(c->network) : json_array());
     if (res && error)
         json_object_set_new(res, "error", json_string(error));
     return res;
@@ -358,6 +387,9 @@ static void call_free(void *p)
     json_decref(c->meta);
     json_decref(c->sandbox);
     json_decref(c->findings);
+    json_decref(c->network);
+    json_decref(c->viol_base);
+    json_decref(c->violations);
     json_decref(c->view);
     tc_exec_stream_free(c->stream); /* before the session: it reads its redactor */
     if (c->s)
@@ -432,6 +464,105 @@ static void keep_stray(struct session *s, int k, const char *data, size_t len)
         return; /* bounded: the rest is dropped */
 }
 
+
+/* The egress proxy's news of a connection (the launcher's stream 3, sandbox.h): kept as the
+ * attempt's latest; the call running now has it (and tells it live) if no call had it before,
+ * or the next call does when none runs. */
+static void network_locked(struct session *s, const char *data, size_t len)
+{
+    json_t *att = json_loadb(data, len, JSON_REJECT_DUPLICATES, NULL);
+    json_t *ix = json_object_get(att, "index");
+    json_int_t i = json_integer_value(ix);
+    if (!json_is_object(att) || !json_is_integer(ix) || i < 0 || i >= NET_MAX) {
+        json_decref(att);
+        return;
+    }
+    if (!s->net)
+        s->net = json_array();
+    while (s->net && json_array_size(s->net) <= (size_t)i)
+        json_array_append_new(s->net, json_null());
+    if (!s->net || json_array_set_new(s->net, (size_t)i, att) < 0)
+        return;
+    if (s->net_told[i / 8] & (1u << (i % 8)))
+        return;
+    s->net_told[i / 8] |= (uint8_t)(1u << (i % 8));
+    struct call *c = s->call;
+    if (!c) {
+        s->net_stray[s->nnet_stray++] = (uint8_t)i;
+        return;
+    }
+    if (c->stream)
+        tc_exec_stream_network_at(c->stream, att, c->nnet);
+    c->net[c->nnet++] = (uint8_t)i;
+}
+
+/* The launcher's news of the running call's CPU budget (stream 4, sandbox.h): how it is
+ * measured, or that it ran out (the launcher has interrupted the program: the call ends
+ * "killed" by "cpu", or its session if it does not end within KILL_GRACE_MS). */
+static void budget_locked(struct session *s, const char *data, size_t len)
+{
+    json_t *n = json_loadb(data, len, 0, NULL);
+    const char *call = json_string_value(json_object_get(n, "call"));
+    json_t *meter = json_object_get(n, "meter"), *spent = json_object_get(n, "spent_ms");
+    struct call *c = s->call;
+    if (c && call && strcmp(call, c->exec_id) == 0) {
+        if (json_is_string(meter))
+            snprintf(c->cpu_meter, sizeof(c->cpu_meter), "%s", json_string_value(meter));
+        if (json_is_integer(spent) && !c->interrupted) {
+            c->interrupted = c->cpu_spent = true;
+            c->interrupt_ms = tc_now_ms();
+            c->cpu_used_ms = json_integer_value(spent);
+        }
+    }
+    json_decref(n);
+}
+
+/* The launcher's news of the sandbox's seccomp violations so far (stream 5). */
+static void violations_locked(struct session *s, const char *data, size_t len)
+{
+    json_t *n = json_loadb(data, len, 0, NULL);
+    json_t *v = json_object_get(n, "violations");
+    if (json_is_array(v)) {
+        json_decref(s->viol);
+        s->viol = json_incref(v);
+    }
+    json_decref(n);
+}
+
+/* What now (cumulative, as the launcher counts per sandbox) has on top of base. */
+static json_t *violations_since(json_t *now, json_t *base)
+{
+    json_t *out = json_array(), *v;
+    size_t i;
+    json_array_foreach(now, i, v)
+    {
+        const char *name = json_string_value(json_object_get(v, "syscall"));
+        json_int_t count = json_integer_value(json_object_get(v, "count")), before = 0;
+        size_t j;
+        json_t *b;
+        json_array_foreach(base, j, b)
+        {
+            const char *was = json_string_value(json_object_get(b, "syscall"));
+            if (name && was && strcmp(name, was) == 0)
+                before = json_integer_value(json_object_get(b, "count"));
+        }
+        if (name && count > before)
+            json_array_append_new(out, json_pack("{s:s, s:I}", "syscall", name, "count",
+                                                 (json_int_t)(count - before)));
+    }
+    return out;
+}
+
+/* c ends: its attempts as they stand now become its "network". */
+static void call_network_locked(struct session *s, struct call *c)
+{
+    json_t *list = json_array();
+    for (unsigned k = 0; list && k < c->nnet; k++)
+        json_array_append(list, json_array_get(s->net, c->net[k]));
+    json_decref(c->network);
+    c->network = list;
+}
+
 /* Output of stream k for the running call (or, with none, kept for the next). Under ss.mu;
  * 1 when this ended the call (s->call is then NULL and *ret_done the call), 0, or -E2BIG: the
  * end marker's line is past its bound (the driver is not ours any more: end the session). */
@@ -468,6 +599,10 @@ static int feed_locked(struct session *s, int k, const char *data, size_t len,
         json_object_set_new(c->meta, "cpu_ms", json_integer(cpu));
         s->cpu_calls_ms += cpu;
     }
+    call_network_locked(s, c);
+    c->violations = violations_since(s->viol, c->viol_base);
+    memcpy(s->budget_of, c->exec_id, sizeof(s->budget_of));
+    pthread_cond_signal(&ss.cv); /* the keeper ends its budget */
     s->call = NULL;
     s->busy = false;
     s->last_ms = tc_now_ms();
@@ -483,6 +618,12 @@ static void on_chunk(void *userdata, int stream, const char *data, size_t len)
     pthread_mutex_lock(&ss.mu);
     if (stream == 1 || stream == 2)
         bad = feed_locked(s, stream - 1, data, len, &done) < 0;
+    else if (stream == 3)
+        network_locked(s, data, len);
+    else if (stream == 4)
+        budget_locked(s, data, len);
+    else if (stream == 5)
+        violations_locked(s, data, len);
     pthread_mutex_unlock(&ss.mu);
     if (done)
         call_finish(done);
@@ -507,8 +648,11 @@ static void on_sandbox_done(void *userdata, json_t *result)
     unlink_locked(s);
     struct call *c = s->call;
     s->call = NULL;
-    if (c)
+    if (c) {
         c->sandbox = json_incref(result);
+        call_network_locked(s, c);
+        c->violations = violations_since(json_object_get(result, "policy_violations"), c->viol_base);
+    }
     s->launched = false;
     ss.launched--;
     /* the keeper records the end (and the CPU no call reported), then drops the launcher's
@@ -584,11 +728,16 @@ static void *keeper_main(void *arg)
             pthread_mutex_lock(&ss.mu);
             continue;
         }
-        struct session *end = NULL, *intr = NULL;
+        struct session *end = NULL, *intr = NULL, *unbudget = NULL;
         const char *why = NULL;
-        for (struct session *s = ss.list; s && !end && !intr; s = s->next) {
+        char budget_of[37];
+        for (struct session *s = ss.list; s && !end && !intr && !unbudget; s = s->next) {
             struct call *c = s->call;
-            if (c && !c->interrupted && now >= c->deadline_ms) {
+            if (s->budget_of[0]) {
+                unbudget = s;
+                memcpy(budget_of, s->budget_of, sizeof(budget_of));
+                s->budget_of[0] = '\0';
+            } else if (c && !c->interrupted && now >= c->deadline_ms) {
                 c->interrupted = c->timed_out = true;
                 c->interrupt_ms = now;
                 intr = s;
@@ -599,6 +748,17 @@ static void *keeper_main(void *arg)
             } else if (now >= s->expires_ms) {
                 end = s, why = "ttl_expired";
             }
+        }
+        if (unbudget) { /* the launcher ends it only if it is still that call's */
+            unbudget->refs++;
+            pthread_mutex_unlock(&ss.mu);
+            if (tc_server_begin(ss.srv)) {
+                (void)tc_launcher_budget(ss.srv->launcher, unbudget->id, 0, budget_of);
+                tc_server_end(ss.srv);
+            }
+            pthread_mutex_lock(&ss.mu);
+            session_unref_locked(unbudget);
+            continue;
         }
         if (intr) { /* a send to the launcher: never under ss.mu */
             intr->refs++;
@@ -1261,7 +1421,8 @@ enum MHD_Result tc_api_session_execute_json(struct tc_request *r, json_t *body,
         return not_open(r, r->params[0]);
     }
     json_t *errors = json_array();
-    check_keys(body, (const char *const[]){"code", "stdin", "files", "timeout_ms", NULL}, errors);
+    check_keys(body, (const char *const[]){"code", "stdin", "files", "timeout_ms", "cpu_ms", NULL},
+               errors);
     json_t *code = json_object_get(body, "code"), *in = json_object_get(body, "stdin");
     json_t *files = json_object_get(body, "files");
     tc_exec_check_files(files, errors);
@@ -1272,6 +1433,7 @@ enum MHD_Result tc_api_session_execute_json(struct tc_request *r, json_t *body,
         json_array_append_new(errors, json_pack("{s:s, s:s}", "path", "stdin", "message",
                                                 "a string of at most 1 MiB"));
     int64_t timeout = opt_int(body, "timeout_ms", 0, errors);
+    int64_t cpu = opt_int(body, "cpu_ms", 0, errors);
     if (json_array_size(errors)) {
         json_decref(body);
         session_unref(s);
@@ -1298,8 +1460,20 @@ enum MHD_Result tc_api_session_execute_json(struct tc_request *r, json_t *body,
         json_decref(body);
         return ret;
     }
+    if (cpu > s->t->limits[TC_LIMIT_CPU_MS].max) {
+        ret = tc_respond_problem(r, 422, "limit-exceeds-policy", "Limit exceeds policy", NULL,
+                                 "cpu_ms: at most %lld for tool '%s'",
+                                 (long long)s->t->limits[TC_LIMIT_CPU_MS].max, s->tool);
+        call_free(c);
+        json_decref(body);
+        return ret;
+    }
     if (timeout)
         c->limits[TC_LIMIT_TIMEOUT_MS] = timeout;
+    /* the call's CPU: asked for, else the tool's default; never more than the session's */
+    int64_t call_cpu = cpu ? cpu : s->t->limits[TC_LIMIT_CPU_MS].def;
+    if (call_cpu > 0 && call_cpu < c->limits[TC_LIMIT_CPU_MS])
+        c->limits[TC_LIMIT_CPU_MS] = call_cpu;
     tc_session_scan_init(&c->scan[0], "");
     tc_session_scan_init(&c->scan[1], "");
     tc_buf_init(&c->raw[0], (size_t)c->limits[TC_LIMIT_OUTPUT_BYTES] + 1);
@@ -1533,6 +1707,10 @@ enum MHD_Result tc_api_session_execute_json(struct tc_request *r, json_t *body,
     c->deadline_ms = c->t0_ms + c->limits[TC_LIMIT_TIMEOUT_MS];
     if (armed) {
         s->call = c;
+        c->viol_base = json_incref(s->viol); /* replaced, never changed, by news */
+        memcpy(c->net, s->net_stray, s->nnet_stray); /* told between calls: this one's */
+        c->nnet = s->nnet_stray;
+        s->nnet_stray = 0;
         for (int k = 0; k < 2; k++) {
             struct tc_buf stray = s->stray[k];
             tc_buf_init(&s->stray[k], STRAY_MAX);
@@ -1550,7 +1728,9 @@ enum MHD_Result tc_api_session_execute_json(struct tc_request *r, json_t *body,
     }
     int irc = frc < 0 ? -ENOMEM : -ESHUTDOWN;
     if (frc == 0 && tc_server_begin(r->srv)) {
-        irc = tc_launcher_input(r->srv->launcher, s->id, frame.data, frame.len);
+        irc = tc_launcher_budget(r->srv->launcher, s->id, c->limits[TC_LIMIT_CPU_MS], c->exec_id);
+        if (irc == 0)
+            irc = tc_launcher_input(r->srv->launcher, s->id, frame.data, frame.len);
         tc_server_end(r->srv);
     }
     tc_buf_free(&frame);

@@ -13,6 +13,7 @@
 #include "api/api.h"
 #include "common/buf.h"
 #include "common/util.h"
+#include "core/db.h"
 #include "execution/request.h"
 #include "policy/redact.h"
 
@@ -21,6 +22,8 @@
 #define LOG_CAP_MIN    (1u << 20)
 #define LOG_CAP_MAX    (32u << 20)
 #define FOLLOW_POLL_MS 1000
+#define FOLLOW_ASK_MS  3000 /* how often a follower asks for a run's output to be shared */
+#define NET_MAX        256 /* attempts a sandbox's "network" lists (sandbox/egress.h) */
 
 /* ---- Accept ---- */
 
@@ -102,10 +105,11 @@ static int push_text(struct tc_events *e, const struct tc_stream_tap *tap, const
 }
 
 /* What the client has not seen of view's stdout and stderr (it has out and err bytes), then the
- * view as "result", and the end; tap (may be NULL) hears the same. An offset inside a character
- * or past the text starts over. */
+ * connections not told live (seen: a bit per index of view's network, NULL = none told), then
+ * the view as "result", and the end; tap (may be NULL) hears the same. An offset inside a
+ * character or past the text starts over. */
 static void push_end(struct tc_events *e, const struct tc_stream_tap *tap, json_t *view,
-                     size_t *out, size_t *err)
+                     size_t *out, size_t *err, const uint8_t *seen)
 {
     size_t *offs[2] = {out, err};
     for (int k = 0; k < 2; k++) {
@@ -122,11 +126,13 @@ static void push_end(struct tc_events *e, const struct tc_stream_tap *tap, json_
             (void)push_text(e, tap, names[k], s + from, n - from, *out, *err);
         }
     }
-    /* the egress proxy reports a sandbox's connections when it ends: each one, then the result */
+    /* the connections the proxy's live news missed (or all, following from elsewhere) */
     size_t i;
     json_t *att;
     json_array_foreach(json_object_get(view, "network"), i, att)
     {
+        if (seen && i < NET_MAX && (seen[i / 8] & (1u << (i % 8))))
+            continue;
         (void)tc_events_push(e, "network", NULL, att, true);
         if (tap && tap->event)
             tap->event(tap->ud, "network", att);
@@ -147,7 +153,19 @@ struct tc_exec_stream {
     struct tc_buf red[2]; /* redacted, not yet made text (an unfinished UTF-8 sequence) */
     size_t sent[2];       /* text bytes pushed */
     bool stopped;         /* an output event did not fit: the result carries the rest */
+    struct tc_exec_filter filter; /* for the hosts of network events (secrets: copies) */
+    uint8_t net_seen[NET_MAX / 8]; /* network events pushed, by index in the result's list */
+    char id[40];
+    struct tc_exec_stream *reg_next; /* in reg: findable by id while it lives */
+    json_t *hist;             /* the output events pushed: [[k, text, out, err], ...] */
+    struct tc_share *share;   /* shared with readers elsewhere (stream_share.c), or NULL */
 };
+
+/* The streams of this process (lock order: reg.mu, a stream's mu, the share thread's). */
+static struct {
+    pthread_mutex_t mu;
+    struct tc_exec_stream *list;
+} reg = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 int tc_exec_stream_new(const char *exec_id, const struct tc_redactor *red,
                        const char *const *secrets, size_t nsecrets, int64_t output_bytes,
@@ -162,13 +180,33 @@ int tc_exec_stream_new(const char *exec_id, const struct tc_redactor *red,
     /* JSON escapes can grow text up to six times; the result event comes on top */
     uint64_t cap = output_bytes > 0 ? (uint64_t)output_bytes * 8 : LOG_CAP_MIN;
     cap = cap < LOG_CAP_MIN ? LOG_CAP_MIN : cap > LOG_CAP_MAX ? LOG_CAP_MAX : cap;
+    s->filter.redactor = red;
+    char **copies = nsecrets ? calloc(nsecrets, sizeof(*copies)) : NULL;
+    s->filter.secrets = (const char *const *)copies;
+    s->filter.nsecrets = copies ? nsecrets : 0;
+    for (size_t i = 0; i < s->filter.nsecrets; i++)
+        if (!(copies[i] = strdup(secrets[i]))) {
+            tc_exec_stream_free(s);
+            return -ENOMEM;
+        }
+    if (nsecrets && !copies) {
+        tc_exec_stream_free(s);
+        return -ENOMEM;
+    }
     int r = tc_events_new(exec_id, (size_t)cap, true, &s->e);
     for (int k = 0; r == 0 && k < 2; k++)
         r = tc_redact_stream_new(red, secrets, nsecrets, &s->rs[k]);
+    if (r == 0 && !(s->hist = json_array()))
+        r = -ENOMEM;
     if (r < 0) {
         tc_exec_stream_free(s);
         return r;
     }
+    snprintf(s->id, sizeof(s->id), "%s", exec_id);
+    pthread_mutex_lock(&reg.mu);
+    s->reg_next = reg.list;
+    reg.list = s;
+    pthread_mutex_unlock(&reg.mu);
     *ret = s;
     return 0;
 }
@@ -225,14 +263,48 @@ void tc_exec_stream_chunk(struct tc_exec_stream *s, int stream, const char *data
         if (t) {
             s->sent[k] += json_string_length(t);
             if (push_text(s->e, &s->tap, names[k], json_string_value(t), json_string_length(t),
-                          s->sent[0], s->sent[1]) < 0)
+                          s->sent[0], s->sent[1]) < 0) {
                 s->stopped = true;
+            } else {
+                json_t *ev = json_pack("[i, O, I, I]", k, t, (json_int_t)s->sent[0],
+                                       (json_int_t)s->sent[1]);
+                if (!ev || json_array_append_new(s->hist, ev) < 0)
+                    s->stopped = true; /* a reader elsewhere gets the rest with the result */
+                if (s->share)
+                    tc_share_event(s->share, k, json_string_value(t), json_string_length(t),
+                                   s->sent[0], s->sent[1]);
+            }
         } else {
             s->stopped = true;
         }
         json_decref(t);
     }
     pthread_mutex_unlock(&s->mu);
+}
+
+void tc_exec_stream_network_at(struct tc_exec_stream *s, json_t *att, size_t pos)
+{
+    pthread_mutex_lock(&s->mu);
+    if (pos < NET_MAX && !(s->net_seen[pos / 8] & (1u << (pos % 8)))) {
+        /* once, as decided: its bytes come with the result */
+        json_t *d = tc_exec_network_entry(&s->filter, att, false, NULL);
+        if (d) {
+            s->net_seen[pos / 8] |= (uint8_t)(1u << (pos % 8));
+            (void)tc_events_push(s->e, "network", NULL, d, true);
+            tell(s, "network", d);
+        }
+        json_decref(d);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+void tc_exec_stream_network(struct tc_exec_stream *s, const char *json, size_t len)
+{
+    json_t *att = json_loadb(json, len, JSON_REJECT_DUPLICATES, NULL);
+    json_t *ix = json_object_get(att, "index");
+    if (json_is_integer(ix) && json_integer_value(ix) >= 0)
+        tc_exec_stream_network_at(s, att, (size_t)json_integer_value(ix));
+    json_decref(att);
 }
 
 void tc_exec_stream_end(struct tc_exec_stream *s, json_t *view, json_t *problem)
@@ -251,7 +323,7 @@ void tc_exec_stream_end(struct tc_exec_stream *s, json_t *view, json_t *problem)
         }
         /* the tap hears the rest too (output written right before the end often comes only
          * with the result) */
-        push_end(s->e, &s->tap, view, &out, &err);
+        push_end(s->e, &s->tap, view, &out, &err, s->net_seen);
     } else if (problem) {
         (void)tc_events_push(s->e, "error", NULL, problem, true);
         tell(s, "error", problem);
@@ -273,10 +345,39 @@ void tc_exec_stream_recorded(struct tc_exec_stream *s, int rc, json_t *view)
     json_decref(problem);
 }
 
+int tc_exec_stream_share(const char *exec_id)
+{
+    int r = -ENOENT;
+    pthread_mutex_lock(&reg.mu);
+    for (struct tc_exec_stream *s = reg.list; s; s = s->reg_next) {
+        if (strcmp(s->id, exec_id) != 0)
+            continue;
+        pthread_mutex_lock(&s->mu);
+        if (!s->share)
+            s->share = tc_share_open(exec_id, json_deep_copy(s->hist));
+        r = s->share ? 0 : -ENOMEM;
+        pthread_mutex_unlock(&s->mu);
+        break;
+    }
+    pthread_mutex_unlock(&reg.mu);
+    return r;
+}
+
 void tc_exec_stream_free(struct tc_exec_stream *s)
 {
     if (!s)
         return;
+    if (s->id[0]) {
+        pthread_mutex_lock(&reg.mu);
+        for (struct tc_exec_stream **pp = &reg.list; *pp; pp = &(*pp)->reg_next)
+            if (*pp == s) {
+                *pp = s->reg_next;
+                break;
+            }
+        pthread_mutex_unlock(&reg.mu);
+    }
+    tc_share_close(s->share); /* its outcome is stored (or will not be here): rows go */
+    json_decref(s->hist);
     tell(s, NULL, NULL); /* the end, once: the tap may free its state */
     s->tap.event = NULL;
     if (s->e) {
@@ -287,6 +388,9 @@ void tc_exec_stream_free(struct tc_exec_stream *s)
         tc_redact_stream_free(s->rs[k]);
         tc_buf_free(&s->red[k]);
     }
+    for (size_t i = 0; i < s->filter.nsecrets; i++)
+        free((char *)s->filter.secrets[i]);
+    free((void *)s->filter.secrets);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }
@@ -298,12 +402,61 @@ struct follow {
     char tenant[40], id[40], status[32];
     size_t out, err;
     int64_t next_ms;
+    int seq;          /* execution_output rows read */
+    int64_t ask_ms;   /* when to ask (again) for its output to be shared */
+    bool gap;         /* a row is missing: the rest comes with the result */
 };
+
+/* What the replica running it shares (execution_output, stream_share.c) after what e has. */
+static void follow_output(struct tc_events *e, struct follow *f, int64_t now)
+{
+    if (f->gap || strcmp(f->status, "running") != 0)
+        return;
+    PGconn *c = tc_db_acquire(f->db, 200);
+    if (!c)
+        return;
+    const char *ask[] = {f->id};
+    if (now >= f->ask_ms) { /* again now and then: the run may have started since */
+        f->ask_ms = now + FOLLOW_ASK_MS;
+        PQclear(tc_db_exec(c, "SELECT pg_notify('toolcage_follow', $1)", 1, ask));
+    }
+    char seq[16];
+    snprintf(seq, sizeof(seq), "%d", f->seq);
+    const char *p[] = {f->id, seq};
+    PGresult *r = tc_db_exec(c,
+                             "SELECT seq, stream, text, out_bytes, err_bytes FROM execution_output"
+                             " WHERE execution_id = $1::uuid AND seq >= $2::int ORDER BY seq"
+                             " LIMIT 500",
+                             2, p);
+    tc_db_release(f->db, c);
+    for (int i = 0; r && i < PQntuples(r); i++) {
+        int k = strcmp(PQgetvalue(r, i, 1), "stderr") == 0;
+        const char *text = PQgetvalue(r, i, 2);
+        size_t n = (size_t)PQgetlength(r, i, 2);
+        size_t o = (size_t)strtoull(PQgetvalue(r, i, 3), NULL, 10);
+        size_t er = (size_t)strtoull(PQgetvalue(r, i, 4), NULL, 10);
+        size_t end = k ? er : o, *have = k ? &f->err : &f->out;
+        f->seq = atoi(PQgetvalue(r, i, 0)) + 1;
+        if (end <= *have)
+            continue; /* had it (Last-Event-ID) */
+        if (end - n > *have || n > end) {
+            f->gap = true;
+            break;
+        }
+        size_t skip = *have - (end - n);
+        while (skip < n && ((unsigned char)text[skip] & 0xc0) == 0x80)
+            skip++; /* never half a character */
+        *have = end;
+        (void)push_text(e, NULL, names[k], text + skip, n - skip, f->out, f->err);
+    }
+    PQclear(r);
+}
 
 static bool follow_poll(struct tc_events *e, void *ud)
 {
     struct follow *f = ud;
     int64_t now = tc_now_ms();
+    follow_output(e, f, now);
     if (now < f->next_ms)
         return false;
     f->next_ms = now + FOLLOW_POLL_MS;
@@ -330,7 +483,7 @@ static bool follow_poll(struct tc_events *e, void *ud)
     }
     bool over = tc_api_execution_terminal(status);
     if (over)
-        push_end(e, NULL, view, &f->out, &f->err);
+        push_end(e, NULL, view, &f->out, &f->err, NULL);
     json_decref(view);
     return over;
 }
@@ -427,7 +580,7 @@ enum MHD_Result tc_api_execution_events(struct tc_request *r)
     if (end) {
         tc_events_close(e);
     } else if (tc_api_execution_terminal(status)) {
-        push_end(e, NULL, view, &out, &err);
+        push_end(e, NULL, view, &out, &err, NULL);
     } else {
         json_t *d = json_pack("{s:s, s:s, s:O?}", "id", id, "status", status, "approval_id",
                               json_object_get(view, "approval_id"));

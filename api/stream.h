@@ -3,11 +3,14 @@
  *
  * Events (each "data:" is one line of JSON):
  *   execution  {id, tool, status, created_at, findings}: the call is recorded (first event)
+ *   finding    each of the pre-screen's findings, after execution
  *   held       the 202 body of a held call (approval_id, expires_at, reasons)
  *   approved   {status, approval_id}: a held call was approved and is queued or running
  *   stdout, stderr  {"text": ...}: output as it comes, redacted by the tool's rules and the
  *              leased secrets, valid UTF-8; concatenated they are exactly the Execution's
  *              stdout/stderr (a secret split across writes never shows, not even in part)
+ *   network    an egress attempt as the proxy decides it (the Execution's "network" entry
+ *              without its byte counts); those the live news missed come before result, whole
  *   result     the Execution, as the synchronous answer gives it (last event)
  *   error      a problem (application/problem+json body) when the outcome cannot be given
  * stdout/stderr events carry "id: O-E" (bytes of stdout and stderr text so far); result has
@@ -51,6 +54,13 @@ void tc_exec_stream_event(struct tc_exec_stream *s, const char *event, json_t *d
 struct tc_events *tc_exec_stream_events(struct tc_exec_stream *s); /* borrowed */
 /* Output as the launcher sends it (raw; stream 1 stdout, 2 stderr). */
 void tc_exec_stream_chunk(struct tc_exec_stream *s, int stream, const char *data, size_t len);
+/* The egress proxy's live news of a connection (the launcher's stream 3, sandbox.h): a
+ * "network" event the first time an index is told, host redacted; later news of it (its
+ * bytes) is the result's. */
+void tc_exec_stream_network(struct tc_exec_stream *s, const char *json, size_t len);
+/* The same for an attempt that will be at pos in the result's "network" (a session's call
+ * lists its own, not the sandbox's). */
+void tc_exec_stream_network_at(struct tc_exec_stream *s, json_t *att, size_t pos);
 /* The end: the rest of the output and "result" (view), or "error" (problem); closes the log
  * and frees s. Both NULL: closes with nothing more (the call ended without a run). */
 void tc_exec_stream_end(struct tc_exec_stream *s, json_t *view, json_t *problem);
@@ -58,6 +68,21 @@ void tc_exec_stream_end(struct tc_exec_stream *s, json_t *view, json_t *problem)
  * else not stored yet): "result", or an "error" that says where to read it later. Frees s. */
 void tc_exec_stream_recorded(struct tc_exec_stream *s, int rc, json_t *view);
 void tc_exec_stream_free(struct tc_exec_stream *s); /* NULL is a no-op; closes the log */
+
+/* ---- shared: a run here, read on another replica ----
+ * A reader elsewhere asks with NOTIFY toolcage_follow, '<id>' (the worker hears it and calls
+ * srv->follow_asked): the stream of id, if it lives here, has its output events written to
+ * execution_output from the first (api/stream_share.c), redacted as its own readers get them,
+ * until its outcome is stored; then the rows are removed. */
+/* tc_stream_share_start/stop: api/api.h */
+/* The hook: 0, or -ENOENT (not streamed here), -ENOMEM. */
+int tc_exec_stream_share(const char *exec_id);
+struct tc_share;
+/* For api/stream.c: history is [[k (0 stdout, 1 stderr), text, out, err], ...] (stolen).
+ * NULL when the writer is not running. */
+struct tc_share *tc_share_open(const char *exec_id, json_t *history);
+void tc_share_event(struct tc_share *x, int k, const char *text, size_t n, size_t out, size_t err);
+void tc_share_close(struct tc_share *x); /* NULL is a no-op */
 
 /* Follow exec_id of tenant_id in the database into e (not findable: one reader's), from text
  * offsets out/err, status being its status now; ends e when the execution has its outcome. */

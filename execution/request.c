@@ -521,6 +521,29 @@ json_t *tc_exec_redact_string(const struct tc_exec_filter *f, const char *s, siz
     return filtered_string(f, (const unsigned char *)s, len, counts);
 }
 
+json_t *tc_exec_network_entry(const struct tc_exec_filter *f, json_t *att, bool bytes,
+                              json_t *counts)
+{
+    static const char *const keep[] = {"port",    "allowed",    "reason",        "resolved",
+                                       "bytes_sent", "bytes_received"};
+    if (!json_is_object(att))
+        return NULL;
+    json_t *e = json_object(), *host = json_object_get(att, "host");
+    if (!e)
+        return NULL;
+    json_object_set_new(e, "host",
+                        json_is_string(host)
+                            ? filtered_string(f, (const unsigned char *)json_string_value(host),
+                                              json_string_length(host), counts)
+                            : json_null());
+    for (size_t i = 0; i < TC_ARRAY_SIZE(keep); i++) {
+        json_t *v = json_object_get(att, keep[i]);
+        if (v && (bytes || strncmp(keep[i], "bytes_", 6) != 0))
+            json_object_set(e, keep[i], v);
+    }
+    return e;
+}
+
 static json_t *output_string(const struct tc_exec_filter *f, json_t *b64, json_t *counts)
 {
     const char *s = json_string_value(b64);
@@ -810,13 +833,9 @@ json_t *tc_exec_view(const char *id, const char *tool, json_t *result,
     size_t ai;
     json_array_foreach(net, ai, att)
     {
-        json_t *copy = json_deep_copy(att), *host = json_object_get(att, "host");
-        if (copy && json_is_string(host))
-            json_object_set_new(copy, "host",
-                                filtered_string(filter,
-                                                (const unsigned char *)json_string_value(host),
-                                                json_string_length(host), counts));
-        json_array_append_new(netv, copy);
+        json_t *entry = tc_exec_network_entry(filter, att, true, counts);
+        if (entry)
+            json_array_append_new(netv, entry);
     }
     json_object_set_new(v, "network", netv);
     json_t *err = json_object_get(result, "error");

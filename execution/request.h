@@ -73,6 +73,13 @@ json_t *tc_exec_redact_string(const struct tc_exec_filter *f, const char *s, siz
 int tc_exec_redact_file(const struct tc_exec_filter *f, const unsigned char *bin, size_t len,
                         json_t *counts, char **ret, size_t *ret_len);
 
+/* One egress attempt (the launcher result's "network", or the proxy's live news of it:
+ * sandbox.h) as the API gives it: its known fields only, the host redacted (it comes from the
+ * sandboxed code), the byte counts only with bytes. counts (may be NULL) is added to. NULL if
+ * att is not an object. */
+json_t *tc_exec_network_entry(const struct tc_exec_filter *f, json_t *att, bool bytes,
+                              json_t *counts);
+
 /* The API's Execution object from a launcher result: stdout, stderr and error redacted
  * (counts per rule in "redactions"), then made valid UTF-8 with U+FFFD for invalid bytes
  * and NUL. findings (borrowed, may be NULL) are the pre-screen's. */

@@ -227,6 +227,10 @@ int tc_cmd_serve(int argc, char **argv)
         tc_log(TC_LOG_ERROR, "cannot start the event streams' thread", NULL);
         goto out;
     }
+    if (tc_stream_share_start(&srv) < 0) {
+        tc_log(TC_LOG_ERROR, "cannot start the shared output's writer", NULL);
+        goto out;
+    }
     if (tc_api_sessions_start(&srv) < 0) {
         tc_log(TC_LOG_ERROR, "cannot start the sessions' keeper", NULL);
         goto out;
@@ -300,6 +304,7 @@ int tc_cmd_serve(int argc, char **argv)
     webhooks = NULL;
     tc_waiters_wake_all();
     tc_slotq_close(); /* calls waiting for a slot answer 503 (draining) */
+    tc_stream_share_stop(); /* shared output removed (the sweep removes what it could not) */
     tc_events_stop(); /* every event stream ends after what it holds (the outcomes are in) */
     tc_verifier_stop(srv.verifier); /* its waiting requests resume */
     /* MHD must not be stopped while a connection is suspended: wait until every resumed
@@ -316,6 +321,7 @@ int tc_cmd_serve(int argc, char **argv)
 out:
     tc_api_sessions_stop();
     tc_worker_quiesce(worker);
+    tc_stream_share_stop();
     tc_events_stop();
     tc_http_stop(&srv);
     tc_slotq_detach();

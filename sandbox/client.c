@@ -333,7 +333,7 @@ static void run_generation(struct tc_launcher *l)
                 p->ready(p->userdata, h.id);
         } else if (h.type == TC_WIRE_CHUNK) {
             struct pending *p = pending_find(l, h.id);
-            if (p && p->chunk && payload && h.len >= 2 && (payload[0] == '1' || payload[0] == '2'))
+            if (p && p->chunk && payload && h.len >= 2 && (payload[0] >= '1' && payload[0] <= '5'))
                 p->chunk(p->userdata, payload[0] - '0', payload + 1, (size_t)h.len - 1);
         } else if (h.type == TC_WIRE_FILE_DONE) {
             json_t *head = payload ? json_loadb(payload, strcspn(payload, "\n"), 0, NULL) : NULL;
@@ -690,6 +690,15 @@ int tc_launcher_input(struct tc_launcher *l, const char *id, const void *data, s
 int tc_launcher_interrupt(struct tc_launcher *l, const char *id)
 {
     return send_about(l, TC_WIRE_INTERRUPT, id, NULL, 0);
+}
+
+int tc_launcher_budget(struct tc_launcher *l, const char *id, int64_t cpu_ms, const char *call)
+{
+    char msg[96];
+    int n = snprintf(msg, sizeof(msg), "%lld %s", (long long)(cpu_ms > 0 ? cpu_ms : 0), call);
+    if (n < 0 || (size_t)n >= sizeof(msg) || strchr(call, ' ') || !*call)
+        return -EINVAL;
+    return send_about(l, TC_WIRE_BUDGET, id, msg, (size_t)n);
 }
 
 int tc_launcher_file(struct tc_launcher *l, const char *id, json_t *op, const void *data,

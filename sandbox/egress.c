@@ -99,6 +99,8 @@ static void sbx_unref(struct sbx *s)
 
 /* ---- the attempt log ---- */
 
+static void announce(struct sbx *s, long idx);
+
 static long record(struct sbx *s, const char *host, uint16_t port, bool allowed, const char *reason)
 {
     long idx = -1;
@@ -115,6 +117,8 @@ static long record(struct sbx *s, const char *host, uint16_t port, bool allowed,
         s->dropped++;
     }
     pthread_mutex_unlock(&s->mu);
+    if (strcmp(reason, "resolving") != 0)
+        announce(s, idx);
     return idx;
 }
 
@@ -128,6 +132,8 @@ static void update(struct sbx *s, long idx, bool allowed, const char *reason, co
     if (resolved)
         snprintf(s->att[idx].resolved, sizeof(s->att[idx].resolved), "%s", resolved);
     pthread_mutex_unlock(&s->mu);
+    if (strcmp(reason, "connecting") != 0)
+        announce(s, idx);
 }
 
 static void count(struct sbx *s, long idx, uint64_t sent, uint64_t received)
@@ -140,27 +146,49 @@ static void count(struct sbx *s, long idx, uint64_t sent, uint64_t received)
     pthread_mutex_unlock(&s->mu);
 }
 
+/* One attempt as FINAL and ATTEMPT give it. Caller holds the sandbox's mu. */
+static json_t *attempt_json(const struct attempt *a)
+{
+    const char *reason = a->reason;
+    if (strcmp(reason, "resolving") == 0 || strcmp(reason, "connecting") == 0)
+        reason = "cancelled";
+    return json_pack("{s:s?, s:i, s:b, s:s, s:I, s:I, s:s?}", "host", a->host[0] ? a->host : NULL,
+                     "port", (int)a->port, "allowed", a->allowed, "reason", reason, "bytes_sent",
+                     (json_int_t)a->sent, "bytes_received", (json_int_t)a->received, "resolved",
+                     a->resolved[0] ? a->resolved : NULL);
+}
+
 /* Caller holds s->mu. */
 static char *snapshot(struct sbx *s)
 {
     json_t *arr = json_array(), *root;
     char *out;
-    for (size_t i = 0; i < s->natt; i++) {
-        const struct attempt *a = &s->att[i];
-        const char *reason = a->reason;
-        if (strcmp(reason, "resolving") == 0 || strcmp(reason, "connecting") == 0)
-            reason = "cancelled";
-        json_array_append_new(arr, json_pack("{s:s?, s:i, s:b, s:s, s:I, s:I, s:s?}", "host",
-                                             a->host[0] ? a->host : NULL, "port", (int)a->port,
-                                             "allowed", a->allowed, "reason", reason, "bytes_sent",
-                                             (json_int_t)a->sent, "bytes_received",
-                                             (json_int_t)a->received, "resolved",
-                                             a->resolved[0] ? a->resolved : NULL));
-    }
+    for (size_t i = 0; i < s->natt; i++)
+        json_array_append_new(arr, attempt_json(&s->att[i]));
     root = json_pack("{s:o, s:I}", "attempts", arr, "dropped", (json_int_t)s->dropped);
     out = root ? json_dumps(root, JSON_COMPACT) : NULL;
     json_decref(root);
     return out;
+}
+
+/* Attempt idx as it stands now, to the launcher (ATTEMPT, egress_proto.h), unless the sandbox
+ * is being closed (its FINAL says it all). */
+static void announce(struct sbx *s, long idx)
+{
+    if (idx < 0)
+        return;
+    pthread_mutex_lock(&s->mu);
+    json_t *j = s->closed ? NULL : attempt_json(&s->att[idx]);
+    pthread_mutex_unlock(&s->mu);
+    if (!j || json_object_set_new(j, "index", json_integer(idx)) < 0) {
+        json_decref(j);
+        return;
+    }
+    char *text = json_dumps(j, JSON_COMPACT);
+    json_decref(j);
+    if (text)
+        (void)tc_eg_send(g_ctl, TC_EG_ATTEMPT, s->handle, text, strlen(text), -1);
+    free(text);
 }
 
 /* ---- one connection ---- */
@@ -420,6 +448,7 @@ static void serve(struct conn *c)
         count(s, idx, len - h.head_len, 0);
     }
     relay(c, idx);
+    announce(s, idx); /* with its bytes */
 }
 
 static void *conn_main(void *arg)

@@ -305,7 +305,8 @@ static void on_final(struct tc_egress_link *l, uint64_t handle, const char *payl
     /* nobody waits for it (setup failure path): drop */
 }
 
-void tc_egress_link_on_readable(struct tc_egress_link *l, tc_egress_deliver_fn deliver, void *ud)
+void tc_egress_link_on_readable(struct tc_egress_link *l, tc_egress_deliver_fn deliver,
+                                tc_egress_attempt_fn attempt, void *ud)
 {
     while (l && l->sock >= 0) {
         struct tc_eg_hdr h;
@@ -328,6 +329,8 @@ void tc_egress_link_on_readable(struct tc_egress_link *l, tc_egress_deliver_fn d
             close(fd);
         if (h.type == TC_EG_FINAL)
             on_final(l, h.handle, payload, deliver, ud);
+        else if (h.type == TC_EG_ATTEMPT && payload && attempt)
+            attempt(ud, h.handle, payload, h.len);
         free(payload);
     }
 }

@@ -37,8 +37,11 @@ typedef void (*tc_egress_deliver_fn)(void *userdata, const char *id, json_t *res
  * to deliver with "network" (and "network_dropped") filled in. */
 void tc_egress_link_park(struct tc_egress_link *l, uint64_t handle, const char *id, json_t *result,
                          int64_t deadline_ms, tc_egress_deliver_fn deliver, void *userdata);
+/* An attempt as the proxy decides it, or a connection's bytes as it ends (ATTEMPT,
+ * egress_proto.h): json is one attempt with its "index" in the sandbox's list. */
+typedef void (*tc_egress_attempt_fn)(void *userdata, uint64_t handle, const char *json, size_t len);
 void tc_egress_link_on_readable(struct tc_egress_link *l, tc_egress_deliver_fn deliver,
-                                void *userdata);
+                                tc_egress_attempt_fn attempt, void *userdata);
 void tc_egress_link_tick(struct tc_egress_link *l, int64_t now_ms, tc_egress_deliver_fn deliver,
                          void *userdata);
 size_t tc_egress_link_parked(const struct tc_egress_link *l);

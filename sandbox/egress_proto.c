@@ -51,7 +51,7 @@ int tc_eg_send(int sock, enum tc_eg_type type, uint64_t handle, const char *payl
         memcpy(CMSG_DATA(c), fds, (size_t)nfds * sizeof(int));
     }
     do
-        n = sendmsg(sock, &msg, MSG_NOSIGNAL);
+        n = sendmsg(sock, &msg, MSG_NOSIGNAL | (type == TC_EG_ATTEMPT ? MSG_DONTWAIT : 0));
     while (n < 0 && errno == EINTR);
     if (n < 0)
         return -errno;

@@ -5,6 +5,10 @@
  *   ADD   launcher -> proxy  handle, payload ["rule", ...], fd = listener in the sandbox netns
  *   CLOSE launcher -> proxy  handle: the sandbox is gone; stop, cut its connections, report
  *   FINAL proxy -> launcher  handle, payload {"attempts": [...], "dropped": n}
+ *   ATTEMPT proxy -> launcher handle, payload one attempt as FINAL lists it plus its "index"
+ *                             there: once when the proxy decides it, again with its bytes when
+ *                             a connection it let through ends. Sent without waiting (dropped
+ *                             when the launcher is behind): live news, FINAL is the record.
  */
 #pragma once
 
@@ -18,6 +22,7 @@ enum tc_eg_type {
     TC_EG_ADD = 1,
     TC_EG_CLOSE,
     TC_EG_FINAL,
+    TC_EG_ATTEMPT,
     TC_EG_TYPE_MAX_,
 };
 

@@ -165,6 +165,65 @@ static void pump_stdin(struct launcher *L, struct sbx *s)
     lc_unwatch_close(L, &s->stdin_fd);
 }
 
+/* A "session" sandbox's CPU budget news (TC_WIRE_BUDGET): '4' and news, a TC_WIRE_CHUNK. */
+static void budget_news(struct launcher *L, struct sbx *s, json_t *news)
+{
+    char *text = news ? json_dumps(news, JSON_COMPACT) : NULL;
+    json_decref(news);
+    if (!text)
+        return;
+    size_t n = strlen(text);
+    char *msg = malloc(n + 1);
+    if (msg) {
+        lc_flush_chunks(L, s); /* after the output of the call it is about */
+        msg[0] = '4';
+        memcpy(msg + 1, text, n);
+        (void)tc_wire_send(L->sock, TC_WIRE_CHUNK, s->id, msg, n + 1);
+        free(msg);
+    }
+    free(text);
+}
+
+/* "<ms> <call>": measured from the sandbox's cgroup from now on; without one it cannot be
+ * (meter null: the server says it was not enforced). */
+static void set_budget(struct launcher *L, struct sbx *s, const char *payload)
+{
+    char call[40];
+    unsigned long long ms;
+    uint64_t now;
+    if (!payload || sscanf(payload, "%llu %39s", &ms, call) != 2)
+        return;
+    if (ms == 0) { /* the end of that call's, not of a newer one's */
+        if (strcmp(call, s->budget_call) == 0)
+            s->budget_ns = 0;
+        return;
+    }
+    s->budget_ns = 0;
+    const char *meter = NULL;
+    if (ms > 0 && ms < UINT64_MAX / 1000000 && s->has_cg && tc_cg_cpu_ns(&s->cg, &now) == 0) {
+        s->budget_ns = (uint64_t)ms * 1000000;
+        s->budget_base_ns = now;
+        snprintf(s->budget_call, sizeof(s->budget_call), "%s", call);
+        meter = tc_cg_mech(&L->cg, TC_CG_CPU);
+    }
+    budget_news(L, s, json_pack("{s:s, s:s?}", "call", call, "meter", meter));
+}
+
+/* The call's budget is spent: ^C to its program (PID 1 forwards it, as TC_WIRE_INTERRUPT). */
+static void check_budget(struct launcher *L, struct sbx *s)
+{
+    uint64_t cpu;
+    if (!s->budget_ns || !s->has_cg || tc_cg_cpu_ns(&s->cg, &cpu) < 0 ||
+        cpu < s->budget_base_ns + s->budget_ns)
+        return;
+    s->budget_ns = 0;
+    if (s->pidfd >= 0)
+        syscall(SYS_pidfd_send_signal, s->pidfd, SIGINT, NULL, 0);
+    budget_news(L, s,
+                json_pack("{s:s, s:I}", "call", s->budget_call, "spent_ms",
+                          (json_int_t)((cpu - s->budget_base_ns) / 1000000)));
+}
+
 /* TC_WIRE_INPUT: more stdin for a session (appended to what it has not read), or its end. */
 static void session_input(struct launcher *L, struct sbx *s, const char *data, size_t len)
 {
@@ -197,6 +256,7 @@ static void session_input(struct launcher *L, struct sbx *s, const char *data, s
 
 static void add_violation(struct sbx *s, const char *name)
 {
+    s->viol_news = s->spec.session; /* a session's calls are told as they go */
     for (unsigned i = 0; i < s->n_viol; i++) {
         if (strcmp(s->viol[i].name, name) == 0) {
             s->viol[i].count++;
@@ -357,6 +417,13 @@ static void on_client(struct launcher *L)
     case TC_WIRE_FILE:
         lc_file_op(L, h.id, payload, (size_t)h.len);
         break;
+    case TC_WIRE_BUDGET:
+        for (unsigned i = 0; i < L->max; i++) {
+            struct sbx *s = &L->slots[i];
+            if (s->used && !s->exited && s->spec.session && strcmp(s->id, h.id) == 0)
+                set_budget(L, s, payload);
+        }
+        break;
     case TC_WIRE_SHUTDOWN:
         L->stopping = true;
         break;
@@ -381,6 +448,8 @@ static void tick(struct launcher *L)
                 lc_drop_held(L, s, "the server did not start the program in time");
             continue;
         }
+        if (s->budget_ns)
+            check_budget(L, s);
         if (L->stopping)
             lc_kill_sbx(L, s, "cancelled");
         else if (now >= s->deadline_ms)
@@ -416,7 +485,30 @@ static int64_t setting_up(struct launcher *L, int64_t now)
 
 static bool chunk_due(const struct sbx *s)
 {
-    return s->spec.stream && (s->out.len > s->out.sent || s->err.len > s->err.sent);
+    return s->spec.stream &&
+           (s->out.len > s->out.sent || s->err.len > s->err.sent || s->viol_news);
+}
+
+/* A session's violations so far, before the output read after them (a call's end marker comes
+ * after its violations: the program waits in the syscall until the launcher has counted it):
+ * '5' and {"violations": [...]}, a TC_WIRE_CHUNK. */
+static void send_violations(struct launcher *L, struct sbx *s)
+{
+    if (!s->viol_news)
+        return;
+    json_t *j = json_pack("{s:o}", "violations", lc_violations_json(s));
+    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    size_t n = text ? strlen(text) : 0;
+    char *msg = text ? malloc(n + 1) : NULL;
+    if (msg) {
+        msg[0] = '5';
+        memcpy(msg + 1, text, n);
+        if (tc_wire_send(L->sock, TC_WIRE_CHUNK, s->id, msg, n + 1) == 0)
+            s->viol_news = false;
+    }
+    free(msg);
+    free(text);
 }
 
 /* Stream k's (0 stdout, 1 stderr) output not sent yet, as one TC_WIRE_CHUNK; a session's
@@ -443,9 +535,31 @@ void lc_flush_chunks(struct launcher *L, struct sbx *s)
 {
     if (!s->spec.stream)
         return;
+    send_violations(L, s);
     send_stream_chunk(L, s, 0);
     send_stream_chunk(L, s, 1);
     s->chunk_ms = lc_now_ms();
+}
+
+/* The egress proxy's news of a "stream" sandbox's connection, after the output written before
+ * it: one TC_WIRE_CHUNK, '3' then the attempt (sandbox.h). Other sandboxes' wait for FINAL. */
+static void on_attempt(void *userdata, uint64_t handle, const char *json, size_t len)
+{
+    struct launcher *L = userdata;
+    for (unsigned i = 0; handle && i < L->max; i++) {
+        struct sbx *s = &L->slots[i];
+        if (!s->used || s->egress_handle != handle || !s->spec.stream)
+            continue;
+        char *msg = malloc(len + 1);
+        if (!msg)
+            return;
+        lc_flush_chunks(L, s);
+        msg[0] = '3';
+        memcpy(msg + 1, json, len);
+        (void)tc_wire_send(L->sock, TC_WIRE_CHUNK, s->id, msg, len + 1);
+        free(msg);
+        return;
+    }
 }
 
 /* A "stream" sandbox's new output, at most every CHUNK_EVERY_MS (a program writing in a tight
@@ -457,6 +571,7 @@ static void send_chunks(struct launcher *L, int64_t now)
         struct sbx *s = &L->slots[i];
         if (!s->used || !chunk_due(s) || now - s->chunk_ms < CHUNK_EVERY_MS)
             continue;
+        send_violations(L, s);
         send_stream_chunk(L, s, 0);
         send_stream_chunk(L, s, 1);
         s->chunk_ms = now;
@@ -503,7 +618,7 @@ static void dispatch(struct launcher *L, struct epoll_event *ev)
         return;
     }
     if (k == W_EGRESS) {
-        tc_egress_link_on_readable(L->egress, lc_deliver_result, L);
+        tc_egress_link_on_readable(L->egress, lc_deliver_result, on_attempt, L);
         return;
     }
     if (k == W_SHELL) {

@@ -104,6 +104,9 @@ struct sbx {
     bool held;             /* set up, waiting for TC_WIRE_GO (spec "hold") */
     bool cancel_requested; /* killed by TC_WIRE_CANCEL: the result says "cancelled" */
     int64_t chunk_ms;      /* spec "stream": when output last went out as TC_WIRE_CHUNK */
+    uint64_t budget_ns;    /* spec "session": the call's CPU budget (TC_WIRE_BUDGET), 0 = none */
+    uint64_t budget_base_ns;
+    char budget_call[40];
 
     struct tc_cgroup cg;
     bool has_cg;
@@ -122,6 +125,7 @@ struct sbx {
     int exec_err;
     struct violation viol[MAX_VIOLATIONS];
     unsigned n_viol;
+    bool viol_news; /* spec "session": violations since the last TC_WIRE_CHUNK '5' */
     uint64_t egress_handle; /* registered with the egress proxy (network allowlist), 0 = none */
 
     /* gvisor backend: pid/pidfd are runsc's; the bundle is a tmpfs of its own */
@@ -179,6 +183,8 @@ void lc_deliver_result(void *userdata, const char *id, json_t *result);
 void lc_file_op(struct launcher *L, const char *id, const char *payload, size_t len);
 /* A "stream" sandbox's output not sent yet goes out now (before its result). */
 void lc_flush_chunks(struct launcher *L, struct sbx *s);
+/* The sandbox's seccomp violations so far: [{syscall, count}, ...]. */
+json_t *lc_violations_json(const struct sbx *s);
 
 void lc_fail_teardown(struct launcher *L, struct sbx *s, const char *msg);
 int lc_watch(struct launcher *L, int fd, uint32_t events, unsigned slot, enum wkind k);

@@ -30,6 +30,15 @@ void lc_retry_dead_cgs(struct launcher *L)
     L->n_dead_cgs = j;
 }
 
+json_t *lc_violations_json(const struct sbx *s)
+{
+    json_t *viol = json_array();
+    for (unsigned i = 0; viol && i < s->n_viol; i++)
+        json_array_append_new(viol, json_pack("{s:s, s:i}", "syscall", s->viol[i].name, "count",
+                                              (int)s->viol[i].count));
+    return viol;
+}
+
 static void destroy_cg(struct launcher *L, struct tc_cgroup *cg)
 {
     for (int i = 0; i < 200; i++) {
@@ -227,10 +236,7 @@ static void finish(struct launcher *L, struct sbx *s)
     else
         status = "failed";
 
-    viol = json_array();
-    for (unsigned i = 0; i < s->n_viol; i++)
-        json_array_append_new(viol, json_pack("{s:s, s:i}", "syscall", s->viol[i].name, "count",
-                                              (int)s->viol[i].count));
+    viol = lc_violations_json(s);
     bool files_incomplete = false;
     files = s->spec.collect ? tc_ws_collect(s->ws_fd, s->spec.collect, s->spec.limits.output_bytes,
                                             &files_incomplete)

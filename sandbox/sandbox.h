@@ -92,8 +92,14 @@ struct tc_launcher_job {
     tc_launcher_ready_cb ready; /* required with "hold": true in the spec, NULL without */
     /* With "stream": true in the spec (else never called): output as the program writes it,
      * stream 1 (stdout) or 2 (stderr), raw and unredacted, in order, only bytes within the
-     * output cap (so the result's stdout/stderr start with what came here). On the reader
-     * thread, before done; keep it short. */
+     * output cap (so the result's stdout/stderr start with what came here); and stream 3,
+     * the egress proxy's news of a connection: one attempt as the result's "network" lists
+     * it, plus its "index" there, as JSON (once when the proxy decides it, again with its
+     * bytes when a connection it let through ends; may be missed: the result is the record);
+     * stream 4, a "session" sandbox's CPU budget news (tc_launcher_budget()); stream 5, a
+     * "session" sandbox's seccomp violations so far, {"violations": [{syscall, count}]} (as
+     * the result lists them), sent when they changed, before the output read after them.
+     * On the reader thread, before done; keep it short. */
     void (*chunk)(void *userdata, int stream, const char *data, size_t len);
     void *userdata;
     bool reserved; /* takes a slot promised by tc_launcher_reserve() */
@@ -118,6 +124,12 @@ int tc_launcher_go(struct tc_launcher *l, const char *id);
  * group (an id not running a session is ignored). 0, -EINVAL (bad id, too large), -EPIPE. */
 int tc_launcher_input(struct tc_launcher *l, const char *id, const void *data, size_t len);
 int tc_launcher_interrupt(struct tc_launcher *l, const char *id);
+/* A "session" sandbox's CPU budget for one call (call: a tag without spaces, e.g. its
+ * execution id), from now; cpu_ms 0 ends it. The launcher answers on the chunk callback,
+ * stream 4: {"call", "meter"} ("cgroup_v1"/"cgroup_v2", null when it cannot measure), and
+ * when the sandbox has used cpu_ms more it sends SIGINT as tc_launcher_interrupt() does and
+ * {"call", "spent_ms"}. */
+int tc_launcher_budget(struct tc_launcher *l, const char *id, int64_t cpu_ms, const char *call);
 /* A file operation in a running "session" sandbox's workspace (sandbox/workspace.h): op is
  * {op: "get"|"put"|"delete"|"list", path?, max?} (a "req" is added), data the bytes of a
  * put. Waits up to timeout_ms for the launcher's answer: *ret_head {errno?, size?, created?,

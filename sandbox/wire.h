@@ -19,7 +19,8 @@ enum tc_wire_type {
     TC_WIRE_GO,        /* server -> launcher: id only; start the held sandbox's program */
     TC_WIRE_CHUNK,     /* launcher -> server: output of a "stream" sandbox as it comes: one
                         * byte '1' (stdout) or '2' (stderr), then the bytes; only bytes that
-                        * the result will also hold (within the output cap), in order */
+                        * the result will also hold (within the output cap), in order; or '3'
+                        * .. '5' and news as JSON (sandbox.h) */
     TC_WIRE_INPUT,     /* server -> launcher: bytes for a "session" sandbox's stdin, appended to
                         * what it has not read yet; an empty payload closes its stdin */
     TC_WIRE_INTERRUPT, /* server -> launcher: id only; SIGINT to a "session" sandbox's program
@@ -29,6 +30,10 @@ enum tc_wire_type {
                         * then (put) the file's bytes */
     TC_WIRE_FILE_DONE, /* launcher -> server: its answer, a JSON line {req, errno?, size?,
                         * created?, entries?, incomplete?}, then (get) the file's bytes */
+    TC_WIRE_BUDGET,    /* server -> launcher: "<ms> <call>": a "session" sandbox's CPU budget for
+                        * one call, from now (0: none); the launcher answers as a TC_WIRE_CHUNK
+                        * '4' {call, meter} and, when it is spent, sends SIGINT as
+                        * TC_WIRE_INTERRUPT does and '4' {call, spent_ms} */
     TC_WIRE_TYPE_MAX_,
 };
 

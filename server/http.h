@@ -50,6 +50,10 @@ struct tc_server {
     /* A cancel for an execution that no sandbox of its own runs: a session's call (installed
      * by api/sessions.c). 0 if it was this process's to interrupt, -ENOENT. */
     int (*cancel_session_call)(const char *execution_id);
+    /* Someone on another replica follows this execution's events (NOTIFY toolcage_follow):
+     * share its output through the database if it runs here (installed by api/stream_share.c).
+     * 0, or -ENOENT when it is not streamed here. */
+    int (*follow_asked)(const char *execution_id);
 };
 
 struct tc_request;

@@ -793,6 +793,9 @@ static void drain_notifications(struct tc_worker *w, bool *ret_queue)
             tc_waiters_wake(n->extra);
         else if (strcmp(n->relname, "toolcage_cancel") == 0 && tc_uuid_valid(n->extra))
             cancel_run(w, n->extra);
+        else if (strcmp(n->relname, "toolcage_follow") == 0 && tc_uuid_valid(n->extra) &&
+                 w->srv->follow_asked)
+            (void)w->srv->follow_asked(n->extra);
         PQfreemem(n);
     }
 }
@@ -807,7 +810,8 @@ static bool listen_on(struct tc_worker *w)
     if (!w->listen_conn || PQstatus(w->listen_conn) != CONNECTION_OK)
         return false;
     PGresult *r = PQexec(w->listen_conn,
-                         "LISTEN toolcage_queue; LISTEN toolcage_done; LISTEN toolcage_cancel");
+                         "LISTEN toolcage_queue; LISTEN toolcage_done; LISTEN toolcage_cancel;"
+                         " LISTEN toolcage_follow");
     bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
     PQclear(r);
     return ok;
@@ -816,7 +820,7 @@ static bool listen_on(struct tc_worker *w)
 static void *worker_main(void *arg)
 {
     struct tc_worker *w = arg;
-    int64_t last_sweep = 0, last_interrupt = 0;
+    int64_t last_sweep = 0, last_interrupt = 0, last_output = 0;
     bool listening = listen_on(w);
     for (;;) {
         struct pollfd fds[2] = {
@@ -858,6 +862,15 @@ static void *worker_main(void *arg)
         if (locked && now - last_interrupt >= 1000) {
             last_interrupt = now;
             sweep_interrupted(w);
+        }
+        if (locked && now - last_output >= 60000) { /* shared output a dead replica left */
+            last_output = now;
+            PGresult *r = tc_db_exec(w->conn,
+                                     "DELETE FROM execution_output o USING executions e"
+                                     " WHERE e.id = o.execution_id AND e.finished_at IS NOT NULL"
+                                     " AND e.finished_at < now() - interval '1 minute'",
+                                     0, NULL);
+            PQclear(r);
         }
     }
     return NULL;

@@ -125,6 +125,7 @@ class ClientTest(unittest.TestCase):
             t = s.run("sleep 30; echo never", timeout_ms=500)
             self.assertEqual((t["status"], t["stdout"]), ("timeout", ""))
             self.assertEqual(s.run("echo $X")["stdout"], "py\n")
+            self.assertEqual(s.run("true", cpu_ms=1500)["limits"]["cpu_ms"], 1500)
             self.assertIn(s.id, [x["id"] for x in self.tc.sessions(status="active")])
             with self.assertRaises(toolcage.NotFound):
                 Client(URL, OTHER)._request("GET", f"/v1/sessions/{s.id}")

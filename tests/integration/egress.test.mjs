@@ -11,6 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
 import { setup, BIN } from './harness.mjs';
+import { openEvents } from './fixtures/sse.mjs';
 
 async function upstream(name) {
   const seen = [];
@@ -43,7 +44,7 @@ const python = { language: 'python', command: ['/usr/bin/python3', '-I', '-B', '
 fs.writeFileSync(policyPath, JSON.stringify({
   version: 1,
   tools: {
-    fetch: { description: 'curl with an allowlist', ...shell, ...common, network: { allow: [`127.0.0.1:${A.port}`, '*.example.com'] } },
+    fetch: { description: 'curl with an allowlist', ...shell, ...common, network: { allow: [`127.0.0.1:${A.port}`, '*.example.com'] }, session: { enabled: true, max_ttl_seconds: 600, max_idle_seconds: 300 } },
     fetchpy: { description: 'python with an allowlist', ...python, ...common, network: { allow: [`127.0.0.1:${A.port}`] } },
     named: { description: 'allowlists a name that resolves to loopback', ...shell, ...common, network: { allow: [`localhost:${A.port}`] } },
     offline: { description: 'no network', ...python, ...common, network: 'none' },
@@ -231,4 +232,56 @@ test('the attempts are kept with the execution', async () => {
   const res = await server.request('GET', `/v1/executions/${r.id}`, { key: server.keys.agent });
   assert.equal(res.status, 200, res.text);
   assert.deepEqual(res.json.network, r.network);
+});
+
+test('a session call lists the connections made during it (bytes too), streams them as they happen, and a background job\'s go to the next call', async () => {
+  const key = server.keys.agent;
+  const opened = await server.request('POST', '/v1/sessions', { key, json: { tool: 'fetch' } });
+  assert.equal(opened.status, 201, opened.text);
+  const sid = opened.json.id;
+  const call = async (code) => {
+    const res = await server.request('POST', `/v1/sessions/${sid}/execute`, { key, json: { code } });
+    assert.equal(res.status, 200, res.text);
+    return res.json;
+  };
+  try {
+    const a = await call(`curl -sS "http://127.0.0.1:${A.port}/s1"; curl -s -o /dev/null "http://127.0.0.1:${B.port}/s1"; echo done`);
+    assert.equal(a.stdout, 'hello from A GET /s1 \ndone\n', JSON.stringify(a));
+    assert.equal(a.network.length, 2, JSON.stringify(a.network));
+    assertAttempt(a.network[0], { host: '127.0.0.1', port: A.port, allowed: true, reason: 'allowed', resolved: '127.0.0.1' });
+    assert.ok(a.network[0].bytes_received >= 'hello from A GET /s1 \n'.length, JSON.stringify(a.network[0]));
+    assertAttempt(a.network[1], { host: '127.0.0.1', port: B.port, allowed: false });
+    assert.equal(B.saw('/s1').length, 0, 'the refused request never reached B');
+    // stored with the call
+    const got = await server.request('GET', `/v1/executions/${a.id}`, { key });
+    assert.deepEqual(got.json.network, a.network);
+    // the next call made none: the session's earlier ones are not its
+    assert.deepEqual((await call('echo quiet')).network, []);
+
+    // streamed: the attempt comes while the program still runs
+    const s = await openEvents(server, 'POST', `/v1/sessions/${sid}/execute`, { key, json: { code: `curl -s -o /dev/null "http://127.0.0.1:${B.port}/s2"; sleep 2; echo the-end` } });
+    assert.equal(s.status, 200);
+    const events = await s.rest();
+    const result = events.at(-1);
+    assert.equal(result.event, 'result', JSON.stringify(events.map((e) => e.event)));
+    const net = events.filter((e) => e.event === 'network');
+    assert.equal(net.length, 1, JSON.stringify(events));
+    const { bytes_sent, bytes_received, ...decided } = result.data.network[0];
+    assert.deepEqual(net[0].data, decided);
+    assert.equal(decided.port, B.port);
+    const end = events.find((e) => e.event === 'stdout' && e.data.text.includes('the-end'));
+    assert.ok(end && net[0].at < end.at - 1000, `network at ${net[0].at} ms, the-end at ${end?.at} ms`);
+
+    // a job left running makes a connection between calls: the next call lists it
+    const bg = await call(`(sleep 0.3; curl -s -o /dev/null "http://127.0.0.1:${B.port}/bg") >/dev/null 2>&1 &`);
+    assert.deepEqual(bg.network, []);
+    await new Promise((r) => setTimeout(r, 1500));
+    const next = await call('echo later');
+    assert.equal(next.network.length, 1, JSON.stringify(next));
+    assertAttempt(next.network[0], { port: B.port, allowed: false });
+    assert.deepEqual((await call('echo again')).network, [], 'told once');
+  } finally {
+    const res = await server.request('DELETE', `/v1/sessions/${sid}`, { key });
+    assert.equal(res.status, 200, res.text);
+  }
 });

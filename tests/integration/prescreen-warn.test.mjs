@@ -130,11 +130,13 @@ test('warn on an egress tool: it runs, and the findings and network attempts are
   assert.deepEqual(done.network, run.network);
 });
 
-test('streamed (Accept: text/event-stream): each finding right after execution, each network attempt right before result', async () => {
+test('streamed (Accept: text/event-stream): each finding right after execution, each network attempt as the proxy decides it', async () => {
   const code = [
     `cmd="curl -sS --max-time 10 http://127.0.0.1:${PORT}/streamed"`,
     'eval "$cmd"',
     `curl -s -o /dev/null -w '%{http_code}\\n' "http://127.0.0.1:${PORT + (PORT < 65535 ? 1 : -1)}/refused"`,
+    'sleep 2',
+    'echo the-end',
   ].join('\n');
   const s = await openEvents(server, 'POST', '/v1/execute', { key: server.keys.agent, json: { tool: 'fetchwarn', code } });
   assert.equal(s.status, 200);
@@ -146,10 +148,15 @@ test('streamed (Accept: text/event-stream): each finding right after execution, 
   assert.ok(findings.some((f) => f.rule === 'sh_eval'), JSON.stringify(findings));
   assert.deepEqual(findings, result.data.findings, 'the finding events are the result\'s findings');
   assert.deepEqual(names.slice(0, 1 + findings.length), ['execution', ...findings.map(() => 'finding')]);
-  const net = events.filter((e) => e.event === 'network').map((e) => e.data);
+  const net = events.filter((e) => e.event === 'network');
   assert.equal(net.length, 2, JSON.stringify(net));
-  assert.deepEqual(net, result.data.network);
-  assert.deepEqual(names.slice(-3), ['network', 'network', 'result']);
-  assert.equal(net[1].reason, 'port_not_allowed');
-  assert.ok(names.includes('stdout'));
+  // each once, as the result lists it but for the byte counts (known when it ends)
+  const strip = ({ bytes_sent, bytes_received, ...rest }) => rest;
+  assert.deepEqual(net.map((e) => e.data), result.data.network.map(strip));
+  assert.equal(net[1].data.reason, 'port_not_allowed');
+  assert.ok(result.data.network[0].bytes_received > 0, JSON.stringify(result.data.network));
+  // live: both came while the program slept, before what it printed after
+  const end = events.find((e) => e.event === 'stdout' && e.data.text.includes('the-end'));
+  assert.ok(end, JSON.stringify(names));
+  for (const e of net) assert.ok(e.at < end.at - 1000, `network at ${e.at} ms, the-end at ${end.at} ms`);
 });

@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import net from 'node:net';
 import { setup, SLOW, sleep } from './harness.mjs';
+import { openEvents, joined } from './fixtures/sse.mjs';
 import { APPROVAL_POLICY, hold, decide, getExecution, waitFinished, until, auditOf, actions, lit } from './fixtures/approval-helpers.mjs';
 
 // A database of its own: `audit verify` walks the whole chain, made under this file's key only.
@@ -151,6 +152,39 @@ test('a drain that runs out kills what is left; the call ends, it is not left ru
   const e = await waitFinished(a, id, 30);
   assert.notEqual(e.status, 'running');
   assert.doesNotMatch(e.stdout ?? '', /after-/);
+});
+
+test('a streamed call is followed live from another replica through PostgreSQL; its shared output is removed after', async () => {
+  const b = await peer('replicas-live');
+  const t = tag();
+  const code = `for i in 1 2 3; do echo live-${t}-$i; sleep 1; done; echo err-${t} >&2`;
+  const res = await a.request('POST', '/v1/execute', { key: a.keys.agent, json: { tool: 'shell', code, stream: true, async: true } });
+  assert.equal(res.status, 202, res.text);
+  const id = res.json.id;
+  const s = await openEvents(b, 'GET', `/v1/executions/${id}/events`, { key: a.keys.agent });
+  assert.equal(s.status, 200);
+  const first = await s.next((e) => e.event === 'stdout' && e.data.text.includes(`live-${t}-1`), 15_000 * SLOW);
+  // the rows b reads exist while it runs
+  assert.notEqual((await a.sql(`SELECT count(*) FROM execution_output WHERE execution_id = '${id}'`)).trim(), '0');
+  const events = await s.rest();
+  const result = events.at(-1);
+  assert.equal(result.event, 'result', JSON.stringify(events.map((e) => e.event)));
+  assert.equal(result.data.status, 'completed');
+  // live: the first line long before the end; exactly the result's text, nothing twice
+  assert.ok(first.at < result.at - 1000, `first line at ${first.at} ms, result at ${result.at} ms`);
+  assert.equal(joined(events, 'stdout'), result.data.stdout);
+  assert.equal(joined(events, 'stderr'), result.data.stderr);
+  assert.equal(result.data.stdout, `live-${t}-1\nlive-${t}-2\nlive-${t}-3\n`);
+  assert.ok(events.filter((e) => e.event === 'stdout').length >= 2, 'more than one output event: they came as written');
+  // re-attached on b after the first line: the rest only
+  const again = await openEvents(b, 'GET', `/v1/executions/${id}/events`, { key: a.keys.agent, headers: { 'last-event-id': first.id } });
+  const rest = await again.rest();
+  assert.equal(joined(rest, 'stdout'), result.data.stdout.slice(first.data.text.length));
+  // another tenant cannot follow it
+  const other = await b.request('GET', `/v1/executions/${id}/events`, { key: a.keys.otherAgent });
+  assert.equal(other.status, 404);
+  await until(async () => (await a.sql(`SELECT count(*) FROM execution_output WHERE execution_id = '${id}'`)).trim() === '0', 10_000 * SLOW, 'the shared rows to be removed');
+  await b.stop();
 });
 
 test('the audit chain verifies after all of it', async () => {

@@ -131,6 +131,41 @@ test('a call past its time is interrupted and the session lives on; code that ig
   await until(() => hostProcs(`sleep ${m}`).length === 0, 5000, 'the session\'s processes to be gone');
 });
 
+test('a call\'s CPU budget (cpu_ms) is measured by the kernel for the whole sandbox and interrupts the call; the session lives on', async () => {
+  const s = await open({ tool: 'python' });
+  await run(s.id, 'kept = 1');
+  const first = await run(s.id, '1');
+  assert.equal(first.limits.cpu_ms, 10000, 'the tool\'s default when the call does not ask');
+  // what the launcher found on this host decides what to expect, never the result
+  const host = server.hostReport();
+  const controllers = host.controllers || [];
+  if (!controllers.includes('cpu') && !controllers.includes('cpuacct')) {
+    // no CPU accounting here: the budget is not enforced, and the result must not claim it is
+    assert.deepEqual(Object.keys(first.enforced), ['timeout_ms']);
+    return;
+  }
+  const meter = `cgroup_${host.cgroup}`;
+  assert.equal(first.enforced.cpu_ms, meter);
+  // the interpreter and a child it started both burn: the sandbox's CPU is what counts
+  const t0 = Date.now();
+  const a = await run(s.id, 'import subprocess\np = subprocess.Popen(["/usr/bin/python3", "-c", "while True: pass"])\nwhile True:\n    pass', { cpu_ms: 600, timeout_ms: 30000 });
+  assert.equal(a.status, 'killed', JSON.stringify(a));
+  assert.equal(a.killed_reason, 'cpu');
+  assert.equal(a.limits.cpu_ms, 600);
+  assert.ok(a.cpu_ms >= 600, `cpu_ms ${a.cpu_ms}`);
+  assert.equal(a.enforced.cpu_ms, meter);
+  assert.ok(Date.now() - t0 < 15000, 'interrupted long before its timeout');
+  assert.equal((await run(s.id, 'kept')).result, '1', 'the session and its state live on');
+  const stored = await server.request('GET', `/v1/executions/${a.id}`, { key: server.keys.agent });
+  assert.equal(stored.json.killed_reason, 'cpu');
+  // a call under its budget is not touched; the budget is the call's, not the session's so far
+  const b = await run(s.id, 'sum(range(10**6))', { cpu_ms: 2000 });
+  assert.equal(b.status, 'completed');
+  assertProblem(await call(s.id, { code: '1', cpu_ms: 60001 }), 422, 'limit-exceeds-policy');
+  assertProblem(await call(s.id, { code: '1', cpu_ms: 0 }), 400, 'validation');
+  assert.equal((await del(s.id)).status, 200);
+});
+
 test('another tenant cannot see, call or end a session; two sessions share nothing', async () => {
   const s = await open({ tool: 'shell' });
   const m = tag();

@@ -69,11 +69,12 @@ class Session:
 
     def run(self, code: str, *, stdin: Optional[str] = None,
             files: Optional[Sequence[Mapping[str, str]]] = None,
-            timeout_ms: Optional[int] = None) -> Json:
+            timeout_ms: Optional[int] = None, cpu_ms: Optional[int] = None) -> Json:
         """Runs code in the session and returns its Execution (python: ``result`` is the
         repr of a final expression). files ([{path, content, encoding?}]) are written into
-        the workspace first, and stay. A call past its time ends with status ``timeout``; the
-        session lives on unless the code would not be interrupted."""
+        the workspace first, and stay. A call past its time ends with status ``timeout``, one
+        past its CPU (``cpu_ms``, the whole sandbox's) ``killed`` by ``cpu``; the session
+        lives on unless the code would not be interrupted."""
         body: Json = {"code": code}
         if stdin is not None:
             body["stdin"] = stdin
@@ -81,6 +82,8 @@ class Session:
             body["files"] = list(files)
         if timeout_ms is not None:
             body["timeout_ms"] = timeout_ms
+        if cpu_ms is not None:
+            body["cpu_ms"] = cpu_ms
         path = f"/v1/sessions/{urllib.parse.quote(self.id)}/execute"
         t = None if timeout_ms is None else timeout_ms / 1000 + 30
         return self._client._request("POST", path, body=body, timeout=t)[1]

@@ -1182,8 +1182,9 @@ export interface components {
          *     approval_id?}`), `finding` (a `Finding` of the pre-screen, each after
          *     `execution`), `held` (`HeldExecution`), `approved` (`{status,
          *     approval_id}`), `stdout` and `stderr` (`StreamText`), `network` (one
-         *     attempt of the Execution's `network`, each right before `result`: the
-         *     egress proxy reports them when the sandbox ends), `result`
+         *     attempt of the Execution's `network` without its byte counts, as the
+         *     egress proxy decides it, while the call runs; one the live news missed
+         *     comes whole right before `result`: each is told once), `result`
          *     (`Execution`, the last event), `error` (`Problem`: the outcome could
          *     not be given; read `GET /v1/executions/{id}`). Output events stop
          *     (the result still holds everything) if a call's events pass eight
@@ -1267,6 +1268,16 @@ export interface components {
             files?: components["schemas"]["InputFile"][];
             /** @description This call's time; default the session's `limits.timeout_ms`, at most the tool's maximum. */
             timeout_ms?: number;
+            /**
+             * @description This call's CPU: what the session's sandbox uses (every process in it) from
+             *     the call's start, measured by the kernel (its cgroup); spent, the call is
+             *     interrupted as at its timeout and ends `killed` with `killed_reason`
+             *     `cpu`. Default the tool's `cpu_ms` default, at most the tool's maximum,
+             *     never more than the session's `limits.cpu_ms` (its total).
+             *     `enforced.cpu_ms` of the call names the cgroup that measured it; absent
+             *     when the host has none (then only the session's total holds).
+             */
+            cpu_ms?: number;
         };
         SessionFileList: {
             files: components["schemas"]["SessionFile"][];
@@ -1368,7 +1379,9 @@ export interface components {
              * @description Every connection the sandboxed code made to the egress proxy (tools whose
              *     policy has a `network.allow` list; always empty for `"network": "none"`), in
              *     the order they were accepted, at most 256. `host` passes through output
-             *     redaction like stdout. See docs/sandbox.md, "Network egress".
+             *     redaction like stdout. A session's call lists the attempts decided while it
+             *     ran (and any decided since the previous call), in that order, with their
+             *     bytes as they stood at its end. See docs/sandbox.md, "Network egress".
              */
             network?: {
                 /** @description Requested host (lowercase), `null` when the request was malformed. */
