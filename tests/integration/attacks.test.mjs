@@ -50,7 +50,8 @@
 // its output cap cuts the output instead of killing the program: the files concerned say so
 // with session-expect (and session-limits). "runner: marker" becomes three sessions (A writes
 // and stays open, C looks during A's call and after it, B is opened after A ended) and
-// "runner: concurrent" two (the companion's and the attack's, both open before either call).
+// "runner: concurrent" two (the companion's, of the other tenant, and the attack's, both open
+// before either call).
 // Two more tests: tenant A's session plants markers (files, environment, a Python global, a
 // process, an abstract socket) that tenant B's session, open at the same time, must not see,
 // nor reach A's session by its id (404); and the positive control that the host detectors see
@@ -439,6 +440,11 @@ async function runOne(meta, inst, stdin, where) {
     let r;
     try {
       r = await callIn(s, inst, stdin);
+      // a writer the attack left behind lives on with the session: give it time to (fail to)
+      // fire while the session is still open, then look on the host before the DELETE
+      const absent = inst.host.map((h) => h.match(/^absent=(\S+)$/)?.[1]).filter(Boolean);
+      if (absent.length) await sleep(3500);
+      for (const p of absent) assert.ok(!fs.existsSync(p), `${where}: ${p} exists on the host while the session is open`);
     } finally {
       const ended = await endSession(s.id);
       if (r) r.ended = ended;
@@ -458,8 +464,9 @@ async function hostChecks(meta, inst, r, where) {
   for (const h of inst.host) {
     let m;
     if ((m = h.match(/^absent=(\S+)$/))) {
-      // an attack that planted a delayed writer gets time to (fail to) fire
-      await sleep(3500);
+      // an attack that planted a delayed writer gets time to (fail to) fire (in a session it had
+      // that time before the DELETE, runOne)
+      if (inst.backend !== 'session') await sleep(3500);
       assert.ok(!fs.existsSync(m[1]), `${where}: ${m[1]} exists on the host`);
     } else if ((m = h.match(/^unchanged=(\S+)$/))) {
       assert.equal(sha256(m[1]), inst.hashes[m[1]], `${where}: ${m[1]} changed on the host`);
@@ -560,24 +567,26 @@ async function markerInSessions(meta, inst) {
 }
 
 /**
- * runner: concurrent, in sessions: the companion runs as a call of a session of its own tool,
- * the attack as a call of another session beside it (both open before either call starts).
+ * runner: concurrent, in sessions: the companion runs as a call of a session of the other
+ * tenant (server.keys.otherAgent), the attack as a call of a session beside it (both open
+ * before either call starts).
  */
 async function concurrentInSessions(meta, inst) {
   const f = meta.file;
   const lpid = launcherPid();
   const comp = companionOf(f);
-  const sc = await openSession(toolFor(comp.base, 'session'));
+  const other = server.keys.otherAgent;
+  const sc = await openSession(toolFor(comp.base, 'session'), undefined, other);
   const sa = await openFor(meta, inst);
   let r, cr;
   try {
-    const companion = sessionCall(sc.id, { code: comp.code });
+    const companion = sessionCall(sc.id, { code: comp.code }, other);
     await sleep((comp.own ? 1000 : 700) * SLOW); // the companion is running when the attack strikes
     r = await callIn(sa, inst);
     cr = await companion;
   } finally {
     await endSession(sa.id);
-    await endSession(sc.id);
+    await endSession(sc.id, other);
   }
   assertExpect(r, inst.expect, f);
   assert.equal(cr.status, 'completed', `the companion session was hit: ${JSON.stringify(cr)}`);
