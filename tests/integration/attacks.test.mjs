@@ -31,7 +31,7 @@
 //                                               host itself refuses it and the refused-expect lines
 //                                               are asserted instead (the run is still made)
 //
-// Every attack runs three times: against the native backend (tools
+// Every attack runs four times: against the native backend (tools
 // "python", "shell") and against the gvisor backend ("python-gvisor", "shell-gvisor"; the
 // same limits). Under gVisor the program talks to gVisor's kernel, not the host's: some calls
 // the native seccomp filter refuses (ptrace of a child, unshare, io_uring) are emulated there
@@ -43,7 +43,8 @@
 // "shell-session", the native backend, the same limits): POST /v1/sessions opens one with the
 // run's limits, POST /v1/sessions/{id}/execute runs the attack as its only call, DELETE ends
 // it, and then the host checks below must find nothing of the session (its sandbox is named
-// by the session's id). The code runs in the session driver's interpreter or shell (python:
+// by the session's id; a host absent= path is looked for 3.5 s after the call, while the
+// session and whatever the attack left running in it are still there). The code runs in the session driver's interpreter or shell (python:
 // exec in a persistent namespace, with the driver's two descriptors; shell: sourced, so `exec`
 // and `exit` end the session), a session call reports no policy_violations (api/sessions.c:
 // the violation= lines cannot hold; the EPERM lines beside them still show the refusal), and
