@@ -2,6 +2,10 @@
 # runner: marker
 # expect: status=completed
 # expect: stdout~=^tmp=\[\] shm=\[\] ws=\['main\.py'\]$|^written$
+#   In sessions (the runner's markerInSessions): the workspace holds the driver's directory
+#   (.toolcage), not main.py.
+# session-expect: status=completed
+# session-expect: stdout~=^tmp=\[\] shm=\[\] ws=\['\.toolcage'\]$|^written$
 #   Run A prints when it wrote its markers and when it stopped waiting ("window S E", wall
 #   clock), run C when it looked ("looked T"): the runner asserts S <= T <= E, so the two
 #   really overlapped (the clock is the host's: time namespaces are not used).

@@ -23,12 +23,15 @@
 //                                               "window START END" (wall clock)
 //   # gvisor-expect: ...                        for the gvisor backend, replaces every expect line
 //   # gvisor: skip REASON                       not run under the gvisor backend
+//   # session-expect: ...                       for the run in a session, replaces every expect line
+//   # session-limits: {...}                     for the run in a session, replaces the limits line
+//   # session: skip REASON                      not run in a session
 //   # probe: ... / # probe-refused-expect: ...  a host probe (tests/attacks/hostprobe.mjs): when the
 //                                               attack, run unsandboxed, does not get this far, the
 //                                               host itself refuses it and the refused-expect lines
 //                                               are asserted instead (the run is still made)
 //
-// Every attack runs three times: against the native backend (tools
+// Every attack runs four times: against the native backend (tools
 // "python", "shell") and against the gvisor backend ("python-gvisor", "shell-gvisor"; the
 // same limits). Under gVisor the program talks to gVisor's kernel, not the host's: some calls
 // the native seccomp filter refuses (ptrace of a child, unshare, io_uring) are emulated there
@@ -36,6 +39,25 @@
 // The third run is native again under a tool with a network allowlist ("python-egress",
 // "shell-egress"): the sandbox then has the egress proxy beside it, and the native
 // expectations must hold all the same.
+// The fourth run is a call inside a session (docs/sessions.md; tools "python-session",
+// "shell-session", the native backend, the same limits): POST /v1/sessions opens one with the
+// run's limits, POST /v1/sessions/{id}/execute runs the attack as its only call, DELETE ends
+// it, and then the host checks below must find nothing of the session (its sandbox is named
+// by the session's id; a host absent= path is looked for 3.5 s after the call, while the
+// session and whatever the attack left running in it are still there). The code runs in the session driver's interpreter or shell (python:
+// exec in a persistent namespace, with the driver's two descriptors; shell: sourced, so `exec`
+// and `exit` end the session), a session call reports no policy_violations (api/sessions.c:
+// the violation= lines cannot hold; the EPERM lines beside them still show the refusal), and
+// its output cap cuts the output instead of killing the program: the files concerned say so
+// with session-expect (and session-limits). "runner: marker" becomes three sessions (A writes
+// and stays open, C looks during A's call and after it, B is opened after A ended) and
+// "runner: concurrent" two (the companion's, of the other tenant, and the attack's, both open
+// before either call).
+// Two more tests: tenant A's session plants markers (files, environment, a Python global, a
+// process, an abstract socket) that tenant B's session, open at the same time, must not see,
+// nor reach A's session by its id (404); and the positive control that the host detectors see
+// an open session between its calls. The session runs are cheap (about 50 s in each lane, most
+// of it the fixed waits of the attacks themselves), so they run under ASan too.
 // Placeholders in the code and the headers: {PWNED} (a unique /tmp path on the host), {PORT}
 // (the listener's port), {HOSTIP} (a non-loopback address of this host, or 127.0.0.1),
 // {ABSTRACT} (the name of an abstract Unix socket the host listens on, without the NUL; its
@@ -76,10 +98,10 @@ const HOSTIP = hostIp();
 
 function parse(file) {
   const text = fs.readFileSync(path.join(DIR, file), 'utf8');
-  const meta = { file, attack: null, expect: [], gvExpect: [], gvSkip: null, probe: [], probeRefused: [], limits: undefined, host: [], runner: null, code: text };
+  const meta = { file, attack: null, expect: [], gvExpect: [], gvSkip: null, sesExpect: [], sesSkip: null, sesLimits: undefined, probe: [], probeRefused: [], limits: undefined, host: [], runner: null, code: text };
   for (const line of text.split('\n')) {
     if (!line.startsWith('#')) break;
-    const m = line.match(/^#\s*(attack|expect|limits|host|runner|gvisor-expect|gvisor|probe|probe-refused-expect):\s*(.*)$/);
+    const m = line.match(/^#\s*(attack|expect|limits|host|runner|gvisor-expect|gvisor|session-expect|session-limits|session|probe|probe-refused-expect):\s*(.*)$/);
     if (!m) continue;
     const [, key, value] = m;
     if (key === 'attack') meta.attack = value;
@@ -88,6 +110,9 @@ function parse(file) {
     else if (key === 'probe') meta.probe.push(value);
     else if (key === 'probe-refused-expect') meta.probeRefused.push(value);
     else if (key === 'gvisor') meta.gvSkip = value.replace(/^skip\s*/, '') || 'skipped';
+    else if (key === 'session-expect') meta.sesExpect.push(value);
+    else if (key === 'session-limits') meta.sesLimits = JSON.parse(value);
+    else if (key === 'session') meta.sesSkip = value.replace(/^skip\s*/, '') || 'skipped';
     else if (key === 'limits') meta.limits = JSON.parse(value);
     else if (key === 'host') meta.host.push(value);
     else meta.runner = value;
@@ -323,7 +348,8 @@ function instantiate(meta, backend) {
   let expect = meta.expect;
   let refused = false;
   if (backend === 'gvisor' && meta.gvExpect.length) expect = meta.gvExpect;
-  else if (backend === 'native' || backend === 'egress') {
+  else if (backend === 'session' && meta.sesExpect.length) expect = meta.sesExpect;
+  else if (backend !== 'gvisor') {
     const meets = (r, e) => { try { checkExpect(r, e, 'probe'); return true; } catch { return false; } };
     ({ expect, refused } = hostExpect(meta, meets));
   }
@@ -336,7 +362,8 @@ function instantiate(meta, backend) {
   };
 }
 
-/** The corpus policy's tool for a backend: python|shell, -gvisor, -egress (an allowlist). */
+/** The corpus policy's tool for a backend: python|shell, -gvisor, -egress (an allowlist),
+ * -session (a session tool, native). */
 function toolFor(base, backend) {
   return backend === 'native' ? base : `${base}-${backend}`;
 }
@@ -345,7 +372,8 @@ function payload(meta, inst, stdin) {
   const code = inst.code;
   const base = meta.file.endsWith('.py') ? 'python' : 'shell';
   const p = { tool: toolFor(base, inst.backend), code };
-  if (meta.limits) p.limits = meta.limits;
+  const limits = (inst.backend === 'session' && meta.sesLimits) || meta.limits;
+  if (limits) p.limits = limits;
   // an attack with no limits of its own gets the tool's, scaled like every timing bound here
   // (a slow machine must not turn a refused attack into a timeout)
   else if (SLOW > 1) p.limits = { timeout_ms: Math.min(10_000 * SLOW, 60_000), cpu_ms: Math.min(10_000 * SLOW, 60_000) };
@@ -353,28 +381,93 @@ function payload(meta, inst, stdin) {
   return p;
 }
 
-async function runOne(meta, inst, stdin, where) {
-  const res = await server.execute(payload(meta, inst, stdin), { timeout: 120_000 * SLOW });
-  const r = res.json;
+// ---------------------------------------------------------------------------
+// Sessions (docs/sessions.md): POST /v1/sessions, POST /v1/sessions/{id}/execute, DELETE
+
+async function openSession(tool, limits, key = server.keys.agent) {
+  const res = await server.request('POST', '/v1/sessions', { key, json: limits ? { tool, limits } : { tool } });
+  assert.equal(res.status, 201, `opening a ${tool} session: ${res.text.slice(0, 1000)}`);
+  assert.equal(res.json.status, 'active');
+  return res.json;
+}
+
+/** One call in session id: its Execution (200 asserted). */
+async function sessionCall(id, body, key = server.keys.agent) {
+  const res = await server.request('POST', `/v1/sessions/${id}/execute`, { key, json: body, timeout: 120_000 * SLOW });
+  assert.equal(res.status, 200, `a call in session ${id}: ${res.text.slice(0, 1000)}`);
+  assert.equal(res.json.session_id, id);
+  return res.json;
+}
+
+/** DELETE: the session has ended (deleted now, or earlier by what ran in it); its view. */
+async function endSession(id, key = server.keys.agent) {
+  const res = await server.request('DELETE', `/v1/sessions/${id}`, { key });
+  assert.equal(res.status, 200, `DELETE session ${id}: ${res.text.slice(0, 1000)}`);
+  assert.equal(res.json.status, 'ended', `DELETE session ${id}: ${res.text}`);
+  return res.json;
+}
+
+/** The attack's session tool opened with the limits a one-shot run would get (payload). */
+function openFor(meta, inst) {
+  const { tool, limits } = payload(meta, inst);
+  return openSession(tool, limits);
+}
+
+/** The attack's code as a call in the open session s (no expectation asserted yet). */
+async function callIn(s, inst, stdin) {
+  const r = await sessionCall(s.id, stdin === undefined ? { code: inst.code } : { code: inst.code, stdin });
+  return { ...r, sandbox_id: s.id };
+}
+
+function assertExpect(r, expect, where) {
   const dump = `\n--- result ---\n${JSON.stringify({ ...r, stdout: r.stdout.slice(0, 2000), stderr: r.stderr.slice(0, 2000) }, null, 1)}`;
-  for (const e of inst.expect) {
+  for (const e of expect) {
     try {
       checkExpect(r, e, where);
     } catch (err) {
       throw new Error(err.message + dump, { cause: err });
     }
   }
+}
+
+/**
+ * Run the attack once: one-shot (POST /v1/execute), or for the session backend as the only call
+ * of a session of its own, which is ended (DELETE) before this returns. r.sandbox_id: the id the
+ * launcher named the sandbox by (the execution's, or the session's).
+ */
+async function runOne(meta, inst, stdin, where) {
+  if (inst.backend === 'session') {
+    const s = await openFor(meta, inst);
+    let r;
+    try {
+      r = await callIn(s, inst, stdin);
+      // a writer the attack left behind lives on with the session: give it time to (fail to)
+      // fire while the session is still open, then look on the host before the DELETE
+      const absent = inst.host.map((h) => h.match(/^absent=(\S+)$/)?.[1]).filter(Boolean);
+      if (absent.length) await sleep(3500);
+      for (const p of absent) assert.ok(!fs.existsSync(p), `${where}: ${p} exists on the host while the session is open`);
+    } finally {
+      const ended = await endSession(s.id);
+      if (r) r.ended = ended;
+    }
+    assertExpect(r, inst.expect, where);
+    return r;
+  }
+  const res = await server.execute(payload(meta, inst, stdin), { timeout: 120_000 * SLOW });
+  const r = { ...res.json, sandbox_id: res.json.id };
+  assertExpect(r, inst.expect, where);
   return r;
 }
 
 async function hostChecks(meta, inst, r, where) {
   const lpid = launcherPid();
-  await assertHostClean(lpid, r.id, where);
+  await assertHostClean(lpid, r.sandbox_id, where);
   for (const h of inst.host) {
     let m;
     if ((m = h.match(/^absent=(\S+)$/))) {
-      // an attack that planted a delayed writer gets time to (fail to) fire
-      await sleep(3500);
+      // an attack that planted a delayed writer gets time to (fail to) fire (in a session it had
+      // that time before the DELETE, runOne)
+      if (inst.backend !== 'session') await sleep(3500);
       assert.ok(!fs.existsSync(m[1]), `${where}: ${m[1]} exists on the host`);
     } else if ((m = h.match(/^unchanged=(\S+)$/))) {
       assert.equal(sha256(m[1]), inst.hashes[m[1]], `${where}: ${m[1]} changed on the host`);
@@ -421,19 +514,103 @@ test('positive control: every host detector sees a live sandbox', { timeout: 60_
   await assertHostClean(lpid, r.id, 'after the control');
 });
 
+/** The companion of a concurrent attack: its own file's code and language, else a sleeper. */
+function companionOf(file) {
+  const own = ['py', 'sh'].map((x) => file.replace(/\.(py|sh)$/, `.companion.${x}`)).find((f) => fs.existsSync(path.join(DIR, f)));
+  return own
+    ? { own, base: own.endsWith('.py') ? 'python' : 'shell', code: fs.readFileSync(path.join(DIR, own), 'utf8') }
+    : { own: null, base: 'shell', code: 'sleep 2; echo companion-alive' };
+}
+
+/** The window ("window S E") of one output holds the "looked T" of another. */
+function assertLookedInside(windowOut, lookedOut, what) {
+  const w = windowOut.match(/^window ([\d.]+) ([\d.]+)$/m);
+  const l = lookedOut.match(/^looked ([\d.]+)$/m);
+  assert.ok(w && l, `no timestamps: ${JSON.stringify(windowOut)} / ${JSON.stringify(lookedOut)}`);
+  assert.ok(Number(w[1]) <= Number(l[1]) && Number(l[1]) <= Number(w[2]), `${what}: looked at ${l[1]}, outside the window ${w[1]}..${w[2]}`);
+}
+
+// A session's workspace holds its driver (.toolcage/, docs/sessions.md) and no code file.
+const SESSION_CLEAN = /^tmp=\[\] shm=\[\] ws=\['\.toolcage'\]$/m;
+
+/**
+ * runner: marker, in sessions. Session A writes its markers in a call and stays open (they
+ * live as long as it does, not as long as the call); session C, open at the same time, looks
+ * while A's call runs and again after it; session B, opened after A has ended, looks last.
+ */
+async function markerInSessions(meta, inst) {
+  const f = meta.file;
+  const sa = await openFor(meta, inst);
+  const sc = await openFor(meta, inst);
+  const ids = [sa.id, sc.id];
+  try {
+    const a = callIn(sa, inst, 'write');
+    await sleep(1000);
+    const c = await callIn(sc, inst, 'check');
+    assertExpect(c, inst.expect, `${f} (session C, during A's call)`);
+    const ra = await a;
+    assertExpect(ra, inst.expect, `${f} (session A)`);
+    assert.match(ra.stdout, /^written$/m);
+    assert.match(c.stdout, SESSION_CLEAN, 'session C sees session A\'s markers');
+    assertLookedInside(ra.stdout, c.stdout, 'session C');
+    // A's markers outlive its call: A sees them, C still does not
+    const a2 = await sessionCall(sa.id, { code: 'import os\nprint(sorted(n for d in ("/tmp", "/dev/shm", "/workspace") for n in os.listdir(d) if n == "toolcage-marker"))' });
+    assert.equal(a2.stdout, "['toolcage-marker', 'toolcage-marker', 'toolcage-marker']\n", 'session A lost its own markers (the control)');
+    const c2 = await callIn(sc, inst, 'check');
+    assert.match(c2.stdout, SESSION_CLEAN, 'session C sees session A\'s markers after A\'s call');
+  } finally {
+    for (const id of ids) await endSession(id);
+  }
+  const b = await runOne(meta, inst, 'check', `${f} (session B)`);
+  assert.match(b.stdout, SESSION_CLEAN, 'session B sees session A\'s markers');
+  for (const id of ids) await assertHostClean(launcherPid(), id, `${f} (session ${id})`);
+  await hostChecks(meta, inst, b, f);
+}
+
+/**
+ * runner: concurrent, in sessions: the companion runs as a call of a session of the other
+ * tenant (server.keys.otherAgent), the attack as a call of a session beside it (both open
+ * before either call starts).
+ */
+async function concurrentInSessions(meta, inst) {
+  const f = meta.file;
+  const lpid = launcherPid();
+  const comp = companionOf(f);
+  const other = server.keys.otherAgent;
+  const sc = await openSession(toolFor(comp.base, 'session'), undefined, other);
+  const sa = await openFor(meta, inst);
+  let r, cr;
+  try {
+    const companion = sessionCall(sc.id, { code: comp.code }, other);
+    await sleep((comp.own ? 1000 : 700) * SLOW); // the companion is running when the attack strikes
+    r = await callIn(sa, inst);
+    cr = await companion;
+  } finally {
+    await endSession(sa.id);
+    await endSession(sc.id, other);
+  }
+  assertExpect(r, inst.expect, f);
+  assert.equal(cr.status, 'completed', `the companion session was hit: ${JSON.stringify(cr)}`);
+  assert.match(cr.stdout, /(^|\n)companion-alive\n$/, `the companion session was hit: ${JSON.stringify(cr)}`);
+  if (comp.own) assertLookedInside(cr.stdout, r.stdout, 'the attack');
+  assert.equal(launcherPid(), lpid, 'the launcher was replaced');
+  await assertHostClean(lpid, sc.id, `${f} (companion session)`);
+  await hostChecks(meta, inst, r, f);
+}
+
 const RUNSC = ['/usr/bin/runsc', '/usr/sbin/runsc', '/usr/local/bin/runsc'].some((p) => fs.existsSync(p));
 
 test('gvisor: runsc is installed here (scripts/lib.sh installs it), so both backends are attacked', () => {
   assert.ok(RUNSC, 'runsc not found: the gvisor half of the corpus would be skipped');
 });
 
-for (const [backend, file] of ['native', 'gvisor', 'egress'].flatMap((b) => files.map((f) => [b, f]))) {
+for (const [backend, file] of ['native', 'gvisor', 'egress', 'session'].flatMap((b) => files.map((f) => [b, f]))) {
   const meta = parse(file);
   // Under ASan the gvisor and egress runs repeat what the release run proved (the C code on
   // those paths is covered under ASan by test_sandbox, gvisor.test.mjs and egress.test.mjs).
   const asan = process.env.TOOLCAGE_IT_LABEL === 'asan' ? `the ${backend} run is in the release build` : null;
   const skip = (backend === 'gvisor' && (!RUNSC ? 'runsc not installed' : meta.gvSkip || asan)) ||
-    (backend === 'egress' && asan) || false;
+    (backend === 'egress' && asan) || (backend === 'session' && meta.sesSkip) || false;
   test(`attack ${file} [${backend}]: ${meta.attack}`, { timeout: 180_000 * SLOW, skip }, async (t) => {
     connections = [];
     const inst = instantiate(meta, backend);
@@ -443,6 +620,8 @@ for (const [backend, file] of ['native', 'gvisor', 'egress'].flatMap((b) => file
       if (m) inst.hashes[m[1]] = sha256(m[1]);
     }
     if (inst.refused) t.diagnostic(`${file}: this host's kernel refuses the attack unsandboxed (probe); asserting ${inst.expect.join(', ')}`);
+    if (meta.runner === 'marker' && backend === 'session') return markerInSessions(meta, inst);
+    if (meta.runner === 'concurrent' && backend === 'session') return concurrentInSessions(meta, inst);
     if (meta.runner === 'marker') {
       // A writes its markers and stays alive; C runs meanwhile; B runs after A is gone.
       const a = runOne(meta, inst, 'write', `${file} (run A)`);
@@ -489,3 +668,128 @@ for (const [backend, file] of ['native', 'gvisor', 'egress'].flatMap((b) => file
     await hostChecks(meta, inst, r, file);
   });
 }
+
+// ---------------------------------------------------------------------------
+// Sessions of two tenants side by side
+
+// What tenant B's session looks for of a marker M: files of that name in its workspace, /tmp and
+// /dev/shm (listed, and tried by path), M in the environment, a Python global, any process
+// whose command line or environment names M (every /proc entry it can read), and the abstract
+// socket @M. Printed as one JSON line. Run first in A's own session: there it must find all.
+const LOOK = (m) => `import json, os, socket
+M = ${JSON.stringify(m)}
+seen = {}
+seen["ls"] = sorted(f"{d}/{n}" for d in ("/workspace", "/tmp", "/dev/shm") for n in os.listdir(d) if M in n)
+seen["paths"] = [p for p in (f"/workspace/{M}", f"/tmp/{M}", f"/dev/shm/{M}") if os.path.exists(p)]
+seen["env"] = sorted(k for k, v in os.environ.items() if M in v)
+seen["global"] = "tc_marker_global" in globals()
+procs = []
+for pid in os.listdir("/proc"):
+    if pid.isdigit():
+        for what in ("cmdline", "environ"):
+            try:
+                if M.encode() in open(f"/proc/{pid}/{what}", "rb").read():
+                    procs.append(f"{pid}:{what}")
+            except OSError:
+                pass
+seen["procs"] = sorted(set(p.split(":")[0] for p in procs))
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    s.connect("\\0" + M)
+    seen["abstract"] = "CONNECTED"
+except OSError as e:
+    seen["abstract"] = type(e).__name__
+s.close()
+print(json.dumps(seen))
+`;
+
+test('sessions of two tenants: what tenant A\'s session leaves (files, environment, a global, a process, a socket) is invisible to tenant B\'s, and B cannot use A\'s session id', { timeout: 120_000 * SLOW }, async () => {
+  const lpid = launcherPid();
+  const m = `toolcage-xt-${crypto.randomBytes(6).toString('hex')}`;
+  const a = await openSession('python-session');
+  const b = await openSession('python-session', undefined, server.keys.otherAgent);
+  try {
+    const w = await sessionCall(a.id, { code: `import os, socket, subprocess
+M = ${JSON.stringify(m)}
+for d in ("/workspace", "/tmp", "/dev/shm"):
+    open(f"{d}/{M}", "w").write("tenant A\\n")
+os.environ["TC_MARKER"] = M
+tc_marker_global = M
+tc_marker_proc = subprocess.Popen(["/usr/bin/python3", "-c", "import time; time.sleep(600)", M])
+tc_marker_sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+tc_marker_sock.bind("\\0" + M)
+tc_marker_sock.listen(8)
+print("planted")` });
+    assert.equal(w.status, 'completed', JSON.stringify(w));
+    assert.equal(w.stdout, 'planted\n');
+    // the control: the same look from inside A's session finds every marker
+    const own = await sessionCall(a.id, { code: LOOK(m) });
+    const mine = JSON.parse(own.stdout);
+    assert.equal(mine.ls.length, 3, own.stdout);
+    assert.equal(mine.paths.length, 3, own.stdout);
+    assert.deepEqual(mine.env, ['TC_MARKER'], own.stdout);
+    assert.equal(mine.global, true, own.stdout);
+    assert.ok(mine.procs.length >= 1, own.stdout);
+    assert.equal(mine.abstract, 'CONNECTED', own.stdout);
+    // ... and the host sees A's process (by its command line)
+    const hostSees = fs.readdirSync('/proc').filter((d) => /^\d+$/.test(d)).some((d) => {
+      try { return fs.readFileSync(`/proc/${d}/cmdline`, 'utf8').includes(m); } catch (e) { return !gone(e); }
+    });
+    assert.ok(hostSees, 'the host does not see the marker process of session A');
+    // B, a session of the other tenant, open at the same time: nothing
+    const other = await sessionCall(b.id, { code: LOOK(m) }, server.keys.otherAgent);
+    assert.equal(other.status, 'completed', JSON.stringify(other));
+    assert.deepEqual(JSON.parse(other.stdout), { ls: [], paths: [], env: [], global: false, procs: [], abstract: 'ConnectionRefusedError' }, other.stdout);
+    const bFiles = await server.request('GET', `/v1/sessions/${b.id}/files`, { key: server.keys.otherAgent });
+    assert.equal(bFiles.status, 200, bFiles.text);
+    assert.ok(!bFiles.text.includes(m), `B's workspace lists A's marker: ${bFiles.text}`);
+    // B with A's session id: not found, whatever it asks (and A's session is untouched)
+    const key = server.keys.otherAgent;
+    const tries = [
+      ['GET', `/v1/sessions/${a.id}`, {}],
+      ['POST', `/v1/sessions/${a.id}/execute`, { json: { code: 'print(tc_marker_global)' } }],
+      ['GET', `/v1/sessions/${a.id}/files`, {}],
+      ['GET', `/v1/sessions/${a.id}/files/${m}`, {}],
+      ['PUT', `/v1/sessions/${a.id}/files/${m}`, { body: 'tenant B\n' }],
+      ['DELETE', `/v1/sessions/${a.id}/files/${m}`, {}],
+      ['DELETE', `/v1/sessions/${a.id}`, {}],
+    ];
+    for (const [method, p, opts] of tries) {
+      const res = await server.request(method, p, { key, ...opts });
+      assert.equal(res.status, 404, `${method} ${p} as tenant B: ${res.status} ${res.text}`);
+    }
+    const list = await server.request('GET', '/v1/sessions', { key });
+    assert.ok(!list.text.includes(a.id), `tenant B lists A's session: ${list.text}`);
+    const still = await sessionCall(a.id, { code: LOOK(m) });
+    assert.deepEqual(JSON.parse(still.stdout), mine, 'tenant B\'s requests changed session A');
+    assert.equal((await server.request('GET', `/v1/sessions/${a.id}`, { key: server.keys.agent })).json.status, 'active');
+  } finally {
+    await endSession(a.id);
+    await endSession(b.id, server.keys.otherAgent);
+  }
+  await assertHostClean(lpid, a.id, 'after session A');
+  await assertHostClean(lpid, b.id, 'after session B');
+  await assertHealthy('after the two sessions');
+});
+
+// The detectors of the host-side checks must see an open session's sandbox between its calls
+// (its interpreter waiting for the next one), or "nothing left after DELETE" would prove nothing.
+test('positive control: every host detector sees an open session between its calls, and nothing of it after DELETE', { timeout: 60_000 * SLOW }, async () => {
+  const lpid = launcherPid();
+  const s = await openSession('shell-session');
+  const uids = await sandboxUids();
+  try {
+    const r = await sessionCall(s.id, { code: '(sleep 600 &) ; echo started' });
+    assert.equal(r.stdout, 'started\n');
+    const kids = childrenOf(lpid).filter((p) => !isHelper(p, lpid) && !isIdleShell(p, lpid));
+    const procs = sandboxUidProcs(lpid, uids);
+    const parents = cgroupParents(lpid);
+    assert.ok(kids.length > 0, 'the launcher-children detector does not see the session');
+    assert.ok(procs.some((p) => / sleep 600/.test(p)), `the uid-range detector does not see the session's processes: ${JSON.stringify(procs)}`);
+    assert.ok(launcherMounts(lpid, s.id).length > 0, 'the workspace-mount detector does not see the session\'s workspace');
+    if (Object.keys(parents).length) assert.ok(sandboxCgroups(lpid).length > 0, `the cgroup detector does not see the session's group under ${JSON.stringify(parents)}`);
+  } finally {
+    assert.equal((await endSession(s.id)).ended_reason, 'deleted');
+  }
+  await assertHostClean(lpid, s.id, 'after DELETE');
+});
