@@ -66,9 +66,9 @@ struct call {
     json_t *findings;
     int64_t t0_ms, deadline_ms, interrupt_ms;
     bool interrupted, timed_out, cancelled;
-    bool cpu_spent;       /* its CPU budget ran out (the launcher interrupted it) */
-    int64_t cpu_used_ms;  /* what the launcher measured when it did */
-    char cpu_meter[16];   /* how the launcher measures the budget ("" = it could not) */
+    bool cpu_spent;      /* its CPU budget ran out (the launcher interrupted it) */
+    int64_t cpu_used_ms; /* what the launcher measured when it did */
+    char cpu_meter[16];  /* how the launcher measures the budget ("" = it could not) */
     struct tc_session_scan scan[2];
     unsigned ended; /* bit k: stream k's marker seen */
     struct tc_buf raw[2];
@@ -80,9 +80,9 @@ struct call {
     struct tc_exec_stream *stream; /* Accept: text/event-stream: its events (api/stream.h) */
     uint8_t net[NET_MAX];          /* the egress attempts it has (indexes), in the order told */
     unsigned nnet;
-    json_t *network;               /* theirs as they stood at its end (its "network") */
-    json_t *viol_base;             /* the session's violations when it started (or NULL) */
-    json_t *violations;            /* its own: those since (its "policy_violations") */
+    json_t *network;    /* theirs as they stood at its end (its "network") */
+    json_t *viol_base;  /* the session's violations when it started (or NULL) */
+    json_t *violations; /* its own: those since (its "policy_violations") */
 };
 
 struct session {
@@ -104,12 +104,12 @@ struct session {
     const char *retry_reason;
     struct call *call; /* the call the driver runs now (armed), or NULL */
     struct tc_buf stray[2];
-    json_t *net;                     /* the egress proxy's news, each attempt's latest by index */
-    uint8_t net_told[NET_MAX / 8];   /* indexes some call (or net_stray) has */
-    uint8_t net_stray[NET_MAX];      /* told between calls (indexes): the next call's */
+    json_t *net;                   /* the egress proxy's news, each attempt's latest by index */
+    uint8_t net_told[NET_MAX / 8]; /* indexes some call (or net_stray) has */
+    uint8_t net_stray[NET_MAX];    /* told between calls (indexes): the next call's */
     unsigned nnet_stray;
-    char budget_of[37]; /* an ended call whose CPU budget the keeper tells the launcher to end */
-    json_t *viol;       /* the sandbox's seccomp violations so far (the launcher's news) */
+    char budget_of[37];   /* an ended call whose CPU budget the keeper tells the launcher to end */
+    json_t *viol;         /* the sandbox's seccomp violations so far (the launcher's news) */
     int64_t cpu_calls_ms; /* what calls reported, for the session's CPU accounting */
     int64_t cpu_left_ms;  /* the sandbox's CPU the calls did not report (at its end) */
 };
@@ -341,8 +341,7 @@ static json_t *call_result(struct call *c)
         cpu = c->cpu_used_ms;
     json_t *res = json_pack(
         "{s:s, s:s, s:o, s:o, s:o, s:o, s:b, s:b, s:I, s:I, s:s?, s:o, s:{s:s, s:s?}, s:o, s:o}",
-        "id",
-        c->exec_id, "status", status, "exit_code", exit_code, "signal", signal, "stdout_b64",
+        "id", c->exec_id, "status", status, "exit_code", exit_code, "signal", signal, "stdout_b64",
         b64_json(&c->raw[0]), "stderr_b64", b64_json(&c->raw[1]), "stdout_truncated", c->trunc[0],
         "stderr_truncated", c->trunc[1], "duration_ms", (json_int_t)dur, "cpu_ms", cpu,
         "killed_reason", killed, "files", files, "enforced", "wall_ms", "server", "cpu_ms",
@@ -463,7 +462,6 @@ static void keep_stray(struct session *s, int k, const char *data, size_t len)
     if (room && tc_buf_append(&s->stray[k], data, len < room ? len : room) < 0)
         return; /* bounded: the rest is dropped */
 }
-
 
 /* The egress proxy's news of a connection (the launcher's stream 3, sandbox.h): kept as the
  * attempt's latest; the call running now has it (and tells it live) if no call had it before,
@@ -651,7 +649,8 @@ static void on_sandbox_done(void *userdata, json_t *result)
     if (c) {
         c->sandbox = json_incref(result);
         call_network_locked(s, c);
-        c->violations = violations_since(json_object_get(result, "policy_violations"), c->viol_base);
+        c->violations =
+            violations_since(json_object_get(result, "policy_violations"), c->viol_base);
     }
     s->launched = false;
     ss.launched--;
@@ -1671,7 +1670,7 @@ enum MHD_Result tc_api_session_execute_json(struct tc_request *r, json_t *body,
     if (tap || (!r->reply_filter && tc_stream_wanted(r))) {
         size_t nsec = 0;
         const char *const *sec = tc_grant_values(s->grant, &nsec);
-        if (tc_exec_stream_new(c->exec_id, s->redactor, sec, nsec, c->limits[TC_LIMIT_OUTPUT_BYTES],
+        if (tc_exec_stream_new(c->exec_id, s->redactor, sec, nsec, c->limits[TC_LIMIT_OUTPUT_BYTES], true,
                                &c->stream) < 0)
             tc_log(TC_LOG_WARN, "no event stream for this session call", "{s:s, s:s}", "request_id",
                    r->request_id, "execution_id", c->exec_id);
@@ -1707,7 +1706,7 @@ enum MHD_Result tc_api_session_execute_json(struct tc_request *r, json_t *body,
     c->deadline_ms = c->t0_ms + c->limits[TC_LIMIT_TIMEOUT_MS];
     if (armed) {
         s->call = c;
-        c->viol_base = json_incref(s->viol); /* replaced, never changed, by news */
+        c->viol_base = json_incref(s->viol);         /* replaced, never changed, by news */
         memcpy(c->net, s->net_stray, s->nnet_stray); /* told between calls: this one's */
         c->nnet = s->nnet_stray;
         s->nnet_stray = 0;

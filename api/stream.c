@@ -23,7 +23,7 @@
 #define LOG_CAP_MAX    (32u << 20)
 #define FOLLOW_POLL_MS 1000
 #define FOLLOW_ASK_MS  3000 /* how often a follower asks for a run's output to be shared */
-#define NET_MAX        256 /* attempts a sandbox's "network" lists (sandbox/egress.h) */
+#define NET_MAX        256  /* attempts a sandbox's "network" lists (sandbox/egress.h) */
 
 /* ---- Accept ---- */
 
@@ -150,15 +150,15 @@ struct tc_exec_stream {
     struct tc_stream_tap tap; /* .event NULL: none (or told its end) */
     struct tc_events *e;
     struct tc_redact_stream *rs[2];
-    struct tc_buf red[2]; /* redacted, not yet made text (an unfinished UTF-8 sequence) */
-    size_t sent[2];       /* text bytes pushed */
-    bool stopped;         /* an output event did not fit: the result carries the rest */
-    struct tc_exec_filter filter; /* for the hosts of network events (secrets: copies) */
+    struct tc_buf red[2];          /* redacted, not yet made text (an unfinished UTF-8 sequence) */
+    size_t sent[2];                /* text bytes pushed */
+    bool stopped;                  /* an output event did not fit: the result carries the rest */
+    struct tc_exec_filter filter;  /* for the hosts of network events (secrets: copies) */
     uint8_t net_seen[NET_MAX / 8]; /* network events pushed, by index in the result's list */
     char id[40];
     struct tc_exec_stream *reg_next; /* in reg: findable by id while it lives */
-    json_t *hist;             /* the output events pushed: [[k, text, out, err], ...] */
-    struct tc_share *share;   /* shared with readers elsewhere (stream_share.c), or NULL */
+    json_t *hist;                    /* the output events pushed: [[k, text, out, err], ...] */
+    struct tc_share *share;          /* shared with readers elsewhere (stream_share.c), or NULL */
 };
 
 /* The streams of this process (lock order: reg.mu, a stream's mu, the share thread's). */
@@ -169,7 +169,7 @@ static struct {
 
 int tc_exec_stream_new(const char *exec_id, const struct tc_redactor *red,
                        const char *const *secrets, size_t nsecrets, int64_t output_bytes,
-                       struct tc_exec_stream **ret)
+                       bool findable, struct tc_exec_stream **ret)
 {
     struct tc_exec_stream *s = calloc(1, sizeof(*s));
     if (!s)
@@ -193,7 +193,7 @@ int tc_exec_stream_new(const char *exec_id, const struct tc_redactor *red,
         tc_exec_stream_free(s);
         return -ENOMEM;
     }
-    int r = tc_events_new(exec_id, (size_t)cap, true, &s->e);
+    int r = tc_events_new(exec_id, (size_t)cap, findable, &s->e);
     for (int k = 0; r == 0 && k < 2; k++)
         r = tc_redact_stream_new(red, secrets, nsecrets, &s->rs[k]);
     if (r == 0 && !(s->hist = json_array()))
@@ -266,8 +266,8 @@ void tc_exec_stream_chunk(struct tc_exec_stream *s, int stream, const char *data
                           s->sent[0], s->sent[1]) < 0) {
                 s->stopped = true;
             } else {
-                json_t *ev = json_pack("[i, O, I, I]", k, t, (json_int_t)s->sent[0],
-                                       (json_int_t)s->sent[1]);
+                json_t *ev =
+                    json_pack("[i, O, I, I]", k, t, (json_int_t)s->sent[0], (json_int_t)s->sent[1]);
                 if (!ev || json_array_append_new(s->hist, ev) < 0)
                     s->stopped = true; /* a reader elsewhere gets the rest with the result */
                 if (s->share)
@@ -402,9 +402,9 @@ struct follow {
     char tenant[40], id[40], status[32];
     size_t out, err;
     int64_t next_ms;
-    int seq;          /* execution_output rows read */
-    int64_t ask_ms;   /* when to ask (again) for its output to be shared */
-    bool gap;         /* a row is missing: the rest comes with the result */
+    int seq;        /* execution_output rows read */
+    int64_t ask_ms; /* when to ask (again) for its output to be shared */
+    bool gap;       /* a row is missing: the rest comes with the result */
 };
 
 /* What the replica running it shares (execution_output, stream_share.c) after what e has. */

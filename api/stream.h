@@ -43,10 +43,12 @@ struct tc_stream_tap {
 bool tc_stream_wanted(struct tc_request *r);
 
 /* A producer for exec_id run here. The redactor and secrets are the ones the outcome uses
- * (copied / referenced for the stream's life: the redactor must outlive it). */
+ * (copied / referenced for the stream's life: the redactor must outlive it). Its log is
+ * findable (tc_events_find) unless it is a run whose readers follow it from the database (the
+ * worker's: they see it through sharing, below). */
 int tc_exec_stream_new(const char *exec_id, const struct tc_redactor *red,
                        const char *const *secrets, size_t nsecrets, int64_t output_bytes,
-                       struct tc_exec_stream **ret);
+                       bool findable, struct tc_exec_stream **ret);
 /* Tell tap about every event from now on (copied; before any chunk). */
 void tc_exec_stream_tap(struct tc_exec_stream *s, const struct tc_stream_tap *tap);
 /* An event that is not output (e.g. "execution"): to the log and the tap. */

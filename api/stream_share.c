@@ -102,7 +102,8 @@ static int write_some(PGconn *c, const char *id, json_t *batch, int *seq)
         c,
         "INSERT INTO execution_output (execution_id, seq, stream, text, out_bytes, err_bytes)"
         " SELECT $1::uuid, x.seq, x.stream, x.text, x.o, x.e"
-        " FROM json_to_recordset($2::json) AS x(seq int, stream text, text text, o bigint, e bigint)"
+        " FROM json_to_recordset($2::json) AS x(seq int, stream text, text text, o bigint, e "
+        "bigint)"
         " ON CONFLICT DO NOTHING",
         2, p);
     free(text);
@@ -203,6 +204,29 @@ static void *share_main(void *arg)
     return NULL;
 }
 
+/* ---- the worker's runs (server/http.h) ---- */
+
+static void *run_open(const char *exec_id, const struct tc_redactor *red,
+                      const char *const *secrets, size_t nsecrets, int64_t output_bytes)
+{
+    struct tc_exec_stream *s = NULL;
+    return tc_exec_stream_new(exec_id, red, secrets, nsecrets, output_bytes, false, &s) == 0 ? s
+                                                                                             : NULL;
+}
+
+static void run_chunk(void *stream, int kind, const char *data, size_t len)
+{
+    if (kind == 3)
+        tc_exec_stream_network(stream, data, len);
+    else if (kind == 1 || kind == 2)
+        tc_exec_stream_chunk(stream, kind, data, len);
+}
+
+static void run_end(void *stream, json_t *view)
+{
+    tc_exec_stream_end(stream, view, NULL); /* no reader of its own: it only shares */
+}
+
 int tc_stream_share_start(struct tc_server *srv)
 {
     sh.db = srv->db;
@@ -211,6 +235,9 @@ int tc_stream_share_start(struct tc_server *srv)
         return -EAGAIN;
     sh.started = true;
     srv->follow_asked = tc_exec_stream_share;
+    srv->run_stream_open = run_open;
+    srv->run_stream_chunk = run_chunk;
+    srv->run_stream_end = run_end;
     return 0;
 }
 

@@ -303,9 +303,9 @@ int tc_cmd_serve(int argc, char **argv)
     tc_webhooks_stop(webhooks); /* deliveries in flight are aborted, due again at once */
     webhooks = NULL;
     tc_waiters_wake_all();
-    tc_slotq_close(); /* calls waiting for a slot answer 503 (draining) */
+    tc_slotq_close();       /* calls waiting for a slot answer 503 (draining) */
     tc_stream_share_stop(); /* shared output removed (the sweep removes what it could not) */
-    tc_events_stop(); /* every event stream ends after what it holds (the outcomes are in) */
+    tc_events_stop();       /* every event stream ends after what it holds (the outcomes are in) */
     tc_verifier_stop(srv.verifier); /* its waiting requests resume */
     /* MHD must not be stopped while a connection is suspended: wait until every resumed
      * request has been answered (bounded), then a little for the answers to be written. */

@@ -485,8 +485,7 @@ static int64_t setting_up(struct launcher *L, int64_t now)
 
 static bool chunk_due(const struct sbx *s)
 {
-    return s->spec.stream &&
-           (s->out.len > s->out.sent || s->err.len > s->err.sent || s->viol_news);
+    return s->spec.stream && (s->out.len > s->out.sent || s->err.len > s->err.sent || s->viol_news);
 }
 
 /* A session's violations so far, before the output read after them (a call's end marker comes
@@ -517,6 +516,7 @@ static void send_stream_chunk(struct launcher *L, struct sbx *s, int k)
 {
     struct stream *st = k ? &s->err : &s->out;
     size_t n = st->len - st->sent;
+    send_violations(L, s); /* before the output read after them */
     if (n == 0)
         return;
     char *msg = malloc(n + 1);
@@ -535,7 +535,6 @@ void lc_flush_chunks(struct launcher *L, struct sbx *s)
 {
     if (!s->spec.stream)
         return;
-    send_violations(L, s);
     send_stream_chunk(L, s, 0);
     send_stream_chunk(L, s, 1);
     s->chunk_ms = lc_now_ms();
@@ -571,7 +570,6 @@ static void send_chunks(struct launcher *L, int64_t now)
         struct sbx *s = &L->slots[i];
         if (!s->used || !chunk_due(s) || now - s->chunk_ms < CHUNK_EVERY_MS)
             continue;
-        send_violations(L, s);
         send_stream_chunk(L, s, 0);
         send_stream_chunk(L, s, 1);
         s->chunk_ms = now;

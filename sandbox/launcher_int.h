@@ -125,7 +125,7 @@ struct sbx {
     int exec_err;
     struct violation viol[MAX_VIOLATIONS];
     unsigned n_viol;
-    bool viol_news; /* spec "session": violations since the last TC_WIRE_CHUNK '5' */
+    bool viol_news;         /* spec "session": violations since the last TC_WIRE_CHUNK '5' */
     uint64_t egress_handle; /* registered with the egress proxy (network allowlist), 0 = none */
 
     /* gvisor backend: pid/pidfd are runsc's; the bundle is a tmpfs of its own */

@@ -16,6 +16,7 @@ struct tc_http_conn;
 struct tc_http_guard;
 struct tc_launcher;
 struct tc_policy;
+struct tc_redactor;
 struct tc_keys;
 struct tc_verifier;
 
@@ -54,6 +55,14 @@ struct tc_server {
      * share its output through the database if it runs here (installed by api/stream_share.c).
      * 0, or -ENOENT when it is not streamed here. */
     int (*follow_asked)(const char *execution_id);
+    /* A run the worker starts (an approved call): its output as live events for whoever
+     * follows it, here or on another replica (installed by api/stream_share.c). open gives
+     * NULL when there is none (red must outlive it); chunk is the launcher's (sandbox.h); end
+     * once the outcome is stored (view NULL: it is not) frees it. */
+    void *(*run_stream_open)(const char *execution_id, const struct tc_redactor *red,
+                             const char *const *secrets, size_t nsecrets, int64_t output_bytes);
+    void (*run_stream_chunk)(void *stream, int kind, const char *data, size_t len);
+    void (*run_stream_end)(void *stream, json_t *view);
 };
 
 struct tc_request;

@@ -38,6 +38,8 @@ struct job {
     int64_t limits[TC_LIMIT__COUNT];
     json_t *findings;       /* the pre-screen's, from the approval */
     struct tc_grant *grant; /* credentials leased to this run (broker/leases.h) */
+    struct tc_redactor *red; /* the live events' (srv->run_stream_open), or NULL */
+    void *stream;            /* its output as live events, or NULL */
 };
 
 /* An instance seen with executions `running` and its lock free, since when (this clock). */
@@ -79,6 +81,9 @@ static void job_free(struct job *j)
 {
     if (!j)
         return;
+    if (j->stream) /* it ended without a stored outcome */
+        j->w->srv->run_stream_end(j->stream, NULL);
+    tc_redactor_free(j->red);
     json_decref(j->findings);
     tc_grant_free(j->grant);
     free(j);
@@ -122,6 +127,9 @@ static void job_recorded(void *userdata, int rc, json_t *view)
 {
     struct job *j = userdata;
     struct tc_worker *w = j->w;
+    if (j->stream)
+        w->srv->run_stream_end(j->stream, rc == 0 || rc == -ESTALE ? view : NULL);
+    j->stream = NULL;
     if (rc == -ETIMEDOUT)
         tc_log(TC_LOG_WARN, "an approved execution's outcome is not stored yet; it is kept",
                "{s:s}", "execution_id", j->id);
@@ -153,6 +161,13 @@ static void record(struct tc_worker *w, struct job *j, json_t *result, const cha
         job_recorded(j, -ENOMEM, NULL);
     }
     json_decref(actor);
+}
+
+static void on_job_chunk(void *userdata, int kind, const char *data, size_t len)
+{
+    struct job *j = userdata;
+    if (j->stream)
+        j->w->srv->run_stream_chunk(j->stream, kind, data, len);
 }
 
 static void on_job_result(void *userdata, json_t *result)
@@ -322,6 +337,18 @@ static void start_job(struct tc_worker *w, struct job *j)
         json_object_set_new(spec, "hold", json_true());
         struct tc_launcher_job lj = {
             .done = on_job_result, .ready = on_job_ready, .userdata = j, .reserved = true};
+        /* Its output live for whoever follows it (the client that asked, held, or anyone,
+         * on any replica: through the database, api/stream.h "shared"). */
+        if (w->srv->run_stream_open && tc_exec_redactor(tool, w->srv->cfg->state_dir, &j->red) == 0) {
+            size_t nsec = 0;
+            const char *const *sec = tc_grant_values(j->grant, &nsec);
+            j->stream = w->srv->run_stream_open(j->id, j->red, sec, nsec,
+                                                j->limits[TC_LIMIT_OUTPUT_BYTES]);
+        }
+        if (j->stream) {
+            json_object_set_new(spec, "stream", json_true());
+            lj.chunk = on_job_chunk;
+        }
         int rc = -ESHUTDOWN;
         if (tc_server_begin(w->srv)) {
             rc = tc_launcher_submit_job(w->srv->launcher, spec, &lj);

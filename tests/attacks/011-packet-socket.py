@@ -6,11 +6,6 @@
 # gvisor-expect: status=completed
 # gvisor-expect: stdout~=^packet EPERM$
 # gvisor-expect: stdout~=^inet-packet (EPERM|EPROTONOSUPPORT)$
-#   In a session the same, but no violation= line: a session call reports no
-#   policy_violations (api/sessions.c, call_result); the EPERM lines show the refusal.
-# session-expect: status=completed
-# session-expect: stdout~=^packet EPERM$
-# session-expect: stdout~=^inet-packet EPERM$
 import errno, socket
 for name, args in (("packet", (socket.AF_PACKET, socket.SOCK_RAW, 0x0300)),
                    ("inet-packet", (socket.AF_INET, 10, 0))):  # SOCK_PACKET

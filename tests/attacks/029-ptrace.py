@@ -11,13 +11,6 @@
 #   parent) and process_vm_readv stay out of reach
 # gvisor-expect: stdout~=^attach-pid1 EPERM$
 # gvisor-expect: stdout~=^process_vm_readv (EPERM|ENOSYS)$
-#   In a session the same, but no violation= line: a session call reports no
-#   policy_violations (api/sessions.c, call_result); the EPERM lines show the refusal.
-# session-expect: status=completed
-# session-expect: stdout~=^attach-pid1 EPERM$
-# session-expect: stdout~=^attach-child EPERM$
-# session-expect: stdout~=^traceme EPERM$
-# session-expect: stdout~=^process_vm_readv EPERM$
 import ctypes, errno, os, time
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long

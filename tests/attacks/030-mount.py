@@ -12,13 +12,6 @@
 # gvisor-expect: stdout~=^remount-rw EPERM$
 # gvisor-expect: stdout~=^umount-proc EPERM$
 # gvisor-expect: stdout~=^fsopen (EPERM|ENOSYS)$
-#   In a session the same, but no violation= line: a session call reports no
-#   policy_violations (api/sessions.c, call_result); the EPERM lines show the refusal.
-# session-expect: status=completed
-# session-expect: stdout~=^mount-tmpfs EPERM$
-# session-expect: stdout~=^remount-rw EPERM$
-# session-expect: stdout~=^umount-proc EPERM$
-# session-expect: stdout~=^fsopen EPERM$
 import ctypes, errno
 libc = ctypes.CDLL(None, use_errno=True)
 def res(r):

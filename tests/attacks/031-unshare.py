@@ -6,10 +6,6 @@
 # gvisor-expect: stdout~=^unshare (EPERM|OK)$
 # gvisor-expect: stdout~=^kernel \S+$
 # gvisor-expect: stdout!~=^kernel {HOSTKERNEL}$
-#   In a session the same, but no violation= line: a session call reports no
-#   policy_violations (api/sessions.c, call_result); the EPERM lines show the refusal.
-# session-expect: status=completed
-# session-expect: stdout~=^unshare EPERM$
 # host: absent={PWNED}
 #   Under gVisor an OK comes from gVisor's kernel (its release is not the host's, asserted):
 #   a namespace of its own, whose "root" then writes to the host's /tmp in vain (the host

@@ -4,10 +4,6 @@
 # expect: violation=bpf
 # gvisor-expect: status=completed
 # gvisor-expect: stdout~=^bpf (EPERM|ENOSYS)$
-#   In a session the same, but no violation= line: a session call reports no
-#   policy_violations (api/sessions.c, call_result); the EPERM lines show the refusal.
-# session-expect: status=completed
-# session-expect: stdout~=^bpf EPERM$
 import ctypes, errno
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long

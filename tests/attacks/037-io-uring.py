@@ -8,10 +8,6 @@
 # gvisor-expect: stdout!~=^kernel {HOSTKERNEL}$
 #   gVisor implements io_uring in its own kernel (the one that answered, asserted not to be
 #   the host's): the operations it submits are the sentry's, under gVisor's own filter.
-#   In a session the same, but no violation= line: a session call reports no
-#   policy_violations (api/sessions.c, call_result); the EPERM lines show the refusal.
-# session-expect: status=completed
-# session-expect: stdout~=^io_uring_setup EPERM$
 import ctypes, errno, os
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long

@@ -6,11 +6,6 @@
 # gvisor-expect: status=completed
 # gvisor-expect: stdout~=^tiocsti-stdin (EPERM|ENOTTY)$
 # gvisor-expect: stdout~=^dev-tty (ENOENT|ENXIO|EIO)$
-#   In a session the same, but no violation= line: a session call reports no
-#   policy_violations (api/sessions.c, call_result); the EPERM lines show the refusal.
-# session-expect: status=completed
-# session-expect: stdout~=^tiocsti-stdin EPERM$
-# session-expect: stdout~=^dev-tty (ENOENT|ENXIO)$
 import ctypes, errno, os
 libc = ctypes.CDLL(None, use_errno=True)
 c = ctypes.c_char(b"x")

@@ -8,11 +8,6 @@
 # gvisor-expect: stdout~=^clone3 ENOSYS$
 # gvisor-expect: stdout~=^kernel \S+$
 # gvisor-expect: stdout!~=^kernel {HOSTKERNEL}$
-#   In a session the same, but no violation= line: a session call reports no
-#   policy_violations (api/sessions.c, call_result); the EPERM lines show the refusal.
-# session-expect: status=completed
-# session-expect: stdout~=^clone-newuser EPERM$
-# session-expect: stdout~=^clone3 ENOSYS$
 # host: absent={PWNED}
 #   Under gVisor user namespaces are gVisor's own (the kernel that answered is not the
 #   host's, asserted); the child, "root" in it, writes to the host's /tmp in vain (the host

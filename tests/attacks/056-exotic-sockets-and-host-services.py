@@ -15,17 +15,6 @@
 # gvisor-expect: stdout~=^AF_ALG (EPERM|EAFNOSUPPORT)$
 # gvisor-expect: stdout~=^abstract ECONNREFUSED$
 # gvisor-expect: stdout!~=CONNECTED|OPEN
-#   In a session the same, but no violation= line: a session call reports no
-#   policy_violations (api/sessions.c, call_result); the EPERM lines show the refusal.
-# session-expect: status=completed
-# session-expect: stdout~=^AF_VSOCK EPERM$
-# session-expect: stdout~=^AF_ALG EPERM$
-# session-expect: stdout~=^AF_RDS EPERM$
-# session-expect: stdout~=^AF_TIPC EPERM$
-# session-expect: stdout~=^unix /run/postgresql/\.s\.PGSQL\.5432 ENOENT$
-# session-expect: stdout~=^unix /var/run/docker\.sock ENOENT$
-# session-expect: stdout~=^abstract ECONNREFUSED$
-# session-expect: stdout!~=CONNECTED|OPEN
 import errno, socket
 for name in ("AF_VSOCK", "AF_ALG", "AF_RDS", "AF_TIPC", "AF_BLUETOOTH", "AF_CAN"):
     fam = getattr(socket, name)

@@ -16,17 +16,6 @@
 # gvisor-expect: stdout~=^kexec_load (EPERM|ENOSYS)$
 # gvisor-expect: stdout~=^pidfd_getfd EPERM
 # gvisor-expect: stdout!~= OK$
-#   In a session the same, but no violation= line: a session call reports no
-#   policy_violations (api/sessions.c, call_result); the EPERM lines show the refusal.
-# session-expect: status=completed
-# session-expect: stdout~=^open_by_handle_at EPERM$
-# session-expect: stdout~=^pidfd_getfd EPERM$
-# session-expect: stdout~=^open_tree EPERM$
-# session-expect: stdout~=^move_mount EPERM$
-# session-expect: stdout~=^fsopen EPERM$
-# session-expect: stdout~=^mount_setattr EPERM$
-# session-expect: stdout~=^request_key EPERM$
-# session-expect: stdout~=^kexec_load EPERM$
 import ctypes, errno
 libc = ctypes.CDLL(None, use_errno=True)
 def sc(name, nr, *args):

@@ -44,12 +44,12 @@
 // run's limits, POST /v1/sessions/{id}/execute runs the attack as its only call, DELETE ends
 // it, and then the host checks below must find nothing of the session (its sandbox is named
 // by the session's id; a host absent= path is looked for 3.5 s after the call, while the
-// session and whatever the attack left running in it are still there). The code runs in the session driver's interpreter or shell (python:
-// exec in a persistent namespace, with the driver's two descriptors; shell: sourced, so `exec`
-// and `exit` end the session), a session call reports no policy_violations (api/sessions.c:
-// the violation= lines cannot hold; the EPERM lines beside them still show the refusal), and
-// its output cap cuts the output instead of killing the program: the files concerned say so
-// with session-expect (and session-limits). "runner: marker" becomes three sessions (A writes
+// session and whatever the attack left running in it are still there). The code runs in the
+// session driver's interpreter or shell (python: exec in a persistent namespace, with the
+// driver's two descriptors; shell: sourced, so `exec` and `exit` end the session), and its
+// output cap cuts the output instead of killing the program: the files concerned say so with
+// session-expect (and session-limits). A session call reports the seccomp violations made
+// during it (the violation= lines hold as they are). "runner: marker" becomes three sessions (A writes
 // and stays open, C looks during A's call and after it, B is opened after A ended) and
 // "runner: concurrent" two (the companion's, of the other tenant, and the attack's, both open
 // before either call).

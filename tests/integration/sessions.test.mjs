@@ -166,6 +166,28 @@ test('a call\'s CPU budget (cpu_ms) is measured by the kernel for the whole sand
   assert.equal((await del(s.id)).status, 200);
 });
 
+test('each call reports the seccomp violations made during it, not the session\'s earlier ones', async () => {
+  const s = await open({ tool: 'python' });
+  // a packet socket: the seccomp filter refuses it (EPERM)
+  const packet = 'import socket\nfor _ in range(N):\n    try:\n        socket.socket(socket.AF_PACKET, socket.SOCK_RAW)\n    except OSError as e:\n        print(e.errno)';
+  const a = await run(s.id, packet.replace('N', '1'));
+  assert.equal(a.stdout, '1\n', 'refused (EPERM)');
+  const b = await run(s.id, 'print("quiet")');
+  const c = await run(s.id, packet.replace('N', '2'));
+  assert.equal(c.stdout, '1\n1\n');
+  if (!server.hostReport().seccomp_notify) {
+    // without seccomp notification the kernel refuses without telling anyone: nothing to list
+    for (const r of [a, b, c]) assert.deepEqual(r.policy_violations, []);
+  } else {
+    assert.deepEqual(a.policy_violations, [{ syscall: 'socket', count: 1 }]);
+    assert.deepEqual(b.policy_violations, []);
+    assert.deepEqual(c.policy_violations, [{ syscall: 'socket', count: 2 }]);
+    const stored = await server.request('GET', `/v1/executions/${c.id}`, { key: server.keys.agent });
+    assert.deepEqual(stored.json.policy_violations, c.policy_violations);
+  }
+  assert.equal((await del(s.id)).status, 200);
+});
+
 test('another tenant cannot see, call or end a session; two sessions share nothing', async () => {
   const s = await open({ tool: 'shell' });
   const m = tag();

@@ -156,17 +156,24 @@ test('another replica follows the call through the database; "stream": true with
   }
 });
 
-test('a held call streams held, approved and the result; a denied one held and the result', async () => {
+test('a held call streams held, approved, its output as the approved run writes it, and the result; a denied one held and the result', async () => {
   const t = tag();
-  const s = await openEvents(server, 'POST', '/v1/execute', { key: server.keys.agent, json: { tool: 'deploy', code: `echo deployed-${t}` } });
+  const s = await openEvents(server, 'POST', '/v1/execute', { key: server.keys.agent, json: { tool: 'deploy', code: `echo first-${t}; sleep 2; echo deployed-${t}` } });
   assert.equal(s.status, 200);
   const held = await s.next((e) => e.event === 'held');
   assertSchema('HeldExecution', held.data);
   assert.equal((await decide(server, held.data.approval_id, 'approve', { reason: 'ok' })).status, 200);
   const events = await s.rest();
   assert.deepEqual(events.map((e) => e.event).filter((e) => e !== 'stdout'), ['held', 'approved', 'result']);
-  assert.equal(events.at(-1).data.status, 'completed');
-  assert.equal(joined(events, 'stdout'), `deployed-${t}\n`);
+  const result = events.at(-1);
+  assert.equal(result.data.status, 'completed');
+  assert.equal(joined(events, 'stdout'), `first-${t}\ndeployed-${t}\n`);
+  // the worker ran it: its first line came while it slept, through the database
+  const first = events.find((e) => e.event === 'stdout' && e.data.text.includes(`first-${t}`));
+  assert.ok(first.at < result.at - 1000, `first line at ${first.at} ms, result at ${result.at} ms`);
+  const rows = () => server.sql(`SELECT count(*) FROM execution_output WHERE execution_id = '${result.data.id}'`);
+  for (let i = 0; i < 50 && (await rows()).trim() !== '0'; i++) await new Promise((r) => setTimeout(r, 100));
+  assert.equal((await rows()).trim(), '0', 'the shared rows are gone');
 
   const d = await openEvents(server, 'POST', '/v1/execute', { key: server.keys.agent, json: { tool: 'deploy', code: `echo never-${t}` } });
   const h2 = await d.next((e) => e.event === 'held');
