@@ -79,7 +79,8 @@ export interface paths {
          *     The sandbox runs the tool's session driver: one python interpreter (like a
          *     notebook kernel) or one bash shell for every call. `limits` hold for the
          *     whole session (memory, pids, workspace, tmp, open files, total CPU);
-         *     `timeout_ms` and `output_bytes` are each call's defaults. The session ends
+         *     `timeout_ms` and `output_bytes` are each call's defaults (a call's CPU
+         *     budget is its own `cpu_ms`). The session ends
          *     after `ttl_seconds` (its sandbox's wall limit), after
          *     `idle_timeout_seconds` without a call, on `DELETE`, when its program
          *     exits, or when the server that runs it stops or dies (`ended_reason`).
@@ -1370,7 +1371,10 @@ export interface components {
             enforced: {
                 [key: string]: string;
             };
-            /** @description Syscalls the seccomp policy refused, with counts. */
+            /**
+             * @description Syscalls the seccomp policy refused, with counts (a session's call: those
+             *     refused while it ran). Empty on a host without seccomp notification.
+             */
             policy_violations: {
                 syscall: string;
                 count: number;
