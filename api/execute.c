@@ -883,8 +883,8 @@ enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
     if (opts->events || opts->tap || json_is_true(json_object_get(req.body, "stream"))) {
         size_t nsec = 0;
         const char *const *sec = tc_grant_values(st->grant, &nsec);
-        if (tc_exec_stream_new(st->id, st->redactor, sec, nsec, st->limits[TC_LIMIT_OUTPUT_BYTES], true,
-                               &st->stream) < 0)
+        if (tc_exec_stream_new(st->id, st->redactor, sec, nsec, st->limits[TC_LIMIT_OUTPUT_BYTES],
+                               true, &st->stream) < 0)
             tc_log(TC_LOG_WARN, "no event stream for this execution", "{s:s, s:s}", "request_id",
                    r->request_id, "execution_id", st->id);
     }

@@ -1670,8 +1670,8 @@ enum MHD_Result tc_api_session_execute_json(struct tc_request *r, json_t *body,
     if (tap || (!r->reply_filter && tc_stream_wanted(r))) {
         size_t nsec = 0;
         const char *const *sec = tc_grant_values(s->grant, &nsec);
-        if (tc_exec_stream_new(c->exec_id, s->redactor, sec, nsec, c->limits[TC_LIMIT_OUTPUT_BYTES], true,
-                               &c->stream) < 0)
+        if (tc_exec_stream_new(c->exec_id, s->redactor, sec, nsec, c->limits[TC_LIMIT_OUTPUT_BYTES],
+                               true, &c->stream) < 0)
             tc_log(TC_LOG_WARN, "no event stream for this session call", "{s:s, s:s}", "request_id",
                    r->request_id, "execution_id", c->exec_id);
     }

@@ -36,8 +36,8 @@ struct job {
     char id[37], tenant_id[37], key_id[37], tool[65], request_id[65], created_at[32];
     int claimed_by; /* this instance's id when it claimed the job */
     int64_t limits[TC_LIMIT__COUNT];
-    json_t *findings;       /* the pre-screen's, from the approval */
-    struct tc_grant *grant; /* credentials leased to this run (broker/leases.h) */
+    json_t *findings;        /* the pre-screen's, from the approval */
+    struct tc_grant *grant;  /* credentials leased to this run (broker/leases.h) */
     struct tc_redactor *red; /* the live events' (srv->run_stream_open), or NULL */
     void *stream;            /* its output as live events, or NULL */
 };
@@ -339,11 +339,12 @@ static void start_job(struct tc_worker *w, struct job *j)
             .done = on_job_result, .ready = on_job_ready, .userdata = j, .reserved = true};
         /* Its output live for whoever follows it (the client that asked, held, or anyone,
          * on any replica: through the database, api/stream.h "shared"). */
-        if (w->srv->run_stream_open && tc_exec_redactor(tool, w->srv->cfg->state_dir, &j->red) == 0) {
+        if (w->srv->run_stream_open &&
+            tc_exec_redactor(tool, w->srv->cfg->state_dir, &j->red) == 0) {
             size_t nsec = 0;
             const char *const *sec = tc_grant_values(j->grant, &nsec);
-            j->stream = w->srv->run_stream_open(j->id, j->red, sec, nsec,
-                                                j->limits[TC_LIMIT_OUTPUT_BYTES]);
+            j->stream =
+                w->srv->run_stream_open(j->id, j->red, sec, nsec, j->limits[TC_LIMIT_OUTPUT_BYTES]);
         }
         if (j->stream) {
             json_object_set_new(spec, "stream", json_true());
