@@ -98,6 +98,12 @@ enum MHD_Result tc_api_approval_get(struct tc_request *r);
 enum MHD_Result tc_api_approval_approve(struct tc_request *r);
 enum MHD_Result tc_api_approval_deny(struct tc_request *r);
 enum MHD_Result tc_api_execution_cancel(struct tc_request *r);
+/* Withdraw (held), close (queued) or kill (running) an execution of p's tenant, audited as p:
+ * TC_CANCEL_DONE, TC_CANCEL_REQUESTED (execution/cancel.h), -ENOENT, -ESTALE (finished), -EIO. */
+int tc_api_cancel(struct tc_server *srv, const struct tc_principal *p, const char *exec_id);
+/* "cancel_on_disconnect": if r's client leaves before r's answer is whole (a stream of events:
+ * noticed at the next event or heartbeat), exec_id is cancelled as if it had asked. */
+void tc_api_cancel_when_gone(struct tc_request *r, const char *exec_id);
 enum MHD_Result tc_api_audit_list(struct tc_request *r);
 enum MHD_Result tc_api_audit_get(struct tc_request *r);
 enum MHD_Result tc_api_audit_export(struct tc_request *r);

@@ -1,6 +1,7 @@
 /* GET /v1/approvals, GET /v1/approvals/{id}, POST /v1/approvals/{id}/approve|deny
  * (reviewer, admin), POST /v1/executions/{id}/cancel (the requesting tenant). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "api/api.h"
@@ -189,19 +190,49 @@ enum MHD_Result tc_api_approval_deny(struct tc_request *r)
     return decide(r, TC_DECIDE_DENY);
 }
 
+int tc_api_cancel(struct tc_server *srv, const struct tc_principal *p, const char *exec_id)
+{
+    json_t *actor = tc_auth_actor(p);
+    PGconn *c = tc_db_acquire(srv->db, TC_DB_WAIT_MS);
+    /* Held: withdrawn. Otherwise queued (approved, not claimed yet): closed; running: killed. */
+    int rc = c && actor ? tc_approval_cancel(c, srv->keys, p->tenant_id, exec_id, actor) : -EIO;
+    if (rc == -ESTALE)
+        rc = tc_execution_cancel(c, srv->keys, p->tenant_id, exec_id, actor);
+    tc_db_release(srv->db, c);
+    json_decref(actor);
+    return rc;
+}
+
+struct gone {
+    struct tc_principal principal;
+    char exec_id[37];
+};
+
+static void cancel_gone(struct tc_request *r, void *ud)
+{
+    struct gone *g = ud;
+    int rc = tc_api_cancel(r->srv, &g->principal, g->exec_id);
+    tc_log(TC_LOG_INFO, "the client left: its call is cancelled, as it asked", "{s:s, s:s, s:i}",
+           "request_id", r->request_id, "execution_id", g->exec_id, "result", rc);
+}
+
+void tc_api_cancel_when_gone(struct tc_request *r, const char *exec_id)
+{
+    struct gone *g = calloc(1, sizeof(*g));
+    if (!g)
+        return; /* then it runs on, as without the request */
+    g->principal = r->principal;
+    snprintf(g->exec_id, sizeof(g->exec_id), "%s", exec_id);
+    free(r->gone_ud);
+    r->gone_ud = g;
+    r->on_gone = cancel_gone;
+}
+
 enum MHD_Result tc_api_execution_cancel(struct tc_request *r)
 {
     if (!tc_uuid_valid(r->params[0]))
         return tc_respond_problem(r, 404, "not-found", "Not found", NULL, "no such execution");
-    json_t *actor = tc_auth_actor(&r->principal);
-    PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
-    /* Held: withdrawn. Otherwise queued (approved, not claimed yet): closed; running: killed. */
-    int rc =
-        c ? tc_approval_cancel(c, r->srv->keys, r->principal.tenant_id, r->params[0], actor) : -EIO;
-    if (rc == -ESTALE)
-        rc = tc_execution_cancel(c, r->srv->keys, r->principal.tenant_id, r->params[0], actor);
-    tc_db_release(r->srv->db, c);
-    json_decref(actor);
+    int rc = tc_api_cancel(r->srv, &r->principal, r->params[0]);
     if (rc == -ENOENT)
         return tc_respond_problem(r, 404, "not-found", "Not found", NULL,
                                   "no execution of this tenant has this id");

@@ -603,7 +603,7 @@ static enum MHD_Result hold(struct tc_request *r, struct exec_state *st, const s
            r->request_id, "execution_id", st->id, "approval_id", approval_id);
     idem_end(r, st, 202, body, location);
     /* Asked for events: "held", then the database is followed until the outcome (the run
-     * happens later, maybe on another replica; its output comes with the result). */
+     * happens later, maybe on another replica: its output comes through the database). */
     struct tc_events *e = NULL;
     if (events && body && tc_events_new(st->id, 32u << 20, false, &e) == 0) {
         (void)tc_events_push(e, "held", NULL, body, true);
@@ -720,6 +720,18 @@ enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
     st->principal = r->principal;
     snprintf(st->request_id, sizeof(st->request_id), "%s", r->request_id);
     bool async = opts->async || json_is_true(json_object_get(req.body, "async"));
+    /* Only a stream of events notices its client leave (a waiting answer is suspended, and
+     * libmicrohttpd does not watch a suspended connection) */
+    bool cancel_gone = json_is_true(json_object_get(req.body, "cancel_on_disconnect"));
+    if (cancel_gone && (!opts->events || async || opts->tap)) {
+        ret =
+            tc_respond_problem(r, 400, "validation", "Invalid request",
+                               json_pack("[{s:s, s:s}]", "path", "cancel_on_disconnect", "message",
+                                         "needs an answer streamed as events (Accept: "
+                                         "text/event-stream), not async"),
+                               "cancel_on_disconnect needs Accept: text/event-stream");
+        goto out;
+    }
     if (opts->idempotency && idem_begin(r, st, &ret) == IDEM_DONE)
         goto out;
     if (!tool) {
@@ -768,6 +780,8 @@ enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
     st->t_screened = tc_now_us();
     if (tc_approval_needed(tool, action == TC_ACTION_APPROVE, &reasons)) {
         ret = hold(r, st, tool, &req, reasons, opts->events && !async);
+        if (cancel_gone && opts->events && !async)
+            tc_api_cancel_when_gone(r, st->id); /* the request for approval is withdrawn */
         goto out;
     }
     spec = tc_exec_build_spec(tool, &req, st->limits, st->id);
@@ -913,6 +927,8 @@ enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
         st->r = NULL;
         s = TC_STEAL(st);
         ret = tc_exec_stream_respond(r, e, NULL);
+        if (cancel_gone)
+            tc_api_cancel_when_gone(r, s->id);
     } else if (async) {
         /* Answered now; the state belongs to the run and ends in on_recorded(). Everything
          * about the answer is done before the submission: the run may finish at once. */

@@ -1420,7 +1420,9 @@ enum MHD_Result tc_api_session_execute_json(struct tc_request *r, json_t *body,
         return not_open(r, r->params[0]);
     }
     json_t *errors = json_array();
-    check_keys(body, (const char *const[]){"code", "stdin", "files", "timeout_ms", "cpu_ms", NULL},
+    check_keys(body,
+               (const char *const[]){"code", "stdin", "files", "timeout_ms", "cpu_ms",
+                                     "cancel_on_disconnect", NULL},
                errors);
     json_t *code = json_object_get(body, "code"), *in = json_object_get(body, "stdin");
     json_t *files = json_object_get(body, "files");
@@ -1433,6 +1435,16 @@ enum MHD_Result tc_api_session_execute_json(struct tc_request *r, json_t *body,
                                                 "a string of at most 1 MiB"));
     int64_t timeout = opt_int(body, "timeout_ms", 0, errors);
     int64_t cpu = opt_int(body, "cpu_ms", 0, errors);
+    json_t *cod = json_object_get(body, "cancel_on_disconnect");
+    if (cod && !json_is_boolean(cod))
+        json_array_append_new(errors, json_pack("{s:s, s:s}", "path", "cancel_on_disconnect",
+                                                "message", "must be a boolean"));
+    else if (json_is_true(cod) && (r->reply_filter || !tc_stream_wanted(r)))
+        json_array_append_new(errors,
+                              json_pack("{s:s, s:s}", "path", "cancel_on_disconnect", "message",
+                                        "needs an answer streamed as events (Accept: "
+                                        "text/event-stream)"));
+    bool cancel_gone = json_is_true(cod);
     if (json_array_size(errors)) {
         json_decref(body);
         session_unref(s);
@@ -1690,6 +1702,8 @@ enum MHD_Result tc_api_session_execute_json(struct tc_request *r, json_t *body,
             ret = tap->answer(tap->ud, r);
         } else {
             ret = tc_exec_stream_respond(r, tc_exec_stream_events(c->stream), NULL);
+            if (cancel_gone) /* interrupted as by POST .../cancel; the session lives on */
+                tc_api_cancel_when_gone(r, c->exec_id);
         }
     } else {
         r->state = c;

@@ -219,7 +219,8 @@ int tc_exec_request_parse(json_t *body, struct tc_exec_request *ret_req, json_t 
     {
         if (strcmp(key, "tool") && strcmp(key, "code") && strcmp(key, "stdin") &&
             strcmp(key, "files") && strcmp(key, "limits") && strcmp(key, "callback_url") &&
-            strcmp(key, "collect") && strcmp(key, "async") && strcmp(key, "stream")) {
+            strcmp(key, "collect") && strcmp(key, "async") && strcmp(key, "stream") &&
+            strcmp(key, "cancel_on_disconnect")) {
             snprintf(path, sizeof(path), "%.100s", key);
             add_error(errors, path, "unknown field");
         }
@@ -236,6 +237,9 @@ int tc_exec_request_parse(json_t *body, struct tc_exec_request *ret_req, json_t 
     json_t *stream = json_object_get(body, "stream");
     if (stream && !json_is_boolean(stream))
         add_error(errors, "stream", "must be a boolean");
+    json_t *cod = json_object_get(body, "cancel_on_disconnect");
+    if (cod && !json_is_boolean(cod))
+        add_error(errors, "cancel_on_disconnect", "must be a boolean");
 
     json_t *cb = json_object_get(body, "callback_url");
     if (check_string(cb, "callback_url", 2048, false, errors) && cb &&

@@ -384,6 +384,7 @@ static void request_free(struct tc_request *r)
         return;
     if (r->state_free)
         r->state_free(r->state);
+    free(r->gone_ud);
     if (r->reply_ctx_free)
         r->reply_ctx_free(r->reply_ctx);
     free_params(r);
@@ -580,6 +581,9 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (!r)
         return;
     tc_http_guard_completed(srv->guard, r->gconn);
+    if (r->on_gone && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK &&
+        toe != MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN)
+        r->on_gone(r, r->gone_ud);
     if (r->slot_wait == TC_SLOT_GRANTED) /* resumed for a slot, ended before trying for it */
         tc_slotq_tried();
     if (r->started) {

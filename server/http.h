@@ -121,6 +121,11 @@ struct tc_request {
     tc_handler resume;
     void *state;
     void (*state_free)(void *state);
+    /* The client left before its answer was whole (libmicrohttpd ended the request with an
+     * error or a client abort, not at shutdown): on_gone(r, gone_ud) runs then, on a daemon
+     * thread. gone_ud is free()d with the request either way. */
+    void (*on_gone)(struct tc_request *r, void *gone_ud);
+    void *gone_ud;
 };
 
 /* How many times the request carries the header name. */

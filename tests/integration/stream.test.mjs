@@ -213,6 +213,54 @@ test('idle streams get heartbeats; refusals are problems, not streams; another t
   }
 });
 
+test('cancel_on_disconnect: a client that leaves its stream cancels its call (a held one is withdrawn, a session\'s call interrupted); it needs a stream', async () => {
+  const key = server.keys.agent;
+  const t = tag();
+  const s = await openEvents(server, 'POST', '/v1/execute', { key, json: { tool: 'shell', code: `echo started-${t}; sleep 30; echo never-${t}`, cancel_on_disconnect: true } });
+  assert.equal(s.status, 200);
+  await s.next((e) => e.event === 'stdout' && e.data.text.includes(`started-${t}`));
+  const id = s.events[0].data.id;
+  const t0 = Date.now();
+  s.abort();
+  // noticed at the next event or heartbeat (1 s here), then killed
+  const done = await waitFinished(server, id, 20 * SLOW);
+  assert.equal(done.status, 'cancelled', JSON.stringify(done));
+  assert.ok(Date.now() - t0 < 15_000 * SLOW, 'long before its sleep would have ended');
+  assert.match(done.stdout, new RegExp(`started-${t}`));
+  assert.doesNotMatch(done.stdout, /never/);
+
+  // held: the request for approval is withdrawn
+  const h = await openEvents(server, 'POST', '/v1/execute', { key, json: { tool: 'deploy', code: `echo held-${t}`, cancel_on_disconnect: true } });
+  const held = await h.next((e) => e.event === 'held');
+  h.abort();
+  const withdrawn = await waitFinished(server, held.data.id, 20 * SLOW);
+  assert.equal(withdrawn.status, 'cancelled', JSON.stringify(withdrawn));
+
+  // a session's call: interrupted, the session lives on
+  const opened = await server.request('POST', '/v1/sessions', { key, json: { tool: 'shell' } });
+  assert.equal(opened.status, 201, opened.text);
+  const sid = opened.json.id;
+  const c = await openEvents(server, 'POST', `/v1/sessions/${sid}/execute`, { key, json: { code: `X=kept; echo in-${t}; sleep 30`, cancel_on_disconnect: true } });
+  await c.next((e) => e.event === 'stdout' && e.data.text.includes(`in-${t}`));
+  const cid = c.events[0].data.id;
+  c.abort();
+  const cd = await waitFinished(server, cid, 20 * SLOW);
+  assert.equal(cd.status, 'cancelled', JSON.stringify(cd));
+  const after = await server.request('POST', `/v1/sessions/${sid}/execute`, { key, json: { code: 'echo $X' } });
+  assert.equal(after.json.stdout, 'kept\n');
+
+  // without it (the default) a client that leaves does not end its call: the test above
+  // ('a client that leaves...'); asked for without a stream it is refused
+  for (const [p, json] of [['/v1/execute', { tool: 'shell', code: 'true', cancel_on_disconnect: true }],
+    ['/v1/execute', { tool: 'shell', code: 'true', cancel_on_disconnect: 'yes' }],
+    [`/v1/sessions/${sid}/execute`, { code: 'true', cancel_on_disconnect: true }]]) {
+    assertProblem(await server.request('POST', p, { key, json }), 400, 'validation');
+  }
+  const stream = await server.request('POST', '/v1/execute', { key, json: { tool: 'shell', code: 'true', cancel_on_disconnect: true, async: true }, headers: { accept: 'text/event-stream' } });
+  assertProblem(stream, 400, 'validation');
+  assert.equal((await server.request('DELETE', `/v1/sessions/${sid}`, { key })).status, 200);
+});
+
 test('SIGTERM: a running stream gets its result (the drain lets the run end), a held one ends; the server exits cleanly', async () => {
   const t = tag();
   const peer = await server.peer();

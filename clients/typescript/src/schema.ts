@@ -1229,6 +1229,16 @@ export interface components {
              */
             stream: boolean;
             /**
+             * @description With `Accept: text/event-stream` (not `async`): if the client's
+             *     connection goes before the stream's end (noticed at the next event or
+             *     heartbeat), the call is cancelled as by `POST
+             *     /v1/executions/{id}/cancel` (a held one withdrawn), audited as the
+             *     caller. Without it a call runs to its end whoever listens. A `400`
+             *     without a stream to watch.
+             * @default false
+             */
+            cancel_on_disconnect: boolean;
+            /**
              * @description An `http` or `https` URL without credentials. When the execution
              *     finishes (a held call, after approval), its result (`Execution`) is
              *     POSTed there, retried with exponential backoff (1 s, 2 s, 4 s, ...
@@ -1279,6 +1289,14 @@ export interface components {
              *     when the host has none (then only the session's total holds).
              */
             cpu_ms?: number;
+            /**
+             * @description With `Accept: text/event-stream`: if the client's connection goes before
+             *     the stream's end, the call is interrupted as by `POST
+             *     /v1/executions/{id}/cancel` (the session lives on). A `400` without a
+             *     stream to watch.
+             * @default false
+             */
+            cancel_on_disconnect: boolean;
         };
         SessionFileList: {
             files: components["schemas"]["SessionFile"][];
