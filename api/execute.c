@@ -611,7 +611,8 @@ static enum MHD_Result hold(struct tc_request *r, struct exec_state *st, const s
                                   0, 0) < 0)
             tc_events_close(e);
         json_decref(body);
-        enum MHD_Result ret = tc_exec_stream_respond(r, e, NULL);
+        enum MHD_Result ret = tc_exec_stream_respond(
+            r, e, NULL, json_is_true(json_object_get(req->body, "cancel_on_disconnect")));
         tc_events_unref(e);
         return ret;
     }
@@ -926,7 +927,7 @@ enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
         json_decref(accepted);
         st->r = NULL;
         s = TC_STEAL(st);
-        ret = tc_exec_stream_respond(r, e, NULL);
+        ret = tc_exec_stream_respond(r, e, NULL, cancel_gone);
         if (cancel_gone)
             tc_api_cancel_when_gone(r, s->id);
     } else if (async) {

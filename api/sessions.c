@@ -1701,7 +1701,7 @@ enum MHD_Result tc_api_session_execute_json(struct tc_request *r, json_t *body,
             r->reply_filter = NULL;
             ret = tap->answer(tap->ud, r);
         } else {
-            ret = tc_exec_stream_respond(r, tc_exec_stream_events(c->stream), NULL);
+            ret = tc_exec_stream_respond(r, tc_exec_stream_events(c->stream), NULL, cancel_gone);
             if (cancel_gone) /* interrupted as by POST .../cancel; the session lives on */
                 tc_api_cancel_when_gone(r, c->exec_id);
         }

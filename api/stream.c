@@ -508,9 +508,10 @@ int tc_exec_stream_follow(struct tc_events *e, struct tc_db *db, const char *ten
 }
 
 enum MHD_Result tc_exec_stream_respond(struct tc_request *r, struct tc_events *e,
-                                       const char *last_id)
+                                       const char *last_id, bool watched)
 {
-    struct MHD_Response *resp = tc_events_response(e, r->conn, last_id);
+    struct MHD_Response *resp =
+        tc_events_response_hb(e, r->conn, last_id, watched ? TC_STREAM_GONE_HEARTBEAT_MS : 0);
     if (!resp)
         return tc_respond_problem(r, 503, "overloaded", "Too many readers", NULL,
                                   "too many connections read this execution's events");
@@ -566,7 +567,7 @@ enum MHD_Result tc_api_execution_events(struct tc_request *r)
     enum MHD_Result ret;
     struct tc_events *e = tc_events_find(id);
     if (e) { /* running here, or just finished: the live log */
-        ret = tc_exec_stream_respond(r, e, last);
+        ret = tc_exec_stream_respond(r, e, last, false);
         tc_events_unref(e);
         json_decref(view);
         return ret;
@@ -591,7 +592,7 @@ enum MHD_Result tc_api_execution_events(struct tc_request *r)
             tc_events_close(e);
     }
     json_decref(view);
-    ret = tc_exec_stream_respond(r, e, NULL);
+    ret = tc_exec_stream_respond(r, e, NULL, false);
     tc_events_unref(e);
     return ret;
 }

@@ -91,6 +91,9 @@ void tc_share_close(struct tc_share *x); /* NULL is a no-op */
 int tc_exec_stream_follow(struct tc_events *e, struct tc_db *db, const char *tenant_id,
                           const char *exec_id, const char *status, size_t out, size_t err);
 
-/* Queue the 200 text/event-stream answer reading e after last_id (NULL: from the start). */
+/* Queue the 200 text/event-stream answer reading e after last_id (NULL: from the start);
+ * watched: heartbeats every TC_STREAM_GONE_HEARTBEAT_MS, so that a client that left is noticed
+ * soon (cancel_on_disconnect). */
+#define TC_STREAM_GONE_HEARTBEAT_MS 1000
 enum MHD_Result tc_exec_stream_respond(struct tc_request *r, struct tc_events *e,
-                                       const char *last_id);
+                                       const char *last_id, bool watched);

@@ -24,6 +24,7 @@ struct reader {
     size_t off;
     bool suspended;
     int64_t last_ms; /* when it last sent something (an event or a heartbeat) */
+    int64_t hb_ms;   /* its heartbeat */
     struct reader *next;
 };
 
@@ -268,7 +269,7 @@ static ssize_t read_events(void *cls, uint64_t pos, char *buf, size_t max)
         n = (ssize_t)k;
     } else if (e->closed) {
         n = MHD_CONTENT_READER_END_OF_STREAM;
-    } else if (now - rd->last_ms >= g_heartbeat_ms && max >= sizeof(HEARTBEAT) - 1) {
+    } else if (now - rd->last_ms >= rd->hb_ms && max >= sizeof(HEARTBEAT) - 1) {
         memcpy(buf, HEARTBEAT, sizeof(HEARTBEAT) - 1);
         rd->last_ms = now;
         n = (ssize_t)sizeof(HEARTBEAT) - 1;
@@ -308,12 +309,19 @@ static void free_reader(void *cls)
 struct MHD_Response *tc_events_response(struct tc_events *e, struct MHD_Connection *conn,
                                         const char *last_id)
 {
+    return tc_events_response_hb(e, conn, last_id, 0);
+}
+
+struct MHD_Response *tc_events_response_hb(struct tc_events *e, struct MHD_Connection *conn,
+                                           const char *last_id, int64_t heartbeat_ms)
+{
     struct reader *rd = calloc(1, sizeof(*rd));
     if (!rd)
         return NULL;
     rd->e = e;
     rd->conn = conn;
     rd->last_ms = tc_now_ms();
+    rd->hb_ms = heartbeat_ms > 0 && heartbeat_ms < g_heartbeat_ms ? heartbeat_ms : g_heartbeat_ms;
     pthread_mutex_lock(&e->mu);
     if (e->nreaders >= TC_EVENTS_MAX_READERS) {
         pthread_mutex_unlock(&e->mu);
@@ -393,7 +401,7 @@ static void *events_main(void *arg)
             struct tc_events *e = v[i];
             pthread_mutex_lock(&e->mu);
             for (struct reader *rd = e->readers; rd && !watcher; rd = rd->next)
-                if (rd->suspended && now - rd->last_ms >= g_heartbeat_ms) {
+                if (rd->suspended && now - rd->last_ms >= rd->hb_ms) {
                     rd->suspended = false;
                     MHD_resume_connection(rd->conn);
                 }

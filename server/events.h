@@ -67,3 +67,8 @@ int tc_events_watch(struct tc_events *e, bool (*poll)(struct tc_events *e, void 
  * NULL on ENOMEM or when too many connections read e. */
 struct MHD_Response *tc_events_response(struct tc_events *e, struct MHD_Connection *conn,
                                         const char *last_id);
+/* The same with heartbeats at least every heartbeat_ms (0: the configured interval): a reader
+ * whose leaving must be noticed soon (a write to a connection that went fails; the events
+ * thread looks every TC_EVENTS_WATCH_MS). */
+struct MHD_Response *tc_events_response_hb(struct tc_events *e, struct MHD_Connection *conn,
+                                           const char *last_id, int64_t heartbeat_ms);

@@ -86,6 +86,14 @@ class ClientTest(unittest.TestCase):
         self.assertEqual("".join(e.data["text"] for e in rest if e.event == "stdout"), f"two-{t}\n")
         self.assertEqual(rest[-1].event, "result")
         self.assertEqual(rest[-1].data["stdout"], f"one-{t}\ntwo-{t}\n")
+        # asked to: leaving the stream cancels the call
+        it = self.tc.stream("shell", f"echo go-{t}; sleep 60", cancel_on_disconnect=True)
+        first = next(it)
+        for ev in it:
+            if ev.event == "stdout":
+                break
+        it.close()
+        self.assertEqual(self.tc.wait(first.data["id"], timeout=45)["status"], "cancelled")
         with self.assertRaises(toolcage.UnknownTool):
             next(self.tc.stream("nope", "x"))
         with self.assertRaises(toolcage.NotFound):

@@ -374,12 +374,16 @@ class Client:
                files: Optional[Sequence[Mapping[str, str]]] = None,
                limits: Optional[Mapping[str, int]] = None,
                collect: Optional[Sequence[str]] = None, callback_url: Optional[str] = None,
-               idempotency_key: Optional[str] = None) -> Iterator[Event]:
+               idempotency_key: Optional[str] = None,
+               cancel_on_disconnect: bool = False) -> Iterator[Event]:
         """Run one call and yield its events as they come (``Accept: text/event-stream``):
         ``execution``, then ``stdout``/``stderr`` (``data["text"]``, already redacted), then
         ``result`` (the Execution). A held call yields ``held``, ``approved``, ``result``.
-        Leaving the loop early does not stop the call; :meth:`events` re-attaches."""
+        Leaving the loop early does not stop the call (:meth:`events` re-attaches), unless
+        ``cancel_on_disconnect``: then closing the iterator cancels it."""
         body = self._execute_body(tool, code, stdin, files, limits, collect, callback_url)
+        if cancel_on_disconnect:
+            body["cancel_on_disconnect"] = True
         h = {"Idempotency-Key": idempotency_key} if idempotency_key else None
         return self._events("POST", "/v1/execute", body=body, headers=h)
 

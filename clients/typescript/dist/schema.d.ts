@@ -1229,8 +1229,8 @@ export interface components {
             stream: boolean;
             /**
              * @description With `Accept: text/event-stream` (not `async`): if the client's
-             *     connection goes before the stream's end (noticed at the next event or
-             *     heartbeat), the call is cancelled as by `POST
+             *     connection goes before the stream's end (noticed within about a second:
+             *     such a stream gets a heartbeat every second), the call is cancelled as by `POST
              *     /v1/executions/{id}/cancel` (a held one withdrawn), audited as the
              *     caller. Without it a call runs to its end whoever listens. A `400`
              *     without a stream to watch.
