@@ -22,6 +22,17 @@ function freePort() {
   });
 }
 
+/** p, or instead after ms; the timer goes with it (a pending one kept this process alive for
+ * its whole bound after the last test). */
+async function within(p, ms, instead) {
+  let timer;
+  try {
+    return await Promise.race([p, new Promise((r) => { timer = setTimeout(() => r(instead), ms); })]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /** scripts/run until it listens; returns {proc, out(), base, exited}. */
 async function start() {
   const port = await freePort();
@@ -36,7 +47,7 @@ async function start() {
   const deadline = Date.now() + 300_000;
   while (!/Listening on /.test(out)) {
     assert.ok(Date.now() < deadline, `scripts/run did not listen:\n${out}`);
-    const done = await Promise.race([exited, new Promise((r) => setTimeout(() => r(null), 200))]);
+    const done = await within(exited, 200, null);
     assert.equal(done, null, `scripts/run exited ${JSON.stringify(done)}:\n${out}`);
   }
   // the server itself prints nothing more once ready: wait for /readyz
@@ -52,7 +63,7 @@ async function start() {
 
 async function stop(run) {
   process.kill(-run.proc.pid, 'SIGINT'); // Ctrl-C reaches the whole foreground group
-  const e = await Promise.race([run.exited, new Promise((r) => setTimeout(() => r('timeout'), 60_000))]);
+  const e = await within(run.exited, 60_000, 'timeout');
   assert.notEqual(e, 'timeout', `scripts/run did not stop:\n${run.out()}`);
   assert.ok(!fs.existsSync(path.join(VAR, 'pg/data/postmaster.pid')), 'the cluster is still running');
 }

@@ -16,13 +16,20 @@ flags="-g -O1 -std=gnu17 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -fno-
 libs="$(pkg-config --cflags --libs jansson libpcre2-8 libsodium) -lpthread"
 common="$root/common/buf.c $root/common/util.c"
 
-$cc $flags -o "$out/fuzz_policy" "$root/tests/fuzz/fuzz_policy.c" "$root/policy/policy.c" "$root/policy/redact.c" $common $libs
-$cc $flags -o "$out/fuzz_prescreen" "$root/tests/fuzz/fuzz_prescreen.c" "$root"/policy/prescreen*.c $common $libs
-$cc $flags -o "$out/fuzz_redact" "$root/tests/fuzz/fuzz_redact.c" "$root/policy/redact.c" $common $libs
-$cc $flags -Wno-unused-function -o "$out/fuzz_initcfg" "$root/tests/fuzz/fuzz_initcfg.c"
+# the five compilers at once (each is one process), then every one must have succeeded
+$cc $flags -o "$out/fuzz_policy" "$root/tests/fuzz/fuzz_policy.c" "$root/policy/policy.c" "$root/policy/redact.c" $common $libs &
+p1=$!
+$cc $flags -o "$out/fuzz_prescreen" "$root/tests/fuzz/fuzz_prescreen.c" "$root"/policy/prescreen*.c $common $libs &
+p2=$!
+$cc $flags -o "$out/fuzz_redact" "$root/tests/fuzz/fuzz_redact.c" "$root/policy/redact.c" $common $libs &
+p3=$!
+$cc $flags -Wno-unused-function -o "$out/fuzz_initcfg" "$root/tests/fuzz/fuzz_initcfg.c" &
+p4=$!
 $cc -g -O1 -std=gnu17 -D_GNU_SOURCE -I"$root" -o "$out/initcfg_seed" "$root/tests/fuzz/initcfg_seed.c" \
     "$root/sandbox/child.c" "$root/sandbox/spec.c" "$root/sandbox/seccomp.c" "$root/sandbox/workspace.c" \
-    "$root/sandbox/egress_rules.c" "$root/sandbox/cgroup.c" $common $libs $(pkg-config --cflags --libs libseccomp)
+    "$root/sandbox/egress_rules.c" "$root/sandbox/cgroup.c" $common $libs $(pkg-config --cflags --libs libseccomp) &
+p5=$!
+for p in $p1 $p2 $p3 $p4 $p5; do wait "$p"; done
 
 [ "$secs" -gt 0 ] || exit 0
 
@@ -52,8 +59,10 @@ initcfg=$(seed initcfg)
 "$out/initcfg_seed" "$initcfg/seed_launcher" || echo "initcfg_seed failed: fuzzing from the magic alone"
 printf 'tci1' > "$initcfg/seed_magic"
 
-rc=0
-for t in policy prescreen redact initcfg; do
+# one target: its regressions, then secs of fuzzing; the report on stdout, 1 if it failed
+one() {
+    t=$1
+    rc=0
     reg="$root/tests/fuzz/regressions/$t"
     # regression inputs first (files not starting with '.'): each must pass
     regs=$(find "$reg" -maxdepth 1 -type f ! -name '.*' 2>/dev/null | sort)
@@ -78,5 +87,21 @@ for t in policy prescreen redact initcfg; do
         grep -E "^#[0-9]+.*DONE|Done [0-9]+ runs" "$out/fuzz_$t.log" | tail -1
         echo "ok - fuzz_$t"
     fi
+    return $rc
+}
+
+# two targets at a time (one process each, and this machine kind has two cores: each gets the
+# CPU it would get alone), their reports in order
+rc=0
+for pair in "policy prescreen" "redact initcfg"; do
+    for t in $pair; do
+        rm -f "$out/fuzz_$t.rc"
+        (if one "$t" >"$out/fuzz_$t.report" 2>&1; then echo 0; else echo 1; fi >"$out/fuzz_$t.rc") &
+    done
+    wait
+    for t in $pair; do
+        cat "$out/fuzz_$t.report"
+        [ "$(cat "$out/fuzz_$t.rc" 2>/dev/null || echo 1)" = 0 ] || rc=1
+    done
 done
 exit $rc

@@ -61,8 +61,10 @@ test('held, queued and running rows move only along the machine', async () => {
     VALUES ('${crypto.randomUUID()}', '${tenant}', 'shell', 'running', '{}', '{}')`, /cannot be created/);
   const p = await mk('pending_approval');
   await refused(`UPDATE executions SET status = 'running', claimed_by = 1 WHERE id = ${p}`, /not a transition/);
-  await asApp(`UPDATE executions SET status = 'queued' WHERE id = ${p}`);
-  await asApp(`UPDATE executions SET status = 'running', claimed_by = 1 WHERE id = ${p}`);
+  // queued, then claimed, in one transaction: the server's worker (it claims queued rows, and
+  // would close this one, which has no approval, as an error) never sees it queued
+  await asApp(`UPDATE executions SET status = 'queued' WHERE id = ${p};
+    UPDATE executions SET status = 'running', claimed_by = 1 WHERE id = ${p}`);
   await refused(`UPDATE executions SET status = 'completed' WHERE id = ${p}`, /not a transition/); // no result
   await refused(`UPDATE executions SET claimed_by = 2 WHERE id = ${p}`, /claimed_by changes only/);
   await asApp(`UPDATE executions SET code_started_at = now() WHERE id = ${p}`);
@@ -70,8 +72,9 @@ test('held, queued and running rows move only along the machine', async () => {
   // started: never back to the queue
   await refused(`UPDATE executions SET status = 'queued', claimed_by = NULL WHERE id = ${p}`, /not a transition/);
   await asApp(`UPDATE executions SET status = 'failed', result = '{"error":"interrupted_after_start"}' WHERE id = ${p}`);
-  // not started: may go back once to the queue
+  // not started: may go back once to the queue (the first statement; the second's refusal
+  // rolls it back, so the worker never claims this row either)
   const r = await mk('running', 1);
-  await asApp(`UPDATE executions SET status = 'queued', claimed_by = NULL WHERE id = ${r}`);
-  await refused(`UPDATE executions SET late_result = '{}' WHERE id = ${r}`, /needs a final row/);
+  await refused(`UPDATE executions SET status = 'queued', claimed_by = NULL WHERE id = ${r};
+    UPDATE executions SET late_result = '{}' WHERE id = ${r}`, /needs a final row/);
 });
