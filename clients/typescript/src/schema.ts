@@ -1233,11 +1233,10 @@ export interface components {
              *     connection goes before the stream's end (noticed within about a second:
              *     such a stream gets a heartbeat every second), the call is cancelled as by `POST
              *     /v1/executions/{id}/cancel` (a held one withdrawn), audited as the
-             *     caller. Without it a call runs to its end whoever listens. A `400`
-             *     without a stream to watch.
-             * @default false
+             *     caller. Without it (the default) a call runs to its end whoever
+             *     listens. A `400` without a stream to watch.
              */
-            cancel_on_disconnect: boolean;
+            cancel_on_disconnect?: boolean;
             /**
              * @description An `http` or `https` URL without credentials. When the execution
              *     finishes (a held call, after approval), its result (`Execution`) is
@@ -1294,9 +1293,8 @@ export interface components {
              *     the stream's end, the call is interrupted as by `POST
              *     /v1/executions/{id}/cancel` (the session lives on). A `400` without a
              *     stream to watch.
-             * @default false
              */
-            cancel_on_disconnect: boolean;
+            cancel_on_disconnect?: boolean;
         };
         SessionFileList: {
             files: components["schemas"]["SessionFile"][];
