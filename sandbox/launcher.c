@@ -165,23 +165,37 @@ static void pump_stdin(struct launcher *L, struct sbx *s)
     lc_unwatch_close(L, &s->stdin_fd);
 }
 
-/* A "session" sandbox's CPU budget news (TC_WIRE_BUDGET): '4' and news, a TC_WIRE_CHUNK. */
-static void budget_news(struct launcher *L, struct sbx *s, json_t *news)
+/* One TC_WIRE_CHUNK of s: tag ('1' stdout, '2' stderr, '3'..'5' news: sandbox.h), then data.
+ * 0 or -errno. */
+static int send_tagged(struct launcher *L, const struct sbx *s, char tag, const char *data,
+                       size_t len)
+{
+    char *msg = malloc(len + 1);
+    if (!msg)
+        return -ENOMEM;
+    msg[0] = tag;
+    memcpy(msg + 1, data, len);
+    int r = tc_wire_send(L->sock, TC_WIRE_CHUNK, s->id, msg, len + 1);
+    free(msg);
+    return r;
+}
+
+/* News as JSON (news: stolen, may be NULL), tagged. 0 or -errno. */
+static int send_news(struct launcher *L, const struct sbx *s, char tag, json_t *news)
 {
     char *text = news ? json_dumps(news, JSON_COMPACT) : NULL;
     json_decref(news);
-    if (!text)
-        return;
-    size_t n = strlen(text);
-    char *msg = malloc(n + 1);
-    if (msg) {
-        lc_flush_chunks(L, s); /* after the output of the call it is about */
-        msg[0] = '4';
-        memcpy(msg + 1, text, n);
-        (void)tc_wire_send(L->sock, TC_WIRE_CHUNK, s->id, msg, n + 1);
-        free(msg);
-    }
+    int r = text ? send_tagged(L, s, tag, text, strlen(text)) : -ENOMEM;
     free(text);
+    return r;
+}
+
+/* A "session" sandbox's CPU budget news (TC_WIRE_BUDGET): '4', after the output of the call it
+ * is about. */
+static void budget_news(struct launcher *L, struct sbx *s, json_t *news)
+{
+    lc_flush_chunks(L, s);
+    (void)send_news(L, s, '4', news);
 }
 
 /* "<ms> <call>": measured from the sandbox's cgroup from now on; without one it cannot be
@@ -493,21 +507,9 @@ static bool chunk_due(const struct sbx *s)
  * '5' and {"violations": [...]}, a TC_WIRE_CHUNK. */
 static void send_violations(struct launcher *L, struct sbx *s)
 {
-    if (!s->viol_news)
-        return;
-    json_t *j = json_pack("{s:o}", "violations", lc_violations_json(s));
-    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    json_decref(j);
-    size_t n = text ? strlen(text) : 0;
-    char *msg = text ? malloc(n + 1) : NULL;
-    if (msg) {
-        msg[0] = '5';
-        memcpy(msg + 1, text, n);
-        if (tc_wire_send(L->sock, TC_WIRE_CHUNK, s->id, msg, n + 1) == 0)
-            s->viol_news = false;
-    }
-    free(msg);
-    free(text);
+    if (s->viol_news &&
+        send_news(L, s, '5', json_pack("{s:o}", "violations", lc_violations_json(s))) == 0)
+        s->viol_news = false;
 }
 
 /* Stream k's (0 stdout, 1 stderr) output not sent yet, as one TC_WIRE_CHUNK; a session's
@@ -519,14 +521,9 @@ static void send_stream_chunk(struct launcher *L, struct sbx *s, int k)
     send_violations(L, s); /* before the output read after them */
     if (n == 0)
         return;
-    char *msg = malloc(n + 1);
-    if (!msg)
-        return; /* next time; a one-shot's result carries it all anyway */
-    msg[0] = (char)('1' + k);
-    memcpy(msg + 1, st->data + st->sent, n);
-    if (tc_wire_send(L->sock, TC_WIRE_CHUNK, s->id, msg, n + 1) == 0)
+    /* failing, next time; a one-shot's result carries it all anyway */
+    if (send_tagged(L, s, (char)('1' + k), st->data + st->sent, n) == 0)
         st->sent = st->len;
-    free(msg);
     if (s->spec.session && st->sent == st->len)
         st->sent = st->len = 0;
 }
@@ -549,14 +546,8 @@ static void on_attempt(void *userdata, uint64_t handle, const char *json, size_t
         struct sbx *s = &L->slots[i];
         if (!s->used || s->egress_handle != handle || !s->spec.stream)
             continue;
-        char *msg = malloc(len + 1);
-        if (!msg)
-            return;
         lc_flush_chunks(L, s);
-        msg[0] = '3';
-        memcpy(msg + 1, json, len);
-        (void)tc_wire_send(L->sock, TC_WIRE_CHUNK, s->id, msg, len + 1);
-        free(msg);
+        (void)send_tagged(L, s, '3', json, len);
         return;
     }
 }
