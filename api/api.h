@@ -104,6 +104,11 @@ int tc_api_cancel(struct tc_server *srv, const struct tc_principal *p, const cha
 /* "cancel_on_disconnect": if r's client leaves before r's answer is whole (a stream of events:
  * noticed at the next event or heartbeat), exec_id is cancelled as if it had asked. */
 void tc_api_cancel_when_gone(struct tc_request *r, const char *exec_id);
+/* The answer to a call just held for approval: body (the 202's, stolen) as JSON with its
+ * Location, or (events) a "held" event and then the call's events as it is decided and runs
+ * (wherever it runs: followed through the database). */
+enum MHD_Result tc_api_held_answer(struct tc_request *r, const char *exec_id, json_t *body,
+                                   bool events, bool cancel_gone);
 enum MHD_Result tc_api_audit_list(struct tc_request *r);
 enum MHD_Result tc_api_audit_get(struct tc_request *r);
 enum MHD_Result tc_api_audit_export(struct tc_request *r);

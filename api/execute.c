@@ -403,43 +403,8 @@ static int insert_execution(struct tc_request *r, struct exec_state *st, json_t 
     ok = res != NULL;
     PQclear(res);
     if (ok && approval) {
-        char *payload = json_dumps(json_object_get(approval, "payload"), JSON_COMPACT);
-        char *reasons = json_dumps(json_object_get(approval, "reasons"), JSON_COMPACT);
-        char *findings = json_dumps(st->findings ? st->findings : json_array(), JSON_COMPACT);
-        char ttl[16], required[16];
-        snprintf(ttl, sizeof(ttl), "%d", (int)json_integer_value(json_object_get(approval, "ttl")));
-        snprintf(required, sizeof(required), "%d",
-                 (int)json_integer_value(json_object_get(approval, "required")));
-        const char *pa[] = {json_string_value(json_object_get(approval, "id")),
-                            r->principal.tenant_id,
-                            st->id,
-                            st->tool,
-                            json_string_value(json_object_get(approval, "tier")),
-                            reasons,
-                            payload,
-                            json_string_value(json_object_get(approval, "payload_hash")),
-                            r->principal.key_id,
-                            required,
-                            ttl,
-                            findings};
-        res = (payload && reasons && findings)
-                  ? tc_db_exec(c,
-                               "INSERT INTO approvals (id, tenant_id, execution_id, tool, tier,"
-                               " reasons, payload, payload_hash, requester_key_id,"
-                               " required_approvals, status, expires_at, findings)"
-                               " VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7::jsonb, $8::bytea, $9,"
-                               " $10::int, 'pending', now() + make_interval(secs => $11::int),"
-                               " $12::jsonb)"
-                               " RETURNING " TC_SQL_ISO("expires_at"),
-                               12, pa)
-                  : NULL;
-        ok = res && PQntuples(res) == 1;
-        if (ok)
-            snprintf(ret_expires, 32, "%s", PQgetvalue(res, 0, 0));
-        PQclear(res);
-        free(payload);
-        free(reasons);
-        free(findings);
+        ok = tc_approval_insert_tx(c, approval, r->principal.tenant_id, st->id, st->tool,
+                                   r->principal.key_id, st->findings, ret_expires) == 0;
         json_object_set(event, "approval_id", json_object_get(approval, "id"));
         json_object_set(event, "reasons", json_object_get(approval, "reasons"));
     }
@@ -577,24 +542,18 @@ static json_t *accepted_body(const struct exec_state *st)
 static enum MHD_Result hold(struct tc_request *r, struct exec_state *st, const struct tc_tool *tool,
                             const struct tc_exec_request *req, json_t *reasons, bool events)
 {
-    char approval_id[37], expires[32] = "", hash_hex_s[67], location[64];
-    unsigned char h[32];
-    tc_uuid7(approval_id);
-    json_t *payload = tc_approval_payload(tool, req, st->limits);
-    tc_approval_payload_hash(payload, h);
-    tc_db_bytea_hex(h, sizeof(h), hash_hex_s);
-    static const char *const tiers[] = {"auto", "assisted", "human_approve", "manual_only"};
-    json_t *approval =
-        json_pack("{s:s, s:o, s:O, s:s, s:s, s:i, s:i}", "id", approval_id, "payload", payload,
-                  "reasons", reasons, "payload_hash", hash_hex_s, "tier", tiers[tool->tier], "ttl",
-                  tc_approval_ttl_seconds(tool), "required", tc_approval_required_approvers(tool));
+    char approval_id[37] = "", expires[32] = "", location[64];
+    snprintf(location, sizeof(location), "/v1/executions/%s", st->id);
+    json_t *approval = tc_approval_new(tool, tc_approval_payload(tool, req, st->limits), reasons);
+    if (approval)
+        snprintf(approval_id, sizeof(approval_id), "%s",
+                 json_string_value(json_object_get(approval, "id")));
     bool ok = approval && insert_execution(r, st, req->body, approval, expires, NULL) == 0;
     json_decref(approval);
     if (!ok) {
         tc_metrics_audit_failure();
         return unavailable(r, st, "the execution could not be recorded, so it was not held");
     }
-    snprintf(location, sizeof(location), "/v1/executions/%s", st->id);
     json_t *body =
         json_pack("{s:s, s:s, s:s, s:s, s:s, s:O, s:O, s:s}", "id", st->id, "tool", st->tool,
                   "status", "pending_approval", "approval_id", approval_id, "expires_at", expires,
@@ -602,17 +561,25 @@ static enum MHD_Result hold(struct tc_request *r, struct exec_state *st, const s
     tc_log(TC_LOG_INFO, "execution held for approval", "{s:s, s:s, s:s}", "request_id",
            r->request_id, "execution_id", st->id, "approval_id", approval_id);
     idem_end(r, st, 202, body, location);
+    return tc_api_held_answer(r, st->id, body, events,
+                              json_is_true(json_object_get(req->body, "cancel_on_disconnect")));
+}
+
+enum MHD_Result tc_api_held_answer(struct tc_request *r, const char *exec_id, json_t *body,
+                                   bool events, bool cancel_gone)
+{
+    char location[64];
+    snprintf(location, sizeof(location), "/v1/executions/%s", exec_id);
     /* Asked for events: "held", then the database is followed until the outcome (the run
      * happens later, maybe on another replica: its output comes through the database). */
     struct tc_events *e = NULL;
-    if (events && body && tc_events_new(st->id, 32u << 20, false, &e) == 0) {
+    if (events && body && tc_events_new(exec_id, 32u << 20, false, &e) == 0) {
         (void)tc_events_push(e, "held", NULL, body, true);
-        if (tc_exec_stream_follow(e, r->srv->db, r->principal.tenant_id, st->id, "pending_approval",
-                                  0, 0) < 0)
+        if (tc_exec_stream_follow(e, r->srv->db, r->principal.tenant_id, exec_id,
+                                  "pending_approval", 0, 0) < 0)
             tc_events_close(e);
         json_decref(body);
-        enum MHD_Result ret = tc_exec_stream_respond(
-            r, e, NULL, json_is_true(json_object_get(req->body, "cancel_on_disconnect")));
+        enum MHD_Result ret = tc_exec_stream_respond(r, e, NULL, cancel_gone);
         tc_events_unref(e);
         return ret;
     }

@@ -53,6 +53,8 @@
 #define DEFAULT_TTL_S  600
 #define DEFAULT_IDLE_S 300
 #define LIST_MAX       100
+#define HELD_POLL_MS   250 /* the keeper looks at held calls' decisions this often */
+#define HELD_BATCH     32
 #define NET_MAX        256 /* attempts the egress proxy tells of per sandbox (sandbox/egress.h) */
 
 struct session;
@@ -83,6 +85,8 @@ struct call {
     json_t *network;    /* theirs as they stood at its end (its "network") */
     json_t *viol_base;  /* the session's violations when it started (or NULL) */
     json_t *violations; /* its own: those since (its "policy_violations") */
+    const char *refused; /* it ended before it ran, for this reason (a held call) */
+    struct call *drop_next; /* in ss.dropped */
 };
 
 struct session {
@@ -103,6 +107,7 @@ struct session {
     struct session *retry_next; /* in ss.retry: its end could not be recorded yet */
     const char *retry_reason;
     struct call *call; /* the call the driver runs now (armed), or NULL */
+    struct call *held; /* a call held for a person's approval (the session busy for it) */
     struct tc_buf stray[2];
     json_t *net;                   /* the egress proxy's news, each attempt's latest by index */
     uint8_t net_told[NET_MAX / 8]; /* indexes some call (or net_stray) has */
@@ -120,6 +125,8 @@ static struct {
     struct session *list;
     struct session *ended; /* ends the sandbox caused, for the keeper to record (next chain) */
     struct session *retry; /* ends the database did not take, retried (retry_next chain) */
+    struct call *dropped;  /* held calls of ended sessions, for the keeper to free */
+    int64_t held_ms;       /* when the keeper next looks at held calls */
     int64_t retry_ms;      /* when the keeper tries them again */
     struct tc_server *srv;
     pthread_t keeper;
@@ -175,6 +182,12 @@ static void unlink_locked(struct session *s)
         }
     s->in_registry = false;
     s->next = NULL;
+    if (s->held) { /* its record is closed with the session's end (record_end) */
+        s->held->drop_next = ss.dropped;
+        ss.dropped = s->held;
+        s->held = NULL;
+        pthread_cond_signal(&ss.cv);
+    }
     session_unref_locked(s);
 }
 
@@ -205,6 +218,11 @@ static int record_end(struct session *s, const char *reason)
         if (!ev || tc_audit_append_tx(c, srv->keys, ev, NULL) < 0)
             rc = -EIO;
         json_decref(ev);
+        /* a call it held for a person: withdrawn with it */
+        json_t *sys = json_pack("{s:s, s:s}", "type", "system", "id", "session");
+        if (rc == 0 && (!sys || tc_approval_session_ended_tx(c, srv->keys, s->id, sys) < 0))
+            rc = -EIO;
+        json_decref(sys);
     }
     PQclear(res);
     if (c)
@@ -319,6 +337,9 @@ static json_t *call_result(struct call *c)
             status = "failed";
             error = "the session's program exited during the call (the session has ended)";
         } /* else: `exit 0`, the session's end asked for by its code */
+    } else if (c->refused) {
+        status = "error";
+        error = c->refused;
     } else {
         status = "error";
         error = "the session ended during the call";
@@ -404,6 +425,10 @@ static void call_recorded(void *userdata, int rc, json_t *view)
         call_free(c);
         return;
     }
+    if (!c->r) { /* a held call run by the keeper: nobody waits (GET /v1/executions/{id}) */
+        call_free(c);
+        return;
+    }
     c->record_rc = rc;
     c->view = json_incref(view);
     tc_request_resume(c->r);
@@ -420,7 +445,8 @@ static void call_finish(struct call *c)
                                           .request_id = c->request_id,
                                           .claimed_by = ss.srv->instance_id,
                                           .actor = actor},
-                                  .action = "execution.complete",
+                                  .action = c->refused ? "execution.refused"
+                                                       : "execution.complete",
                                   .raw = raw,
                                   .build = call_view,
                                   .done = call_recorded,
@@ -683,11 +709,13 @@ static void add_usage(const char *tenant_id, int64_t cpu_ms)
                tenant_id, "cpu_ms", (json_int_t)cpu_ms);
 }
 
+static void held_poll(void);
+
 static void *keeper_main(void *arg)
 {
     (void)arg;
     pthread_mutex_lock(&ss.mu);
-    while (!ss.quit || ss.ended || ss.list) {
+    while (!ss.quit || ss.ended || ss.list || ss.dropped) {
         /* ends the sandboxes caused */
         while (ss.ended) {
             struct session *s = ss.ended;
@@ -703,6 +731,13 @@ static void *keeper_main(void *arg)
             if (failed)
                 retry_end_locked(s, s->end_reason);
             session_unref_locked(s); /* the launcher's */
+        }
+        while (ss.dropped) { /* held calls of ended sessions (their records are closed) */
+            struct call *c = ss.dropped;
+            ss.dropped = c->drop_next;
+            pthread_mutex_unlock(&ss.mu);
+            call_free(c);
+            pthread_mutex_lock(&ss.mu);
         }
         if (ss.quit && !ss.list)
             break;
@@ -726,6 +761,18 @@ static void *keeper_main(void *arg)
             }
             pthread_mutex_lock(&ss.mu);
             continue;
+        }
+        if (now >= ss.held_ms) { /* decisions on held calls, from any replica */
+            ss.held_ms = now + HELD_POLL_MS;
+            bool any = false;
+            for (struct session *s = ss.list; s && !any; s = s->next)
+                any = s->held != NULL;
+            if (any) {
+                pthread_mutex_unlock(&ss.mu);
+                held_poll();
+                pthread_mutex_lock(&ss.mu);
+                continue;
+            }
         }
         struct session *end = NULL, *intr = NULL, *unbudget = NULL;
         const char *why = NULL;
@@ -785,7 +832,7 @@ static void *keeper_main(void *arg)
             ts.tv_sec++;
             ts.tv_nsec -= 1000000000L;
         }
-        if (!ss.ended)
+        if (!ss.ended && !ss.dropped)
             pthread_cond_timedwait(&ss.cv, &ss.mu, &ts);
     }
     /* stopping with ends still unstored: the sweeper ends them once this instance is gone */
@@ -1065,10 +1112,11 @@ enum MHD_Result tc_api_session_create_json(struct tc_request *r, json_t *body)
                                  "no tool named '%s' is declared in the policy", name);
         goto out;
     }
-    if (tc_approval_needed(tool, false, &reasons)) {
+    if (tc_approval_needed(tool, false, &reasons) && !tool->session_hold) {
         ret = tc_respond_problem(r, 422, "session-not-allowed", "Sessions not allowed", NULL,
-                                 "calls of tool '%s' are held for a person's approval, which a "
-                                 "session cannot wait for; use POST /v1/execute",
+                                 "calls of tool '%s' are held for a person's approval, and its "
+                                 "policy refuses held calls in a session (session.held_calls); "
+                                 "use POST /v1/execute",
                                  tool->name);
         goto out;
     }
@@ -1401,6 +1449,465 @@ static enum MHD_Result not_open(struct tc_request *r, const char *id)
     return ret;
 }
 
+/* ---- a call's way to the driver (a request's, or a held one's once approved) ---- */
+
+/* The session for c (one call at a time), or false with the answer in *ret (c freed). */
+static bool take_session(struct tc_request *r, struct call *c, enum MHD_Result *ret)
+{
+    struct session *s = c->s;
+    char held[37] = "";
+    pthread_mutex_lock(&ss.mu);
+    bool busy = s->busy, gone = !s->in_registry;
+    if (!busy && !gone)
+        s->busy = true;
+    if (busy && s->held)
+        memcpy(held, s->held->exec_id, sizeof(held));
+    pthread_mutex_unlock(&ss.mu);
+    if (!busy && !gone)
+        return true;
+    call_free(c);
+    if (gone)
+        *ret = not_open(r, r->params[0]);
+    else if (held[0])
+        *ret = tc_respond_problem(r, 409, "session-busy", "Session busy", NULL,
+                                  "a call of this session is held for a person's approval "
+                                  "(execution %s); it runs, or is withdrawn, before the next",
+                                  held);
+    else
+        *ret = tc_respond_problem(r, 409, "session-busy", "Session busy", NULL,
+                                  "a call is running in this session; wait for its answer");
+    return false;
+}
+
+/* The session is free again (a call that never reached the driver). */
+static void give_back(struct session *s)
+{
+    pthread_mutex_lock(&ss.mu);
+    s->busy = false;
+    s->last_ms = tc_now_ms();
+    pthread_mutex_unlock(&ss.mu);
+}
+
+/* A call's "files" into the workspace (*ret_path: the one that failed). */
+static int put_files(struct session *s, json_t *files, const char **ret_path)
+{
+    size_t i;
+    json_t *f;
+    json_array_foreach(files, i, f)
+    {
+        const char *path = json_string_value(json_object_get(f, "path"));
+        unsigned char *bytes = NULL;
+        size_t len = 0;
+        json_t *head = NULL;
+        int rc = tc_exec_file_bytes(f, &bytes, &len);
+        if (rc == 0)
+            rc = file_op(s, json_pack("{s:s, s:s}", "op", "put", "path", path), bytes, len, &head,
+                         NULL, NULL);
+        free(bytes);
+        json_decref(head);
+        if (rc < 0) {
+            *ret_path = path;
+            return rc;
+        }
+    }
+    return 0;
+}
+
+/* Arm c as its session's call and send it (frame, built with frc) to the driver; from here
+ * the call is its own: it ends with its marker, its session's end, or its time. */
+static void call_launch(struct call *c, struct tc_buf *frame, int frc)
+{
+    struct session *s = c->s;
+    struct call *done = NULL;
+    pthread_mutex_lock(&ss.mu);
+    s->refs++; /* this function's, to its end: the call (and its reference) may end first */
+    bool armed = s->in_registry;
+    c->t0_ms = tc_now_ms();
+    c->deadline_ms = c->t0_ms + c->limits[TC_LIMIT_TIMEOUT_MS];
+    if (armed) {
+        s->call = c;
+        c->viol_base = json_incref(s->viol);         /* replaced, never changed, by news */
+        memcpy(c->net, s->net_stray, s->nnet_stray); /* told between calls: this one's */
+        c->nnet = s->nnet_stray;
+        s->nnet_stray = 0;
+        for (int k = 0; k < 2; k++) {
+            struct tc_buf stray = s->stray[k];
+            tc_buf_init(&s->stray[k], STRAY_MAX);
+            if (stray.len)
+                (void)feed_locked(s, k, stray.data, stray.len, &done);
+            tc_buf_free(&stray);
+        }
+    }
+    pthread_mutex_unlock(&ss.mu);
+    if (!armed) { /* it ended meanwhile: so does the call, recorded as such */
+        tc_buf_free(frame);
+        call_finish(c);
+        session_unref(s);
+        return;
+    }
+    int irc = frc < 0 ? -ENOMEM : -ESHUTDOWN;
+    if (frc == 0 && tc_server_begin(ss.srv)) {
+        irc = tc_launcher_budget(ss.srv->launcher, s->id, c->limits[TC_LIMIT_CPU_MS], c->exec_id);
+        if (irc == 0)
+            irc = tc_launcher_input(ss.srv->launcher, s->id, frame->data, frame->len);
+        tc_server_end(ss.srv);
+    }
+    tc_buf_free(frame);
+    if (done) /* cannot be: the driver has not seen the nonce */
+        call_finish(done);
+    if (irc < 0) /* the session cannot take it: it ends, and the call with it */
+        end_session(s, "error", true);
+    session_unref(s);
+}
+
+/* The frame of a call: a fresh nonce, the scanners on it (execution/session.h). */
+static int call_frame(struct call *c, struct tc_buf *frame, json_t *code, json_t *in)
+{
+    tc_session_nonce(c->nonce);
+    tc_session_scan_free(&c->scan[0]);
+    tc_session_scan_free(&c->scan[1]);
+    tc_session_scan_init(&c->scan[0], c->nonce);
+    tc_session_scan_init(&c->scan[1], c->nonce);
+    tc_buf_init(frame, 3u << 20);
+    return tc_session_frame(frame, c->nonce, json_string_value(code), json_string_length(code),
+                            in ? json_string_value(in) : NULL, in ? json_string_length(in) : 0,
+                            c->s->plots ? "plots" : "-");
+}
+
+/* ---- held calls (session.held_calls "hold") ----
+ * A call the gate holds is recorded as a one-shot held call is (pending_approval, its approval
+ * with the exact payload, which names the session), and the session waits for it: busy, its
+ * idle clock stopped, its TTL running. The keeper looks at held calls every HELD_POLL_MS (the
+ * decision may come from any replica): approved (queued), the call is claimed here and its
+ * approved payload, nothing else, runs in the session; denied, expired or withdrawn, the
+ * session is free again. The session's end withdraws it (record_end). */
+
+static enum MHD_Result hold_call(struct tc_request *r, struct call *c, json_t *body,
+                                 json_t *reasons, bool events, bool cancel_gone)
+{
+    struct session *s = c->s;
+    enum MHD_Result ret;
+    if (!take_session(r, c, &ret)) {
+        json_decref(reasons);
+        json_decref(body);
+        return ret;
+    }
+    tc_uuid7(c->exec_id);
+    tc_iso8601(tc_wall_ms(), c->created_at);
+    struct tc_exec_request req = {.tool = s->tool, .body = body};
+    json_t *payload = tc_approval_payload(s->t, &req, c->limits);
+    if (payload)
+        json_object_set_new(payload, "session_id", json_string(s->id));
+    json_t *approval = tc_approval_new(s->t, payload, reasons);
+    struct tc_api_call_ids ids = {.principal = &r->principal,
+                                  .request_id = r->request_id,
+                                  .tool = s->tool,
+                                  .exec_id = c->exec_id,
+                                  .limits = c->limits,
+                                  .findings = c->findings,
+                                  .session_id = s->id};
+    json_t *ev = tc_api_execute_event(&ids, s->redactor, body, "held");
+    if (ev && approval) {
+        json_object_set(ev, "approval_id", json_object_get(approval, "id"));
+        json_object_set(ev, "reasons", reasons);
+    }
+    json_t *rq = json_pack("{s:s, s:O, s:s}", "tool", s->tool, "code",
+                           json_object_get(body, "code"), "session_id", s->id);
+    if (rq && json_object_get(body, "stdin"))
+        json_object_set(rq, "stdin", json_object_get(body, "stdin"));
+    if (rq && json_object_get(body, "files"))
+        json_object_set(rq, "files", json_object_get(body, "files"));
+    char *rq_text = rq ? json_dumps(rq, JSON_COMPACT) : NULL;
+    json_decref(rq);
+    json_t *lj = tc_exec_limits_json(c->limits);
+    char *lt = lj ? json_dumps(lj, JSON_COMPACT) : NULL;
+    json_decref(lj);
+    char expires[32] = "";
+    PGconn *db =
+        (approval && ev && rq_text && lt) ? tc_db_acquire(r->srv->db, TC_DB_WAIT_MS) : NULL;
+    int rc = db ? tc_db_begin(db) : -EIO;
+    if (rc == 0) {
+        const char *p[] = {c->exec_id, s->tenant_id, r->principal.key_id, s->tool,
+                           rq_text,    r->request_id, lt,                 s->id};
+        /* the session still open, in the database too: its end withdraws what it holds */
+        PGresult *res = tc_db_exec(
+            db,
+            "WITH e AS (INSERT INTO executions (id, tenant_id, api_key_id, tool, status, request,"
+            " request_id, created_at, limits, session_id)"
+            " VALUES ($1, $2, $3, $4, 'pending_approval', $5::jsonb, $6, now(), $7::jsonb, $8)"
+            " RETURNING 1)"
+            " UPDATE sessions SET calls = calls + 1, last_used_at = now()"
+            " WHERE id = $8 AND status = 'active' AND EXISTS (SELECT 1 FROM e) RETURNING 1",
+            8, p);
+        rc = res && PQntuples(res) == 1 ? 0 : -EIO;
+        PQclear(res);
+    }
+    if (rc == 0)
+        rc = tc_approval_insert_tx(db, approval, s->tenant_id, c->exec_id, s->tool,
+                                   r->principal.key_id, c->findings, expires);
+    if (rc == 0)
+        rc = tc_audit_append_tx(db, r->srv->keys, ev, NULL) == 0 ? 0 : -EIO;
+    if (db)
+        rc = tc_db_finish(db, rc);
+    tc_db_release(r->srv->db, db);
+    free(rq_text);
+    free(lt);
+    json_decref(ev);
+    char approval_id[37] = "";
+    if (approval)
+        snprintf(approval_id, sizeof(approval_id), "%s",
+                 json_string_value(json_object_get(approval, "id")));
+    json_decref(approval);
+    if (rc < 0) {
+        give_back(s);
+        call_free(c);
+        json_decref(reasons);
+        json_decref(body);
+        return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
+                                  "the call could not be recorded, so it was not held");
+    }
+    json_t *answer = json_pack(
+        "{s:s, s:s, s:s, s:s, s:s, s:O, s:o, s:s, s:s}", "id", c->exec_id, "tool", s->tool,
+        "status", "pending_approval", "approval_id", approval_id, "expires_at", expires, "reasons",
+        reasons, "findings", c->findings ? json_incref(c->findings) : json_array(), "created_at",
+        c->created_at, "session_id", s->id);
+    json_decref(reasons);
+    json_decref(body);
+    tc_log(TC_LOG_INFO, "session call held for approval", "{s:s, s:s, s:s, s:s}", "request_id",
+           r->request_id, "execution_id", c->exec_id, "session_id", s->id, "approval_id",
+           approval_id);
+    char exec_id[37];
+    memcpy(exec_id, c->exec_id, sizeof(exec_id));
+    /* The session waits for it (or, ended meanwhile, its end withdrew it). */
+    pthread_mutex_lock(&ss.mu);
+    if (s->in_registry) {
+        s->held = c;
+        c = NULL;
+        ss.held_ms = 0; /* looked at soon: a decision may already be there */
+    }
+    pthread_mutex_unlock(&ss.mu);
+    call_free(c);
+    ret = tc_api_held_answer(r, exec_id, answer, events, cancel_gone);
+    if (cancel_gone && events)
+        tc_api_cancel_when_gone(r, exec_id); /* the request for approval is withdrawn */
+    return ret;
+}
+
+/* Claim the approved call c of session s (queued -> running here) and check its payload, in
+ * one transaction: *ret_payload is what was approved; *ret_why, when it must not run (the row is
+ * claimed, not started: it ends as an error). -EAGAIN: not now (not queued, the tenant at its
+ * quota, the database away): the next look decides. */
+static int held_claim(struct call *c, json_t **ret_payload, const char **ret_why)
+{
+    struct session *s = c->s;
+    struct tc_server *srv = ss.srv;
+    *ret_payload = NULL;
+    *ret_why = NULL;
+    if (!srv->instance_locked)
+        return -EAGAIN;
+    char me[16];
+    snprintf(me, sizeof(me), "%d", (int)srv->instance_id);
+    const char *p[] = {c->exec_id, me, s->id};
+    PGconn *db = tc_db_acquire(srv->db, TC_DB_WAIT_MS);
+    int rc = db ? tc_db_begin(db) : -EIO;
+    struct tc_quota q;
+    if (rc == 0)
+        rc = tc_quota_admit_tx(db, s->tenant_id, srv->cfg->tenant_max_concurrent, &q);
+    PGresult *res = NULL;
+    if (rc == 0) {
+        res = tc_db_exec(db,
+                         "UPDATE executions SET status = 'running', claimed_by = $2::int,"
+                         " started_at = now(), attempts = attempts + 1"
+                         " WHERE id = $1 AND status = 'queued' AND session_id = $3 RETURNING 1",
+                         3, p);
+        rc = !res ? -EIO : PQntuples(res) == 1 ? 0 : -EAGAIN;
+        PQclear(res);
+    }
+    json_t *payload = NULL;
+    if (rc == 0) {
+        res = tc_db_exec(db,
+                         "SELECT payload::text, payload_hash FROM approvals"
+                         " WHERE execution_id = $1 AND status = 'approved'",
+                         1, p);
+        if (!res)
+            rc = -EIO;
+        else if (PQntuples(res) != 1)
+            *ret_why = "no approved approval for this execution";
+        else {
+            payload = json_loads(PQgetvalue(res, 0, 0), 0, NULL);
+            unsigned char want[32], got[32];
+            bool ok = payload && tc_db_bytea_parse(PQgetvalue(res, 0, 1), want, sizeof(want));
+            if (ok) {
+                tc_approval_payload_hash(payload, got);
+                ok = sodium_memcmp(want, got, 32) == 0;
+            }
+            char digest[65];
+            tc_approval_tool_digest(s->t, digest);
+            json_t *creds = json_object_get(s->t->raw, "credentials");
+            json_t *now_creds = creds ? json_incref(creds) : json_array();
+            const char *sid = json_string_value(json_object_get(payload, "session_id"));
+            const char *tp = json_string_value(json_object_get(payload, "tool_policy"));
+            if (!ok)
+                *ret_why = "the stored payload does not match the approved hash";
+            else if (!sid || strcmp(sid, s->id) != 0 ||
+                     !json_is_string(json_object_get(payload, "tool")) ||
+                     strcmp(json_string_value(json_object_get(payload, "tool")), s->tool) != 0)
+                *ret_why = "the approved payload is not this session's";
+            else if (!tp || strcmp(tp, digest) != 0 ||
+                     !json_equal(now_creds, json_object_get(payload, "credentials")))
+                *ret_why = "the session's tool is not the one that was approved";
+            else if (!json_is_string(json_object_get(payload, "code")))
+                *ret_why = "the approved payload no longer validates";
+            json_decref(now_creds);
+        }
+        PQclear(res);
+    }
+    /* started (migrations/0008), audited, before the driver sees it */
+    if (rc == 0 && !*ret_why) {
+        res = tc_db_exec(db, "UPDATE executions SET code_started_at = now() WHERE id = $1", 1, p);
+        rc = res ? 0 : -EIO;
+        PQclear(res);
+        json_t *actor = tc_auth_actor(&c->principal);
+        json_t *start = json_pack(
+            "{s:s, s:s, s:o, s:s, s:s, s:s, s:i, s:s, s:b}", "action", "execution.start",
+            "tenant_id", s->tenant_id, "actor", actor, "tool", s->tool, "execution_id", c->exec_id,
+            "request_id", c->request_id, "instance", (int)srv->instance_id, "session_id", s->id,
+            "approved", 1);
+        if (rc == 0 && (!start || tc_audit_append_tx(db, srv->keys, start, NULL) < 0))
+            rc = -EIO;
+        json_decref(start);
+    }
+    if (db)
+        rc = tc_db_finish(db, rc);
+    tc_db_release(srv->db, db);
+    if (rc < 0) {
+        json_decref(payload);
+        return rc == -EDQUOT || rc == -EIO ? -EAGAIN : rc;
+    }
+    *ret_payload = payload;
+    return 0;
+}
+
+/* The held call exec_id of s was approved: run it, as approved. */
+static void held_start(struct session *s, const char *exec_id)
+{
+    pthread_mutex_lock(&ss.mu);
+    struct call *c = s->held && strcmp(s->held->exec_id, exec_id) == 0 ? s->held : NULL;
+    if (c)
+        s->held = NULL; /* the keeper's while it starts; the session stays busy */
+    pthread_mutex_unlock(&ss.mu);
+    if (!c)
+        return;
+    json_t *payload = NULL;
+    const char *why = NULL;
+    if (held_claim(c, &payload, &why) < 0) { /* held as it was, looked at again */
+        pthread_mutex_lock(&ss.mu);
+        if (s->in_registry && !s->held) {
+            s->held = c;
+            c = NULL;
+        }
+        pthread_mutex_unlock(&ss.mu);
+        call_free(c); /* the session ended meanwhile: its end withdraws the call */
+        return;
+    }
+    c->t0_ms = tc_now_ms();
+    json_t *lim = json_object_get(payload, "limits");
+    for (int i = 0; !why && i < TC_LIMIT__COUNT; i++) {
+        json_t *v = json_object_get(lim, tc_limit_names[i]);
+        if (json_is_integer(v))
+            c->limits[i] = json_integer_value(v);
+    }
+    const char *bad_path = NULL;
+    if (!why && put_files(s, json_object_get(payload, "files"), &bad_path) < 0)
+        why = "a file of the approved call could not be written to the workspace";
+    if (why) {
+        tc_log(TC_LOG_WARN, "approved session call not run", "{s:s, s:s, s:s}", "execution_id",
+               c->exec_id, "session_id", s->id, "reason", why);
+        c->refused = why;
+        give_back(s);
+        call_finish(c);
+        json_decref(payload);
+        return;
+    }
+    /* its events, shared with readers wherever they are (as the worker's runs) */
+    size_t nsec = 0;
+    const char *const *sec = tc_grant_values(s->grant, &nsec);
+    if (tc_exec_stream_new(c->exec_id, s->redactor, sec, nsec, c->limits[TC_LIMIT_OUTPUT_BYTES],
+                           false, &c->stream) < 0)
+        c->stream = NULL;
+    json_t *in = json_object_get(payload, "stdin");
+    struct tc_buf frame;
+    int frc = call_frame(c, &frame, json_object_get(payload, "code"), json_is_string(in) ? in : NULL);
+    tc_log(TC_LOG_INFO, "approved session call runs", "{s:s, s:s}", "execution_id", c->exec_id,
+           "session_id", s->id);
+    call_launch(c, &frame, frc);
+    json_decref(payload);
+}
+
+/* The held call exec_id of s ended without running (denied, expired, withdrawn). */
+static void held_release(struct session *s, const char *exec_id, const char *status)
+{
+    pthread_mutex_lock(&ss.mu);
+    struct call *c = s->held && strcmp(s->held->exec_id, exec_id) == 0 ? s->held : NULL;
+    if (c) {
+        s->held = NULL;
+        s->busy = false;
+        s->last_ms = tc_now_ms();
+    }
+    pthread_mutex_unlock(&ss.mu);
+    if (c)
+        tc_log(TC_LOG_INFO, "held session call ended without running", "{s:s, s:s, s:s}",
+               "execution_id", exec_id, "session_id", s->id, "status", status);
+    call_free(c);
+}
+
+/* The keeper's look at the held calls of this process's sessions. */
+static void held_poll(void)
+{
+    struct session *list[HELD_BATCH];
+    char ids[HELD_BATCH][37];
+    size_t n = 0;
+    pthread_mutex_lock(&ss.mu);
+    for (struct session *s = ss.list; s && n < HELD_BATCH; s = s->next)
+        if (s->held) {
+            s->refs++;
+            list[n] = s;
+            memcpy(ids[n], s->held->exec_id, sizeof(ids[n]));
+            n++;
+        }
+    pthread_mutex_unlock(&ss.mu);
+    if (!n)
+        return;
+    char arr[HELD_BATCH * 37 + 3];
+    size_t o = 0;
+    arr[o++] = '{';
+    for (size_t i = 0; i < n; i++)
+        o += (size_t)snprintf(arr + o, sizeof(arr) - o, "%s%s", i ? "," : "", ids[i]);
+    snprintf(arr + o, sizeof(arr) - o, "}");
+    const char *p[] = {arr};
+    PGconn *db = tc_db_acquire(ss.srv->db, TC_DB_WAIT_MS);
+    PGresult *res =
+        db ? tc_db_exec(db, "SELECT id, status FROM executions WHERE id = ANY($1::uuid[])", 1, p)
+           : NULL;
+    tc_db_release(ss.srv->db, db);
+    for (int row = 0; res && row < PQntuples(res); row++) {
+        const char *id = PQgetvalue(res, row, 0), *status = PQgetvalue(res, row, 1);
+        for (size_t i = 0; i < n; i++) {
+            if (strcmp(ids[i], id) != 0)
+                continue;
+            if (strcmp(status, "queued") == 0)
+                held_start(list[i], id);
+            else if (tc_api_execution_terminal(status))
+                held_release(list[i], id, status);
+        }
+    }
+    PQclear(res);
+    pthread_mutex_lock(&ss.mu);
+    for (size_t i = 0; i < n; i++)
+        session_unref_locked(list[i]);
+    pthread_mutex_unlock(&ss.mu);
+}
+
 enum MHD_Result tc_api_session_execute(struct tc_request *r)
 {
     enum MHD_Result ret;
@@ -1506,7 +2013,15 @@ enum MHD_Result tc_api_session_execute_json(struct tc_request *r, json_t *body,
     }
     json_decref(screen);
     enum tc_prescreen_action action = tc_prescreen_decide(s->t, c->findings);
-    if (action == TC_ACTION_BLOCK || action == TC_ACTION_APPROVE) {
+    /* Held (the tool's tier, or code the screen holds): in the session until a person decides
+     * if its policy says so (session.held_calls), else refused: nothing runs unapproved. */
+    json_t *reasons = NULL;
+    bool held = action != TC_ACTION_BLOCK &&
+                tc_approval_needed(s->t, action == TC_ACTION_APPROVE, &reasons);
+    if (held && s->t->session_hold && !tap)
+        return hold_call(r, c, body, reasons, tc_stream_wanted(r), cancel_gone);
+    json_decref(reasons);
+    if (action == TC_ACTION_BLOCK || held) {
         tc_uuid7(c->exec_id);
         struct tc_api_call_ids ids = {.principal = &r->principal,
                                       .request_id = r->request_id,
@@ -1533,8 +2048,10 @@ enum MHD_Result tc_api_session_execute_json(struct tc_request *r, json_t *body,
             else
                 ret = tc_respond_problem(
                     r, 422, "approval-required", "Approval required", f,
-                    "the pre-screen holds this code for a person's approval, which a session "
-                    "cannot wait for; run it with POST /v1/execute");
+                    "this call would be held for a person's approval, and the policy of tool "
+                    "'%s' refuses held calls in a session (session.held_calls); run it with "
+                    "POST /v1/execute",
+                    s->tool);
         }
         call_free(c); /* after its session's last use: this may be its last reference */
         json_decref(body);
@@ -1542,44 +2059,20 @@ enum MHD_Result tc_api_session_execute_json(struct tc_request *r, json_t *body,
     }
 
     /* The session is this call's (one at a time). */
-    pthread_mutex_lock(&ss.mu);
-    bool busy = s->busy, gone = !s->in_registry;
-    if (!busy && !gone)
-        s->busy = true;
-    pthread_mutex_unlock(&ss.mu);
-    if (busy || gone) {
-        call_free(c);
+    if (!take_session(r, c, &ret)) {
         json_decref(body);
-        if (gone)
-            return not_open(r, r->params[0]);
-        return tc_respond_problem(r, 409, "session-busy", "Session busy", NULL,
-                                  "a call is running in this session; wait for its answer");
+        return ret;
     }
     /* The call's files, into the workspace before it is recorded (a refusal after this leaves
      * them there, as an upload would). */
-    size_t fi;
-    json_t *f;
-    json_array_foreach(files, fi, f)
-    {
-        const char *fpath = json_string_value(json_object_get(f, "path"));
-        unsigned char *bytes = NULL;
-        size_t blen = 0;
-        json_t *head = NULL;
-        int frc = tc_exec_file_bytes(f, &bytes, &blen);
-        if (frc == 0)
-            frc = file_op(s, json_pack("{s:s, s:s}", "op", "put", "path", fpath), bytes, blen,
-                          &head, NULL, NULL);
-        free(bytes);
-        json_decref(head);
-        if (frc < 0) {
-            pthread_mutex_lock(&ss.mu);
-            s->busy = false;
-            pthread_mutex_unlock(&ss.mu);
-            ret = file_problem(r, frc, fpath);
-            call_free(c);
-            json_decref(body);
-            return ret;
-        }
+    const char *bad_path = NULL;
+    int frc0 = put_files(s, files, &bad_path);
+    if (frc0 < 0) {
+        give_back(s);
+        ret = file_problem(r, frc0, bad_path);
+        call_free(c);
+        json_decref(body);
+        return ret;
     }
     /* Recorded as started before the driver sees it: the row, the execute and execution.start
      * records, the tenant's call quota; the session's use. */
@@ -1666,16 +2159,8 @@ enum MHD_Result tc_api_session_execute_json(struct tc_request *r, json_t *body,
     }
     /* The frame, the scanners on its nonce, then the driver. Output that came between calls
      * (programs left in the background) is this call's. */
-    tc_session_nonce(c->nonce);
-    tc_session_scan_free(&c->scan[0]);
-    tc_session_scan_free(&c->scan[1]);
-    tc_session_scan_init(&c->scan[0], c->nonce);
-    tc_session_scan_init(&c->scan[1], c->nonce);
     struct tc_buf frame;
-    tc_buf_init(&frame, 3u << 20);
-    int frc = tc_session_frame(&frame, c->nonce, json_string_value(code), json_string_length(code),
-                               in ? json_string_value(in) : NULL, in ? json_string_length(in) : 0,
-                               s->plots ? "plots" : "-");
+    int frc = call_frame(c, &frame, code, in);
     json_decref(body);
     /* Answered by call_answer() once the outcome is stored, whatever happens from here; or at
      * once with its events (Accept: text/event-stream), the call then its own. */
@@ -1712,46 +2197,7 @@ enum MHD_Result tc_api_session_execute_json(struct tc_request *r, json_t *body,
         tc_request_suspend(r, call_answer);
         ret = MHD_YES;
     }
-    struct call *done = NULL;
-    pthread_mutex_lock(&ss.mu);
-    s->refs++; /* this handler's, to its end: the call (and its reference) may end first */
-    bool armed = s->in_registry;
-    c->t0_ms = tc_now_ms();
-    c->deadline_ms = c->t0_ms + c->limits[TC_LIMIT_TIMEOUT_MS];
-    if (armed) {
-        s->call = c;
-        c->viol_base = json_incref(s->viol);         /* replaced, never changed, by news */
-        memcpy(c->net, s->net_stray, s->nnet_stray); /* told between calls: this one's */
-        c->nnet = s->nnet_stray;
-        s->nnet_stray = 0;
-        for (int k = 0; k < 2; k++) {
-            struct tc_buf stray = s->stray[k];
-            tc_buf_init(&s->stray[k], STRAY_MAX);
-            if (stray.len)
-                (void)feed_locked(s, k, stray.data, stray.len, &done);
-            tc_buf_free(&stray);
-        }
-    }
-    pthread_mutex_unlock(&ss.mu);
-    if (!armed) { /* it ended meanwhile: so does the call, recorded as such */
-        tc_buf_free(&frame);
-        call_finish(c);
-        session_unref(s);
-        return ret;
-    }
-    int irc = frc < 0 ? -ENOMEM : -ESHUTDOWN;
-    if (frc == 0 && tc_server_begin(r->srv)) {
-        irc = tc_launcher_budget(r->srv->launcher, s->id, c->limits[TC_LIMIT_CPU_MS], c->exec_id);
-        if (irc == 0)
-            irc = tc_launcher_input(r->srv->launcher, s->id, frame.data, frame.len);
-        tc_server_end(r->srv);
-    }
-    tc_buf_free(&frame);
-    if (done) /* cannot be: the driver has not seen the nonce */
-        call_finish(done);
-    if (irc < 0) /* the session cannot take it: it ends, and the call with it */
-        end_session(s, "error", true);
-    session_unref(s);
+    call_launch(c, &frame, frc);
     return ret;
 }
 

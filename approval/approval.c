@@ -7,6 +7,7 @@
 
 #include "audit/audit.h"
 #include "common/util.h"
+#include "execution/cancel.h"
 #include "policy/prescreen.h"
 #include "core/db.h"
 
@@ -179,6 +180,93 @@ static int close_approval(PGconn *c, const struct tc_keys *keys, const char *app
     int r = ev ? tc_audit_append_tx(c, keys, ev, NULL) : -ENOMEM;
     json_decref(ev);
     return r;
+}
+
+json_t *tc_approval_new(const struct tc_tool *tool, json_t *payload, json_t *reasons)
+{
+    static const char *const tiers[] = {"auto", "assisted", "human_approve", "manual_only"};
+    char id[37], hash_hex[67];
+    unsigned char h[32];
+    if (!payload)
+        return NULL;
+    tc_uuid7(id);
+    tc_approval_payload_hash(payload, h);
+    tc_db_bytea_hex(h, sizeof(h), hash_hex);
+    return json_pack("{s:s, s:o, s:O, s:s, s:s, s:i, s:i}", "id", id, "payload", payload,
+                     "reasons", reasons, "payload_hash", hash_hex, "tier", tiers[tool->tier],
+                     "ttl", tc_approval_ttl_seconds(tool), "required",
+                     tc_approval_required_approvers(tool));
+}
+
+int tc_approval_insert_tx(PGconn *c, json_t *approval, const char *tenant_id,
+                          const char *execution_id, const char *tool, const char *requester_key_id,
+                          json_t *findings, char ret_expires[32])
+{
+    char *payload = json_dumps(json_object_get(approval, "payload"), JSON_COMPACT);
+    char *reasons = json_dumps(json_object_get(approval, "reasons"), JSON_COMPACT);
+    char *found = json_dumps(findings ? findings : json_array(), JSON_COMPACT);
+    char ttl[16], required[16];
+    snprintf(ttl, sizeof(ttl), "%d", (int)json_integer_value(json_object_get(approval, "ttl")));
+    snprintf(required, sizeof(required), "%d",
+             (int)json_integer_value(json_object_get(approval, "required")));
+    const char *p[] = {json_string_value(json_object_get(approval, "id")),
+                       tenant_id,
+                       execution_id,
+                       tool,
+                       json_string_value(json_object_get(approval, "tier")),
+                       reasons,
+                       payload,
+                       json_string_value(json_object_get(approval, "payload_hash")),
+                       requester_key_id,
+                       required,
+                       ttl,
+                       found};
+    PGresult *res = (payload && reasons && found)
+                        ? tc_db_exec(c,
+                                     "INSERT INTO approvals (id, tenant_id, execution_id, tool,"
+                                     " tier, reasons, payload, payload_hash, requester_key_id,"
+                                     " required_approvals, status, expires_at, findings)"
+                                     " VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7::jsonb,"
+                                     " $8::bytea, $9, $10::int, 'pending',"
+                                     " now() + make_interval(secs => $11::int), $12::jsonb)"
+                                     " RETURNING " TC_SQL_ISO("expires_at"),
+                                     12, p)
+                        : NULL;
+    bool ok = res && PQntuples(res) == 1;
+    if (ok)
+        snprintf(ret_expires, 32, "%s", PQgetvalue(res, 0, 0));
+    PQclear(res);
+    free(payload);
+    free(reasons);
+    free(found);
+    return ok ? 0 : -EIO;
+}
+
+int tc_approval_session_ended_tx(PGconn *c, const struct tc_keys *keys, const char *session_id,
+                                 json_t *actor)
+{
+    const char *p[] = {session_id};
+    PGresult *r = tc_db_exec(c,
+                             "SELECT e.id, e.status, e.tenant_id, e.tool, coalesce(a.id::text, '')"
+                             " FROM executions e LEFT JOIN approvals a ON a.execution_id = e.id"
+                             " WHERE e.session_id = $1"
+                             " AND e.status IN ('pending_approval', 'queued') FOR UPDATE OF e",
+                             1, p);
+    if (!r)
+        return -EIO;
+    int rc = 0, n = PQntuples(r);
+    for (int i = 0; i < n && rc == 0; i++) {
+        const char *id = PQgetvalue(r, i, 0), *tenant = PQgetvalue(r, i, 2);
+        const char *tool = PQgetvalue(r, i, 3), *aid = PQgetvalue(r, i, 4);
+        if (strcmp(PQgetvalue(r, i, 1), "pending_approval") == 0)
+            rc = aid[0] ? close_approval(c, keys, aid, id, tenant, tool, "cancelled", "cancelled",
+                                         actor, "approval.cancelled", "the session ended")
+                        : -EIO;
+        else
+            rc = tc_execution_close_queued_tx(c, keys, tenant, id, tool, actor);
+    }
+    PQclear(r);
+    return rc < 0 ? rc : n;
 }
 
 int tc_approval_decide(PGconn *c, const struct tc_keys *keys, const char *tenant_id,

@@ -37,6 +37,20 @@ void tc_approval_payload_hash(const json_t *payload, unsigned char out[32]);
 /* BLAKE2b-256 (hex) of the canonical JSON of the tool's policy entry as loaded. */
 void tc_approval_tool_digest(const struct tc_tool *tool, char hex[65]);
 
+/* A new approval of payload (stolen), held for reasons: {id, payload, reasons, payload_hash
+ * (bytea hex), tier, ttl, required}; NULL when out of memory. */
+json_t *tc_approval_new(const struct tc_tool *tool, json_t *payload, json_t *reasons);
+/* Store it, pending, for the held execution (its row written before, same transaction).
+ * ret_expires: when it expires (RFC 3339). 0 or -EIO. */
+int tc_approval_insert_tx(PGconn *c, json_t *approval, const char *tenant_id,
+                          const char *execution_id, const char *tool, const char *requester_key_id,
+                          json_t *findings, char ret_expires[32]);
+/* A session ended (in c's transaction): its call still held is withdrawn (approval and
+ * execution `cancelled`), one approved but not started yet closes as `cancelled`; audited.
+ * How many, or -EIO. */
+int tc_approval_session_ended_tx(PGconn *c, const struct tc_keys *keys, const char *session_id,
+                                 json_t *actor);
+
 enum tc_decision { TC_DECIDE_APPROVE, TC_DECIDE_DENY };
 
 struct tc_decide_result {

@@ -15,8 +15,8 @@ static bool exec_ok(PGconn *c, const char *sql, int n, const char *const *p)
 }
 
 /* queued -> cancelled (migrations/0010): the call never ran; its one outcome record says so. */
-static int close_queued(PGconn *c, const struct tc_keys *keys, const char *tenant_id,
-                        const char *id, const char *tool, json_t *actor)
+int tc_execution_close_queued_tx(PGconn *c, const struct tc_keys *keys, const char *tenant_id,
+                                 const char *id, const char *tool, json_t *actor)
 {
     /* no result: like a call withdrawn while held, its view is that of a call never run */
     const char *p[] = {id};
@@ -71,7 +71,7 @@ int tc_execution_cancel(PGconn *c, const struct tc_keys *keys, const char *tenan
     else if (r) {
         const char *status = PQgetvalue(r, 0, 0), *tool = PQgetvalue(r, 0, 1);
         if (strcmp(status, "queued") == 0)
-            rc = close_queued(c, keys, tenant_id, execution_id, tool, actor);
+            rc = tc_execution_close_queued_tx(c, keys, tenant_id, execution_id, tool, actor);
         else if (strcmp(status, "running") == 0)
             rc = request_kill(c, keys, tenant_id, execution_id, tool, actor);
         else

@@ -19,3 +19,8 @@ enum tc_cancel_result {
  * actor: the audit actor of the caller. */
 int tc_execution_cancel(PGconn *c, const struct tc_keys *keys, const char *tenant_id,
                         const char *execution_id, json_t *actor);
+
+/* queued -> cancelled in c's transaction (the row locked by the caller): the call never ran;
+ * its outcome record says so. TC_CANCEL_DONE, or -EIO (not queued any more, database). */
+int tc_execution_close_queued_tx(PGconn *c, const struct tc_keys *keys, const char *tenant_id,
+                                 const char *id, const char *tool, json_t *actor);

@@ -1050,7 +1050,8 @@ static void parse_session(struct ctx *c, const char *path, json_t *obj, struct t
         return;
     path_key(sp, sizeof(sp), path, "session");
     check_keys(c, sp, ses,
-               (const char *const[]){"enabled", "max_ttl_seconds", "max_idle_seconds", NULL});
+               (const char *const[]){"enabled", "max_ttl_seconds", "max_idle_seconds", "held_calls",
+                                     NULL});
     if ((v = json_object_get(ses, "enabled"))) {
         path_key(p, sizeof(p), sp, "enabled");
         if (!json_is_boolean(v))
@@ -1064,6 +1065,15 @@ static void parse_session(struct ctx *c, const char *path, json_t *obj, struct t
     if ((v = json_object_get(ses, "max_idle_seconds"))) {
         path_key(p, sizeof(p), sp, "max_idle_seconds");
         (void)want_int(c, p, v, 1, TC_SESSION_TTL_CEILING_S, &t->session_idle_max_s);
+    }
+    /* A call the gate holds: refused (the default), or held in the session until a person
+     * decides (the session waits, busy, for that call). */
+    if ((v = json_object_get(ses, "held_calls"))) {
+        path_key(p, sizeof(p), sp, "held_calls");
+        const char *hc = json_string_value(v);
+        if (!hc || (strcmp(hc, "refuse") != 0 && strcmp(hc, "hold") != 0))
+            add_err(c, p, "must be \"refuse\" or \"hold\"");
+        t->session_hold = hc && strcmp(hc, "hold") == 0;
     }
     const char *lang = json_string_value(json_object_get(obj, "language"));
     path_key(p, sizeof(p), sp, "enabled");
@@ -1445,8 +1455,10 @@ json_t *tc_tool_describe(const struct tc_tool *t)
         return NULL;
     }
     json_t *ses = t->session
-                      ? json_pack("{s:I, s:I}", "max_ttl_seconds", (json_int_t)t->session_ttl_max_s,
-                                  "max_idle_seconds", (json_int_t)t->session_idle_max_s)
+                      ? json_pack("{s:I, s:I, s:s}", "max_ttl_seconds",
+                                  (json_int_t)t->session_ttl_max_s, "max_idle_seconds",
+                                  (json_int_t)t->session_idle_max_s, "held_calls",
+                                  t->session_hold ? "hold" : "refuse")
                       : json_null();
     o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:b,s:o,s:o,s:o}", "name", t->name, "description",
                   t->description, "language", t->language, "backend", backends[t->backend], "tier",

@@ -53,6 +53,7 @@ struct tc_tool {
     bool plots;   /* output.plots: matplotlib figures come back as PNG outputs (python) */
     bool session; /* session.enabled: can be opened as a session (python, shell; native) */
     int64_t session_ttl_max_s, session_idle_max_s; /* bounds of a session's life and idleness */
+    bool session_hold; /* session.held_calls "hold": a held call waits in the session */
     struct tc_limit limits[TC_LIMIT__COUNT];
     char **env; /* "NAME=value", the sandbox's whole environment */
     size_t nenv;

@@ -385,7 +385,10 @@ static int reserve_slot(struct tc_worker *w)
 static bool queued_work(struct tc_worker *w)
 {
     PGresult *r =
-        tc_db_exec(w->conn, "SELECT 1 FROM executions WHERE status = 'queued' LIMIT 1", 0, NULL);
+        tc_db_exec(w->conn,
+                   "SELECT 1 FROM executions WHERE status = 'queued' AND session_id IS NULL"
+                   " LIMIT 1",
+                   0, NULL);
     bool any = r && PQntuples(r) == 1;
     PQclear(r);
     return any;
@@ -403,7 +406,7 @@ static PGresult *claim_one(struct tc_worker *w, const char *me)
         return NULL;
     PGresult *cand = tc_db_exec(c,
                                 "SELECT e.id, e.tenant_id FROM executions e"
-                                " WHERE e.status = 'queued'"
+                                " WHERE e.status = 'queued' AND e.session_id IS NULL"
                                 " ORDER BY (SELECT count(*) FROM executions x"
                                 "           WHERE x.tenant_id = e.tenant_id"
                                 "           AND x.status = 'running'), e.created_at"
@@ -531,6 +534,11 @@ static void sweep_instance(struct tc_worker *w, int dead)
                       "server_restart", "calls", atoi(PQgetvalue(r, i, 3)));
         sessions_ok = ev && tc_audit_append_tx(c, w->srv->keys, ev, NULL) == 0;
         json_decref(ev);
+        /* a call it held for a person is withdrawn with it */
+        json_t *sys = json_pack("{s:s, s:s}", "type", "system", "id", "sweeper");
+        sessions_ok = sessions_ok && sys &&
+                      tc_approval_session_ended_tx(c, w->srv->keys, PQgetvalue(r, i, 0), sys) >= 0;
+        json_decref(sys);
         snprintf(ended[nended++], sizeof(ended[0]), "%s", PQgetvalue(r, i, 0));
     }
     PQclear(r);
@@ -545,7 +553,7 @@ static void sweep_instance(struct tc_worker *w, int dead)
             "e.created_at") ","
                             " e.limits::text, e.code_started_at IS NOT NULL, coalesce(a.status = "
                             "'approved', false),"
-                            " e.attempts"
+                            " e.attempts, e.session_id IS NOT NULL"
                             " FROM executions e LEFT JOIN approvals a ON a.execution_id = e.id"
                             " WHERE e.status = 'running' AND e.claimed_by = $1::int"
                             " ORDER BY e.created_at LIMIT 100 FOR UPDATE OF e",
@@ -566,7 +574,8 @@ static void sweep_instance(struct tc_worker *w, int dead)
         bool started = strcmp(PQgetvalue(r, i, 7), "t") == 0;
         bool approved = strcmp(PQgetvalue(r, i, 8), "t") == 0;
         int attempts = (int)strtol(PQgetvalue(r, i, 9), NULL, 10);
-        if (approved && !started && attempts < TC_MAX_ATTEMPTS) {
+        bool in_session = strcmp(PQgetvalue(r, i, 10), "t") == 0; /* its session died too */
+        if (approved && !started && !in_session && attempts < TC_MAX_ATTEMPTS) {
             /* It never began: running it now is running it once, as approved. */
             ok = requeue_tx(c, w->srv->keys, j.id, j.tenant_id, j.tool, dead,
                             "the instance that claimed it died before it started");

@@ -672,6 +672,10 @@ static bool test_reserved_sections(void)
     snprintf(b, sizeof(b), "%s\"session\": {\"enabled\": 1, \"ttl\": 5}", py);
     CHECK(tool_fails_with(b, "tools.t.session.enabled: must be a boolean"));
     CHECK(tool_fails_with(b, "tools.t.session.ttl: unknown key"));
+    snprintf(b, sizeof(b), "%s\"session\": {\"enabled\": true, \"held_calls\": \"hold\"}", py);
+    CHECK(tool_loads(b));
+    snprintf(b, sizeof(b), "%s\"session\": {\"enabled\": true, \"held_calls\": \"wait\"}", py);
+    CHECK(tool_fails_with(b, "tools.t.session.held_calls: must be \"refuse\" or \"hold\""));
     snprintf(b, sizeof(b), "%s\"backend\": \"gvisor\", \"session\": {\"enabled\": true}", py);
     CHECK(tool_fails_with(b, "tools.t.session.enabled: sessions need the \"native\" backend"));
     CHECK(tool_fails_with("\"language\": \"javascript\", \"session\": {\"enabled\": true}",

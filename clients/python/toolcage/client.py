@@ -74,7 +74,9 @@ class Session:
         repr of a final expression). files ([{path, content, encoding?}]) are written into
         the workspace first, and stay. A call past its time ends with status ``timeout``, one
         past its CPU (``cpu_ms``, the whole sandbox's) ``killed`` by ``cpu``; the session
-        lives on unless the code would not be interrupted."""
+        lives on unless the code would not be interrupted. A call held for a person's
+        approval (a tool with ``session.held_calls: "hold"``) returns its HeldExecution
+        (status ``pending_approval``): :meth:`Client.wait` gives its outcome."""
         body: Json = {"code": code}
         if stdin is not None:
             body["stdin"] = stdin

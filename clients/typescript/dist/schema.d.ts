@@ -131,10 +131,17 @@ export interface paths {
         /**
          * Run code in a session
          * @description Roles `agent`, `admin`. One call at a time per session. The code is
-         *     pre-screened as `POST /v1/execute` would screen it (a block is `403`;
-         *     code the screen would hold for approval is refused, `422
-         *     approval-required`), recorded and audited before it runs (with its
-         *     `session_id`), and its output redacted. Python: the value of a final
+         *     pre-screened as `POST /v1/execute` would screen it (a block is `403`),
+         *     recorded and audited before it runs (with its `session_id`), and its
+         *     output redacted. A call the approval gate holds (the tool's tier, or
+         *     code its pre-screen holds) is refused (`422 approval-required`) unless
+         *     the tool's policy has `session.held_calls: "hold"`: then it is held
+         *     like a one-shot call (`202`, `HeldExecution` with the `session_id`;
+         *     the approval's payload names the session), the session is busy for it
+         *     (`409 session-busy`; its idle clock stops, its TTL runs on), and once
+         *     approved the approved payload runs in the session (read the outcome at
+         *     `GET /v1/executions/{id}`); denied, expired, cancelled or withdrawn
+         *     with the session's end, it never runs and the session is free again. Python: the value of a final
          *     expression is `result` (its `repr`, redacted); figures drawn with
          *     matplotlib come back as `outputs` when the tool has `output.plots`.
          *     Shell: the code is sourced by the session's shell (`return N` ends it).
@@ -1510,7 +1517,7 @@ export interface components {
             expires_at?: string;
             credentials?: components["schemas"]["CredentialsSummary"];
         };
-        /** @description A call held for approval (`202` of `POST /v1/execute`). */
+        /** @description A call held for approval (`202` of `POST /v1/execute`, or of a session's call). */
         HeldExecution: {
             /**
              * Format: uuid
@@ -1528,6 +1535,11 @@ export interface components {
             findings?: components["schemas"]["Finding"][];
             /** Format: date-time */
             created_at: string;
+            /**
+             * Format: uuid
+             * @description The session the call waits in (a session's call only).
+             */
+            session_id?: string;
         };
         Quota: {
             tenant: string;
@@ -1687,6 +1699,12 @@ export interface components {
                  *     (status `error`, audited as `execution.refused`).
                  */
                 tool_policy?: string;
+                /**
+                 * Format: uuid
+                 * @description The session the call was held in (`session.held_calls: "hold"`): it runs
+                 *     there, or not at all (the session's end withdraws it).
+                 */
+                session_id?: string;
             };
             /** @description BLAKE2b-256 of the canonical JSON of `payload`, hex; checked before the run. */
             payload_hash: string;
@@ -1773,6 +1791,11 @@ export interface components {
             session?: null | {
                 max_ttl_seconds: number;
                 max_idle_seconds: number;
+                /**
+                 * @description What happens to a session call the approval gate holds (the tool's tier, or code its pre-screen holds): `refuse` answers `422 approval-required`; `hold` holds it in the session (`202`, the session busy) until a person decides, then runs it there.
+                 * @enum {string}
+                 */
+                held_calls: "refuse" | "hold";
             };
             network: "none" | {
                 allow: string[];
@@ -2334,11 +2357,12 @@ export interface components {
         };
         /**
          * @description `urn:toolcage:problem:session-not-allowed`: the tool's policy does not
-         *     allow sessions, or its calls are held for approval.
+         *     allow sessions, or its calls are held for approval and its policy
+         *     refuses held calls in a session (`session.held_calls`).
          *     `urn:toolcage:problem:limit-exceeds-policy`: a TTL, idle timeout or limit
          *     above the policy's. `urn:toolcage:problem:approval-required`: the
-         *     pre-screen would hold this code for approval, which a session cannot
-         *     wait for (use `POST /v1/execute`). `urn:toolcage:problem:credential-unavailable`:
+         *     gate would hold this call for approval and the tool's policy refuses
+         *     held calls in a session (use `POST /v1/execute`). `urn:toolcage:problem:credential-unavailable`:
          *     a credential the tool's policy grants cannot be leased for the session's life.
          */
         SessionUnprocessable: {
@@ -2798,6 +2822,23 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Execution"];
                     "text/event-stream": components["schemas"]["StreamEvents"];
+                };
+            };
+            /**
+             * @description Held for a person's approval in the session (`session.held_calls:
+             *     "hold"`); nothing ran yet. With `Accept: text/event-stream` the
+             *     answer is `200` with the events (`held`, `approved`, the output,
+             *     `result`) instead.
+             */
+            202: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    /** @description The execution to poll, `/v1/executions/{id}`. */
+                    Location: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HeldExecution"];
                 };
             };
             400: components["responses"]["BadRequest"];
