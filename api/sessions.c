@@ -54,7 +54,6 @@
 #define DEFAULT_IDLE_S 300
 #define LIST_MAX       100
 #define HELD_POLL_MS   250 /* the keeper looks at held calls' decisions this often */
-#define HELD_BATCH     32
 #define NET_MAX        256 /* attempts the egress proxy tells of per sandbox (sandbox/egress.h) */
 
 struct session;
@@ -82,10 +81,11 @@ struct call {
     struct tc_exec_stream *stream; /* Accept: text/event-stream: its events (api/stream.h) */
     uint8_t net[NET_MAX];          /* the egress attempts it has (indexes), in the order told */
     unsigned nnet;
-    json_t *network;    /* theirs as they stood at its end (its "network") */
-    json_t *viol_base;  /* the session's violations when it started (or NULL) */
-    json_t *violations; /* its own: those since (its "policy_violations") */
-    const char *refused; /* it ended before it ran, for this reason (a held call) */
+    json_t *network;        /* theirs as they stood at its end (its "network") */
+    json_t *viol_base;      /* the session's violations when it started (or NULL) */
+    json_t *violations;     /* its own: those since (its "policy_violations") */
+    const char *refused;    /* it ended before it ran, for this reason (a held call) */
+    bool cancel_asked;      /* cancelled while it was being started: it does not run */
     struct call *drop_next; /* in ss.dropped */
 };
 
@@ -106,8 +106,9 @@ struct session {
     bool end_recorded;          /* the database says so (or will: queued for the keeper) */
     struct session *retry_next; /* in ss.retry: its end could not be recorded yet */
     const char *retry_reason;
-    struct call *call; /* the call the driver runs now (armed), or NULL */
-    struct call *held; /* a call held for a person's approval (the session busy for it) */
+    struct call *call;     /* the call the driver runs now (armed), or NULL */
+    struct call *held;     /* a call held for a person's approval (the session busy for it) */
+    struct call *starting; /* an approved held call being started (the held thread's) */
     struct tc_buf stray[2];
     json_t *net;                   /* the egress proxy's news, each attempt's latest by index */
     uint8_t net_told[NET_MAX / 8]; /* indexes some call (or net_stray) has */
@@ -126,14 +127,18 @@ static struct {
     struct session *ended; /* ends the sandbox caused, for the keeper to record (next chain) */
     struct session *retry; /* ends the database did not take, retried (retry_next chain) */
     struct call *dropped;  /* held calls of ended sessions, for the keeper to free */
-    int64_t held_ms;       /* when the keeper next looks at held calls */
-    int64_t retry_ms;      /* when the keeper tries them again */
+    pthread_t held_thread; /* looks at held calls' decisions (held_main) */
+    pthread_cond_t held_cv;
+    bool held_started;
+    int64_t retry_ms; /* when the keeper tries them again */
     struct tc_server *srv;
     pthread_t keeper;
     unsigned launched;  /* sessions whose sandbox has not given its result yet */
     bool started, stop; /* stop: no new session; quit: the keeper ends (after the results) */
     bool quit;
-} ss = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+} ss = {.mu = PTHREAD_MUTEX_INITIALIZER,
+        .cv = PTHREAD_COND_INITIALIZER,
+        .held_cv = PTHREAD_COND_INITIALIZER};
 
 /* ---- sessions' lifetimes ---- */
 
@@ -337,6 +342,9 @@ static json_t *call_result(struct call *c)
             status = "failed";
             error = "the session's program exited during the call (the session has ended)";
         } /* else: `exit 0`, the session's end asked for by its code */
+    } else if (c->cancel_asked) {
+        status = "cancelled";
+        killed = "cancelled";
     } else if (c->refused) {
         status = "error";
         error = c->refused;
@@ -445,8 +453,7 @@ static void call_finish(struct call *c)
                                           .request_id = c->request_id,
                                           .claimed_by = ss.srv->instance_id,
                                           .actor = actor},
-                                  .action = c->refused ? "execution.refused"
-                                                       : "execution.complete",
+                                  .action = c->refused ? "execution.refused" : "execution.complete",
                                   .raw = raw,
                                   .build = call_view,
                                   .done = call_recorded,
@@ -709,8 +716,6 @@ static void add_usage(const char *tenant_id, int64_t cpu_ms)
                tenant_id, "cpu_ms", (json_int_t)cpu_ms);
 }
 
-static void held_poll(void);
-
 static void *keeper_main(void *arg)
 {
     (void)arg;
@@ -761,18 +766,6 @@ static void *keeper_main(void *arg)
             }
             pthread_mutex_lock(&ss.mu);
             continue;
-        }
-        if (now >= ss.held_ms) { /* decisions on held calls, from any replica */
-            ss.held_ms = now + HELD_POLL_MS;
-            bool any = false;
-            for (struct session *s = ss.list; s && !any; s = s->next)
-                any = s->held != NULL;
-            if (any) {
-                pthread_mutex_unlock(&ss.mu);
-                held_poll();
-                pthread_mutex_lock(&ss.mu);
-                continue;
-            }
         }
         struct session *end = NULL, *intr = NULL, *unbudget = NULL;
         const char *why = NULL;
@@ -855,6 +848,11 @@ static int cancel_call(const char *exec_id)
     char sid[37] = "";
     pthread_mutex_lock(&ss.mu);
     for (struct session *s = ss.list; s; s = s->next) {
+        if (s->starting && strcmp(s->starting->exec_id, exec_id) == 0) {
+            s->starting->cancel_asked = true; /* call_launch does not send it */
+            pthread_mutex_unlock(&ss.mu);
+            return 0;
+        }
         struct call *c = s->call;
         if (c && strcmp(c->exec_id, exec_id) == 0) {
             if (!c->interrupted) {
@@ -872,6 +870,8 @@ static int cancel_call(const char *exec_id)
     return 0;
 }
 
+static void *held_main(void *arg);
+
 int tc_api_sessions_start(struct tc_server *srv)
 {
     ss.srv = srv;
@@ -880,6 +880,9 @@ int tc_api_sessions_start(struct tc_server *srv)
     if (pthread_create(&ss.keeper, NULL, keeper_main, NULL) != 0)
         return -EAGAIN;
     ss.started = true;
+    if (pthread_create(&ss.held_thread, NULL, held_main, NULL) != 0)
+        return -EAGAIN; /* the caller stops what started */
+    ss.held_started = true;
     return 0;
 }
 
@@ -911,7 +914,11 @@ void tc_api_sessions_stop(void)
     }
     ss.quit = true;
     pthread_cond_signal(&ss.cv);
+    pthread_cond_signal(&ss.held_cv);
     pthread_mutex_unlock(&ss.mu);
+    if (ss.held_started) /* first: what it starts, the keeper may have to end */
+        pthread_join(ss.held_thread, NULL);
+    ss.held_started = false;
     pthread_join(ss.keeper, NULL);
     ss.started = false;
 }
@@ -1521,7 +1528,13 @@ static void call_launch(struct call *c, struct tc_buf *frame, int frc)
     struct call *done = NULL;
     pthread_mutex_lock(&ss.mu);
     s->refs++; /* this function's, to its end: the call (and its reference) may end first */
-    bool armed = s->in_registry;
+    if (s->starting == c)
+        s->starting = NULL;
+    bool armed = s->in_registry && !c->cancel_asked;
+    if (c->cancel_asked && s->in_registry) { /* cancelled before it was sent: it never runs */
+        s->busy = false;
+        s->last_ms = tc_now_ms();
+    }
     c->t0_ms = tc_now_ms();
     c->deadline_ms = c->t0_ms + c->limits[TC_LIMIT_TIMEOUT_MS];
     if (armed) {
@@ -1539,7 +1552,7 @@ static void call_launch(struct call *c, struct tc_buf *frame, int frc)
         }
     }
     pthread_mutex_unlock(&ss.mu);
-    if (!armed) { /* it ended meanwhile: so does the call, recorded as such */
+    if (!armed) { /* it (or its session) ended meanwhile: recorded as such */
         tc_buf_free(frame);
         call_finish(c);
         session_unref(s);
@@ -1627,8 +1640,9 @@ static enum MHD_Result hold_call(struct tc_request *r, struct call *c, json_t *b
         (approval && ev && rq_text && lt) ? tc_db_acquire(r->srv->db, TC_DB_WAIT_MS) : NULL;
     int rc = db ? tc_db_begin(db) : -EIO;
     if (rc == 0) {
-        const char *p[] = {c->exec_id, s->tenant_id, r->principal.key_id, s->tool,
-                           rq_text,    r->request_id, lt,                 s->id};
+        const char *p[] = {c->exec_id, s->tenant_id, r->principal.key_id,
+                           s->tool,    rq_text,      r->request_id,
+                           lt,         s->id};
         /* the session still open, in the database too: its end withdraws what it holds */
         PGresult *res = tc_db_exec(
             db,
@@ -1666,11 +1680,11 @@ static enum MHD_Result hold_call(struct tc_request *r, struct call *c, json_t *b
         return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
                                   "the call could not be recorded, so it was not held");
     }
-    json_t *answer = json_pack(
-        "{s:s, s:s, s:s, s:s, s:s, s:O, s:o, s:s, s:s}", "id", c->exec_id, "tool", s->tool,
-        "status", "pending_approval", "approval_id", approval_id, "expires_at", expires, "reasons",
-        reasons, "findings", c->findings ? json_incref(c->findings) : json_array(), "created_at",
-        c->created_at, "session_id", s->id);
+    json_t *answer = json_pack("{s:s, s:s, s:s, s:s, s:s, s:O, s:o, s:s, s:s}", "id", c->exec_id,
+                               "tool", s->tool, "status", "pending_approval", "approval_id",
+                               approval_id, "expires_at", expires, "reasons", reasons, "findings",
+                               c->findings ? json_incref(c->findings) : json_array(), "created_at",
+                               c->created_at, "session_id", s->id);
     json_decref(reasons);
     json_decref(body);
     tc_log(TC_LOG_INFO, "session call held for approval", "{s:s, s:s, s:s, s:s}", "request_id",
@@ -1683,7 +1697,7 @@ static enum MHD_Result hold_call(struct tc_request *r, struct call *c, json_t *b
     if (s->in_registry) {
         s->held = c;
         c = NULL;
-        ss.held_ms = 0; /* looked at soon: a decision may already be there */
+        pthread_cond_signal(&ss.held_cv); /* looked at soon: a decision may already be there */
     }
     pthread_mutex_unlock(&ss.mu);
     call_free(c);
@@ -1693,10 +1707,10 @@ static enum MHD_Result hold_call(struct tc_request *r, struct call *c, json_t *b
     return ret;
 }
 
-/* Claim the approved call c of session s (queued -> running here) and check its payload, in
- * one transaction: *ret_payload is what was approved; *ret_why, when it must not run (the row is
- * claimed, not started: it ends as an error). -EAGAIN: not now (not queued, the tenant at its
- * quota, the database away): the next look decides. */
+/* Claim the approved call c of its session (queued -> running here, not started) and check
+ * what was approved, in one transaction: *ret_payload is it; *ret_why, when it must not run (it
+ * then ends as an error, never started). -EAGAIN: not now (not queued, the tenant at its
+ * concurrency quota, the database away): the next look decides. */
 static int held_claim(struct call *c, json_t **ret_payload, const char **ret_why)
 {
     struct session *s = c->s;
@@ -1741,41 +1755,31 @@ static int held_claim(struct call *c, json_t **ret_payload, const char **ret_why
                 tc_approval_payload_hash(payload, got);
                 ok = sodium_memcmp(want, got, 32) == 0;
             }
-            char digest[65];
-            tc_approval_tool_digest(s->t, digest);
+            /* the tool as the session runs it, and as the policy (the reviewer's) says now */
+            char mine[65], now[65] = "";
+            tc_approval_tool_digest(s->t, mine);
+            struct tc_policy *policy = tc_server_policy(srv);
+            const struct tc_tool *cur = tc_policy_tool(policy, s->tool);
+            if (cur)
+                tc_approval_tool_digest(cur, now);
+            tc_policy_unref(policy);
             json_t *creds = json_object_get(s->t->raw, "credentials");
             json_t *now_creds = creds ? json_incref(creds) : json_array();
             const char *sid = json_string_value(json_object_get(payload, "session_id"));
+            const char *tool = json_string_value(json_object_get(payload, "tool"));
             const char *tp = json_string_value(json_object_get(payload, "tool_policy"));
             if (!ok)
                 *ret_why = "the stored payload does not match the approved hash";
-            else if (!sid || strcmp(sid, s->id) != 0 ||
-                     !json_is_string(json_object_get(payload, "tool")) ||
-                     strcmp(json_string_value(json_object_get(payload, "tool")), s->tool) != 0)
+            else if (!sid || strcmp(sid, s->id) != 0 || !tool || strcmp(tool, s->tool) != 0)
                 *ret_why = "the approved payload is not this session's";
-            else if (!tp || strcmp(tp, digest) != 0 ||
+            else if (!tp || strcmp(tp, mine) != 0 || strcmp(tp, now) != 0 ||
                      !json_equal(now_creds, json_object_get(payload, "credentials")))
-                *ret_why = "the session's tool is not the one that was approved";
+                *ret_why = "the tool's policy changed since approval";
             else if (!json_is_string(json_object_get(payload, "code")))
                 *ret_why = "the approved payload no longer validates";
             json_decref(now_creds);
         }
         PQclear(res);
-    }
-    /* started (migrations/0008), audited, before the driver sees it */
-    if (rc == 0 && !*ret_why) {
-        res = tc_db_exec(db, "UPDATE executions SET code_started_at = now() WHERE id = $1", 1, p);
-        rc = res ? 0 : -EIO;
-        PQclear(res);
-        json_t *actor = tc_auth_actor(&c->principal);
-        json_t *start = json_pack(
-            "{s:s, s:s, s:o, s:s, s:s, s:s, s:i, s:s, s:b}", "action", "execution.start",
-            "tenant_id", s->tenant_id, "actor", actor, "tool", s->tool, "execution_id", c->exec_id,
-            "request_id", c->request_id, "instance", (int)srv->instance_id, "session_id", s->id,
-            "approved", 1);
-        if (rc == 0 && (!start || tc_audit_append_tx(db, srv->keys, start, NULL) < 0))
-            rc = -EIO;
-        json_decref(start);
     }
     if (db)
         rc = tc_db_finish(db, rc);
@@ -1788,13 +1792,61 @@ static int held_claim(struct call *c, json_t **ret_payload, const char **ret_why
     return 0;
 }
 
+/* Its start, audited, before the driver sees it (migrations/0008: it starts once). */
+static int held_record_start(struct call *c)
+{
+    struct session *s = c->s;
+    struct tc_server *srv = ss.srv;
+    const char *p[] = {c->exec_id};
+    PGconn *db = tc_db_acquire(srv->db, TC_DB_WAIT_MS);
+    int rc = db ? tc_db_begin(db) : -EIO;
+    PGresult *res =
+        rc == 0
+            ? tc_db_exec(db, "UPDATE executions SET code_started_at = now() WHERE id = $1", 1, p)
+            : NULL;
+    if (rc == 0 && !res)
+        rc = -EIO;
+    PQclear(res);
+    json_t *start =
+        json_pack("{s:s, s:s, s:o, s:s, s:s, s:s, s:i, s:s, s:b}", "action", "execution.start",
+                  "tenant_id", s->tenant_id, "actor", tc_auth_actor(&c->principal), "tool", s->tool,
+                  "execution_id", c->exec_id, "request_id", c->request_id, "instance",
+                  (int)srv->instance_id, "session_id", s->id, "approved", 1);
+    if (rc == 0 && (!start || tc_audit_append_tx(db, srv->keys, start, NULL) < 0))
+        rc = -EIO;
+    json_decref(start);
+    if (db)
+        rc = tc_db_finish(db, rc);
+    tc_db_release(srv->db, db);
+    return rc;
+}
+
+/* c (claimed, or found claimed) ends without running: recorded with why; the session free. */
+static void held_refuse(struct call *c, const char *why)
+{
+    struct session *s = c->s;
+    tc_log(TC_LOG_WARN, "approved session call not run", "{s:s, s:s, s:s}", "execution_id",
+           c->exec_id, "session_id", s->id, "reason", why);
+    pthread_mutex_lock(&ss.mu);
+    if (s->starting == c)
+        s->starting = NULL;
+    s->busy = false;
+    s->last_ms = tc_now_ms();
+    pthread_mutex_unlock(&ss.mu);
+    c->refused = why;
+    c->t0_ms = tc_now_ms();
+    call_finish(c);
+}
+
 /* The held call exec_id of s was approved: run it, as approved. */
 static void held_start(struct session *s, const char *exec_id)
 {
     pthread_mutex_lock(&ss.mu);
     struct call *c = s->held && strcmp(s->held->exec_id, exec_id) == 0 ? s->held : NULL;
-    if (c)
-        s->held = NULL; /* the keeper's while it starts; the session stays busy */
+    if (c) { /* the held thread's while it starts; the session stays busy */
+        s->held = NULL;
+        s->starting = c;
+    }
     pthread_mutex_unlock(&ss.mu);
     if (!c)
         return;
@@ -1802,6 +1854,7 @@ static void held_start(struct session *s, const char *exec_id)
     const char *why = NULL;
     if (held_claim(c, &payload, &why) < 0) { /* held as it was, looked at again */
         pthread_mutex_lock(&ss.mu);
+        s->starting = NULL;
         if (s->in_registry && !s->held) {
             s->held = c;
             c = NULL;
@@ -1810,22 +1863,20 @@ static void held_start(struct session *s, const char *exec_id)
         call_free(c); /* the session ended meanwhile: its end withdraws the call */
         return;
     }
-    c->t0_ms = tc_now_ms();
     json_t *lim = json_object_get(payload, "limits");
     for (int i = 0; !why && i < TC_LIMIT__COUNT; i++) {
         json_t *v = json_object_get(lim, tc_limit_names[i]);
         if (json_is_integer(v))
             c->limits[i] = json_integer_value(v);
     }
+    /* its files first: a call whose files cannot be written never starts */
     const char *bad_path = NULL;
     if (!why && put_files(s, json_object_get(payload, "files"), &bad_path) < 0)
         why = "a file of the approved call could not be written to the workspace";
+    if (!why && held_record_start(c) < 0)
+        why = "the call's start could not be recorded, so it was not run";
     if (why) {
-        tc_log(TC_LOG_WARN, "approved session call not run", "{s:s, s:s, s:s}", "execution_id",
-               c->exec_id, "session_id", s->id, "reason", why);
-        c->refused = why;
-        give_back(s);
-        call_finish(c);
+        held_refuse(c, why);
         json_decref(payload);
         return;
     }
@@ -1837,38 +1888,49 @@ static void held_start(struct session *s, const char *exec_id)
         c->stream = NULL;
     json_t *in = json_object_get(payload, "stdin");
     struct tc_buf frame;
-    int frc = call_frame(c, &frame, json_object_get(payload, "code"), json_is_string(in) ? in : NULL);
+    int frc =
+        call_frame(c, &frame, json_object_get(payload, "code"), json_is_string(in) ? in : NULL);
     tc_log(TC_LOG_INFO, "approved session call runs", "{s:s, s:s}", "execution_id", c->exec_id,
            "session_id", s->id);
     call_launch(c, &frame, frc);
     json_decref(payload);
 }
 
-/* The held call exec_id of s ended without running (denied, expired, withdrawn). */
+/* The held call exec_id of s ended without running (denied, expired, withdrawn), or is running
+ * though it never left here (a claim whose commit was not confirmed): either way, not held. */
 static void held_release(struct session *s, const char *exec_id, const char *status)
 {
+    bool running = strcmp(status, "running") == 0;
     pthread_mutex_lock(&ss.mu);
     struct call *c = s->held && strcmp(s->held->exec_id, exec_id) == 0 ? s->held : NULL;
     if (c) {
         s->held = NULL;
-        s->busy = false;
-        s->last_ms = tc_now_ms();
+        if (!running) {
+            s->busy = false;
+            s->last_ms = tc_now_ms();
+        }
     }
     pthread_mutex_unlock(&ss.mu);
+    if (c && running) {
+        held_refuse(c, "the call's claim was not confirmed by the database; it did not run");
+        return;
+    }
     if (c)
         tc_log(TC_LOG_INFO, "held session call ended without running", "{s:s, s:s, s:s}",
                "execution_id", exec_id, "session_id", s->id, "status", status);
     call_free(c);
 }
 
-/* The keeper's look at the held calls of this process's sessions. */
+/* One look at the held calls of this process's sessions: their statuses in one query. */
 static void held_poll(void)
 {
-    struct session *list[HELD_BATCH];
-    char ids[HELD_BATCH][37];
-    size_t n = 0;
     pthread_mutex_lock(&ss.mu);
-    for (struct session *s = ss.list; s && n < HELD_BATCH; s = s->next)
+    size_t n = 0, cap = 0;
+    for (struct session *s = ss.list; s; s = s->next)
+        cap += s->held != NULL;
+    struct session **list = cap ? calloc(cap, sizeof(*list)) : NULL;
+    char(*ids)[37] = cap ? calloc(cap, sizeof(*ids)) : NULL;
+    for (struct session *s = ss.list; s && list && ids && n < cap; s = s->next)
         if (s->held) {
             s->refs++;
             list[n] = s;
@@ -1876,20 +1938,19 @@ static void held_poll(void)
             n++;
         }
     pthread_mutex_unlock(&ss.mu);
-    if (!n)
-        return;
-    char arr[HELD_BATCH * 37 + 3];
-    size_t o = 0;
-    arr[o++] = '{';
-    for (size_t i = 0; i < n; i++)
-        o += (size_t)snprintf(arr + o, sizeof(arr) - o, "%s%s", i ? "," : "", ids[i]);
-    snprintf(arr + o, sizeof(arr) - o, "}");
-    const char *p[] = {arr};
-    PGconn *db = tc_db_acquire(ss.srv->db, TC_DB_WAIT_MS);
+    struct tc_buf arr;
+    tc_buf_init(&arr, n * 38 + 8);
+    bool ok = n > 0 && tc_buf_append(&arr, "{", 1) == 0;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = (i == 0 || tc_buf_append(&arr, ",", 1) == 0) && tc_buf_append(&arr, ids[i], 36) == 0;
+    ok = ok && tc_buf_append(&arr, "}", 2) == 0; /* with its NUL */
+    PGconn *db = ok ? tc_db_acquire(ss.srv->db, TC_DB_WAIT_MS) : NULL;
+    const char *p[] = {arr.data};
     PGresult *res =
         db ? tc_db_exec(db, "SELECT id, status FROM executions WHERE id = ANY($1::uuid[])", 1, p)
            : NULL;
     tc_db_release(ss.srv->db, db);
+    tc_buf_free(&arr);
     for (int row = 0; res && row < PQntuples(res); row++) {
         const char *id = PQgetvalue(res, row, 0), *status = PQgetvalue(res, row, 1);
         for (size_t i = 0; i < n; i++) {
@@ -1897,7 +1958,7 @@ static void held_poll(void)
                 continue;
             if (strcmp(status, "queued") == 0)
                 held_start(list[i], id);
-            else if (tc_api_execution_terminal(status))
+            else if (strcmp(status, "running") == 0 || tc_api_execution_terminal(status))
                 held_release(list[i], id, status);
         }
     }
@@ -1906,6 +1967,36 @@ static void held_poll(void)
     for (size_t i = 0; i < n; i++)
         session_unref_locked(list[i]);
     pthread_mutex_unlock(&ss.mu);
+    free(list);
+    free(ids);
+}
+
+/* The held thread: a look every HELD_POLL_MS while any call is held (a decision can come from
+ * any replica or the console: PostgreSQL is where it is), off the keeper, whose timers must
+ * not wait on the database or the workspace. */
+static void *held_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&ss.mu);
+    while (!ss.quit) {
+        bool any = false;
+        for (struct session *s = ss.list; s && !any; s = s->next)
+            any = s->held != NULL;
+        if (any) {
+            pthread_mutex_unlock(&ss.mu);
+            held_poll();
+            pthread_mutex_lock(&ss.mu);
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += HELD_POLL_MS * 1000000L;
+        ts.tv_sec += ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        if (!ss.quit)
+            pthread_cond_timedwait(&ss.held_cv, &ss.mu, &ts);
+    }
+    pthread_mutex_unlock(&ss.mu);
+    return NULL;
 }
 
 enum MHD_Result tc_api_session_execute(struct tc_request *r)
@@ -2018,7 +2109,7 @@ enum MHD_Result tc_api_session_execute_json(struct tc_request *r, json_t *body,
     json_t *reasons = NULL;
     bool held = action != TC_ACTION_BLOCK &&
                 tc_approval_needed(s->t, action == TC_ACTION_APPROVE, &reasons);
-    if (held && s->t->session_hold && !tap)
+    if (held && s->t->session_hold && !tap && !r->reply_filter) /* MCP: its own held calls */
         return hold_call(r, c, body, reasons, tc_stream_wanted(r), cancel_gone);
     json_decref(reasons);
     if (action == TC_ACTION_BLOCK || held) {
@@ -2210,20 +2301,40 @@ enum MHD_Result tc_api_session_execute_json(struct tc_request *r, json_t *body,
 #define FILE_GET_MAX (16u << 20)
 
 /* The live session the request names (a reference), or NULL with the answer in *ret. */
-static struct session *files_session(struct tc_request *r, enum MHD_Result *ret)
+static struct session *files_session(struct tc_request *r, bool writes, enum MHD_Result *ret)
 {
     struct session *s =
         tc_uuid_valid(r->params[0]) ? lookup(r->principal.tenant_id, r->params[0]) : NULL;
-    bool live = false;
+    bool live = false, held = false;
     if (s) {
         pthread_mutex_lock(&ss.mu);
         live = !s->end_reason && s->launched;
+        held = s->held || s->starting;
         pthread_mutex_unlock(&ss.mu);
-        if (live)
+        json_t *reasons = NULL;
+        bool gated = tc_approval_needed(s->t, false, &reasons); /* every call held */
+        json_decref(reasons);
+        if (live && writes && gated) {
+            /* a person approves each call: what it runs must be in what they approve */
+            *ret = tc_respond_problem(r, 422, "approval-required", "Approval required", NULL,
+                                      "every call of tool '%s' is approved by a person: files "
+                                      "enter its sessions only with a call (its \"files\"), in "
+                                      "the payload the person approves",
+                                      s->tool);
+            session_unref(s);
+            return NULL;
+        }
+        if (live && !(writes && held))
             return s;
         session_unref(s);
     }
-    *ret = not_open(r, r->params[0]);
+    if (live) /* what a person approves runs in the workspace as it was when it was held */
+        *ret = tc_respond_problem(r, 409, "session-busy", "Session busy", NULL,
+                                  "a call of this session is held for a person's approval: "
+                                  "its workspace does not change until that call has run "
+                                  "or is withdrawn");
+    else
+        *ret = not_open(r, r->params[0]);
     return NULL;
 }
 
@@ -2318,7 +2429,7 @@ static void sha256_hex(const void *data, size_t len, char out[65])
 }
 
 /* The live session and the valid file path a file request names, or NULL with its answer. */
-static struct session *file_request(struct tc_request *r, const char **ret_path,
+static struct session *file_request(struct tc_request *r, bool writes, const char **ret_path,
                                     enum MHD_Result *ret)
 {
     *ret_path = r->params[1] && tc_ws_path_ok(r->params[1]) ? r->params[1] : NULL;
@@ -2326,14 +2437,14 @@ static struct session *file_request(struct tc_request *r, const char **ret_path,
         *ret = file_problem(r, -EINVAL, "");
         return NULL;
     }
-    return files_session(r, ret);
+    return files_session(r, writes, ret);
 }
 
 enum MHD_Result tc_api_session_file_put(struct tc_request *r)
 {
     enum MHD_Result ret = MHD_NO;
     const char *path = NULL;
-    struct session *s = file_request(r, &path, &ret);
+    struct session *s = file_request(r, true, &path, &ret);
     if (!s)
         return ret;
     /* Screened as a call's file would be: code in the session can run what it uploads. */
@@ -2405,7 +2516,7 @@ enum MHD_Result tc_api_session_file_get(struct tc_request *r)
 {
     enum MHD_Result ret = MHD_NO;
     const char *path = NULL;
-    struct session *s = file_request(r, &path, &ret);
+    struct session *s = file_request(r, false, &path, &ret);
     if (!s)
         return ret;
     json_t *head = NULL;
@@ -2451,7 +2562,7 @@ enum MHD_Result tc_api_session_file_delete(struct tc_request *r)
 {
     enum MHD_Result ret = MHD_NO;
     const char *path = NULL;
-    struct session *s = file_request(r, &path, &ret);
+    struct session *s = file_request(r, true, &path, &ret);
     if (!s)
         return ret;
     json_t *head = NULL;
@@ -2479,7 +2590,7 @@ static int cmp_entry_path(const void *a, const void *b)
 enum MHD_Result tc_api_session_files_list(struct tc_request *r)
 {
     enum MHD_Result ret = MHD_NO;
-    struct session *s = files_session(r, &ret);
+    struct session *s = files_session(r, false, &ret);
     if (!s)
         return ret;
     json_t *head = NULL;

@@ -192,9 +192,9 @@ json_t *tc_approval_new(const struct tc_tool *tool, json_t *payload, json_t *rea
     tc_uuid7(id);
     tc_approval_payload_hash(payload, h);
     tc_db_bytea_hex(h, sizeof(h), hash_hex);
-    return json_pack("{s:s, s:o, s:O, s:s, s:s, s:i, s:i}", "id", id, "payload", payload,
-                     "reasons", reasons, "payload_hash", hash_hex, "tier", tiers[tool->tier],
-                     "ttl", tc_approval_ttl_seconds(tool), "required",
+    return json_pack("{s:s, s:o, s:O, s:s, s:s, s:i, s:i}", "id", id, "payload", payload, "reasons",
+                     reasons, "payload_hash", hash_hex, "tier", tiers[tool->tier], "ttl",
+                     tc_approval_ttl_seconds(tool), "required",
                      tc_approval_required_approvers(tool));
 }
 
@@ -246,12 +246,21 @@ int tc_approval_session_ended_tx(PGconn *c, const struct tc_keys *keys, const ch
                                  json_t *actor)
 {
     const char *p[] = {session_id};
+    /* approvals before executions, the order every decision takes them in (no deadlock) */
     PGresult *r = tc_db_exec(c,
-                             "SELECT e.id, e.status, e.tenant_id, e.tool, coalesce(a.id::text, '')"
-                             " FROM executions e LEFT JOIN approvals a ON a.execution_id = e.id"
-                             " WHERE e.session_id = $1"
-                             " AND e.status IN ('pending_approval', 'queued') FOR UPDATE OF e",
+                             "SELECT 1 FROM approvals WHERE execution_id IN (SELECT id FROM"
+                             " executions WHERE session_id = $1 AND status IN"
+                             " ('pending_approval', 'queued')) ORDER BY id FOR UPDATE",
                              1, p);
+    if (!r)
+        return -EIO;
+    PQclear(r);
+    r = tc_db_exec(c,
+                   "SELECT e.id, e.status, e.tenant_id, e.tool, coalesce(a.id::text, '')"
+                   " FROM executions e LEFT JOIN approvals a ON a.execution_id = e.id"
+                   " WHERE e.session_id = $1"
+                   " AND e.status IN ('pending_approval', 'queued') FOR UPDATE OF e",
+                   1, p);
     if (!r)
         return -EIO;
     int rc = 0, n = PQntuples(r);

@@ -58,6 +58,10 @@ test('every call of a human_approve tool waits in its session for a person, then
   assert.equal(list.find((x) => x.name === 'shell').session.held_calls, 'refuse');
   const s = await open('ops');
 
+  // files enter only with a call, in what a person approves
+  const up = await server.request('PUT', `/v1/sessions/${s.id}/files/run.sh`, { key: server.keys.agent, body: 'echo sneaky' });
+  assertProblem(up, 422, 'approval-required');
+  assertProblem(await server.request('DELETE', `/v1/sessions/${s.id}/files/run.sh`, { key: server.keys.agent }), 422, 'approval-required');
   const h1 = await held(s.id, `X=${t}; cd /tmp; echo set-${t}`);
   assert.deepEqual(h1.reasons, ['tier:human_approve']);
   // the session waits for it: another call is refused, and names the held one
@@ -163,6 +167,10 @@ test('only what the pre-screen holds waits; the approved code runs with the stat
   const h = await ev.next((e) => e.event === 'held');
   assert.equal(h.data.session_id, s.id);
   assert.deepEqual(h.data.reasons, ['prescreen']);
+  // the approved code runs in the workspace as it was when it was held
+  const up = await server.request('PUT', `/v1/sessions/${s.id}/files/x.py`, { key: server.keys.agent, body: 'x = 1000' });
+  assertProblem(up, 409, 'session-busy');
+  assert.equal((await server.request('GET', `/v1/sessions/${s.id}/files`, { key: server.keys.agent })).status, 200);
   assert.equal((await decide(server, h.data.approval_id, 'approve')).status, 200);
   const events = await ev.rest();
   assert.deepEqual(events.map((e) => e.event).filter((e) => e !== 'stdout'), ['held', 'approved', 'result']);
@@ -170,7 +178,9 @@ test('only what the pre-screen holds waits; the approved code runs with the stat
   const result = events.at(-1).data;
   assert.equal(result.status, 'completed');
   assert.equal(result.session_id, s.id);
-  // what it set lives on in the session
+  // free again: uploads work (pre-screened), and what it set lives on in the session
+  const up2 = await server.request('PUT', `/v1/sessions/${s.id}/files/x.py`, { key: server.keys.agent, body: 'x = 1000' });
+  assert.ok([200, 201].includes(up2.status), up2.text);
   const b = await call(s.id, { code: 'y + 1' });
   assert.equal(b.status, 200, b.text);
   assert.equal(b.json.result, '43');
@@ -245,4 +255,40 @@ test('a held call stops the idle clock (the TTL runs on); a dead server withdraw
   assert.equal(ended.ended_reason, 'server_restart');
   assertProblem(await decide(server, p.json.approval_id, 'approve'), 409, 'not-pending');
   assert.equal(await started(p.json.id), 0);
+});
+
+test('a policy reloaded after the hold refuses the approved call (the reviewer saw the new one); the session goes on', async () => {
+  const t = tag();
+  const s = await open('ops');
+  const h = await held(s.id, `echo before-reload-${t}`);
+  const p = JSON.parse(fs.readFileSync(POLICY, 'utf8'));
+  const saved = JSON.stringify(p);
+  p.tools.ops.description = `shell, every call approved (reloaded ${t})`;
+  fs.writeFileSync(POLICY, JSON.stringify(p));
+  try {
+    const before = Number((await server.sql("SELECT count(*) FROM audit_log WHERE record->>'action' = 'policy.reload'")).trim());
+    process.kill(server.proc.pid, 'SIGHUP');
+    await until(async () => Number((await server.sql("SELECT count(*) FROM audit_log WHERE record->>'action' = 'policy.reload'")).trim()) > before,
+      10_000 * SLOW, 'the reload');
+    assert.equal((await decide(server, h.approval_id, 'approve')).status, 200);
+    const e = await waitFinished(server, h.id, 20 * SLOW);
+    assert.equal(e.status, 'error', JSON.stringify(e));
+    assert.match(e.error, /policy changed/);
+    assert.doesNotMatch(e.stdout, /before-reload/);
+    assert.deepEqual(actions(await auditOf(server, h.id)), ['execute', 'approval.approved', 'execution.refused']);
+    // the session lives on; a call held now carries the new definition, and runs
+    const h2 = await until(async () => {
+      const res = await call(s.id, { code: `echo after-reload-${t}` });
+      return res.status === 202 ? res.json : null;
+    }, 10_000 * SLOW, 'the session to take a call after the refusal');
+    assert.equal((await decide(server, h2.approval_id, 'approve')).status, 200);
+    const e2 = await waitFinished(server, h2.id, 20 * SLOW);
+    // the session's own definition is the one it opened with: still not the one approved now
+    assert.equal(e2.status, 'error', JSON.stringify(e2));
+    assert.match(e2.error, /policy changed/);
+  } finally {
+    fs.writeFileSync(POLICY, saved);
+    process.kill(server.proc.pid, 'SIGHUP');
+  }
+  await server.request('DELETE', `/v1/sessions/${s.id}`, { key: server.keys.agent });
 });

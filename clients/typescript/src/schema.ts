@@ -2227,7 +2227,9 @@ export interface components {
          *     sandboxed code made. `urn:toolcage:problem:not-a-file`: a directory
          *     (one that is not empty, for a delete), FIFO or socket.
          *     `urn:toolcage:problem:session-ended`, `urn:toolcage:problem:session-elsewhere`:
-         *     as for a call.
+         *     as for a call. `urn:toolcage:problem:session-busy`: an upload or delete
+         *     while a call of the session is held for approval (it runs in the
+         *     workspace as it was when it was held).
          */
         FileConflict: {
             headers: {
@@ -2237,7 +2239,7 @@ export interface components {
             content: {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {unknown} */
-                    type?: "urn:toolcage:problem:unsafe-path" | "urn:toolcage:problem:not-a-file" | "urn:toolcage:problem:session-ended" | "urn:toolcage:problem:session-elsewhere";
+                    type?: "urn:toolcage:problem:unsafe-path" | "urn:toolcage:problem:not-a-file" | "urn:toolcage:problem:session-ended" | "urn:toolcage:problem:session-elsewhere" | "urn:toolcage:problem:session-busy";
                     /** @constant */
                     status?: 409;
                 };
@@ -2339,8 +2341,10 @@ export interface components {
         };
         /**
          * @description `urn:toolcage:problem:approval-required`: the pre-screen would hold the
-         *     file for a person's approval, which an upload cannot wait for; nothing
-         *     was written.
+         *     file for a person's approval, which an upload cannot wait for; or every
+         *     call of the session's tool is approved by a person, and files enter its
+         *     sessions only with a call (in the payload the person approves). Nothing
+         *     was written or deleted.
          */
         UploadUnprocessable: {
             headers: {
@@ -3021,6 +3025,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             409: components["responses"]["FileConflict"];
+            422: components["responses"]["UploadUnprocessable"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
