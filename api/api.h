@@ -29,9 +29,10 @@ enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
 struct tc_api_call_ids {
     const struct tc_principal *principal;
     const char *request_id, *tool, *exec_id;
-    const int64_t *limits;  /* TC_LIMIT__COUNT */
-    json_t *findings;       /* the pre-screen's, or NULL */
-    const char *session_id; /* a call in a session (api/sessions.c), or NULL */
+    const int64_t *limits;   /* TC_LIMIT__COUNT */
+    json_t *findings;        /* the pre-screen's, or NULL */
+    const char *session_id;  /* a call in a session (api/sessions.c), or NULL */
+    const char *tool_policy; /* the tool's definition (tc_approval_tool_digest), or NULL */
 };
 struct tc_redactor;
 json_t *tc_api_execute_event(const struct tc_api_call_ids *ids, const struct tc_redactor *red,
@@ -49,6 +50,8 @@ int tc_api_execution_load(struct tc_db *db, const char *tenant_id, const char *i
 bool tc_api_execution_terminal(const char *status);
 /* GET /v1/executions/{id}/events: its Server-Sent Events (api/stream.c). */
 enum MHD_Result tc_api_execution_events(struct tc_request *r);
+/* GET /v1/executions/{id}/receipt (api/receipt.c). */
+enum MHD_Result tc_api_execution_receipt(struct tc_request *r);
 enum MHD_Result tc_api_executions_list(struct tc_request *r);
 /* The execution r->params[0] of the caller's tenant, after waiting up to `wait` seconds (at
  * most 60) for it to finish without holding a thread; 404 for an id that is not one. */

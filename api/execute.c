@@ -34,6 +34,7 @@ struct exec_state {
     char request_id[65];
     char id[37];
     char tool[65];
+    char tool_policy[65]; /* the tool's definition (tc_approval_tool_digest) */
     char created_at[32];
     int64_t limits[TC_LIMIT__COUNT];
     int claimed_by;                /* this instance, when the execution was recorded as running */
@@ -339,6 +340,9 @@ json_t *tc_api_execute_event(const struct tc_api_call_ids *ids, const struct tc_
         json_object_set(json_object_get(ev, "params"), "collect", collect);
     if (ev && ids->session_id)
         json_object_set_new(ev, "session_id", json_string(ids->session_id));
+    /* the tool's definition the call was decided under (receipts name it) */
+    if (ev && ids->tool_policy)
+        json_object_set_new(ev, "tool_policy", json_string(ids->tool_policy));
     return ev;
 }
 
@@ -350,7 +354,8 @@ static json_t *execute_event(struct tc_request *r, struct exec_state *st, json_t
                                   .tool = st->tool,
                                   .exec_id = st->id,
                                   .limits = st->limits,
-                                  .findings = st->findings};
+                                  .findings = st->findings,
+                                  .tool_policy = st->tool_policy[0] ? st->tool_policy : NULL};
     return tc_api_execute_event(&ids, st->redactor, body, decision);
 }
 
@@ -727,6 +732,7 @@ enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
     }
     tc_uuid7(st->id);
     snprintf(st->tool, sizeof(st->tool), "%s", tool->name);
+    tc_approval_tool_digest(tool, st->tool_policy);
     tc_iso8601(tc_wall_ms(), st->created_at);
     if (tc_exec_redactor(tool, r->srv->cfg->state_dir, &st->redactor) < 0) {
         ret = MHD_NO;

@@ -10,6 +10,7 @@ static const struct tc_route routes[] = {
     {"GET", "/v1/executions", TC_ROLE_ANY, tc_api_executions_list},
     {"GET", "/v1/executions/{}", TC_ROLE_ANY, tc_api_execution_get},
     {"GET", "/v1/executions/{}/events", TC_ROLE_ANY, tc_api_execution_events},
+    {"GET", "/v1/executions/{}/receipt", TC_ROLE_ANY, tc_api_execution_receipt},
     {"POST", "/v1/executions/{}/cancel", TC_ROLE_AGENT | TC_ROLE_ADMIN, tc_api_execution_cancel},
     {"POST", "/v1/sessions", TC_ROLE_AGENT | TC_ROLE_ADMIN, tc_api_session_create},
     {"GET", "/v1/sessions", TC_ROLE_ANY, tc_api_sessions_list},

@@ -93,6 +93,7 @@ struct session {
     struct session *next;
     int refs; /* under ss.mu: the registry, the launcher (until its result), each call */
     char id[37], tenant_id[37], tool[65];
+    char tool_policy[65]; /* the tool's definition (tc_approval_tool_digest) */
     struct tc_principal principal;
     struct tc_policy *policy;
     const struct tc_tool *t; /* in policy */
@@ -1175,6 +1176,7 @@ enum MHD_Result tc_api_session_create_json(struct tc_request *r, json_t *body)
     s->principal = r->principal;
     s->policy = tc_policy_ref(policy);
     s->t = tool;
+    tc_approval_tool_digest(tool, s->tool_policy);
     s->plots = tool->plots;
     s->ttl_s = ttl;
     s->idle_s = idle;
@@ -1618,7 +1620,8 @@ static enum MHD_Result hold_call(struct tc_request *r, struct call *c, json_t *b
                                   .exec_id = c->exec_id,
                                   .limits = c->limits,
                                   .findings = c->findings,
-                                  .session_id = s->id};
+                                  .session_id = s->id,
+                                  .tool_policy = s->tool_policy};
     json_t *ev = tc_api_execute_event(&ids, s->redactor, body, "held");
     if (ev && approval) {
         json_object_set(ev, "approval_id", json_object_get(approval, "id"));
@@ -1756,8 +1759,8 @@ static int held_claim(struct call *c, json_t **ret_payload, const char **ret_why
                 ok = sodium_memcmp(want, got, 32) == 0;
             }
             /* the tool as the session runs it, and as the policy (the reviewer's) says now */
-            char mine[65], now[65] = "";
-            tc_approval_tool_digest(s->t, mine);
+            const char *mine = s->tool_policy; /* the session's definition */
+            char now[65] = "";
             struct tc_policy *policy = tc_server_policy(srv);
             const struct tc_tool *cur = tc_policy_tool(policy, s->tool);
             if (cur)
@@ -2120,7 +2123,8 @@ enum MHD_Result tc_api_session_execute_json(struct tc_request *r, json_t *body,
                                       .exec_id = c->exec_id,
                                       .limits = c->limits,
                                       .findings = c->findings,
-                                      .session_id = s->id};
+                                      .session_id = s->id,
+                                      .tool_policy = s->tool_policy};
         json_t *ev = tc_api_execute_event(&ids, s->redactor, body,
                                           action == TC_ACTION_BLOCK ? "blocked" : "refused");
         PGconn *db = ev ? tc_db_acquire(r->srv->db, TC_DB_WAIT_MS) : NULL;
@@ -2175,7 +2179,8 @@ enum MHD_Result tc_api_session_execute_json(struct tc_request *r, json_t *body,
                                   .exec_id = c->exec_id,
                                   .limits = c->limits,
                                   .findings = c->findings,
-                                  .session_id = s->id};
+                                  .session_id = s->id,
+                                  .tool_policy = s->tool_policy};
     json_t *ev = tc_api_execute_event(&ids, s->redactor, body, "allowed");
     json_t *req = json_pack("{s:s, s:O, s:s}", "tool", s->tool, "code", code, "session_id", s->id);
     if (req && in)

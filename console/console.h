@@ -24,6 +24,7 @@ enum MHD_Result tc_console_approve(struct tc_request *r);
 enum MHD_Result tc_console_deny(struct tc_request *r);
 enum MHD_Result tc_console_executions(struct tc_request *r);
 enum MHD_Result tc_console_execution(struct tc_request *r);
+enum MHD_Result tc_console_execution_receipt(struct tc_request *r);
 enum MHD_Result tc_console_audit(struct tc_request *r);
 enum MHD_Result tc_console_audit_export(struct tc_request *r);
 enum MHD_Result tc_console_dashboard(struct tc_request *r);

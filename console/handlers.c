@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "execution/receipt.h"
 #include "server/audit_http.h"
 #include "approval/approval.h"
 #include "audit/audit.h"
@@ -674,6 +675,27 @@ enum MHD_Result tc_console_execution(struct tc_request *r)
     json_decref(request);
     json_decref(limits);
     return tc_console_page(r, 200, "execution", data);
+}
+
+/* The execution's signed receipt, as a file (execution/receipt.h). */
+enum MHD_Result tc_console_execution_receipt(struct tc_request *r)
+{
+    const char *id = r->params[0];
+    if (!tc_uuid_valid(id))
+        return tc_console_not_found(r);
+    PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
+    if (!c)
+        return db_down(r);
+    json_t *doc = NULL;
+    int rc = tc_execution_receipt(c, r->srv->keys, r->principal.tenant_id, id, &doc);
+    tc_db_release(r->srv->db, c);
+    if (rc == -ENOENT || rc == -EAGAIN) /* the page offers it only once there is an outcome */
+        return tc_console_not_found(r);
+    if (rc < 0)
+        return db_down(r);
+    char disp[96];
+    snprintf(disp, sizeof(disp), "attachment; filename=\"receipt-%s.json\"", id);
+    return tc_respond_json_ex(r, 200, doc, "application/json", "Content-Disposition", disp);
 }
 
 /* ---- audit ---- */

@@ -23,6 +23,7 @@ static const struct tc_route routes[] = {
     {"POST", "/console/approvals/{}/deny", CONSOLE_DECIDE, tc_console_deny},
     {"GET", "/console/executions", CONSOLE_ANY, tc_console_executions},
     {"GET", "/console/executions/{}", CONSOLE_ANY, tc_console_execution},
+    {"GET", "/console/executions/{}/receipt", CONSOLE_ANY, tc_console_execution_receipt},
     {"GET", "/console/audit", CONSOLE_AUDIT, tc_console_audit},
     {"GET", "/console/audit/export", CONSOLE_AUDIT, tc_console_audit_export},
     {"GET", "/console/dashboard", CONSOLE_AUDIT, tc_console_dashboard},

@@ -10,6 +10,7 @@
 #include "execution/quota.h"
 #include "execution/request.h"
 #include "audit/audit.h"
+#include "audit/receipt.h"
 #include "core/keys.h"
 #include "broker/secrets.h"
 #include "broker/token.h"
@@ -235,6 +236,50 @@ int tc_cmd_audit(int argc, char **argv)
 out:
     tc_config_free(&cfg);
     return rc;
+}
+
+int tc_cmd_receipt(int argc, char **argv)
+{
+    if (tc_cli_wants_help(argc, argv) || argc < 3 || strcmp(argv[1], "verify") != 0)
+        return tc_cli_usage_of("receipt");
+    const char *file = argv[2], *pk_hex = NULL;
+    static const struct option lopts[] = {{"public-key", required_argument, NULL, 'k'},
+                                          {NULL, 0, NULL, 0}};
+    optind = 3;
+    int c;
+    while ((c = getopt_long(argc, argv, "", lopts, NULL)) != -1) {
+        if (c != 'k')
+            return tc_cli_usage_of("receipt");
+        pk_hex = optarg;
+    }
+    unsigned char pk[32];
+    size_t pklen = 0;
+    if (!pk_hex ||
+        sodium_hex2bin(pk, sizeof(pk), pk_hex, strlen(pk_hex), NULL, &pklen, NULL) != 0 ||
+        pklen != 32) {
+        fprintf(stderr, "toolcage receipt verify: --public-key must be 64 hex digits\n");
+        return 1;
+    }
+    FILE *f = strcmp(file, "-") == 0 ? stdin : fopen(file, "re");
+    if (!f) {
+        fprintf(stderr, "toolcage receipt verify: %s: %s\n", file, strerror(errno));
+        return 1;
+    }
+    json_error_t jerr;
+    json_t *doc = json_loadf(f, JSON_REJECT_DUPLICATES, &jerr);
+    if (f != stdin)
+        fclose(f);
+    const char *why = "not JSON";
+    bool ok = doc && tc_receipt_verify(doc, pk, &why) == 0;
+    json_t *st = json_object_get(doc, "statement");
+    json_t *out = json_pack("{s:b, s:s*, s:O*, s:O*}", "ok", ok, "error", ok ? NULL : why,
+                            "execution_id", ok ? json_object_get(st, "execution_id") : NULL,
+                            "status", ok ? json_object_get(st, "status") : NULL);
+    json_dumpf(out, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    fputc('\n', stdout);
+    json_decref(out);
+    json_decref(doc);
+    return ok ? 0 : 3;
 }
 
 int tc_cmd_users(int argc, char **argv)

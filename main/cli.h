@@ -30,6 +30,7 @@ int tc_cmd_webhook_secret(int argc, char **argv);
 int tc_cmd_policy(int argc, char **argv);
 int tc_cmd_exec(int argc, char **argv);
 int tc_cmd_audit(int argc, char **argv);
+int tc_cmd_receipt(int argc, char **argv);
 int tc_cmd_users(int argc, char **argv);
 int tc_cmd_secrets(int argc, char **argv);
 int tc_cmd_version(int argc, char **argv);

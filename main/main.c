@@ -134,6 +134,10 @@ static const struct command commands[] = {
     {"audit", tc_cmd_audit, "audit verify [--file EXPORT [--public-key HEX]] | audit public-key",
      "verify the audit chain (the database, with the master key; or an export file, with the"
      " checkpoint public key); print the checkpoint key"},
+    {"receipt", tc_cmd_receipt, "receipt verify FILE --public-key HEX",
+     "check an execution receipt (GET /v1/executions/{id}/receipt; FILE - reads stdin) against"
+     " the audit signing key's public half (toolcage audit public-key): exit 0 if it is"
+     " signed by that key and unchanged, 3 if not"},
     {"users", tc_cmd_users,
      "users add --name NAME --role reviewer|auditor|admin [--tenant NAME] [--person NAME]",
      "create a web console user (tenant default: demo; person default: NAME, the same person"

@@ -34,6 +34,12 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(e["stderr"], f"err-{t}\n")
         self.assertEqual(e["files"][0]["path"], "a.txt")
         self.assertEqual(self.tc.get(e["id"])["stdout"], e["stdout"])
+        # its receipt binds what came back (SHA-256 of stdout as returned)
+        r = self.tc.receipt(e["id"])
+        self.assertEqual(r["statement"]["execution_id"], e["id"])
+        self.assertEqual(r["statement"]["output"]["stdout_sha256"],
+                         hashlib.sha256(e["stdout"].encode()).hexdigest())
+        self.assertEqual(r["signature"]["alg"], "Ed25519")
         failed = self.tc.execute("shell", "exit 4")
         self.assertEqual((failed["status"], failed["exit_code"]), ("failed", 4))
 

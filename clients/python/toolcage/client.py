@@ -399,6 +399,12 @@ class Client:
         """The stored execution (any status)."""
         return self._request("GET", f"/v1/executions/{urllib.parse.quote(execution_id)}")[1]
 
+    def receipt(self, execution_id: str) -> Json:
+        """The signed receipt of a finished execution ({statement, signature}; see
+        docs/audit.md, "Receipts"): check it offline with ``toolcage receipt verify``."""
+        return self._request(
+            "GET", f"/v1/executions/{urllib.parse.quote(execution_id)}/receipt")[1]
+
     def wait(self, execution_id: str, timeout: Optional[float] = None) -> Json:
         """Long-poll until the execution is final, or ``timeout`` seconds have passed (then
         its current state). A held call waits for the reviewer and the run."""

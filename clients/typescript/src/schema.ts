@@ -377,6 +377,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/executions/{id}/receipt": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A signed receipt of a finished execution
+         * @description Any role of the execution's tenant. A statement of what the call was
+         *     asked (SHA-256 of its code, stdin and files; its limits), under which
+         *     tool definition (`tool_policy`, the digest an approval also binds),
+         *     who requested and who approved it (the approval and every decision),
+         *     which credentials were leased to it (names and lease ids, never
+         *     values), the egress attempts and policy violations, what it produced
+         *     (SHA-256 of stdout, stderr, the result and collected files as this API
+         *     returns them, redacted) and the audit records that tell it (sequence
+         *     numbers, actions and chain hashes, which the signed checkpoints of an
+         *     audit export cover). Signed with the audit signing key (Ed25519) over
+         *     `toolcage execution receipt v1`, a NUL byte and the canonical JSON of
+         *     the statement (sorted keys, no whitespace, ASCII); check it offline
+         *     with `toolcage receipt verify FILE --public-key HEX` (the key of
+         *     `toolcage audit public-key`). Any changed value fails. Only a call with
+         *     an outcome has one (`409 not-finished` before).
+         */
+        get: operations["getExecutionReceipt"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/executions/{id}/cancel": {
         parameters: {
             query?: never;
@@ -1070,7 +1104,7 @@ export interface components {
              * @description A stable URN naming the kind of problem; clients switch on it.
              * @enum {string}
              */
-            type: "urn:toolcage:problem:invalid-json" | "urn:toolcage:problem:invalid-encoding" | "urn:toolcage:problem:validation" | "urn:toolcage:problem:bad-request" | "urn:toolcage:problem:body-too-large" | "urn:toolcage:problem:unknown-tool" | "urn:toolcage:problem:not-found" | "urn:toolcage:problem:method-not-allowed" | "urn:toolcage:problem:limit-exceeds-policy" | "urn:toolcage:problem:unauthorized" | "urn:toolcage:problem:forbidden" | "urn:toolcage:problem:overloaded" | "urn:toolcage:problem:quota-exceeded" | "urn:toolcage:problem:unavailable" | "urn:toolcage:problem:internal" | "urn:toolcage:problem:blocked-by-prescreen" | "urn:toolcage:problem:policy-invalid" | "urn:toolcage:problem:idempotency-key-reused" | "urn:toolcage:problem:idempotency-in-progress" | "urn:toolcage:problem:maker-checker" | "urn:toolcage:problem:already-decided" | "urn:toolcage:problem:not-pending" | "urn:toolcage:problem:credential-unavailable" | "urn:toolcage:problem:approval-required" | "urn:toolcage:problem:callback-url-forbidden" | "urn:toolcage:problem:session-not-allowed" | "urn:toolcage:problem:session-busy" | "urn:toolcage:problem:session-ended" | "urn:toolcage:problem:session-elsewhere" | "urn:toolcage:problem:unsafe-path" | "urn:toolcage:problem:not-a-file" | "urn:toolcage:problem:file-too-large" | "urn:toolcage:problem:workspace-full" | "urn:toolcage:problem:file-withheld";
+            type: "urn:toolcage:problem:invalid-json" | "urn:toolcage:problem:invalid-encoding" | "urn:toolcage:problem:validation" | "urn:toolcage:problem:bad-request" | "urn:toolcage:problem:body-too-large" | "urn:toolcage:problem:unknown-tool" | "urn:toolcage:problem:not-found" | "urn:toolcage:problem:method-not-allowed" | "urn:toolcage:problem:limit-exceeds-policy" | "urn:toolcage:problem:unauthorized" | "urn:toolcage:problem:forbidden" | "urn:toolcage:problem:overloaded" | "urn:toolcage:problem:quota-exceeded" | "urn:toolcage:problem:unavailable" | "urn:toolcage:problem:internal" | "urn:toolcage:problem:blocked-by-prescreen" | "urn:toolcage:problem:policy-invalid" | "urn:toolcage:problem:idempotency-key-reused" | "urn:toolcage:problem:idempotency-in-progress" | "urn:toolcage:problem:maker-checker" | "urn:toolcage:problem:already-decided" | "urn:toolcage:problem:not-pending" | "urn:toolcage:problem:credential-unavailable" | "urn:toolcage:problem:approval-required" | "urn:toolcage:problem:callback-url-forbidden" | "urn:toolcage:problem:session-not-allowed" | "urn:toolcage:problem:session-busy" | "urn:toolcage:problem:session-ended" | "urn:toolcage:problem:session-elsewhere" | "urn:toolcage:problem:unsafe-path" | "urn:toolcage:problem:not-a-file" | "urn:toolcage:problem:file-too-large" | "urn:toolcage:problem:workspace-full" | "urn:toolcage:problem:file-withheld" | "urn:toolcage:problem:not-finished";
             /** @description Short, fixed per `type`. */
             title: string;
             /** @description The HTTP status code. */
@@ -1517,6 +1551,95 @@ export interface components {
              */
             expires_at?: string;
             credentials?: components["schemas"]["CredentialsSummary"];
+        };
+        /** @description An execution receipt (`GET /v1/executions/{id}/receipt`). */
+        Receipt: {
+            signature: {
+                /** @constant */
+                alg: "Ed25519";
+                key_id: string;
+                /** @description The signing key's public half, a hint; a verifier checks against the key it trusts. */
+                public_key: string;
+                /** @description The signature, base64 (64 bytes). */
+                value: string;
+            };
+            statement: {
+                /** @constant */
+                format: "toolcage.receipt/1";
+                /** Format: date-time */
+                issued_at: string;
+                /** Format: uuid */
+                execution_id: string;
+                tenant_id: string;
+                tool: string;
+                session_id: string | null;
+                /** @description The API key that asked. */
+                requested_by: string | null;
+                status: string;
+                exit_code: number | null;
+                signal: number | string | null;
+                killed_reason: string | null;
+                error: string | null;
+                created_at: string;
+                finished_at: string | null;
+                /** @description The program was released to run. */
+                started: boolean;
+                needs_review: boolean;
+                request: {
+                    code_sha256: string | null;
+                    stdin_sha256: string | null;
+                    files: components["schemas"]["ReceiptFile"][];
+                    limits: Record<string, never> | null;
+                };
+                /** @description BLAKE2b-256 of the canonical JSON of the tool's definition the call was decided under (null for calls recorded before receipts). */
+                tool_policy: string | null;
+                approval: null | {
+                    /** Format: uuid */
+                    id: string;
+                    status: string;
+                    payload_hash: string;
+                    required_approvals: number;
+                    decisions: {
+                        decider: string;
+                        /** @enum {string} */
+                        decision: "approve" | "deny";
+                        reason: string | null;
+                        at: string;
+                    }[];
+                };
+                credentials: {
+                    /** Format: uuid */
+                    lease_id: string;
+                    secret: string;
+                    delivered_as: string;
+                    target: string;
+                    issued_at: string;
+                    revoked_at: string | null;
+                }[];
+                network: unknown[];
+                policy_violations: Record<string, never> | unknown[] | null;
+                output: {
+                    stdout_sha256: string | null;
+                    stdout_bytes: number;
+                    stdout_truncated: boolean;
+                    stderr_sha256: string | null;
+                    stderr_bytes: number;
+                    stderr_truncated: boolean;
+                    result_sha256: string | null;
+                    files: components["schemas"]["ReceiptFile"][];
+                };
+                audit: {
+                    seq: number;
+                    action: string;
+                    hash: string;
+                }[];
+            };
+        };
+        ReceiptFile: {
+            path: string;
+            size: number | null;
+            sha256: string | null;
+            truncated?: boolean;
         };
         /** @description A call held for approval (`202` of `POST /v1/execute`, or of a session's call). */
         HeldExecution: {
@@ -3201,6 +3324,50 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getExecutionReceipt: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The execution id (a UUID). */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The receipt. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Receipt"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            /** @description `urn:toolcage:problem:not-finished`: the execution has no outcome yet. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] & {
+                        /** @constant */
+                        type?: "urn:toolcage:problem:not-finished";
+                        /** @constant */
+                        status?: 409;
+                    };
+                };
+            };
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
