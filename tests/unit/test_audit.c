@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "audit/audit.h"
+#include "audit/receipt.h"
+#include "core/keys.h"
 #include "tap.h"
 
 #define N 250
@@ -385,6 +387,61 @@ TEST(value_hash_is_per_tenant)
     CHECK(strlen(a) == 64);
 }
 
+/* Receipts: signed over the context and the canonical statement; any changed value, another
+ * key, a dropped or extra member fails; the file's layout does not matter. */
+TEST(receipt_binds_its_statement_and_key)
+{
+    struct tc_keys keys;
+    memset(&keys, 0, sizeof(keys));
+    memcpy(keys.audit_sign_pk, pk, 32);
+    memcpy(keys.audit_sign_sk, sk, 64);
+    snprintf(keys.audit_key_id, sizeof(keys.audit_key_id), "0011223344556677");
+    json_t *doc = tc_receipt_sign(
+        &keys, json_pack("{s:s, s:s, s:{s:s}, s:[{s:i}]}", "format", TC_RECEIPT_FORMAT, "status",
+                         "completed", "output", "stdout_sha256", "ab", "audit", "seq", 7));
+    CHECK(doc != NULL);
+    const char *why = NULL;
+    CHECK(tc_receipt_verify(doc, pk, &why) == 0);
+    /* another layout of the same values */
+    char *text = json_dumps(doc, JSON_INDENT(3));
+    json_t *again = json_loads(text, 0, NULL);
+    free(text);
+    CHECK(tc_receipt_verify(again, pk, &why) == 0);
+    json_decref(again);
+    /* a changed value, an added member, a removed one */
+    json_t *st = json_object_get(doc, "statement");
+    json_object_set_new(st, "status", json_string("failed"));
+    CHECK(tc_receipt_verify(doc, pk, &why) == -EINVAL && strstr(why, "changed"));
+    json_object_set_new(st, "status", json_string("completed"));
+    CHECK(tc_receipt_verify(doc, pk, &why) == 0);
+    json_object_set_new(st, "extra", json_true());
+    CHECK(tc_receipt_verify(doc, pk, &why) == -EINVAL);
+    json_object_del(st, "extra");
+    json_array_clear(json_object_get(st, "audit"));
+    CHECK(tc_receipt_verify(doc, pk, &why) == -EINVAL);
+    json_decref(doc);
+    /* another key; the same statement signed without the receipt context (a checkpoint-style
+     * signature of the audit key) */
+    unsigned char opk[32], osk[64];
+    crypto_sign_keypair(opk, osk);
+    doc = tc_receipt_sign(&keys, json_pack("{s:s}", "format", TC_RECEIPT_FORMAT));
+    CHECK(tc_receipt_verify(doc, opk, &why) == -EINVAL && strstr(why, "another key"));
+    size_t len = 0;
+    char *canon = tc_audit_canonical(json_object_get(doc, "statement"), &len);
+    unsigned char sig[64];
+    crypto_sign_detached(sig, NULL, (const unsigned char *)canon, len, sk);
+    free(canon);
+    char b64[sodium_base64_ENCODED_LEN(64, sodium_base64_VARIANT_ORIGINAL)];
+    sodium_bin2base64(b64, sizeof(b64), sig, 64, sodium_base64_VARIANT_ORIGINAL);
+    json_object_set_new(json_object_get(doc, "signature"), "value", json_string(b64));
+    CHECK(tc_receipt_verify(doc, pk, &why) == -EINVAL);
+    json_decref(doc);
+    /* not a receipt at all */
+    json_t *junk = json_pack("{s:s}", "statement", "x");
+    CHECK(tc_receipt_verify(junk, pk, &why) == -EINVAL);
+    json_decref(junk);
+}
+
 int main(void)
 {
     if (sodium_init() < 0)
@@ -405,5 +462,6 @@ int main(void)
     RUN(canonical_form_is_sorted_ascii);
     RUN(mac_binds_key_seq_and_hash);
     RUN(value_hash_is_per_tenant);
+    RUN(receipt_binds_its_statement_and_key);
     return TAP_DONE();
 }
