@@ -52,6 +52,9 @@ bool tc_api_execution_terminal(const char *status);
 enum MHD_Result tc_api_execution_events(struct tc_request *r);
 /* GET /v1/executions/{id}/receipt (api/receipt.c). */
 enum MHD_Result tc_api_execution_receipt(struct tc_request *r);
+/* GET|PUT /v1/notifications (api/notifications.c): the tenant's reviewer notifications. */
+enum MHD_Result tc_api_notifications_get(struct tc_request *r);
+enum MHD_Result tc_api_notifications_put(struct tc_request *r);
 enum MHD_Result tc_api_executions_list(struct tc_request *r);
 /* The execution r->params[0] of the caller's tenant, after waiting up to `wait` seconds (at
  * most 60) for it to finish without holding a thread; 404 for an id that is not one. */

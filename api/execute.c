@@ -409,7 +409,8 @@ static int insert_execution(struct tc_request *r, struct exec_state *st, json_t 
     PQclear(res);
     if (ok && approval) {
         ok = tc_approval_insert_tx(c, approval, r->principal.tenant_id, st->id, st->tool,
-                                   r->principal.key_id, st->findings, ret_expires) == 0;
+                                   r->principal.key_id, st->findings, r->srv->public_url,
+                                   ret_expires) == 0;
         json_object_set(event, "approval_id", json_object_get(approval, "id"));
         json_object_set(event, "reasons", json_object_get(approval, "reasons"));
     }

@@ -6,6 +6,7 @@
 #include "common/util.h"
 #include "core/db.h"
 #include "execution/receipt.h"
+#include "server/auth.h"
 
 enum MHD_Result tc_api_execution_receipt(struct tc_request *r)
 {
@@ -14,7 +15,9 @@ enum MHD_Result tc_api_execution_receipt(struct tc_request *r)
     int rc = -ENOENT;
     if (tc_uuid_valid(id)) {
         PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
-        rc = c ? tc_execution_receipt(c, r->srv->keys, r->principal.tenant_id, id, &doc) : -EIO;
+        rc = c ? tc_execution_receipt(c, r->srv->keys, r->principal.tenant_id, id,
+                                      r->principal.role != TC_ROLE_AGENT, &doc)
+               : -EIO;
         tc_db_release(r->srv->db, c);
     }
     switch (rc) {

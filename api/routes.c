@@ -30,6 +30,8 @@ static const struct tc_route routes[] = {
     /* A tenant's own quota; an operator names the tenant. */
     {"GET", "/v1/quota", TC_ROLE_ANY | TC_ROLE_OPERATOR, tc_api_quota_get},
     {"GET", "/v1/approvals", TC_ROLE_REVIEWER | TC_ROLE_ADMIN, tc_api_approvals_list},
+    {"GET", "/v1/notifications", TC_ROLE_ADMIN, tc_api_notifications_get},
+    {"PUT", "/v1/notifications", TC_ROLE_ADMIN, tc_api_notifications_put},
     {"GET", "/v1/approvals/{}", TC_ROLE_REVIEWER | TC_ROLE_ADMIN, tc_api_approval_get},
     {"POST", "/v1/approvals/{}/approve", TC_ROLE_REVIEWER | TC_ROLE_ADMIN, tc_api_approval_approve},
     {"POST", "/v1/approvals/{}/deny", TC_ROLE_REVIEWER | TC_ROLE_ADMIN, tc_api_approval_deny},

@@ -961,20 +961,38 @@ static json_t *session_json(PGresult *res, int row)
 /* The tenant's session as stored: 0 and *ret, -ENOENT, -EIO. */
 static int load_session(struct tc_server *srv, const char *tenant_id, const char *id, json_t **ret)
 {
-    PGconn *c = tc_db_acquire(srv->db, TC_DB_WAIT_MS);
-    if (!c)
-        return -EIO;
     const char *p[] = {id, tenant_id};
-    PGresult *res = tc_db_exec(
-        c, "SELECT " SESSION_COLS " FROM sessions WHERE id::text = $1 AND tenant_id = $2", 2, p);
-    tc_db_release(srv->db, c);
-    if (!res)
-        return -EIO;
-    int rc = PQntuples(res) == 1 ? 0 : -ENOENT;
-    if (rc == 0)
-        *ret = session_json(res, 0);
-    PQclear(res);
-    return rc == 0 && !*ret ? -ENOMEM : rc;
+    /* A session of this process that has left the registry has ended here, and the keeper is
+     * storing that: its row is waited for (bounded), not answered as running elsewhere. */
+    for (int tries = 0;; tries++) {
+        PGconn *c = tc_db_acquire(srv->db, TC_DB_WAIT_MS);
+        if (!c)
+            return -EIO;
+        PGresult *res = tc_db_exec(
+            c, "SELECT " SESSION_COLS " FROM sessions WHERE id::text = $1 AND tenant_id = $2", 2,
+            p);
+        tc_db_release(srv->db, c);
+        if (!res)
+            return -EIO;
+        int rc = PQntuples(res) == 1 ? 0 : -ENOENT;
+        bool ending_here = rc == 0 && strcmp(PQgetvalue(res, 0, 2), "active") == 0 &&
+                           atoi(PQgetvalue(res, 0, 3)) == (int)srv->instance_id;
+        if (ending_here) {
+            struct session *s = lookup(tenant_id, id);
+            ending_here = !s;
+            if (s)
+                session_unref(s);
+        }
+        if (ending_here && tries < 100) {
+            PQclear(res);
+            usleep(50 * 1000);
+            continue;
+        }
+        if (rc == 0)
+            *ret = session_json(res, 0);
+        PQclear(res);
+        return rc == 0 && !*ret ? -ENOMEM : rc;
+    }
 }
 
 static enum MHD_Result elsewhere(struct tc_request *r)
@@ -1661,7 +1679,7 @@ static enum MHD_Result hold_call(struct tc_request *r, struct call *c, json_t *b
     }
     if (rc == 0)
         rc = tc_approval_insert_tx(db, approval, s->tenant_id, c->exec_id, s->tool,
-                                   r->principal.key_id, c->findings, expires);
+                                   r->principal.key_id, c->findings, r->srv->public_url, expires);
     if (rc == 0)
         rc = tc_audit_append_tx(db, r->srv->keys, ev, NULL) == 0 ? 0 : -EIO;
     if (db)

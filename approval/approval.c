@@ -200,7 +200,7 @@ json_t *tc_approval_new(const struct tc_tool *tool, json_t *payload, json_t *rea
 
 int tc_approval_insert_tx(PGconn *c, json_t *approval, const char *tenant_id,
                           const char *execution_id, const char *tool, const char *requester_key_id,
-                          json_t *findings, char ret_expires[32])
+                          json_t *findings, const char *public_url, char ret_expires[32])
 {
     char *payload = json_dumps(json_object_get(approval, "payload"), JSON_COMPACT);
     char *reasons = json_dumps(json_object_get(approval, "reasons"), JSON_COMPACT);
@@ -239,7 +239,145 @@ int tc_approval_insert_tx(PGconn *c, json_t *approval, const char *tenant_id,
     free(payload);
     free(reasons);
     free(found);
+    /* its reviewers are told (queued with it: told if and only if it is held) */
+    if (ok &&
+        tc_approval_notify_tx(c, tenant_id, json_string_value(json_object_get(approval, "id")),
+                              "approval.pending", public_url) < 0)
+        ok = false;
     return ok ? 0 : -EIO;
+}
+
+/* ---- reviewer notifications ---- */
+
+/* One sink's row: its kind, where it goes and what it says (no code, stdin or files). */
+static int notify_one(PGconn *c, const char *execution_id, const char *approval_id,
+                      const char *event, json_t *sink, json_t *facts, const char *link)
+{
+    const char *type = json_string_value(json_object_get(sink, "type"));
+    const char *tool = json_string_value(json_object_get(facts, "tool"));
+    const char *tenant = json_string_value(json_object_get(facts, "tenant"));
+    const char *expires = json_string_value(json_object_get(facts, "expires_at"));
+    bool reminder = strcmp(event, "approval.reminder") == 0;
+    char *reasons = json_dumps(json_object_get(facts, "reasons"), JSON_COMPACT);
+    char text[1024];
+    snprintf(text, sizeof(text),
+             "%s: a call of tool %s (tenant %s) is held for approval (%s); %d approval%s "
+             "needed; it expires at %s UTC.\nReview it: %s\n",
+             reminder ? "Reminder" : "Approval needed", tool ? tool : "?", tenant ? tenant : "?",
+             reasons ? reasons : "[]",
+             (int)json_integer_value(json_object_get(facts, "required_approvals")),
+             json_integer_value(json_object_get(facts, "required_approvals")) == 1 ? " is"
+                                                                                   : "s are",
+             expires ? expires : "?", link);
+    free(reasons);
+    json_t *body = NULL;
+    char *url = NULL; /* whole: a URL is up to 2048 bytes */
+    const char *sink_url = json_string_value(json_object_get(sink, "url"));
+    if (type && strcmp(type, "webhook") == 0 && sink_url) {
+        body = json_deep_copy(facts);
+        json_object_set_new(body, "event", json_string(event));
+        json_object_set_new(body, "link", json_string(link));
+        url = strdup(sink_url);
+    } else if (type && strcmp(type, "slack") == 0 && sink_url) {
+        body = json_pack("{s:s}", "text", text);
+        url = strdup(sink_url);
+    } else if (type && strcmp(type, "email") == 0) {
+        char subject[256];
+        snprintf(subject, sizeof(subject), "[toolcage] %s: %s (%s)",
+                 reminder ? "reminder, approval needed" : "approval needed", tool ? tool : "?",
+                 tenant ? tenant : "?");
+        body = json_pack("{s:s, s:s}", "subject", subject, "text", text);
+        const char *to = json_string_value(json_object_get(sink, "to")) ?: "";
+        url = malloc(strlen(to) + 8);
+        if (url)
+            sprintf(url, "mailto:%s", to);
+    } else {
+        return 0; /* validated when stored: nothing else is there */
+    }
+    char *b = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    json_decref(body);
+    char id[37];
+    tc_uuid7(id);
+    const char *p[] = {id, execution_id, url, b, type, approval_id, event};
+    PGresult *r = b && url
+                      ? tc_db_exec(c,
+                                   "INSERT INTO webhook_deliveries (id, execution_id, url, body,"
+                                   " kind, approval_id, event)"
+                                   " VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7)",
+                                   7, p)
+                      : NULL;
+    free(b);
+    free(url);
+    PQclear(r);
+    return r ? 0 : -EIO;
+}
+
+int tc_approval_notify_tx(PGconn *c, const char *tenant_id, const char *approval_id,
+                          const char *event, const char *public_url)
+{
+    const char *p[] = {approval_id, tenant_id};
+    PGresult *r = tc_db_exec(
+        c,
+        "SELECT n.sinks::text, json_build_object('approval_id', a.id, 'execution_id',"
+        " a.execution_id, 'tenant_id', a.tenant_id, 'tenant', t.name, 'tool', a.tool, 'tier',"
+        " a.tier, 'reasons', a.reasons, 'required_approvals', a.required_approvals,"
+        " 'expires_at', " TC_SQL_ISO("a.expires_at") ")::text, a.execution_id"
+                                                     " FROM approvals a JOIN tenant_notifications "
+                                                     "n ON n.tenant_id = a.tenant_id"
+                                                     " JOIN tenants t ON t.id = a.tenant_id WHERE "
+                                                     "a.id = $1 AND a.tenant_id = $2",
+        2, p);
+    if (!r)
+        return -EIO;
+    int rc = 0;
+    if (PQntuples(r) == 1) {
+        json_t *sinks = json_loads(PQgetvalue(r, 0, 0), 0, NULL);
+        json_t *facts = json_loads(PQgetvalue(r, 0, 1), 0, NULL);
+        char link[512];
+        size_t n = strlen(public_url);
+        while (n > 0 && public_url[n - 1] == '/')
+            n--;
+        snprintf(link, sizeof(link), "%.*s/console/approvals/%s", (int)n, public_url, approval_id);
+        size_t i;
+        json_t *sink;
+        json_array_foreach(sinks, i, sink)
+        {
+            if (rc == 0)
+                rc = notify_one(c, PQgetvalue(r, 0, 2), approval_id, event, sink, facts, link);
+        }
+        rc = rc == 0 && (!sinks || !facts) ? -EIO : rc;
+        json_decref(sinks);
+        json_decref(facts);
+    }
+    PQclear(r);
+    return rc;
+}
+
+int tc_approval_remind_due(PGconn *c, const char *public_url)
+{
+    if (tc_db_begin(c) < 0)
+        return -EIO;
+    /* marked in the transaction that queues them: one reminder per approval */
+    PGresult *r = tc_db_exec(
+        c,
+        "UPDATE approvals a SET reminded_at = now() FROM tenant_notifications n"
+        " WHERE a.id IN (SELECT x.id FROM approvals x JOIN tenant_notifications m"
+        "   ON m.tenant_id = x.tenant_id WHERE x.status = 'pending' AND x.reminded_at IS NULL"
+        "   AND m.remind_before_seconds IS NOT NULL"
+        "   AND x.expires_at - make_interval(secs => m.remind_before_seconds) <= now()"
+        "   AND x.expires_at - make_interval(secs => m.remind_before_seconds) > x.created_at"
+        "   AND x.expires_at > now() ORDER BY x.expires_at LIMIT 100 FOR UPDATE OF x SKIP LOCKED)"
+        " AND n.tenant_id = a.tenant_id RETURNING a.id, a.tenant_id",
+        0, NULL);
+    if (!r)
+        return finish_tx(c, -EIO);
+    int n = PQntuples(r), rc = 0;
+    for (int i = 0; i < n && rc == 0; i++)
+        rc = tc_approval_notify_tx(c, PQgetvalue(r, i, 1), PQgetvalue(r, i, 0), "approval.reminder",
+                                   public_url);
+    PQclear(r);
+    rc = finish_tx(c, rc);
+    return rc < 0 ? rc : n;
 }
 
 int tc_approval_session_ended_tx(PGconn *c, const struct tc_keys *keys, const char *session_id,

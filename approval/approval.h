@@ -44,7 +44,18 @@ json_t *tc_approval_new(const struct tc_tool *tool, json_t *payload, json_t *rea
  * ret_expires: when it expires (RFC 3339). 0 or -EIO. */
 int tc_approval_insert_tx(PGconn *c, json_t *approval, const char *tenant_id,
                           const char *execution_id, const char *tool, const char *requester_key_id,
-                          json_t *findings, char ret_expires[32]);
+                          json_t *findings, const char *public_url, char ret_expires[32]);
+
+/* Reviewer notifications (docs/approvals.md, "Notifications"): event ("approval.pending",
+ * "approval.reminder") of approval_id queued for every sink its tenant configured
+ * (tenant_notifications), in c's transaction, to be delivered by the webhook thread
+ * (server/webhook.h). What is held, why, until when, and a link to the console under
+ * public_url; never code, stdin or files. 0 or -EIO. */
+int tc_approval_notify_tx(PGconn *c, const char *tenant_id, const char *approval_id,
+                          const char *event, const char *public_url);
+/* Queue the reminders that are due (pending approvals within their tenant's
+ * remind_before_seconds of expiry, each once), in a transaction of its own. How many, -EIO. */
+int tc_approval_remind_due(PGconn *c, const char *public_url);
 /* A session ended (in c's transaction): its call still held is withdrawn (approval and
  * execution `cancelled`), one approved but not started yet closes as `cancelled`; audited.
  * How many, or -EIO. */

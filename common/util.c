@@ -170,6 +170,18 @@ void tc_uuid7(char out[37])
     out[o] = '\0';
 }
 
+bool tc_email_address_ok(const char *a)
+{
+    size_t n = a ? strlen(a) : 0;
+    const char *at = a ? strchr(a, '@') : NULL;
+    if (n < 3 || n > 254 || !at || at == a || !at[1] || strchr(at + 1, '@'))
+        return false;
+    for (const char *p = a; *p; p++)
+        if (*p <= 0x20 || *p >= 0x7f || strchr("<>()[]\\,;:\"", *p))
+            return false;
+    return true;
+}
+
 bool tc_uuid_valid(const char *s)
 {
     if (!s || strlen(s) != 36)

@@ -79,6 +79,9 @@ int64_t tc_wall_ms(void);
 /* Random UUIDv7 (time-ordered) into out[37]. */
 void tc_uuid7(char out[37]);
 bool tc_uuid_valid(const char *s);
+/* A plain e-mail address (local@domain: printable ASCII, no space, no angle brackets or other
+ * specials, at most 254 bytes): safe on an SMTP envelope and a header line. */
+bool tc_email_address_ok(const char *a);
 
 /* True if s[0..len) is valid UTF-8 without NUL bytes (when !allow_nul). */
 bool tc_utf8_valid(const char *s, size_t len, bool allow_nul);

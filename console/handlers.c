@@ -687,7 +687,7 @@ enum MHD_Result tc_console_execution_receipt(struct tc_request *r)
     if (!c)
         return db_down(r);
     json_t *doc = NULL;
-    int rc = tc_execution_receipt(c, r->srv->keys, r->principal.tenant_id, id, &doc);
+    int rc = tc_execution_receipt(c, r->srv->keys, r->principal.tenant_id, id, true, &doc);
     tc_db_release(r->srv->db, c);
     if (rc == -ENOENT || rc == -EAGAIN) /* the page offers it only once there is an outcome */
         return tc_console_not_found(r);

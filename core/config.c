@@ -99,6 +99,14 @@ static const struct opt options[] = {
      "one tenant's webhook deliveries in flight at once, over all server processes"},
     {"TOOLCAGE_WEBHOOK_MAX_ATTEMPTS", OPT_INT, "10", 1, 30, OFF(webhook_max_attempts),
      "attempts per webhook delivery (backoff 1 s, 2 s, 4 s ... 1 h) before it is given up"},
+    {"TOOLCAGE_PUBLIC_URL", OPT_STRING, NULL, 0, 0, OFF(public_url),
+     "the console's address as reviewers reach it, for the links in notifications (default: "
+     "http://TOOLCAGE_LISTEN:TOOLCAGE_PORT)"},
+    {"TOOLCAGE_SMTP_URL", OPT_STRING, NULL, 0, 0, OFF(smtp_url),
+     "mail server for e-mail notifications, smtp://host[:port] or smtps://... (unset: tenants "
+     "cannot add e-mail sinks)"},
+    {"TOOLCAGE_SMTP_FROM", OPT_STRING, "toolcage@localhost", 0, 0, OFF(smtp_from),
+     "sender address of e-mail notifications"},
     {"TOOLCAGE_DRAIN_SECONDS", OPT_INT, "30", 0, 3600, OFF(drain_seconds),
      "on SIGTERM, running sandboxes get this long to finish before they are killed (0: at once)"},
     {"TOOLCAGE_MCP_HOLD_SECONDS", OPT_INT, "30", 0, 60, OFF(mcp_hold_seconds),
@@ -296,6 +304,9 @@ void tc_config_free(struct tc_config *cfg)
     free(cfg->uid_registry);
     free(cfg->gvisor_platform);
     free(cfg->init_path);
+    free(cfg->public_url);
+    free(cfg->smtp_url);
+    free(cfg->smtp_from);
     *cfg = (struct tc_config){0};
 }
 

@@ -32,6 +32,9 @@ struct tc_config {
     int64_t webhook_concurrency;        /* deliveries in flight, this process */
     int64_t webhook_tenant_concurrency; /* one tenant's deliveries in flight, all processes */
     int64_t webhook_max_attempts;
+    char *public_url; /* links in notifications; NULL: http://listen_host:listen_port */
+    char *smtp_url;   /* e-mail notifications; NULL: none */
+    char *smtp_from;
     int64_t drain_seconds;         /* SIGTERM: running sandboxes get this long to finish */
     int64_t mcp_hold_seconds;      /* MCP tools/call of a held tool: wait this long (api/mcp.c) */
     int64_t queue_seconds;         /* a call waits this long for a sandbox slot (server/slotq.h) */

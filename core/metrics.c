@@ -35,6 +35,10 @@ static struct hseries request_latency[MAX_SERIES], execution_latency[MAX_SERIES]
 static size_t nrequests, nexecutions, nrequest_latency, nexecution_latency;
 static uint64_t audit_failures;
 static uint64_t quota_rejections;
+/* deliveries of the outbox (server/webhook.h), by kind and outcome */
+static const char *const delivery_kinds[] = {"callback", "webhook", "slack", "email"};
+static const char *const delivery_outcomes[] = {"delivered", "failed", "given_up"};
+static uint64_t deliveries[4][3];
 
 static struct series *find(struct series *t, size_t *n, const char *a, const char *b)
 {
@@ -90,6 +94,19 @@ void tc_metrics_execution(const char *tool, const char *status, int64_t duration
     find(executions, &nexecutions, tool, status)->count++;
     observe(hfind(execution_latency, &nexecution_latency, tool), duration_ms);
     pthread_mutex_unlock(&lock);
+}
+
+void tc_metrics_delivery(const char *kind, const char *outcome)
+{
+    for (size_t k = 0; k < 4; k++)
+        for (size_t o = 0; o < 3; o++)
+            if (strcmp(kind, delivery_kinds[k]) == 0 &&
+                strcmp(outcome, delivery_outcomes[o]) == 0) {
+                pthread_mutex_lock(&lock);
+                deliveries[k][o]++;
+                pthread_mutex_unlock(&lock);
+                return;
+            }
 }
 
 void tc_metrics_audit_failure(void)
@@ -203,6 +220,15 @@ int tc_metrics_render(const struct tc_metrics_gauges *g, struct tc_buf *o)
             "# TYPE toolcage_instance_locked gauge\n"
             "toolcage_instance_locked %d\n",
             g->outcomes_unstored, g->instance_locked ? 1 : 0);
+    if (r == 0)
+        r = tc_buf_appendf(o, "# HELP toolcage_deliveries_total Attempts of callbacks and reviewer"
+                              " notifications, by kind and outcome (failed: tried again later).\n"
+                              "# TYPE toolcage_deliveries_total counter\n");
+    for (size_t k = 0; r == 0 && k < 4; k++)
+        for (size_t d = 0; r == 0 && d < 3; d++)
+            r = tc_buf_appendf(
+                o, "toolcage_deliveries_total{kind=\"%s\",outcome=\"%s\"} %" PRIu64 "\n",
+                delivery_kinds[k], delivery_outcomes[d], deliveries[k][d]);
     if (r == 0 && g->approvals_pending >= 0)
         r = tc_buf_appendf(
             o,

@@ -10,6 +10,9 @@
 void tc_metrics_request(const char *route, unsigned status, int64_t duration_ms);
 void tc_metrics_execution(const char *tool, const char *status, int64_t duration_ms);
 void tc_metrics_audit_failure(void);
+/* One attempt of the outbox (server/webhook.h): kind "callback", "webhook", "slack", "email";
+ * outcome "delivered", "failed" (tried again later), "given_up". */
+void tc_metrics_delivery(const char *kind, const char *outcome);
 /* A call refused by its tenant's quota (429 quota-exceeded): limit is the quota's name. */
 void tc_metrics_quota_rejection(const char *tenant_id, const char *limit);
 /* toolcage_tenant_quota_rejections_total{tenant_id, limit}: for operators only (the page

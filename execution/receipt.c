@@ -73,7 +73,7 @@ static bool final_status(const char *s)
 }
 
 /* The statement of execution id of tenant: 0, -ENOENT, -EAGAIN (no outcome yet), -EIO. */
-static int statement(PGconn *c, const char *tenant, const char *id, json_t **ret)
+static int statement(PGconn *c, const char *tenant, const char *id, bool deciders, json_t **ret)
 {
     const char *p[] = {id, tenant};
     PGresult *e = tc_db_exec(
@@ -137,7 +137,11 @@ static int statement(PGconn *c, const char *tenant, const char *id, json_t **ret
     }
     int rc = 0;
 
-    /* what it produced, as the API gives it */
+    /* what it produced, as the API gives it (a call that never ran: "") */
+    if (!json_is_string(json_object_get(view, "stdout")))
+        json_object_set_new(view, "stdout", json_string(""));
+    if (!json_is_string(json_object_get(view, "stderr")))
+        json_object_set_new(view, "stderr", json_string(""));
     json_t *out =
         json_pack("{s:o, s:I, s:O, s:o, s:I, s:O, s:o, s:o}", "stdout_sha256",
                   text_hash(json_object_get(view, "stdout")), "stdout_bytes",
@@ -178,10 +182,11 @@ static int statement(PGconn *c, const char *tenant, const char *id, json_t **ret
         if (!d)
             rc = -EIO;
         for (int i = 0; d && ap && i < PQntuples(d); i++)
-            json_array_append_new(json_object_get(ap, "decisions"),
-                                  json_pack("{s:s, s:s, s:o, s:s}", "decider", PQgetvalue(d, i, 0),
-                                            "decision", PQgetvalue(d, i, 1), "reason", col(d, i, 2),
-                                            "at", PQgetvalue(d, i, 3)));
+            json_array_append_new(
+                json_object_get(ap, "decisions"),
+                json_pack("{s:o, s:s, s:o, s:s}", "decider",
+                          deciders ? json_string(PQgetvalue(d, i, 0)) : json_null(), "decision",
+                          PQgetvalue(d, i, 1), "reason", col(d, i, 2), "at", PQgetvalue(d, i, 3)));
         PQclear(d);
         json_object_set_new(st, "approval", ap ? ap : json_null());
     } else {
@@ -249,10 +254,10 @@ static int statement(PGconn *c, const char *tenant, const char *id, json_t **ret
 }
 
 int tc_execution_receipt(PGconn *c, const struct tc_keys *keys, const char *tenant_id,
-                         const char *id, json_t **ret)
+                         const char *id, bool deciders, json_t **ret)
 {
     json_t *st = NULL;
-    int rc = statement(c, tenant_id, id, &st);
+    int rc = statement(c, tenant_id, id, deciders, &st);
     if (rc < 0)
         return rc;
     json_t *doc = tc_receipt_sign(keys, st);

@@ -4,11 +4,14 @@
 #pragma once
 #include <jansson.h>
 #include <libpq-fe.h>
+#include <stdbool.h>
+#include <stdbool.h>
 
 struct tc_keys;
 
 /* The receipt of execution id of tenant_id (audit/receipt.h: {statement, signature}):
  * 0 and *ret, -ENOENT (no such execution of this tenant), -EAGAIN (it has no outcome yet),
- * -EIO, -ENOMEM. */
+ * -EIO, -ENOMEM. deciders: name who decided its approval (false: null, for agents, who see
+ * the decisions and reasons but not the reviewers, as GET /v1/approvals shows them). */
 int tc_execution_receipt(PGconn *c, const struct tc_keys *keys, const char *tenant_id,
-                         const char *id, json_t **ret);
+                         const char *id, bool deciders, json_t **ret);

@@ -125,6 +125,18 @@ int tc_cmd_serve(int argc, char **argv)
     /* The console first: its prefix is the narrower one. */
     static const struct tc_route_group *const routes[] = {&tc_console_routes, &tc_api_routes, NULL};
     struct tc_server srv = {.cfg = &cfg, .routes = routes};
+    if (cfg.public_url)
+        snprintf(srv.public_url, sizeof(srv.public_url), "%s", cfg.public_url);
+    else
+        snprintf(srv.public_url, sizeof(srv.public_url), "http://%s%s%s:%d",
+                 strchr(cfg.listen_host, ':') ? "[" : "", cfg.listen_host,
+                 strchr(cfg.listen_host, ':') ? "]" : "", (int)cfg.listen_port);
+    if (!cfg.public_url &&
+        (strcmp(cfg.listen_host, "0.0.0.0") == 0 || strcmp(cfg.listen_host, "::") == 0))
+        tc_log(TC_LOG_WARN,
+               "links in reviewer notifications name no reachable host: set "
+               "TOOLCAGE_PUBLIC_URL",
+               "{s:s}", "public_url", srv.public_url);
     struct tc_worker *worker = NULL;
     struct tc_webhooks *webhooks = NULL;
     pthread_mutex_init(&srv.policy_lock, NULL);
@@ -210,7 +222,9 @@ int tc_cmd_serve(int argc, char **argv)
                                      .instance_id = srv.instance_id,
                                      .max_in_flight = (unsigned)cfg.webhook_concurrency,
                                      .per_tenant = (unsigned)cfg.webhook_tenant_concurrency,
-                                     .max_attempts = (unsigned)cfg.webhook_max_attempts};
+                                     .max_attempts = (unsigned)cfg.webhook_max_attempts,
+                                     .smtp_url = cfg.smtp_url,
+                                     .smtp_from = cfg.smtp_from};
     free(err);
     err = NULL;
     if (tc_webhooks_start(&wo, &webhooks, &err) < 0) {

@@ -1454,12 +1454,11 @@ json_t *tc_tool_describe(const struct tc_tool *t)
         json_decref(limits);
         return NULL;
     }
-    json_t *ses = t->session
-                      ? json_pack("{s:I, s:I, s:s}", "max_ttl_seconds",
-                                  (json_int_t)t->session_ttl_max_s, "max_idle_seconds",
-                                  (json_int_t)t->session_idle_max_s, "held_calls",
-                                  t->session_hold ? "hold" : "refuse")
-                      : json_null();
+    json_t *ses = t->session ? json_pack("{s:I, s:I, s:s}", "max_ttl_seconds",
+                                         (json_int_t)t->session_ttl_max_s, "max_idle_seconds",
+                                         (json_int_t)t->session_idle_max_s, "held_calls",
+                                         t->session_hold ? "hold" : "refuse")
+                             : json_null();
     o = json_pack("{s:s,s:s,s:s,s:s,s:s,s:b,s:o,s:o,s:o}", "name", t->name, "description",
                   t->description, "language", t->language, "backend", backends[t->backend], "tier",
                   tiers[t->tier], "irreversible", (int)t->irreversible, "network", net, "limits",

@@ -24,6 +24,7 @@ struct tc_route_group;
 
 struct tc_server {
     const struct tc_config *cfg;
+    char public_url[512]; /* the console as reviewers reach it (TOOLCAGE_PUBLIC_URL) */
     /* What the server answers: groups of routes, NULL-terminated, installed by main (the HTTP
      * layer knows no handler; api/ and console/ export their groups). */
     const struct tc_route_group *const *routes;

@@ -15,6 +15,7 @@
 #include "common/util.h"
 #include "core/db.h"
 #include "core/log.h"
+#include "core/metrics.h"
 #include "server/webhook_internal.h"
 
 #define ATTEMPT_TIMEOUT_MS 5000 /* one POST, from the connect to the last byte of the answer */
@@ -40,8 +41,11 @@ struct delivery {
     struct tc_webhooks *w;
     CURL *h;
     struct curl_slist *hdrs;
-    char id[37], tenant_id[37];
+    struct curl_slist *rcpt; /* e-mail: the recipient */
+    char id[37], tenant_id[37], kind[16];
     char *body;
+    char *mail; /* e-mail: the message, and how much of it libcurl has read */
+    size_t mail_len, mail_off;
     int attempt;
     const char *refused; /* set by open_socket: the class of the address it refused */
     char refused_addr[INET6_ADDRSTRLEN];
@@ -83,6 +87,8 @@ static const char CLAIM_SQL[] =
     "          AND w.next_attempt_at <= now() AND w.attempts < $5::int"
     "          AND (w.lease_until IS NULL OR w.lease_until <= now())"
     "          AND coalesce(busy.n, 0) < $3::int"
+    "          AND (w.approval_id IS NULL OR EXISTS (SELECT 1 FROM approvals a"
+    "               WHERE a.id = w.approval_id AND a.status = 'pending'))"
     "        ORDER BY w.next_attempt_at LIMIT " SCAN_ROWS ") c),"
     " picked AS ("
     "  SELECT w.id FROM webhook_deliveries w JOIN due ON due.id = w.id"
@@ -94,7 +100,7 @@ static const char CLAIM_SQL[] =
     "   leased_by = $1::int, attempts = d.attempts + 1, last_attempt_at = now()"
     " FROM picked, executions e"
     " WHERE d.id = picked.id AND e.id = d.execution_id"
-    " RETURNING d.id, d.url, d.body::text, d.attempts, e.tenant_id";
+    " RETURNING d.id, d.url, d.body::text, d.attempts, e.tenant_id, d.kind";
 
 static curl_socket_t open_socket(void *clientp, curlsocktype purpose, struct curl_sockaddr *addr)
 {
@@ -129,7 +135,9 @@ static void delivery_free(struct delivery *d)
     if (d->h)
         curl_easy_cleanup(d->h);
     curl_slist_free_all(d->hdrs);
+    curl_slist_free_all(d->rcpt);
     free(d->body);
+    free(d->mail);
     free(d);
 }
 
@@ -194,6 +202,94 @@ static int prepare(struct tc_webhooks *w, struct delivery *d, const char *url)
     return ok ? 0 : -ENOMEM;
 }
 
+/* ---- e-mail (kind "email": url "mailto:<address>", body {subject, text}) ---- */
+
+static size_t mail_read(char *buf, size_t size, size_t nitems, void *userdata)
+{
+    struct delivery *d = userdata;
+    size_t n = size * nitems, left = d->mail_len - d->mail_off;
+    if (n > left)
+        n = left;
+    memcpy(buf, d->mail + d->mail_off, n);
+    d->mail_off += n;
+    return n;
+}
+
+/* s with every byte that could end a header line or is not printable ASCII made a space */
+static void header_safe(char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e)
+            *s = ' ';
+}
+
+/* An easy handle that sends the message through the server's mail relay (the operator's,
+ * trusted: not checked like a tenant's URL). 0, -ENOMEM, -EINVAL (no relay configured). */
+static int prepare_mail(struct tc_webhooks *w, struct delivery *d, const char *url)
+{
+    if (!w->o.smtp_url || !*w->o.smtp_url)
+        return -EINVAL;
+    json_t *b = json_loads(d->body, 0, NULL);
+    char to[320], from[320], subject[256], date[64], msgid[80];
+    snprintf(to, sizeof(to), "%s", strncmp(url, "mailto:", 7) == 0 ? url + 7 : url);
+    snprintf(from, sizeof(from), "%s", w->o.smtp_from ? w->o.smtp_from : "toolcage@localhost");
+    snprintf(subject, sizeof(subject), "%s",
+             json_string_value(json_object_get(b, "subject")) ?: "[toolcage] notification");
+    header_safe(to);
+    header_safe(from);
+    header_safe(subject);
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S +0000", &tm);
+    snprintf(msgid, sizeof(msgid), "<%s@toolcage>", d->id);
+    /* the text with CRLF line ends (libcurl escapes a line that is a lone dot) */
+    const char *text = json_string_value(json_object_get(b, "text")) ?: "";
+    struct tc_buf m;
+    tc_buf_init(&m, 1u << 20);
+    int rc = tc_buf_appendf(&m,
+                            "Date: %s\r\nFrom: %s\r\nTo: %s\r\nSubject: %s\r\nMessage-ID: %s\r\n"
+                            "MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                            "Content-Transfer-Encoding: 8bit\r\nAuto-Submitted: auto-generated"
+                            "\r\n\r\n",
+                            date, from, to, subject, msgid);
+    for (const char *p = text; rc == 0 && *p; p++)
+        rc = *p == '\n' ? tc_buf_append(&m, "\r\n", 2) : tc_buf_append(&m, p, 1);
+    json_decref(b);
+    if (rc < 0) {
+        tc_buf_free(&m);
+        return -ENOMEM;
+    }
+    d->mail = m.data; /* the buffer's, now the delivery's */
+    d->mail_len = m.len;
+    char rcpt[330], mfrom[330];
+    snprintf(rcpt, sizeof(rcpt), "<%s>", to);
+    snprintf(mfrom, sizeof(mfrom), "<%s>", from);
+    d->h = curl_easy_init();
+    d->rcpt = curl_slist_append(NULL, rcpt);
+    if (!d->h || !d->rcpt)
+        return -ENOMEM;
+    CURL *h = d->h;
+    bool ok =
+        curl_easy_setopt(h, CURLOPT_URL, w->o.smtp_url) == CURLE_OK &&
+        curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "smtp,smtps") == CURLE_OK &&
+        /* STARTTLS whenever the relay offers it (smtps:// is TLS from the start) */
+        curl_easy_setopt(h, CURLOPT_USE_SSL, (long)CURLUSESSL_TRY) == CURLE_OK &&
+        curl_easy_setopt(h, CURLOPT_PROXY, "") == CURLE_OK &&
+        curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L) == CURLE_OK &&
+        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)ATTEMPT_TIMEOUT_MS) == CURLE_OK &&
+        curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)CONNECT_TIMEOUT_MS) == CURLE_OK &&
+        curl_easy_setopt(h, CURLOPT_MAIL_FROM, mfrom) == CURLE_OK &&
+        curl_easy_setopt(h, CURLOPT_MAIL_RCPT, d->rcpt) == CURLE_OK &&
+        curl_easy_setopt(h, CURLOPT_UPLOAD, 1L) == CURLE_OK &&
+        curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)d->mail_len) == CURLE_OK &&
+        curl_easy_setopt(h, CURLOPT_READFUNCTION, mail_read) == CURLE_OK &&
+        curl_easy_setopt(h, CURLOPT_READDATA, d) == CURLE_OK &&
+        curl_easy_setopt(h, CURLOPT_ERRORBUFFER, d->err) == CURLE_OK &&
+        curl_easy_setopt(h, CURLOPT_PRIVATE, d) == CURLE_OK;
+    return ok ? 0 : -ENOMEM;
+}
+
 static void record(struct tc_webhooks *w, struct delivery *d, bool delivered, long status,
                    const char *error, bool give_up)
 {
@@ -219,6 +315,8 @@ static void record(struct tc_webhooks *w, struct delivery *d, bool delivered, lo
                          " gave_up_at = CASE WHEN $6::bool OR attempts >= $7::int THEN now() END"
                          " WHERE id = $1 AND leased_by = $2::int AND delivered_at IS NULL",
                          7, p);
+    bool gave_up = !delivered && (give_up || d->attempt >= (int)w->o.max_attempts);
+    tc_metrics_delivery(d->kind, delivered ? "delivered" : gave_up ? "given_up" : "failed");
     if (!r) /* the lease runs out and the delivery is tried again: at least once, not exactly */
         tc_log(TC_LOG_ERROR, "recording a webhook delivery failed", "{s:s, s:s}", "delivery_id",
                d->id, "error", PQerrorMessage(w->conn));
@@ -248,12 +346,17 @@ static void finished(struct tc_webhooks *w, struct delivery *d, CURLcode rc)
     long status = 0;
     char error[CURL_ERROR_SIZE + 128];
     curl_easy_getinfo(d->h, CURLINFO_RESPONSE_CODE, &status);
-    if (rc == CURLE_OK && status >= 200 && status <= 299) {
+    if (rc == CURLE_OK && (status >= 200 && status <= 299)) { /* HTTP 2xx; SMTP's 250 too */
         record(w, d, true, status, NULL, false);
     } else if (d->refused) {
         /* a target we must not reach: no later attempt would be allowed either */
         snprintf(error, sizeof(error), "refused: %s is a %s address", d->refused_addr, d->refused);
         record(w, d, false, 0, error, true);
+    } else if (strcmp(d->kind, "email") == 0 && status >= 500) {
+        /* a permanent SMTP refusal: trying again would be refused again */
+        snprintf(error, sizeof(error), "SMTP %ld: %s", status,
+                 d->err[0] ? d->err : curl_easy_strerror(rc));
+        record(w, d, false, status, error, true);
     } else if (rc != CURLE_OK) {
         snprintf(error, sizeof(error), "%s", d->err[0] ? d->err : curl_easy_strerror(rc));
         record(w, d, false, status, error, false);
@@ -271,10 +374,19 @@ static void start(struct tc_webhooks *w, PGresult *r, int row)
     d->w = w;
     snprintf(d->id, sizeof(d->id), "%s", PQgetvalue(r, row, 0));
     snprintf(d->tenant_id, sizeof(d->tenant_id), "%s", PQgetvalue(r, row, 4));
+    snprintf(d->kind, sizeof(d->kind), "%s", PQgetvalue(r, row, 5));
     d->attempt = (int)strtol(PQgetvalue(r, row, 3), NULL, 10);
     d->body = strdup(PQgetvalue(r, row, 2));
-    if (!d->body || prepare(w, d, PQgetvalue(r, row, 1)) < 0 ||
-        curl_multi_add_handle(w->multi, d->h) != CURLM_OK) {
+    bool mail = strcmp(d->kind, "email") == 0;
+    int prc = !d->body ? -ENOMEM
+              : mail   ? prepare_mail(w, d, PQgetvalue(r, row, 1))
+                       : prepare(w, d, PQgetvalue(r, row, 1));
+    if (prc == -EINVAL) { /* no mail relay: no later attempt would do better */
+        record(w, d, false, 0, "e-mail notifications need TOOLCAGE_SMTP_URL", true);
+        delivery_free(d);
+        return;
+    }
+    if (prc < 0 || curl_multi_add_handle(w->multi, d->h) != CURLM_OK) {
         record(w, d, false, 0, "could not start the attempt (out of memory)", false);
         delivery_free(d);
         return;
@@ -316,6 +428,15 @@ static void sweep(struct tc_webhooks *w)
                              " AND attempts >= $1::int"
                              " AND (lease_until IS NULL OR lease_until < now())",
                              1, p);
+    PQclear(r);
+    /* a reviewer notice whose approval is no longer pending says nothing true any more */
+    r = tc_db_exec(w->conn,
+                   "UPDATE webhook_deliveries d SET gave_up_at = now(),"
+                   " last_error = 'the approval is no longer pending'"
+                   " FROM approvals a WHERE a.id = d.approval_id AND a.status <> 'pending'"
+                   " AND d.delivered_at IS NULL AND d.gave_up_at IS NULL"
+                   " AND (d.lease_until IS NULL OR d.lease_until < now())",
+                   0, NULL);
     PQclear(r);
 }
 
@@ -432,6 +553,10 @@ int tc_webhooks_start(const struct tc_webhooks_options *opts, struct tc_webhooks
     if (!opts || !opts->database_url || !opts->keys || opts->max_in_flight == 0 ||
         opts->per_tenant == 0 || opts->max_attempts == 0)
         return -EINVAL;
+    if (opts->smtp_url && !tc_email_address_ok(opts->smtp_from)) {
+        *ret_error = strdup("TOOLCAGE_SMTP_FROM must be a plain address (local@domain)");
+        return -EINVAL;
+    }
     struct tc_webhooks *w = calloc(1, sizeof(*w));
     if (!w)
         return -ENOMEM;

@@ -1,5 +1,7 @@
 /* Outgoing webhooks: a signed POST of the finished execution to the call's callback_url,
- * retried with exponential backoff. The receiver checks
+ * retried with exponential backoff; and, through the same outbox, reviewer notifications
+ * (approval/approval.h tc_approval_notify_tx): a signed JSON webhook, a Slack-compatible
+ * message, or an e-mail through the operator's SMTP relay. The receiver checks
  *   X-Toolcage-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>
  * where secret is the tenant's webhook secret (`toolcage keys webhook-secret --tenant NAME`).
  *
@@ -44,6 +46,8 @@ struct tc_webhooks_options {
     unsigned max_in_flight; /* deliveries of this process at once */
     unsigned per_tenant;    /* deliveries of one tenant at once, over all processes */
     unsigned max_attempts;  /* then the delivery is given up */
+    const char *smtp_url;   /* e-mail notifications' relay (TOOLCAGE_SMTP_URL), or NULL */
+    const char *smtp_from;
 };
 
 /* Connects to the database and starts the delivery thread. 0, or -errno with *ret_error. */

@@ -895,6 +895,9 @@ static void *worker_main(void *arg)
             last_sweep = now;
             if (locked && tc_approval_expire_due(w->conn, w->srv->keys) < 0)
                 tc_log(TC_LOG_WARN, "approval expiry sweep failed", NULL);
+            /* reminders before expiry, for tenants that asked for them */
+            if (locked && tc_approval_remind_due(w->conn, w->srv->public_url) < 0)
+                tc_log(TC_LOG_WARN, "approval reminder sweep failed", NULL);
         }
         if (locked && now - last_interrupt >= 1000) {
             last_interrupt = now;

@@ -465,6 +465,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/notifications": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Where the tenant's reviewers are told of held calls
+         * @description Roles `reviewer`, `admin`. The tenant's sinks and reminder (empty and
+         *     null when never set).
+         */
+        get: operations["getNotifications"];
+        /**
+         * Set where the tenant's reviewers are told of held calls
+         * @description Role `admin`; replaces the whole setting; audited
+         *     (`notifications.update`). When a call of the tenant is held, each sink
+         *     is told (and again `remind_before_seconds` before the approval
+         *     expires, when set): a `webhook` gets a JSON POST signed like callbacks
+         *     (`X-Toolcage-Signature`, the tenant's webhook secret) with `event`
+         *     (`approval.pending`, `approval.reminder`), the approval and execution
+         *     ids, tool, tier, reasons, required approvals, expiry and `link`; a
+         *     `slack` URL (an incoming webhook) gets `{"text": ...}`; an `email`
+         *     sink a plain-text message through the server's `TOOLCAGE_SMTP_URL`.
+         *     None carries code, stdin or files; the link is to the console page,
+         *     which still asks for a sign-in. Deliveries leave the request and
+         *     worker paths (an outbox, retried with backoff, given up after
+         *     `TOOLCAGE_WEBHOOK_MAX_ATTEMPTS`; `toolcage_deliveries_total` counts
+         *     them). A URL is refused when a callback would be (private and
+         *     loopback addresses unless `TOOLCAGE_WEBHOOK_ALLOW_PRIVATE`, cloud
+         *     metadata always).
+         */
+        put: operations["putNotifications"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/approvals/{id}": {
         parameters: {
             query?: never;
@@ -1552,6 +1592,21 @@ export interface components {
             expires_at?: string;
             credentials?: components["schemas"]["CredentialsSummary"];
         };
+        Notifications: {
+            sinks: components["schemas"]["NotificationSink"][];
+            remind_before_seconds: number | null;
+            updated_at: string | null;
+        };
+        NotificationSink: {
+            /** @enum {string} */
+            type: "webhook" | "slack";
+            /** Format: uri */
+            url: string;
+        } | {
+            /** @constant */
+            type: "email";
+            to: string;
+        };
         /** @description An execution receipt (`GET /v1/executions/{id}/receipt`). */
         Receipt: {
             signature: {
@@ -1600,7 +1655,8 @@ export interface components {
                     payload_hash: string;
                     required_approvals: number;
                     decisions: {
-                        decider: string;
+                        /** @description Who decided (`key:<id>`, `user:<name>`, `person:<id>`); null in an agent's receipt. */
+                        decider: string | null;
                         /** @enum {string} */
                         decision: "approve" | "deny";
                         reason: string | null;
@@ -3351,6 +3407,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             405: components["responses"]["MethodNotAllowed"];
             /** @description `urn:toolcage:problem:not-finished`: the execution has no outcome yet. */
@@ -3444,6 +3501,67 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             405: components["responses"]["MethodNotAllowed"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getNotifications: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The setting. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Notifications"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            405: components["responses"]["MethodNotAllowed"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    putNotifications: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    sinks: components["schemas"]["NotificationSink"][];
+                    remind_before_seconds?: number | null;
+                };
+            };
+        };
+        responses: {
+            /** @description The setting as stored. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Notifications"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            405: components["responses"]["MethodNotAllowed"];
+            413: components["responses"]["BodyTooLarge"];
             500: components["responses"]["Internal"];
             503: components["responses"]["Unavailable"];
         };
