@@ -1478,6 +1478,35 @@ static enum MHD_Result not_open(struct tc_request *r, const char *id)
 
 /* ---- a call's way to the driver (a request's, or a held one's once approved) ---- */
 
+/* The "execute" audit record of call c (asked by r), decided so (api/api.h). */
+static json_t *call_event(struct tc_request *r, struct call *c, json_t *body, const char *decision)
+{
+    struct session *s = c->s;
+    struct tc_api_call_ids ids = {.principal = &r->principal,
+                                  .request_id = r->request_id,
+                                  .tool = s->tool,
+                                  .exec_id = c->exec_id,
+                                  .limits = c->limits,
+                                  .findings = c->findings,
+                                  .session_id = s->id,
+                                  .tool_policy = s->tool_policy};
+    return tc_api_execute_event(&ids, s->redactor, body, decision);
+}
+
+/* The request as its execution row keeps it: {tool, code, session_id, stdin?, files?}. */
+static char *call_request_text(struct session *s, json_t *body)
+{
+    json_t *rq = json_pack("{s:s, s:O, s:s}", "tool", s->tool, "code",
+                           json_object_get(body, "code"), "session_id", s->id);
+    if (rq && json_object_get(body, "stdin"))
+        json_object_set(rq, "stdin", json_object_get(body, "stdin"));
+    if (rq && json_object_get(body, "files"))
+        json_object_set(rq, "files", json_object_get(body, "files"));
+    char *text = rq ? json_dumps(rq, JSON_COMPACT) : NULL;
+    json_decref(rq);
+    return text;
+}
+
 /* The session for c (one call at a time), or false with the answer in *ret (c freed). */
 static bool take_session(struct tc_request *r, struct call *c, enum MHD_Result *ret)
 {
@@ -1632,27 +1661,12 @@ static enum MHD_Result hold_call(struct tc_request *r, struct call *c, json_t *b
     if (payload)
         json_object_set_new(payload, "session_id", json_string(s->id));
     json_t *approval = tc_approval_new(s->t, payload, reasons);
-    struct tc_api_call_ids ids = {.principal = &r->principal,
-                                  .request_id = r->request_id,
-                                  .tool = s->tool,
-                                  .exec_id = c->exec_id,
-                                  .limits = c->limits,
-                                  .findings = c->findings,
-                                  .session_id = s->id,
-                                  .tool_policy = s->tool_policy};
-    json_t *ev = tc_api_execute_event(&ids, s->redactor, body, "held");
+    json_t *ev = call_event(r, c, body, "held");
     if (ev && approval) {
         json_object_set(ev, "approval_id", json_object_get(approval, "id"));
         json_object_set(ev, "reasons", reasons);
     }
-    json_t *rq = json_pack("{s:s, s:O, s:s}", "tool", s->tool, "code",
-                           json_object_get(body, "code"), "session_id", s->id);
-    if (rq && json_object_get(body, "stdin"))
-        json_object_set(rq, "stdin", json_object_get(body, "stdin"));
-    if (rq && json_object_get(body, "files"))
-        json_object_set(rq, "files", json_object_get(body, "files"));
-    char *rq_text = rq ? json_dumps(rq, JSON_COMPACT) : NULL;
-    json_decref(rq);
+    char *rq_text = call_request_text(s, body);
     json_t *lj = tc_exec_limits_json(c->limits);
     char *lt = lj ? json_dumps(lj, JSON_COMPACT) : NULL;
     json_decref(lj);
@@ -2135,16 +2149,7 @@ enum MHD_Result tc_api_session_execute_json(struct tc_request *r, json_t *body,
     json_decref(reasons);
     if (action == TC_ACTION_BLOCK || held) {
         tc_uuid7(c->exec_id);
-        struct tc_api_call_ids ids = {.principal = &r->principal,
-                                      .request_id = r->request_id,
-                                      .tool = s->tool,
-                                      .exec_id = c->exec_id,
-                                      .limits = c->limits,
-                                      .findings = c->findings,
-                                      .session_id = s->id,
-                                      .tool_policy = s->tool_policy};
-        json_t *ev = tc_api_execute_event(&ids, s->redactor, body,
-                                          action == TC_ACTION_BLOCK ? "blocked" : "refused");
+        json_t *ev = call_event(r, c, body, action == TC_ACTION_BLOCK ? "blocked" : "refused");
         PGconn *db = ev ? tc_db_acquire(r->srv->db, TC_DB_WAIT_MS) : NULL;
         int arc = db ? tc_audit_append(db, r->srv->keys, ev, NULL) : -EIO;
         tc_db_release(r->srv->db, db);
@@ -2191,22 +2196,8 @@ enum MHD_Result tc_api_session_execute_json(struct tc_request *r, json_t *body,
      * records, the tenant's call quota; the session's use. */
     tc_uuid7(c->exec_id);
     tc_iso8601(tc_wall_ms(), c->created_at);
-    struct tc_api_call_ids ids = {.principal = &r->principal,
-                                  .request_id = r->request_id,
-                                  .tool = s->tool,
-                                  .exec_id = c->exec_id,
-                                  .limits = c->limits,
-                                  .findings = c->findings,
-                                  .session_id = s->id,
-                                  .tool_policy = s->tool_policy};
-    json_t *ev = tc_api_execute_event(&ids, s->redactor, body, "allowed");
-    json_t *req = json_pack("{s:s, s:O, s:s}", "tool", s->tool, "code", code, "session_id", s->id);
-    if (req && in)
-        json_object_set(req, "stdin", in);
-    if (req && files)
-        json_object_set(req, "files", files);
-    char *req_text = req ? json_dumps(req, JSON_COMPACT) : NULL;
-    json_decref(req);
+    json_t *ev = call_event(r, c, body, "allowed");
+    char *req_text = call_request_text(s, body);
     json_t *lj = tc_exec_limits_json(c->limits);
     char *lt = json_dumps(lj, JSON_COMPACT);
     json_decref(lj);
