@@ -101,7 +101,7 @@ test('toolcage version prints the project version', async () => {
 });
 
 test('toolcage --help lists every command and the environment; no command is a usage error', async () => {
-  const commands = ['serve', 'migrate', 'keys', 'policy', 'exec', 'audit', 'users', 'secrets', 'version'];
+  const commands = ['serve', 'migrate', 'keys', 'policy', 'exec', 'audit', 'receipt', 'users', 'secrets', 'version'];
   for (const flag of ['--help', '-h', 'help']) {
     const r = await run([flag]);
     assert.equal(r.code, 0, `${flag}: ${r.stderr}`);
