@@ -51,6 +51,9 @@ test('execute, problems, submit and wait, cancel against the server', async () =
   assert.equal(e.stdout, `ts-${t}\n`);
   assert.equal(e.files[0].path, 'f.txt');
   assert.equal((await tc.get(e.id)).stdout, e.stdout);
+  const receipt = await tc.receipt(e.id);
+  assert.equal(receipt.statement.execution_id, e.id);
+  assert.equal(receipt.statement.output.stdout_sha256, crypto.createHash('sha256').update(e.stdout).digest('hex'));
   assert.ok(!JSON.stringify(tc).includes(server.keys.agent), 'the key is serialised');
 
   const problem = async (p, status, type) => {

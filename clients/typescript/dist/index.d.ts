@@ -30,6 +30,7 @@ export type SessionRequest = Schemas['SessionRequest'];
 export type SessionExecuteRequest = Schemas['SessionExecuteRequest'];
 export type SessionFile = Schemas['SessionFile'];
 export type SessionFileWritten = Schemas['SessionFileWritten'];
+export type Receipt = Schemas['Receipt'];
 /** One Server-Sent Event of an execution (docs/streaming.md); `id` is the last event id seen,
  * to re-attach with `Client.events()`. */
 export type StreamEvent = {
@@ -140,6 +141,9 @@ export declare class Client {
         signal?: AbortSignal;
     }): AsyncGenerator<StreamEvent>;
     get(id: string): Promise<Execution>;
+    /** The signed receipt of a finished execution (docs/audit.md, "Receipts"); check it
+     * offline with `toolcage receipt verify`. */
+    receipt(id: string): Promise<Receipt>;
     /** Long-polls until the execution is final or `timeoutMs` has passed (then its current state). */
     wait(id: string, timeoutMs?: number): Promise<Execution>;
     cancel(id: string): Promise<Schemas['CancelResult']>;

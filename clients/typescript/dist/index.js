@@ -199,6 +199,11 @@ export class Client {
     get(id) {
         return this.#request('GET', `/v1/executions/${encodeURIComponent(id)}`);
     }
+    /** The signed receipt of a finished execution (docs/audit.md, "Receipts"); check it
+     * offline with `toolcage receipt verify`. */
+    receipt(id) {
+        return this.#request('GET', `/v1/executions/${encodeURIComponent(id)}/receipt`);
+    }
     /** Long-polls until the execution is final or `timeoutMs` has passed (then its current state). */
     async wait(id, timeoutMs) {
         const deadline = timeoutMs === undefined ? Infinity : Date.now() + timeoutMs;

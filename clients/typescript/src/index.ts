@@ -31,6 +31,7 @@ export type SessionRequest = Schemas['SessionRequest'];
 export type SessionExecuteRequest = Schemas['SessionExecuteRequest'];
 export type SessionFile = Schemas['SessionFile'];
 export type SessionFileWritten = Schemas['SessionFileWritten'];
+export type Receipt = Schemas['Receipt'];
 /** One Server-Sent Event of an execution (docs/streaming.md); `id` is the last event id seen,
  * to re-attach with `Client.events()`. */
 export type StreamEvent = { id: string | null } & (
@@ -251,6 +252,12 @@ export class Client {
 
   get(id: string): Promise<Execution> {
     return this.#request('GET', `/v1/executions/${encodeURIComponent(id)}`);
+  }
+
+  /** The signed receipt of a finished execution (docs/audit.md, "Receipts"); check it
+   * offline with `toolcage receipt verify`. */
+  receipt(id: string): Promise<Receipt> {
+    return this.#request('GET', `/v1/executions/${encodeURIComponent(id)}/receipt`);
   }
 
   /** Long-polls until the execution is final or `timeoutMs` has passed (then its current state). */
