@@ -123,17 +123,28 @@ test('a full log disk: lines are dropped, counted, and the count is reported lat
   }
 });
 
+async function waitFor(fn, ms, what) {
+  const end = Date.now() + ms;
+  while (!fn()) {
+    if (Date.now() > end) assert.fail(`timed out waiting for ${what}`);
+    await sleep(100);
+  }
+}
+
 test('outcomes not stored at shutdown (PostgreSQL down) wait on disk and are stored at the next start', async (t) => {
   const t0 = performance.now();
   const stateDir = tmpdir('disk-spill-state');
   const s = await serveWith('faults-disk-spill', { stateDir, logPath: path.join(path.dirname(a.logPath), 'faults-disk-spill.server.log') });
   const tags = [tag(), tag(), tag()];
-  const pending = tags.map((tg) => call(s, tg, { sleepS: 1.5 }));
-  await sleep(500);
+  // Started (their start recorded: the program itself marks it), then the database goes away
+  // while they run: a fixed pause lost the race on a loaded host, where a start came late.
+  const pending = tags.map((tg) => call(s, tg, { sleepS: 5 }));
+  await waitFor(() => tags.every((tg) => markers(mdir, tg).start === 1), 30_000 * SLOW, 'the programs to start');
   await pgStop();
   let restarted = false;
   try {
-    await sleep(1500); // the programs end; their outcomes cannot be stored
+    // the programs end; their outcomes cannot be stored
+    await waitFor(() => tags.every((tg) => markers(mdir, tg).end === 1), 30_000 * SLOW, 'the programs to end');
     const exit = await sigterm(s);
     assert.deepEqual(exit, { code: 0, signal: null }, s.logTail());
     const calls = await Promise.all(pending);
