@@ -95,15 +95,20 @@ int tc_console_user_add(PGconn *c, const struct tc_keys *keys, const char *tenan
         *ret_error = strdup(PQerrorMessage(c));
         return -EIO;
     }
+    /* The tenant in a statement of its own, as in tc_auth_create_key(): the next statement's
+     * snapshot sees a tenant a concurrent transaction created meanwhile. */
+    PGresult *t = tc_db_exec(c,
+                             "INSERT INTO tenants (id, name) VALUES ($1, $2)"
+                             " ON CONFLICT (name) DO NOTHING",
+                             2, p);
     PGresult *r =
-        tc_db_exec(c,
-                   "WITH ins AS (INSERT INTO tenants (id, name) VALUES ($1, $2)"
-                   "             ON CONFLICT (name) DO NOTHING RETURNING id),"
-                   " t AS (SELECT id FROM ins UNION ALL SELECT id FROM tenants WHERE name = $2)"
-                   " INSERT INTO console_users (id, tenant_id, name, role, password_hash)"
-                   " SELECT $3, t.id, $4, $5, $6 FROM t LIMIT 1 ON CONFLICT (name) DO NOTHING"
-                   " RETURNING tenant_id",
-                   6, p);
+        t ? tc_db_exec(c,
+                       "INSERT INTO console_users (id, tenant_id, name, role, password_hash)"
+                       " SELECT $2, id, $3, $4, $5 FROM tenants WHERE name = $1"
+                       " ON CONFLICT (name) DO NOTHING RETURNING tenant_id",
+                       5, p + 1)
+          : NULL;
+    PQclear(t);
     sodium_memzero(hash, sizeof(hash));
     if (!r) {
         *ret_error = strdup(PQerrorMessage(c));

@@ -137,19 +137,26 @@ int tc_auth_create_key(PGconn *c, const struct tc_keys *keys, const char *tenant
         sodium_memzero(key, sizeof(key));
         return -EIO;
     }
-    PGresult *r =
-    operator
-        ? tc_db_exec(c,
-                     "INSERT INTO api_keys (id, tenant_id, role, key_hash, prefix)"
-                     " VALUES ($1, NULL, $2, $3::bytea, $4) RETURNING ''",
-                     4, p + 2)
-        : tc_db_exec(c,
-                     "WITH ins AS (INSERT INTO tenants (id, name) VALUES ($1, $2)"
-                     "             ON CONFLICT (name) DO NOTHING RETURNING id),"
-                     " t AS (SELECT id FROM ins UNION ALL SELECT id FROM tenants WHERE name = $2)"
-                     " INSERT INTO api_keys (id, tenant_id, role, key_hash, prefix)"
-                     " SELECT $3, t.id, $4, $5::bytea, $6 FROM t LIMIT 1 RETURNING tenant_id",
-                     6, p);
+    /* The tenant first, in a statement of its own: a concurrent `keys create` for the same new
+     * tenant makes this one wait for its commit, and the next statement's snapshot (READ
+     * COMMITTED) then sees the row. In one statement (a CTE) it saw neither and inserted
+     * nothing. */
+    PGresult *r = NULL, *t = NULL;
+    if (operator)
+        r = tc_db_exec(c,
+                       "INSERT INTO api_keys (id, tenant_id, role, key_hash, prefix)"
+                       " VALUES ($1, NULL, $2, $3::bytea, $4) RETURNING ''",
+                       4, p + 2);
+    else if ((t = tc_db_exec(c,
+                             "INSERT INTO tenants (id, name) VALUES ($1, $2)"
+                             " ON CONFLICT (name) DO NOTHING",
+                             2, p)))
+        r = tc_db_exec(c,
+                       "INSERT INTO api_keys (id, tenant_id, role, key_hash, prefix)"
+                       " SELECT $2, id, $3, $4::bytea, $5 FROM tenants WHERE name = $1"
+                       " RETURNING tenant_id",
+                       5, p + 1);
+    PQclear(t);
     json_t *ev = r && PQntuples(r) == 1
                      ? json_pack("{s:s, s:s, s:{s:s, s:s}, s:{s:s, s:s, s:s}}", "action",
                                  "key.create", "status", "ok", "actor", "type", "cli", "id",

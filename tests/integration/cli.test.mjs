@@ -388,3 +388,31 @@ test('the runtime role alone: migrate refuses a fresh schema, and finds nothing 
     await psql(`DROP DATABASE IF EXISTS "${db}" WITH (FORCE)`, { db: 'postgres' }).catch(() => {});
   }
 });
+
+test('keys create and users add for one new tenant, started at once: every one succeeds, under one tenant', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'toolcage-cli-keys-'));
+  const keyFile = path.join(dir, 'master.key');
+  fs.writeFileSync(keyFile, crypto.randomBytes(32), { mode: 0o600 });
+  const env = { TOOLCAGE_MASTER_KEY_FILE: keyFile };
+  const tenant = `it-cli-race-${crypto.randomBytes(4).toString('hex')}`;
+  try {
+    const m = await run(['migrate'], { env });
+    assert.equal(m.code, 0, m.stderr);
+    // Each insert of the new tenant waits for the first one's commit; before the fix the
+    // losers' snapshot saw no tenant row and created nothing ("keys create" failed).
+    const runs = [];
+    for (let i = 0; i < 6; i++) runs.push(run(['keys', 'create', '--tenant', tenant, '--role', i % 2 ? 'agent' : 'reviewer'], { env }));
+    for (let i = 0; i < 2; i++) {
+      runs.push(run(['users', 'add', '--tenant', tenant, '--name', `race-${i}-${crypto.randomBytes(3).toString('hex')}`, '--role', 'reviewer'],
+        { env, input: 'correct horse battery\n' }));
+    }
+    const results = await Promise.all(runs);
+    for (const r of results) assert.equal(r.code, 0, `a concurrent create failed:\n${r.stdout}\n${r.stderr}`);
+    const counts = (await psql(`SELECT (SELECT count(*) FROM tenants WHERE name = '${tenant}'),
+      (SELECT count(*) FROM api_keys k JOIN tenants t ON t.id = k.tenant_id WHERE t.name = '${tenant}'),
+      (SELECT count(*) FROM console_users u JOIN tenants t ON t.id = u.tenant_id WHERE t.name = '${tenant}')`)).trim();
+    assert.equal(counts, '1|6|2', 'one tenant row, six keys and two console users in it');
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -316,10 +316,12 @@ class Server {
     // Two tenants per file; names are unique so files can share one database.
     const suffix = crypto.randomBytes(4).toString('hex');
     this.tenants = { a: `it-${this.name}-a-${suffix}`, b: `it-${this.name}-b-${suffix}` };
-    for (const role of ROLES) this.keys[role] = await createKey(this.tenants.a, role, this.env);
-    this.keys.otherAgent = await createKey(this.tenants.b, 'agent', this.env);
-    this.keys.otherAdmin = await createKey(this.tenants.b, 'admin', this.env);
-    this.keys.operator = await createKey(null, 'operator', this.env);
+    // The keys at once: each is a process (~180 ms under ASan), one after the other they were
+    // ~1.5 s of every file's set-up.
+    const wanted = [...ROLES.map((role) => [role, this.tenants.a, role]),
+      ['otherAgent', this.tenants.b, 'agent'], ['otherAdmin', this.tenants.b, 'admin'], ['operator', null, 'operator']];
+    const made = await Promise.all(wanted.map(([, tenant, role]) => createKey(tenant, role, this.env)));
+    wanted.forEach(([name], i) => { this.keys[name] = made[i]; });
 
     // A free port can be taken by someone else before the server binds it: only that is
     // retried. Any other failure to start (a crash, a refused configuration) fails at once.
