@@ -103,6 +103,9 @@ enum MHD_Result tc_api_approvals_list(struct tc_request *r);
 enum MHD_Result tc_api_approval_get(struct tc_request *r);
 enum MHD_Result tc_api_approval_approve(struct tc_request *r);
 enum MHD_Result tc_api_approval_deny(struct tc_request *r);
+enum MHD_Result tc_api_egress_asks_list(struct tc_request *r);
+enum MHD_Result tc_api_egress_ask_get(struct tc_request *r);
+enum MHD_Result tc_api_egress_ask_decide(struct tc_request *r);
 enum MHD_Result tc_api_execution_cancel(struct tc_request *r);
 /* Withdraw (held), close (queued) or kill (running) an execution of p's tenant, audited as p:
  * TC_CANCEL_DONE, TC_CANCEL_REQUESTED (execution/cancel.h), -ENOENT, -ESTALE (finished), -EIO. */

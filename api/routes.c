@@ -35,6 +35,11 @@ static const struct tc_route routes[] = {
     {"GET", "/v1/approvals/{}", TC_ROLE_REVIEWER | TC_ROLE_ADMIN, tc_api_approval_get},
     {"POST", "/v1/approvals/{}/approve", TC_ROLE_REVIEWER | TC_ROLE_ADMIN, tc_api_approval_approve},
     {"POST", "/v1/approvals/{}/deny", TC_ROLE_REVIEWER | TC_ROLE_ADMIN, tc_api_approval_deny},
+    /* connections held at the egress proxy for a reviewer (network.ask) */
+    {"GET", "/v1/egress-asks", TC_ROLE_REVIEWER | TC_ROLE_ADMIN, tc_api_egress_asks_list},
+    {"GET", "/v1/egress-asks/{}", TC_ROLE_REVIEWER | TC_ROLE_ADMIN, tc_api_egress_ask_get},
+    {"POST", "/v1/egress-asks/{}/decision", TC_ROLE_REVIEWER | TC_ROLE_ADMIN,
+     tc_api_egress_ask_decide},
     /* Auditors and admins read their tenant's trail, operators every tenant's. */
     {"GET", "/v1/audit", TC_ROLE_AUDITOR | TC_ROLE_ADMIN | TC_ROLE_OPERATOR, tc_api_audit_list},
     {"GET", "/v1/audit/export", TC_ROLE_AUDITOR | TC_ROLE_ADMIN | TC_ROLE_OPERATOR,

@@ -30,6 +30,7 @@
 #include "server/recorder.h"
 #include "server/reload.h"
 #include "server/verifier.h"
+#include "server/egress_asks.h"
 #include "server/events.h"
 #include "server/slotq.h"
 #include "server/waiters.h"
@@ -249,6 +250,10 @@ int tc_cmd_serve(int argc, char **argv)
         tc_log(TC_LOG_ERROR, "cannot start the sessions' keeper", NULL);
         goto out;
     }
+    if (tc_egress_asks_start(&srv) < 0) {
+        tc_log(TC_LOG_ERROR, "cannot start the egress asks' thread", NULL);
+        goto out;
+    }
     if (tc_http_start(&srv, &err) < 0) {
         tc_log(TC_LOG_ERROR, "cannot listen", "{s:s, s:s, s:i}", "error", err ? err : "", "host",
                cfg.listen_host, "port", (int)cfg.listen_port);
@@ -307,6 +312,7 @@ int tc_cmd_serve(int argc, char **argv)
     tc_server_set_stopping(&srv);
     tc_worker_quiesce(worker);
     tc_slotq_detach();
+    tc_egress_asks_stop(); /* asks still pending expire (the proxy denies them with its sandbox) */
     tc_launcher_stop(srv.launcher); /* pending executions resume with an error result */
     srv.launcher = NULL;
     tc_worker_stop(worker);
@@ -339,6 +345,7 @@ out:
     tc_events_stop();
     tc_http_stop(&srv);
     tc_slotq_detach();
+    tc_egress_asks_stop();
     tc_launcher_stop(srv.launcher);
     tc_worker_stop(worker);
     tc_verifier_free(srv.verifier);

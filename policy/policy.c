@@ -784,16 +784,30 @@ static void parse_network(struct ctx *c, const char *path, json_t *obj, struct t
         add_err(c, np, "must be \"none\" or {\"allow\": [...]}");
         return;
     }
-    check_keys(c, np, net, (const char *const[]){"allow", NULL});
+    check_keys(c, np, net, (const char *const[]){"allow", "ask", "ask_timeout_seconds", NULL});
+    /* "ask": a connection to a host not listed is held for a reviewer (docs/approvals.md) */
+    t->network_ask_timeout_s = 120;
+    if ((v = json_object_get(net, "ask"))) {
+        path_key(p, sizeof(p), np, "ask");
+        if (!json_is_boolean(v))
+            add_err(c, p, "must be a boolean");
+        t->network_ask = json_is_true(v);
+    }
+    if ((v = json_object_get(net, "ask_timeout_seconds"))) {
+        path_key(p, sizeof(p), np, "ask_timeout_seconds");
+        if (!t->network_ask)
+            add_err(c, p, "needs \"ask\": true");
+        (void)want_int(c, p, v, 5, 3600, &t->network_ask_timeout_s);
+    }
     allow = get_array(c, np, net, "allow", true, 0, MAX_ALLOW);
     if (!allow)
         return;
     path_key(p, sizeof(p), np, "allow");
-    if (json_array_size(allow) == 0) {
+    if (json_array_size(allow) == 0 && !t->network_ask) {
         add_err(c, p, "must list at least one host (use \"network\": \"none\" for no network)");
         return;
     }
-    t->network_allow = xcalloc(c, json_array_size(allow), sizeof(char *));
+    t->network_allow = xcalloc(c, json_array_size(allow) + 1, sizeof(char *));
     if (!t->network_allow)
         return;
     t->network_none = false;
@@ -1165,6 +1179,11 @@ static void parse_tool(struct ctx *c, const char *name, json_t *obj, struct tc_t
     check_output(c, path, obj);
     t->plots = json_is_true(json_object_get(json_object_get(obj, "output"), "plots"));
     parse_session(c, path, obj, t);
+    if (t->network_ask && t->session) {
+        /* a session's sandbox outlives its calls: an ask would have no one execution to name */
+        path_key(p, sizeof(p), path, "network");
+        add_err(c, p, "\"ask\" is not available for session tools");
+    }
 }
 
 /* ---- the policy ---------------------------------------------------------------------------- */
@@ -1449,6 +1468,13 @@ json_t *tc_tool_describe(const struct tc_tool *t)
                 allow = NULL;
             }
         net = allow ? json_pack("{s:o}", "allow", allow) : NULL;
+        if (net && t->network_ask &&
+            (json_object_set_new(net, "ask", json_true()) < 0 ||
+             json_object_set_new(net, "ask_timeout_seconds",
+                                 json_integer(t->network_ask_timeout_s)) < 0)) {
+            json_decref(net);
+            net = NULL;
+        }
     }
     if (!net) {
         json_decref(limits);

@@ -60,6 +60,8 @@ struct tc_launcher {
     unsigned restarts, in_flight, spawns;
     void (*on_free)(void *ud); /* a slot was given back (tc_launcher_on_free) */
     void *on_free_ud;
+    void (*on_ask)(void *ud, const char *id, json_t *ask); /* tc_launcher_on_ask */
+    void *on_ask_ud;
     unsigned reserved; /* slots promised by tc_launcher_reserve(), not yet submitted */
     struct pending *pending;
     struct file_wait *file_waits; /* tc_launcher_file() calls waiting for their answer */
@@ -203,6 +205,17 @@ static void slot_freed(struct tc_launcher *l)
         cb(ud);
 }
 
+void tc_launcher_on_ask(struct tc_launcher *l, void (*cb)(void *ud, const char *id, json_t *ask),
+                        void *ud)
+{
+    if (!l)
+        return;
+    pthread_mutex_lock(&l->mu);
+    l->on_ask = cb;
+    l->on_ask_ud = ud;
+    pthread_mutex_unlock(&l->mu);
+}
+
 void tc_launcher_on_free(struct tc_launcher *l, void (*cb)(void *ud), void *ud)
 {
     if (!l)
@@ -276,6 +289,27 @@ static struct pending *pending_find(struct tc_launcher *l, const char *id)
     return found;
 }
 
+/* TC_WIRE_ASK of a sandbox this client submitted: {"ask": n >= 0, "host": 1..253 bytes,
+ * "port": 1..65535, "index"}, or nothing (the launcher is trusted, the proxy's text is not
+ * taken on trust further than this). */
+static void deliver_ask(struct tc_launcher *l, const char *id, const char *payload)
+{
+    json_t *j = payload ? json_loads(payload, JSON_REJECT_DUPLICATES, NULL) : NULL;
+    json_t *n = json_object_get(j, "ask"), *host = json_object_get(j, "host"),
+           *port = json_object_get(j, "port");
+    bool mine = pending_find(l, id) != NULL;
+    pthread_mutex_lock(&l->mu);
+    void (*cb)(void *, const char *, json_t *) = l->on_ask;
+    void *ud = l->on_ask_ud;
+    pthread_mutex_unlock(&l->mu);
+    if (cb && mine && json_is_integer(n) && json_integer_value(n) >= 0 && json_is_string(host) &&
+        json_string_length(host) >= 1 && json_string_length(host) <= 253 &&
+        strlen(json_string_value(host)) == json_string_length(host) && json_is_integer(port) &&
+        json_integer_value(port) >= 1 && json_integer_value(port) <= 65535)
+        cb(ud, id, j);
+    json_decref(j);
+}
+
 static void run_generation(struct tc_launcher *l)
 {
     struct tc_wire_hdr h;
@@ -335,6 +369,8 @@ static void run_generation(struct tc_launcher *l)
             struct pending *p = pending_find(l, h.id);
             if (p && p->chunk && payload && h.len >= 2 && (payload[0] >= '1' && payload[0] <= '5'))
                 p->chunk(p->userdata, payload[0] - '0', payload + 1, (size_t)h.len - 1);
+        } else if (h.type == TC_WIRE_ASK) {
+            deliver_ask(l, h.id, payload);
         } else if (h.type == TC_WIRE_FILE_DONE) {
             json_t *head = payload ? json_loadb(payload, strcspn(payload, "\n"), 0, NULL) : NULL;
             uint64_t req = (uint64_t)json_integer_value(json_object_get(head, "req"));
@@ -670,6 +706,16 @@ static int send_about(struct tc_launcher *l, enum tc_wire_type type, const char 
     r = tc_wire_send(sock, type, id, data, len);
     pthread_mutex_unlock(&l->send_mu);
     return r == -EMSGSIZE || r == -E2BIG ? -EINVAL : r < 0 ? -EPIPE : 0;
+}
+
+int tc_launcher_verdict(struct tc_launcher *l, const char *id, long ask, const char *verdict)
+{
+    json_t *j = json_pack("{s:I, s:s}", "ask", (json_int_t)ask, "verdict", verdict);
+    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    int r = text ? send_about(l, TC_WIRE_VERDICT, id, text, strlen(text)) : -ENOMEM;
+    free(text);
+    return r;
 }
 
 int tc_launcher_go(struct tc_launcher *l, const char *id)

@@ -55,12 +55,25 @@ struct conn {
     int cfd, ufd; /* shut down (never closed) by CLOSE under sbx->mu */
 };
 
+/* A host asked about (ADD's "ask_ms"): connections to it wait for the verdict. */
+enum verdict { V_PENDING = 0, V_ONCE, V_EXECUTION, V_DENY };
+struct ask {
+    char host[TC_EGRESS_HOST_MAX + 1];
+    uint16_t port;
+    enum verdict verdict;
+    bool timed_out; /* the deny is the clock's, not a reviewer's */
+};
+
 struct sbx {
     struct sbx *next; /* main thread's list */
     uint64_t handle;
     int lfd;
-    struct tc_egress_rule *rules;
-    size_t nrules;
+    struct tc_egress_rule *rules; /* room for TC_EGRESS_MAX_ASKS more: allowed for the run */
+    size_t nrules;                /* grows (under mu) when a reviewer allows a host for the run */
+    int64_t ask_ms;               /* 0: hosts not in the rules are refused; else asked about */
+    struct ask asks[TC_EGRESS_MAX_ASKS];
+    size_t nasks;
+    pthread_cond_t asked; /* a verdict came, or the sandbox is being closed */
     pthread_mutex_t mu;
     pthread_cond_t idle;
     struct attempt *att;
@@ -92,6 +105,7 @@ static void sbx_unref(struct sbx *s)
         return;
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->idle);
+    pthread_cond_destroy(&s->asked);
     free(s->rules);
     free(s->att);
     free(s);
@@ -338,6 +352,109 @@ static void relay(struct conn *c, long idx)
     }
 }
 
+/* The rule a reviewer's allow stands for: this host and port exactly (an IPv4 literal names
+ * its address, so a loopback or private one is reachable as an allowlist entry naming it
+ * would make it; a name resolving to one is not). */
+static void ask_rule(const char *host, uint16_t port, struct tc_egress_rule *r)
+{
+    memset(r, 0, sizeof(*r));
+    snprintf(r->host, sizeof(r->host), "%s", host);
+    r->port = port;
+    struct in_addr a;
+    if (inet_pton(AF_INET, host, &a) == 1) {
+        r->ip_literal = true;
+        memcpy(r->ip, &a, 4);
+    }
+}
+
+static void timespec_after(struct timespec *ts, int64_t ms)
+{
+    clock_gettime(CLOCK_REALTIME, ts);
+    ts->tv_sec += (time_t)(ms / 1000);
+    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
+/* host:port is not in the rules and the sandbox asks: hold this connection until a reviewer
+ * answers (through the launcher and the server), ask_ms pass (deny) or the sandbox ends. A
+ * second connection to a host already asked about waits for the same answer. The attempt is
+ * recorded as "asking", then as what came of it. true: connect, with *ret_rule. */
+static bool ask(struct sbx *s, const char *host, uint16_t port, struct tc_egress_rule *ret_rule,
+                long *ret_idx)
+{
+    struct timespec until;
+    size_t n = SIZE_MAX;
+    bool fresh = false;
+
+    timespec_after(&until, s->ask_ms);
+    pthread_mutex_lock(&s->mu);
+    for (size_t i = 0; i < s->nasks; i++)
+        if (s->asks[i].port == port && strcmp(s->asks[i].host, host) == 0 &&
+            s->asks[i].verdict == V_PENDING)
+            n = i;
+    if (n == SIZE_MAX && s->nasks < TC_EGRESS_MAX_ASKS) {
+        n = s->nasks++;
+        snprintf(s->asks[n].host, sizeof(s->asks[n].host), "%s", host);
+        s->asks[n].port = port;
+        s->asks[n].verdict = V_PENDING;
+        s->asks[n].timed_out = false;
+        fresh = true;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (n == SIZE_MAX) {
+        *ret_idx = record(s, host, port, false, "ask_limit");
+        return false;
+    }
+    long idx = record(s, host, port, false, "asking");
+    *ret_idx = idx;
+    if (fresh) {
+        json_t *j = json_pack("{s:I, s:s, s:i, s:I, s:I}", "ask", (json_int_t)n, "host", host,
+                              "port", (int)port, "index", (json_int_t)idx, "timeout_ms",
+                              (json_int_t)s->ask_ms);
+        char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+        json_decref(j);
+        if (!text || tc_eg_send(g_ctl, TC_EG_ASK, s->handle, text, strlen(text), -1) < 0) {
+            pthread_mutex_lock(&s->mu);
+            s->asks[n].verdict = V_DENY; /* nobody can answer: a deny, for every waiter */
+            pthread_cond_broadcast(&s->asked);
+            pthread_mutex_unlock(&s->mu);
+        }
+        free(text);
+    }
+    pthread_mutex_lock(&s->mu);
+    int r = 0;
+    while (s->asks[n].verdict == V_PENDING && !s->closed && r != ETIMEDOUT)
+        r = pthread_cond_timedwait(&s->asked, &s->mu, &until);
+    enum verdict v = s->asks[n].verdict;
+    bool closed = s->closed;
+    if (v == V_PENDING && !closed) { /* nobody answered in time: a deny, for every waiter */
+        s->asks[n].verdict = v = V_DENY;
+        s->asks[n].timed_out = true;
+        pthread_cond_broadcast(&s->asked);
+    }
+    bool timed_out = s->asks[n].timed_out;
+    ask_rule(host, port, ret_rule);
+    if (v == V_EXECUTION) { /* later connections match the rule without asking */
+        size_t ri;
+        bool known = tc_egress_match(s->rules, s->nrules, host, port, &ri) == TC_EGRESS_MATCH;
+        if (!known)
+            s->rules[s->nrules++] = *ret_rule; /* room: one per ask, TC_EGRESS_MAX_ASKS */
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (closed && v == V_PENDING) {
+        update(s, idx, false, "cancelled", NULL);
+        return false;
+    }
+    if (v == V_DENY) {
+        update(s, idx, false, timed_out ? "ask_timeout" : "denied_by_reviewer", NULL);
+        return false;
+    }
+    return true;
+}
+
 static void serve(struct conn *c)
 {
     struct sbx *s = c->sbx;
@@ -374,14 +491,26 @@ static void serve(struct conn *c)
               "toolcage egress proxy: only CONNECT host:port and absolute http:// requests\n");
         return;
     }
+    struct tc_egress_rule rule; /* a copy: a reviewer's allow may grow the rules meanwhile */
+    pthread_mutex_lock(&s->mu);
     enum tc_egress_match m = tc_egress_match(s->rules, s->nrules, h.host, h.port, &ri);
-    if (m != TC_EGRESS_MATCH) {
+    if (m == TC_EGRESS_MATCH)
+        rule = s->rules[ri];
+    pthread_mutex_unlock(&s->mu);
+    if (m != TC_EGRESS_MATCH && s->ask_ms > 0) {
+        if (!ask(s, h.host, h.port, &rule, &idx)) {
+            deny(c->cfd, 403, "Forbidden", "was not allowed by a reviewer", h.host, h.port);
+            return;
+        }
+        update(s, idx, true, "resolving", NULL);
+    } else if (m != TC_EGRESS_MATCH) {
         const char *why = m == TC_EGRESS_NO_PORT ? "port_not_allowed" : "host_not_allowed";
         record(s, h.host, h.port, false, why);
         deny(c->cfd, 403, "Forbidden", "is not in this tool's network allowlist", h.host, h.port);
         return;
+    } else {
+        idx = record(s, h.host, h.port, true, "resolving");
     }
-    idx = record(s, h.host, h.port, true, "resolving");
     r = getaddrinfo(h.host, NULL, &hints, &res);
     if (r != 0 || !res) {
         update(s, idx, true, "resolve_failed", NULL);
@@ -393,7 +522,7 @@ static void serve(struct conn *c)
     for (const struct addrinfo *ai = res; ai; ai = ai->ai_next) {
         if (ai->ai_family != AF_INET && ai->ai_family != AF_INET6)
             continue;
-        if (!tc_egress_addr_allowed(&s->rules[ri], ai->ai_addr)) {
+        if (!tc_egress_addr_allowed(&rule, ai->ai_addr)) {
             if (!blocked) {
                 blocked = tc_egress_class_name(tc_egress_classify(ai->ai_addr));
                 addr_text(ai->ai_addr, ip, sizeof(ip));
@@ -540,15 +669,19 @@ static void on_accept(struct sbx *s)
     }
 }
 
+/* payload {"allow": ["rule", ...], "ask_ms": n}: an empty list only when n > 0 */
 static void on_add(const struct tc_eg_hdr *h, const char *payload, int lfd)
 {
-    json_t *arr = payload ? json_loads(payload, JSON_REJECT_DUPLICATES, NULL) : NULL;
+    json_t *root = payload ? json_loads(payload, JSON_REJECT_DUPLICATES, NULL) : NULL;
+    json_t *arr = json_object_get(root, "allow"), *ask_ms = json_object_get(root, "ask_ms");
     struct sbx *s = NULL;
     size_t i;
     json_t *v;
 
-    if (!json_is_array(arr) || json_array_size(arr) == 0 ||
-        json_array_size(arr) > TC_EGRESS_MAX_RULES)
+    if (!json_is_array(arr) || json_array_size(arr) > TC_EGRESS_MAX_RULES ||
+        (ask_ms && (!json_is_integer(ask_ms) || json_integer_value(ask_ms) < 0 ||
+                    json_integer_value(ask_ms) > 24 * 3600 * 1000)) ||
+        (json_array_size(arr) == 0 && json_integer_value(ask_ms) <= 0))
         goto fail;
     for (struct sbx *x = g_list; x; x = x->next)
         if (x->handle == h->handle)
@@ -556,7 +689,7 @@ static void on_add(const struct tc_eg_hdr *h, const char *payload, int lfd)
     s = calloc(1, sizeof(*s));
     if (!s)
         goto fail;
-    s->rules = calloc(json_array_size(arr), sizeof(*s->rules));
+    s->rules = calloc(json_array_size(arr) + TC_EGRESS_MAX_ASKS, sizeof(*s->rules));
     s->att = calloc(TC_EGRESS_MAX_ATTEMPTS, sizeof(*s->att));
     if (!s->rules || !s->att)
         goto fail;
@@ -566,21 +699,24 @@ static void on_add(const struct tc_eg_hdr *h, const char *payload, int lfd)
             goto fail;
     }
     s->nrules = json_array_size(arr);
+    s->ask_ms = json_integer_value(ask_ms);
     s->handle = h->handle;
     s->lfd = lfd;
     s->refs = 1;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->idle, NULL);
+    pthread_cond_init(&s->asked, NULL);
     fcntl(lfd, F_SETFL, O_NONBLOCK);
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = s};
     if (epoll_ctl(g_epfd, EPOLL_CTL_ADD, lfd, &ev) < 0) {
         pthread_mutex_destroy(&s->mu);
         pthread_cond_destroy(&s->idle);
+        pthread_cond_destroy(&s->asked);
         goto fail;
     }
     s->next = g_list;
     g_list = s;
-    json_decref(arr);
+    json_decref(root);
     return;
 fail:
     /* The listener is closed: the sandbox's connections are refused, nothing leaks out. */
@@ -590,7 +726,7 @@ fail:
         free(s);
     }
     close(lfd);
-    json_decref(arr);
+    json_decref(root);
 }
 
 /* Connections still in the accept queue when the sandbox ended: record what they asked. */
@@ -604,11 +740,13 @@ static void drain_backlog(struct sbx *s)
         if (fd < 0)
             return;
         ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
-        if (n > 0 && tc_http_head_parse(buf, (size_t)n, &h) == 0)
-            record(s, h.host, h.port,
-                   tc_egress_match(s->rules, s->nrules, h.host, h.port, &ri) == TC_EGRESS_MATCH,
-                   "cancelled");
-        else
+        if (n > 0 && tc_http_head_parse(buf, (size_t)n, &h) == 0) {
+            pthread_mutex_lock(&s->mu);
+            bool ok =
+                tc_egress_match(s->rules, s->nrules, h.host, h.port, &ri) == TC_EGRESS_MATCH;
+            pthread_mutex_unlock(&s->mu);
+            record(s, h.host, h.port, ok, "cancelled");
+        } else
             record(s, NULL, 0, false, "cancelled");
         close(fd);
     }
@@ -637,6 +775,7 @@ static void on_close(uint64_t handle)
 
     pthread_mutex_lock(&s->mu);
     s->closed = true;
+    pthread_cond_broadcast(&s->asked); /* connections waiting for a verdict give up */
     for (struct conn *c = s->conns; c; c = c->next) {
         shutdown(c->cfd, SHUT_RDWR);
         if (c->ufd >= 0)
@@ -662,6 +801,33 @@ static void on_close(uint64_t handle)
     sbx_unref(s);
 }
 
+/* A reviewer's answer (egress_proto.h VERDICT) for ask n of a sandbox; one that is not pending
+ * any more (timed out) is ignored. */
+static void on_verdict(uint64_t handle, const char *payload)
+{
+    json_t *j = payload ? json_loads(payload, JSON_REJECT_DUPLICATES, NULL) : NULL;
+    json_t *n = json_object_get(j, "ask");
+    const char *v = json_string_value(json_object_get(j, "verdict"));
+    enum verdict verdict = !v                                   ? V_PENDING
+                           : strcmp(v, "allow_once") == 0      ? V_ONCE
+                           : strcmp(v, "allow_execution") == 0 ? V_EXECUTION
+                           : strcmp(v, "deny") == 0            ? V_DENY
+                                                               : V_PENDING;
+    for (struct sbx *s = g_list; s && verdict != V_PENDING && json_is_integer(n); s = s->next) {
+        if (s->handle != handle)
+            continue;
+        pthread_mutex_lock(&s->mu);
+        json_int_t k = json_integer_value(n);
+        if (k >= 0 && (size_t)k < s->nasks && s->asks[k].verdict == V_PENDING) {
+            s->asks[k].verdict = verdict;
+            pthread_cond_broadcast(&s->asked);
+        }
+        pthread_mutex_unlock(&s->mu);
+        break;
+    }
+    json_decref(j);
+}
+
 /* 0: keep going; <0: the launcher is gone. */
 static int on_ctl(void)
 {
@@ -681,6 +847,8 @@ static int on_ctl(void)
             fd = -1;
         } else if (h.type == TC_EG_CLOSE) {
             on_close(h.handle);
+        } else if (h.type == TC_EG_VERDICT) {
+            on_verdict(h.handle, payload);
         }
         if (fd >= 0)
             close(fd);

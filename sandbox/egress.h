@@ -15,6 +15,7 @@
 #define TC_EGRESS_MAX_CONN_SANDBOX 32
 #define TC_EGRESS_MAX_CONN_TOTAL   1024
 #define TC_EGRESS_MAX_ATTEMPTS     256 /* recorded per sandbox; further ones are counted */
+#define TC_EGRESS_MAX_ASKS         8   /* hosts asked about per sandbox; further ones denied */
 
 /* Body of the proxy process: serve the launcher on fd (SOCK_SEQPACKET) until it goes away.
  * Drops to nobody with no_new_privs first and re-arms PR_SET_PDEATHSIG (checked against

@@ -192,7 +192,8 @@ static int make_listener(struct tc_egress_link *l, pid_t pid)
     return tc_steal_fd(&fd);
 }
 
-int tc_egress_link_attach(struct tc_egress_link *l, pid_t pid, json_t *allow, uint64_t *ret_handle)
+int tc_egress_link_attach(struct tc_egress_link *l, pid_t pid, json_t *allow, int64_t ask_ms,
+                          uint64_t *ret_handle)
 {
     _cleanup_close_ int fd = -1;
     _cleanup_free_ char *payload = NULL;
@@ -204,7 +205,9 @@ int tc_egress_link_attach(struct tc_egress_link *l, pid_t pid, json_t *allow, ui
     fd = make_listener(l, pid);
     if (fd < 0)
         return fd;
-    payload = json_dumps(allow, JSON_COMPACT);
+    json_t *add = json_pack("{s:O, s:I}", "allow", allow, "ask_ms", (json_int_t)ask_ms);
+    payload = add ? json_dumps(add, JSON_COMPACT) : NULL;
+    json_decref(add);
     if (!payload)
         return -ENOMEM;
     handle = ++l->next_handle;
@@ -213,6 +216,13 @@ int tc_egress_link_attach(struct tc_egress_link *l, pid_t pid, json_t *allow, ui
         return r;
     *ret_handle = handle;
     return 0;
+}
+
+int tc_egress_link_verdict(struct tc_egress_link *l, uint64_t handle, const char *json)
+{
+    if (!l || l->sock < 0 || !handle)
+        return -ENETUNREACH;
+    return tc_eg_send(l->sock, TC_EG_VERDICT, handle, json, strlen(json), -1);
 }
 
 void tc_egress_link_close(struct tc_egress_link *l, uint64_t handle)
@@ -306,7 +316,7 @@ static void on_final(struct tc_egress_link *l, uint64_t handle, const char *payl
 }
 
 void tc_egress_link_on_readable(struct tc_egress_link *l, tc_egress_deliver_fn deliver,
-                                tc_egress_attempt_fn attempt, void *ud)
+                                tc_egress_attempt_fn attempt, tc_egress_attempt_fn ask, void *ud)
 {
     while (l && l->sock >= 0) {
         struct tc_eg_hdr h;
@@ -331,6 +341,8 @@ void tc_egress_link_on_readable(struct tc_egress_link *l, tc_egress_deliver_fn d
             on_final(l, h.handle, payload, deliver, ud);
         else if (h.type == TC_EG_ATTEMPT && payload && attempt)
             attempt(ud, h.handle, payload, h.len);
+        else if (h.type == TC_EG_ASK && payload && ask)
+            ask(ud, h.handle, payload, h.len);
         free(payload);
     }
 }

@@ -28,7 +28,11 @@ pid_t tc_egress_link_pid(const struct tc_egress_link *l); /* 0 while there is no
  * namespace of pid (entered with setns and left again), registered with the proxy
  * together with allow (the spec's network.allow). -ENETUNREACH when the proxy is gone
  * (it is never forked again: sandboxes that need it fail until the launcher restarts). */
-int tc_egress_link_attach(struct tc_egress_link *l, pid_t pid, json_t *allow, uint64_t *ret_handle);
+int tc_egress_link_attach(struct tc_egress_link *l, pid_t pid, json_t *allow, int64_t ask_ms,
+                          uint64_t *ret_handle);
+/* A reviewer's answer to one of the sandbox's asks ({"ask": n, "verdict": ...},
+ * egress_proto.h VERDICT). 0 or -errno. */
+int tc_egress_link_verdict(struct tc_egress_link *l, uint64_t handle, const char *json);
 /* The sandbox is gone: the proxy cuts its connections and reports (FINAL). */
 void tc_egress_link_close(struct tc_egress_link *l, uint64_t handle);
 
@@ -38,10 +42,12 @@ typedef void (*tc_egress_deliver_fn)(void *userdata, const char *id, json_t *res
 void tc_egress_link_park(struct tc_egress_link *l, uint64_t handle, const char *id, json_t *result,
                          int64_t deadline_ms, tc_egress_deliver_fn deliver, void *userdata);
 /* An attempt as the proxy decides it, or a connection's bytes as it ends (ATTEMPT,
- * egress_proto.h): json is one attempt with its "index" in the sandbox's list. */
+ * egress_proto.h): json is one attempt with its "index" in the sandbox's list. ask: the
+ * same for a connection held for a reviewer (ASK): {"ask", "host", "port", "index"}. */
 typedef void (*tc_egress_attempt_fn)(void *userdata, uint64_t handle, const char *json, size_t len);
 void tc_egress_link_on_readable(struct tc_egress_link *l, tc_egress_deliver_fn deliver,
-                                tc_egress_attempt_fn attempt, void *userdata);
+                                tc_egress_attempt_fn attempt, tc_egress_attempt_fn ask,
+                                void *userdata);
 void tc_egress_link_tick(struct tc_egress_link *l, int64_t now_ms, tc_egress_deliver_fn deliver,
                          void *userdata);
 size_t tc_egress_link_parked(const struct tc_egress_link *l);

@@ -9,6 +9,12 @@
  *                             there: once when the proxy decides it, again with its bytes when
  *                             a connection it let through ends. Sent without waiting (dropped
  *                             when the launcher is behind): live news, FINAL is the record.
+ *   ASK   proxy -> launcher  handle, payload {"ask": n, "host", "port", "index", "timeout_ms"}:
+ *                             a connection
+ *                             to a host the rules do not allow is held for a reviewer (ADD's
+ *                             "ask_ms" > 0); n counts the sandbox's asks from 0
+ *   VERDICT launcher -> proxy handle, payload {"ask": n, "verdict": "allow_once" |
+ *                             "allow_execution" | "deny"}; none within ask_ms is a deny
  */
 #pragma once
 
@@ -23,6 +29,8 @@ enum tc_eg_type {
     TC_EG_CLOSE,
     TC_EG_FINAL,
     TC_EG_ATTEMPT,
+    TC_EG_ASK,
+    TC_EG_VERDICT,
     TC_EG_TYPE_MAX_,
 };
 

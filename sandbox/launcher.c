@@ -376,6 +376,8 @@ static void handle_pidfd(struct launcher *L, struct sbx *s)
 
 /* ---------------- main loop ---------------- */
 
+static void on_verdict(struct launcher *L, const char *id, const char *payload);
+
 static void on_client(struct launcher *L)
 {
     struct tc_wire_hdr h;
@@ -437,6 +439,9 @@ static void on_client(struct launcher *L)
             if (s->used && !s->exited && s->spec.session && strcmp(s->id, h.id) == 0)
                 set_budget(L, s, payload);
         }
+        break;
+    case TC_WIRE_VERDICT:
+        on_verdict(L, h.id, payload);
         break;
     case TC_WIRE_SHUTDOWN:
         L->stopping = true;
@@ -552,6 +557,38 @@ static void on_attempt(void *userdata, uint64_t handle, const char *json, size_t
     }
 }
 
+/* The egress proxy holds a connection of a sandbox for a reviewer: the server is asked
+ * (TC_WIRE_ASK); its TC_WIRE_VERDICT comes back through on_verdict(). */
+static void on_ask(void *userdata, uint64_t handle, const char *json, size_t len)
+{
+    struct launcher *L = userdata;
+    for (unsigned i = 0; handle && i < L->max; i++) {
+        struct sbx *s = &L->slots[i];
+        if (s->used && s->egress_handle == handle) {
+            (void)tc_wire_send(L->sock, TC_WIRE_ASK, s->id, json, len);
+            return;
+        }
+    }
+}
+
+/* TC_WIRE_VERDICT: to the proxy, for the sandbox's handle; only a well-formed answer. */
+static void on_verdict(struct launcher *L, const char *id, const char *payload)
+{
+    json_t *j = payload ? json_loads(payload, JSON_REJECT_DUPLICATES, NULL) : NULL;
+    const char *v = json_string_value(json_object_get(j, "verdict"));
+    bool ok = json_is_integer(json_object_get(j, "ask")) && v &&
+              (strcmp(v, "allow_once") == 0 || strcmp(v, "allow_execution") == 0 ||
+               strcmp(v, "deny") == 0);
+    json_decref(j);
+    for (unsigned i = 0; ok && i < L->max; i++) {
+        struct sbx *s = &L->slots[i];
+        if (s->used && !s->exited && s->egress_handle && strcmp(s->id, id) == 0) {
+            (void)tc_egress_link_verdict(L->egress, s->egress_handle, payload);
+            return;
+        }
+    }
+}
+
 /* A "stream" sandbox's new output, at most every CHUNK_EVERY_MS (a program writing in a tight
  * loop makes one message per interval, not one per write); the first write after a quiet
  * spell goes out at once. The server redacts it (the result stays the authority). */
@@ -607,7 +644,7 @@ static void dispatch(struct launcher *L, struct epoll_event *ev)
         return;
     }
     if (k == W_EGRESS) {
-        tc_egress_link_on_readable(L->egress, lc_deliver_result, on_attempt, L);
+        tc_egress_link_on_readable(L->egress, lc_deliver_result, on_attempt, on_ask, L);
         return;
     }
     if (k == W_SHELL) {

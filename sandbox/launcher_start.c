@@ -72,7 +72,8 @@ static int prepare(struct launcher *L, struct sbx *s)
     /* Network allowlist: the proxy's listener goes into the sandbox's network namespace
      * before PID 1 is released (and brings lo up). */
     if (s->spec.network_allow &&
-        (r = tc_egress_link_attach(L->egress, s->pid, s->spec.network_allow, &s->egress_handle)) <
+        (r = tc_egress_link_attach(L->egress, s->pid, s->spec.network_allow,
+                                   s->spec.network_ask_ms, &s->egress_handle)) <
             0)
         return r;
     return 0;

@@ -118,6 +118,15 @@ unsigned tc_launcher_free_slots(struct tc_launcher *l);
 /* cb(ud) runs (on whichever thread gave it back, outside the client's locks) each time a
  * slot is given back: a result delivered, a promise withdrawn, a submission that failed. */
 void tc_launcher_on_free(struct tc_launcher *l, void (*cb)(void *ud), void *ud);
+/* A sandbox whose spec says network "ask_ms": the egress proxy holds one of its connections
+ * (to a host its allowlist does not name) until tc_launcher_verdict() answers ask n, or
+ * ask_ms pass (a deny). cb(ud, id, ask) runs on the reader thread with {"ask": n, "host",
+ * "port", "index" (in the result's "network")}: keep it short. One handler per client. */
+void tc_launcher_on_ask(struct tc_launcher *l, void (*cb)(void *ud, const char *id, json_t *ask),
+                        void *ud);
+/* verdict: "allow_once" (the connections waiting for this answer), "allow_execution" (and
+ * every later one to host:port in this sandbox) or "deny". 0 or -errno. */
+int tc_launcher_verdict(struct tc_launcher *l, const char *id, long ask, const char *verdict);
 /* Start a held sandbox's program (see "hold"). 0 or -EPIPE. */
 int tc_launcher_go(struct tc_launcher *l, const char *id);
 /* A "session" sandbox: more stdin (len 0 closes it), or SIGINT to its program's process

@@ -201,18 +201,25 @@ static int check_secret_files(json_t *a, char *err, size_t errlen)
 }
 
 /* "none", or {"allow": [rule, ...]} with 1..256 rules in the policy grammar (egress_rules.h). */
-static int parse_network(json_t *v, json_t **ret_allow, char *err, size_t errlen)
+/* "none", or {"allow": [rule, ...], "ask_ms"?: n}: with ask_ms (1 s .. 1 h) hosts not in the
+ * list are asked about (sandbox/egress.h), and the list may be empty. */
+static int parse_network(json_t *v, json_t **ret_allow, int64_t *ret_ask_ms, char *err,
+                         size_t errlen)
 {
-    json_t *allow = json_object_get(v, "allow"), *e;
+    json_t *allow = json_object_get(v, "allow"), *ask = json_object_get(v, "ask_ms"), *e;
     size_t i;
 
     if (json_is_string(v) && strcmp(json_string_value(v), "none") == 0) {
         *ret_allow = NULL;
         return 0;
     }
-    if (!json_is_object(v) || json_object_size(v) != 1 || !json_is_array(allow) ||
-        json_array_size(allow) == 0 || json_array_size(allow) > TC_EGRESS_MAX_RULES)
-        return fail(err, errlen, "network: \"none\" or {\"allow\": [1..%d entries]} required",
+    if (ask && (!json_is_integer(ask) || json_integer_value(ask) < 1000 ||
+                json_integer_value(ask) > 3600 * 1000))
+        return fail(err, errlen, "network.ask_ms: integer 1000..3600000 required");
+    if (!json_is_object(v) || json_object_size(v) != 1 + (ask != NULL) || !json_is_array(allow) ||
+        (json_array_size(allow) == 0 && !ask) || json_array_size(allow) > TC_EGRESS_MAX_RULES)
+        return fail(err, errlen,
+                    "network: \"none\" or {\"allow\": [1..%d entries], \"ask_ms\"?} required",
                     TC_EGRESS_MAX_RULES);
     json_array_foreach(allow, i, e)
     {
@@ -223,6 +230,7 @@ static int parse_network(json_t *v, json_t **ret_allow, char *err, size_t errlen
                         "network.allow[%zu]: host, host:port, *.domain or *.domain:port", i);
     }
     *ret_allow = allow;
+    *ret_ask_ms = ask ? json_integer_value(ask) : 0;
     return 0;
 }
 
@@ -305,7 +313,7 @@ int tc_spec_parse(json_t *spec, struct tc_spec *ret, char *err, size_t errlen)
     s.backend = json_string_value(v);
 
     v = json_object_get(spec, "network");
-    if (v && (r = parse_network(v, &s.network_allow, err, errlen)) < 0)
+    if (v && (r = parse_network(v, &s.network_allow, &s.network_ask_ms, err, errlen)) < 0)
         return r;
 
     v = json_object_get(spec, "hold");

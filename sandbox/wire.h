@@ -34,6 +34,10 @@ enum tc_wire_type {
                         * one call, from now (0: none); the launcher answers as a TC_WIRE_CHUNK
                         * '4' {call, meter} and, when it is spent, sends SIGINT as
                         * TC_WIRE_INTERRUPT does and '4' {call, spent_ms} */
+    TC_WIRE_ASK,       /* launcher -> server: the egress proxy holds a connection of this sandbox
+                        * for a reviewer: {"ask": n, "host", "port", "index"} (egress_proto.h) */
+    TC_WIRE_VERDICT,   /* server -> launcher: the answer, {"ask": n, "verdict": "allow_once" |
+                        * "allow_execution" | "deny"}, passed on to the proxy */
     TC_WIRE_TYPE_MAX_,
 };
 

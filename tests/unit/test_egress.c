@@ -376,6 +376,12 @@ TEST(spec_network)
     CHECK(strstr(err, "network.allow[0]") != NULL);
     CHECK(spec_with_network("{\"allow\":[\"a.com\"],\"x\":1}", err, sizeof(err)) == -EINVAL);
     CHECK(spec_with_network("{\"allow\":[1]}", err, sizeof(err)) == -EINVAL);
+    /* asking: the list may be empty; the bound is 1 s .. 1 h */
+    CHECK(spec_with_network("{\"allow\":[],\"ask_ms\":60000}", err, sizeof(err)) == 0);
+    CHECK(spec_with_network("{\"allow\":[\"a.com\"],\"ask_ms\":1000}", err, sizeof(err)) == 1);
+    CHECK(spec_with_network("{\"allow\":[],\"ask_ms\":999}", err, sizeof(err)) == -EINVAL);
+    CHECK(spec_with_network("{\"allow\":[],\"ask_ms\":\"1\"}", err, sizeof(err)) == -EINVAL);
+    CHECK(spec_with_network("{\"allow\":[],\"ask_ms\":3600001}", err, sizeof(err)) == -EINVAL);
 }
 
 int main(void)

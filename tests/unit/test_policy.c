@@ -684,6 +684,21 @@ static bool test_reserved_sections(void)
     CHECK(tool_fails_with("\"language\": \"shell\", \"session\": {\"enabled\": true}",
                           "tools.t.session.enabled: a session runs its driver in place of "
                           "{code_file}: the command needs it"));
+    /* network.ask: an empty list with it, never for a session, a bounded timeout */
+    CHECK(tool_loads("\"network\": {\"allow\": [], \"ask\": true}"));
+    CHECK(tool_loads("\"network\": {\"allow\": [\"a.com\"], \"ask\": true, "
+                     "\"ask_timeout_seconds\": 3600}"));
+    CHECK(tool_fails_with("\"network\": {\"allow\": []}",
+                          "tools.t.network.allow: must list at least one host (use \"network\": \"none\" for no network)"));
+    CHECK(tool_fails_with("\"network\": {\"allow\": [], \"ask\": 1}",
+                          "tools.t.network.ask: must be a boolean"));
+    CHECK(tool_fails_with("\"network\": {\"allow\": [\"a.com\"], \"ask_timeout_seconds\": 60}",
+                          "tools.t.network.ask_timeout_seconds: needs \"ask\": true"));
+    CHECK(tool_fails_with("\"network\": {\"allow\": [], \"ask\": true, \"ask_timeout_seconds\": 4}",
+                          "tools.t.network.ask_timeout_seconds: must be an integer between 5 and 3600"));
+    snprintf(b, sizeof(b),
+             "%s\"session\": {\"enabled\": true}, \"network\": {\"allow\": [], \"ask\": true}", py);
+    CHECK(tool_fails_with(b, "tools.t.network: \"ask\" is not available for session tools"));
     return true;
 }
 
