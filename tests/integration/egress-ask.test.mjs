@@ -9,7 +9,8 @@ import http from 'node:http';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { setup, createKey, sleep, SLOW } from './harness.mjs';
+import { setup, sleep, SLOW } from './harness.mjs';
+import { addUser, signIn, postForm } from './fixtures/console-http.mjs';
 
 async function upstream(name) {
   const seen = [];
@@ -224,4 +225,48 @@ test('an ask its execution outlives is withdrawn; the proxy lets nothing through
   assert.equal(B.saw('/gone').length, 0);
   const actions = await auditActions(run.id);
   assert.ok(actions.includes('egress.withdrawn'), actions.join());
+});
+
+test('the console: a reviewer sees the ask with its code (escaped) and allows it for the execution; CSRF and role are enforced', async () => {
+  const t = Date.now().toString(36);
+  const code = `# <script>alert("ask-${t}")</script>\n${get(`http://127.0.0.1:${B.port}/console-${t}`)}\n`;
+  const run = await start('asker', code);
+  const [ask] = await pendingAsks(run.id);
+  const reviewer = await signIn(server.base, await addUser(server, `egress-reviewer-${t}`, 'reviewer'));
+  const auditor = await signIn(server.base, await addUser(server, `egress-auditor-${t}`, 'auditor'));
+  assert.equal(reviewer.status, 303);
+  const page = (p, session) => fetch(`${server.base}${p}`, { headers: { cookie: `tc_session=${session}` } });
+
+  const list = await page('/console/egress-asks?status=pending', reviewer.session);
+  const listHtml = await list.text();
+  assert.equal(list.status, 200);
+  assert.ok(listHtml.includes(`href="/console/egress-asks/${ask.id}"`), 'the pending ask is listed');
+  const one = await page(`/console/egress-asks/${ask.id}`, reviewer.session);
+  const html = await one.text();
+  assert.equal(one.status, 200);
+  assert.match(html, new RegExp(`<code id="ask-host">127\\.0\\.0\\.1:${B.port}</code>`));
+  assert.ok(!html.includes(`<script>alert("ask-${t}")`), 'the code is escaped');
+  assert.ok(html.includes(`&lt;script&gt;alert(`), 'the code is shown');
+  assert.ok(html.includes('id="allow-execution"'));
+
+  // an auditor reads but cannot answer; a POST without the session's CSRF token is refused
+  assert.match(await (await page(`/console/egress-asks/${ask.id}`, auditor.session)).text(), /id="no-decide"/);
+  const byAuditor = await postForm(server.base, auditor.session, `/console/egress-asks/${ask.id}`, `/console/egress-asks/${ask.id}/decision`, { decision: 'allow_once' });
+  assert.equal(byAuditor.status, 403);
+  const forged = await fetch(`${server.base}/console/egress-asks/${ask.id}/decision`, {
+    method: 'POST', redirect: 'manual',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: `tc_session=${reviewer.session}` },
+    body: new URLSearchParams({ csrf: 'x'.repeat(43), decision: 'allow_once' }).toString(),
+  });
+  assert.equal(forged.status, 403);
+  assert.equal((await server.request('GET', `/v1/egress-asks/${ask.id}`, { key: server.keys.reviewer })).json.status, 'pending');
+
+  const ok = await postForm(server.base, reviewer.session, `/console/egress-asks/${ask.id}`, `/console/egress-asks/${ask.id}/decision`, { decision: 'allow_execution' });
+  assert.equal(ok.status, 303, ok.text.slice(0, 300));
+  assert.equal(ok.location, `/console/egress-asks/${ask.id}?done=allowed_execution`);
+  const res = await run.done;
+  assert.match(res.json.stdout, new RegExp(`hello from B /console-${t} 200`));
+  const after = (await server.request('GET', `/v1/egress-asks/${ask.id}`, { key: server.keys.reviewer })).json;
+  assert.equal(after.status, 'allowed_execution');
+  assert.equal(after.decider, `user:egress-reviewer-${t}`);
 });
