@@ -122,6 +122,16 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(toolcage.Conflict):
             self.reviewer.approve(held2["approval_id"])
 
+    def test_egress_asks_listed_and_answers_checked(self):
+        self.assertIsInstance(self.reviewer.egress_asks(), list)
+        self.assertIsInstance(self.reviewer.egress_asks(status=None, limit=5), list)
+        with self.assertRaises(toolcage.NotFound):
+            self.reviewer.decide_egress_ask("01900000-0000-7000-8000-000000000000", "allow_once")
+        with self.assertRaises(toolcage.NotFound):
+            self.reviewer.egress_ask("01900000-0000-7000-8000-000000000000")
+        with self.assertRaises(toolcage.ValidationError):
+            self.reviewer.decide_egress_ask("01900000-0000-7000-8000-000000000000", "allow_forever")
+
     def test_executions_are_listed_page_by_page_for_this_tenant_only(self):
         t = tag()
         ids = [self.tc.execute("shell", f"echo list-{t}-{i}")["id"] for i in range(3)]

@@ -18,7 +18,7 @@ const venv = fs.mkdtempSync(path.join(os.tmpdir(), 'toolcage-pyclient-'));
 after(() => fs.rmSync(venv, { recursive: true, force: true }));
 const PY = path.join(venv, 'bin/python');
 const EXPECTED = [
-  'test_execute_returns_the_execution', 'test_executions_are_listed_page_by_page_for_this_tenant_only',
+  'test_egress_asks_listed_and_answers_checked', 'test_execute_returns_the_execution', 'test_executions_are_listed_page_by_page_for_this_tenant_only',
   'test_held_call_approved_then_denied', 'test_problems_are_typed_exceptions',
   'test_session_files_both_ways', 'test_session_keeps_state_until_closed', 'test_stream_and_reattach', 'test_submit_and_wait',
   'test_tools_for_a_model',

@@ -185,4 +185,9 @@ test('approvals and the execution list, as the reviewer and the agent', async ()
   assert.ok(!other.some((id) => ids.includes(id) || id === held.id), 'another tenant sees these');
   const names = (await tc.tools('openai')).map((x) => x.function.name).sort();
   assert.deepEqual(names, ['deploy', 'dual', 'shell', 'triple']);
+  // egress asks: none here (no tool asks); unknown ids and bad answers are typed problems
+  assert.ok(Array.isArray(await reviewer.egressAsks()));
+  const none = '01900000-0000-7000-8000-000000000000';
+  await assert.rejects(reviewer.egressAsk(none), (e) => e.status === 404);
+  await assert.rejects(reviewer.decideEgressAsk(none, 'deny', 'no'), (e) => e.status === 404);
 });

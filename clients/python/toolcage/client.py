@@ -491,3 +491,22 @@ class Client:
     def deny(self, approval_id: str, reason: str) -> Json:
         return self._request("POST", f"/v1/approvals/{urllib.parse.quote(approval_id)}/deny",
                              body={"reason": reason})[1]
+
+    # ---- egress asks (reviewer and admin keys): connections held for an answer ----
+
+    def egress_asks(self, *, status: Optional[str] = "pending", limit: int = 200) -> list:
+        """The tenant's egress asks, newest first (docs/approvals.md, "Ask on egress")."""
+        return self._request("GET", "/v1/egress-asks",
+                             query={"status": status, "limit": limit})[1]["egress_asks"]
+
+    def egress_ask(self, ask_id: str) -> Json:
+        return self._request("GET", f"/v1/egress-asks/{urllib.parse.quote(ask_id)}")[1]
+
+    def decide_egress_ask(self, ask_id: str, decision: str,
+                          reason: Optional[str] = None) -> Json:
+        """``decision``: "allow_once", "allow_execution" or "deny" (a deny needs a reason)."""
+        body = {"decision": decision}
+        if reason:
+            body["reason"] = reason
+        return self._request(
+            "POST", f"/v1/egress-asks/{urllib.parse.quote(ask_id)}/decision", body=body)[1]

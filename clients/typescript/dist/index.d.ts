@@ -184,5 +184,11 @@ export declare class Client {
     approval(id: string): Promise<Approval>;
     approve(id: string, reason?: string): Promise<Schemas['DecisionResult']>;
     deny(id: string, reason: string): Promise<Schemas['DecisionResult']>;
+    egressAsks(filter?: {
+        status?: Schemas['EgressAsk']['status'];
+        limit?: number;
+    }): Promise<Schemas['EgressAsk'][]>;
+    egressAsk(id: string): Promise<Schemas['EgressAsk']>;
+    decideEgressAsk(id: string, decision: Schemas['EgressDecisionRequest']['decision'], reason?: string): Promise<Schemas['EgressAsk']>;
 }
 export {};

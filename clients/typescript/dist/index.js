@@ -303,4 +303,17 @@ export class Client {
     deny(id, reason) {
         return this.#request('POST', `/v1/approvals/${encodeURIComponent(id)}/deny`, { body: { reason } });
     }
+    // ---- egress asks (reviewer and admin keys): connections held for an answer ----
+    async egressAsks(filter = { status: 'pending' }) {
+        const page = await this.#request('GET', '/v1/egress-asks', {
+            query: { status: filter.status, limit: filter.limit ?? 200 },
+        });
+        return page.egress_asks;
+    }
+    egressAsk(id) {
+        return this.#request('GET', `/v1/egress-asks/${encodeURIComponent(id)}`);
+    }
+    decideEgressAsk(id, decision, reason) {
+        return this.#request('POST', `/v1/egress-asks/${encodeURIComponent(id)}/decision`, { body: reason ? { decision, reason } : { decision } });
+    }
 }

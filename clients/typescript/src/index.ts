@@ -378,4 +378,21 @@ export class Client {
   deny(id: string, reason: string): Promise<Schemas['DecisionResult']> {
     return this.#request('POST', `/v1/approvals/${encodeURIComponent(id)}/deny`, { body: { reason } });
   }
+
+  // ---- egress asks (reviewer and admin keys): connections held for an answer ----
+
+  async egressAsks(filter: { status?: Schemas['EgressAsk']['status']; limit?: number } = { status: 'pending' }): Promise<Schemas['EgressAsk'][]> {
+    const page: { egress_asks: Schemas['EgressAsk'][] } = await this.#request('GET', '/v1/egress-asks', {
+      query: { status: filter.status, limit: filter.limit ?? 200 },
+    });
+    return page.egress_asks;
+  }
+
+  egressAsk(id: string): Promise<Schemas['EgressAsk']> {
+    return this.#request('GET', `/v1/egress-asks/${encodeURIComponent(id)}`);
+  }
+
+  decideEgressAsk(id: string, decision: Schemas['EgressDecisionRequest']['decision'], reason?: string): Promise<Schemas['EgressAsk']> {
+    return this.#request('POST', `/v1/egress-asks/${encodeURIComponent(id)}/decision`, { body: reason ? { decision, reason } : { decision } });
+  }
 }

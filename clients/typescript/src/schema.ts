@@ -576,6 +576,78 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/egress-asks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Connections held at the egress proxy for a reviewer
+         * @description Roles `reviewer`, `admin`; the caller's tenant only, newest first. A tool whose
+         *     policy says `"network": {"allow": [...], "ask": true}` has each connection to a host
+         *     its list does not name held at the egress proxy while a reviewer answers
+         *     (`POST /v1/egress-asks/{id}/decision`); no answer within the tool's
+         *     `ask_timeout_seconds` is a deny. See docs/approvals.md, "Ask on egress".
+         */
+        get: operations["listEgressAsks"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/egress-asks/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One egress ask, with the code of its execution
+         * @description Roles `reviewer`, `admin`; the caller's tenant only.
+         */
+        get: operations["getEgressAsk"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/egress-asks/{id}/decision": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Allow a held connection once, for the rest of the execution, or deny it
+         * @description Roles `reviewer`, `admin`. `allow_once` lets the connections waiting for this
+         *     answer through; `allow_execution` also every later one to the same host and port
+         *     in this execution (as if its allowlist named `host:port`: an IPv4 literal is
+         *     reachable, a name that resolves to a loopback or private address is still
+         *     refused); `deny` (a `reason` is required) refuses them (`403` from the proxy, the
+         *     attempt's reason `denied_by_reviewer`). The key that asked for the execution, or
+         *     another key or console user of its person, cannot answer (`403 maker-checker`). An
+         *     ask that was answered, expired or outlived its execution is `409 not-pending`.
+         *     Audited (`egress.decision`).
+         */
+        post: operations["decideEgressAsk"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/tools": {
         parameters: {
             query?: never;
@@ -1495,7 +1567,10 @@ export interface components {
                  *     `blocked_private`, `blocked_link_local`, `blocked_metadata`, `blocked_cgnat`,
                  *     `blocked_multicast`, `blocked_unspecified`, `blocked_reserved`,
                  *     `resolve_failed`, `connect_failed`, `bad_request`, `request_too_large`,
-                 *     `incomplete_request`, `too_many_connections`, `cancelled`, `proxy_error`.
+                 *     `incomplete_request`, `too_many_connections`, `cancelled`, `proxy_error`;
+                 *     for a tool with `network.ask`: `asking` (held for a reviewer: live events
+                 *     only), `denied_by_reviewer`, `ask_timeout`, `ask_limit` (more hosts asked
+                 *     about than a sandbox may), and `allowed` once a reviewer allowed it.
                  */
                 reason: string;
                 /** @description Bytes relayed from the sandbox to the destination. */
@@ -1907,6 +1982,39 @@ export interface components {
              */
             needs_review?: boolean;
         };
+        EgressDecisionRequest: {
+            /** @enum {string} */
+            decision: "allow_once" | "allow_execution" | "deny";
+            /** @description Why; required to deny. */
+            reason?: string;
+        };
+        EgressAsk: {
+            /** Format: uuid */
+            id: string;
+            /** Format: uuid */
+            execution_id: string;
+            tool: string;
+            /** @description The host the sandboxed code asked the proxy for (lowercase). */
+            host: string;
+            port: number;
+            /**
+             * @description `expired`: nobody answered within the tool's `ask_timeout_seconds` (a deny);
+             *     `withdrawn`: the execution ended first.
+             * @enum {string}
+             */
+            status: "pending" | "allowed_once" | "allowed_execution" | "denied" | "expired" | "withdrawn";
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            expires_at: string;
+            /** Format: date-time */
+            decided_at: string | null;
+            /** @description `key:<id>`, `user:<name>` or `person:<id>` of who answered. */
+            decider: string | null;
+            reason: string | null;
+            /** @description The code of the execution, as it was asked to run. */
+            code: string | null;
+        };
         DecisionRequest: {
             /** @description Why; required to deny. */
             reason?: string;
@@ -1979,6 +2087,10 @@ export interface components {
             };
             network: "none" | {
                 allow: string[];
+                /** @description A connection to a host `allow` does not name is held at the egress proxy and asked about (`GET /v1/egress-asks`) instead of refused. */
+                ask?: boolean;
+                /** @description How long a reviewer has to answer an ask; no answer is a deny. */
+                ask_timeout_seconds?: number;
             };
             limits: {
                 timeout_ms: components["schemas"]["LimitRange"];
@@ -2717,6 +2829,8 @@ export interface components {
         };
     };
     parameters: {
+        /** @description The egress ask id (a UUID). */
+        EgressAskId: string;
         /** @description The approval id (a UUID). */
         ApprovalId: string;
         /**
@@ -3657,6 +3771,105 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["DecisionResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["DecisionForbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            409: components["responses"]["Conflict"];
+            413: components["responses"]["BodyTooLarge"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    listEgressAsks: {
+        parameters: {
+            query?: {
+                status?: "pending" | "allowed_once" | "allowed_execution" | "denied" | "expired" | "withdrawn";
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The asks. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        egress_asks: components["schemas"]["EgressAsk"][];
+                    };
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            405: components["responses"]["MethodNotAllowed"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    getEgressAsk: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The egress ask id (a UUID). */
+                id: components["parameters"]["EgressAskId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The ask. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EgressAsk"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            405: components["responses"]["MethodNotAllowed"];
+            500: components["responses"]["Internal"];
+            503: components["responses"]["Unavailable"];
+        };
+    };
+    decideEgressAsk: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The egress ask id (a UUID). */
+                id: components["parameters"]["EgressAskId"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["EgressDecisionRequest"];
+            };
+        };
+        responses: {
+            /** @description Answered; the ask as it stands now. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EgressAsk"];
                 };
             };
             400: components["responses"]["BadRequest"];
