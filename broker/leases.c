@@ -17,10 +17,16 @@
 #define MAX_ITEMS 64 /* the policy allows at most 32 credentials per tool */
 
 struct grant_item {
-    bool file;      /* else an environment variable */
-    char name[132]; /* variable or file name */
+    bool file;      /* else an environment variable, or a header (inject) */
+    char name[132]; /* variable or file name; the header's name */
     char *value;    /* sodium_malloc'ed, NUL-terminated */
     size_t len;
+    /* "as": "header": added by the egress proxy to HTTPS requests to host:port */
+    char *inject;   /* sodium_malloc'ed: the header's value (format with {value}), or NULL */
+    char host[254];
+    int port;
+    char lease_id[37];
+    char secret[132]; /* the secret's name */
 };
 
 struct tc_grant {
@@ -60,6 +66,9 @@ void tc_grant_free(struct tc_grant *g)
     for (size_t i = 0; i < g->n; i++)
         if (g->items[i].value)
             sodium_free(g->items[i].value); /* wipes */
+    for (size_t i = 0; i < g->n; i++)
+        if (g->items[i].inject)
+            sodium_free(g->items[i].inject);
     json_decref(g->leases);
     json_decref(g->tokens);
     free(g);
@@ -97,6 +106,36 @@ static int grant_add(struct tc_grant *g, bool file, const char *name, const char
     return 0;
 }
 
+/* The value of a header grant: its format with {value} replaced (validated by the policy). */
+static int grant_add_header(struct tc_grant *g, json_t *cred, const char *lease_id,
+                            const char *value, size_t len)
+{
+    const char *format = json_string_value(json_object_get(cred, "format"));
+    if (!format)
+        format = "{value}";
+    const char *at = strstr(format, "{value}");
+    if (!at)
+        return -EINVAL;
+    int rc = grant_add(g, false, json_string_value(json_object_get(cred, "header")), value, len);
+    if (rc < 0)
+        return rc;
+    struct grant_item *it = &g->items[g->n - 1];
+    size_t pre = (size_t)(at - format), post = strlen(at + 7);
+    it->inject = sodium_malloc(pre + len + post + 1);
+    if (!it->inject)
+        return -ENOMEM;
+    memcpy(it->inject, format, pre);
+    memcpy(it->inject + pre, value, len);
+    memcpy(it->inject + pre + len, at + 7, post + 1);
+    snprintf(it->host, sizeof(it->host), "%s", json_string_value(json_object_get(cred, "host")));
+    json_t *port = json_object_get(cred, "port");
+    it->port = port ? (int)json_integer_value(port) : 443;
+    snprintf(it->lease_id, sizeof(it->lease_id), "%.36s", lease_id);
+    snprintf(it->secret, sizeof(it->secret), "%s",
+             json_string_value(json_object_get(cred, "secret")));
+    return 0;
+}
+
 bool tc_grant_empty(const struct tc_grant *g)
 {
     return !g || g->n == 0;
@@ -124,12 +163,25 @@ int tc_grant_apply_spec(const struct tc_grant *g, json_t *spec)
         if (!env || json_object_set_new(spec, "env", env) < 0)
             return -ENOMEM;
     }
-    json_t *files = json_array();
-    if (!files)
+    json_t *files = json_array(), *inject = json_array();
+    if (!files || !inject) {
+        json_decref(files);
+        json_decref(inject);
         return -ENOMEM;
+    }
     int rc = 0;
     for (size_t i = 0; i < g->n && rc == 0; i++) {
         const struct grant_item *it = &g->items[i];
+        if (it->inject) { /* for the egress proxy only: never in the sandbox */
+            rc = json_array_append_new(
+                     inject, json_pack("{s:s, s:i, s:s, s:s, s:s, s:s, s:s}", "host", it->host,
+                                       "port", it->port, "header", it->name, "value", it->inject,
+                                       "scrub", it->value, "secret", it->secret, "lease_id",
+                                       it->lease_id)) < 0
+                     ? -ENOMEM
+                     : 0;
+            continue;
+        }
         if (!it->file) {
             size_t n = strlen(it->name) + 1 + it->len + 1;
             char *kv = sodium_malloc(n);
@@ -158,7 +210,10 @@ int tc_grant_apply_spec(const struct tc_grant *g, json_t *spec)
     }
     if (rc == 0 && json_array_size(files) > 0)
         rc = json_object_set(spec, "secret_files", files) < 0 ? -ENOMEM : 0;
+    if (rc == 0 && json_array_size(inject) > 0)
+        rc = json_object_set(spec, "inject", inject) < 0 ? -ENOMEM : 0;
     json_decref(files);
+    json_decref(inject);
     return rc;
 }
 
@@ -167,6 +222,8 @@ int tc_grant_apply_spec(const struct tc_grant *g, json_t *spec)
 struct lease_plan {
     char id[37];
     const char *secret, *as, *name;
+    json_t *cred;     /* the policy's grant */
+    char target[330]; /* a header grant's "Header@host:port" (name points here) */
 };
 
 /* Step 1 (one transaction): check every grant, record the leases and issue the tokens. */
@@ -223,6 +280,15 @@ static int issue(PGconn *c, const struct tc_keys *keys, const char *tenant_id,
         lp->secret = json_string_value(json_object_get(cred, "secret"));
         lp->as = json_string_value(json_object_get(cred, "as"));
         lp->name = json_string_value(json_object_get(cred, "name"));
+        lp->cred = cred;
+        if (lp->as && strcmp(lp->as, "header") == 0) {
+            json_t *port = json_object_get(cred, "port");
+            snprintf(lp->target, sizeof(lp->target), "%s@%s:%lld",
+                     json_string_value(json_object_get(cred, "header")),
+                     json_string_value(json_object_get(cred, "host")),
+                     port ? (long long)json_integer_value(port) : 443LL);
+            lp->name = lp->target;
+        }
         if (!lp->secret || !lp->as || !lp->name) {
             rc = fail(ret_error, -ENOENT, "credentials[%zu] is not a secret grant", i);
             break;
@@ -347,7 +413,9 @@ static int redeem(PGconn *c, const struct tc_keys *keys, const char *tenant_id,
             break;
         char hash[65];
         tc_audit_value_hash(keys, tenant_id, v.data, v.len, hash);
-        rc = grant_add(g, strcmp(lp->as, "file") == 0, lp->name, v.data, v.len);
+        rc = strcmp(lp->as, "header") == 0
+                 ? grant_add_header(g, lp->cred, lp->id, v.data, v.len)
+                 : grant_add(g, strcmp(lp->as, "file") == 0, lp->name, v.data, v.len);
         tc_secret_value_free(&v);
         json_t *ev =
             json_pack("{s:s, s:s, s:O, s:s, s:s, s:s, s:s, s:s}", "action", "credential.lease.use",

@@ -135,6 +135,9 @@ static const struct opt options[] = {
      "directory of lock files that gives each launcher on the host its own range of sandbox uids"},
     {"TOOLCAGE_GVISOR_PLATFORM", OPT_CHOICE, "ptrace", 0, 0, OFF(gvisor_platform),
      "platform of the gvisor backend: ptrace or kvm"},
+    {"TOOLCAGE_EGRESS_CA_FILE", OPT_PATH, NULL, 0, 0, OFF(egress_ca_file),
+     "PEM certificates the egress proxy trusts for upstreams besides the system's (credentials"
+     " injected at egress verify the upstream)"},
     {"TOOLCAGE_INIT", OPT_PATH, NULL, 0, 0, OFF(init_path),
      "the sandbox's PID 1 (unset: toolcage-init next to the binary, or ../libexec/toolcage/)"},
     {"TOOLCAGE_NO_CGROUP", OPT_BOOL, "0", 0, 1, OFF(no_cgroup),
@@ -303,6 +306,7 @@ void tc_config_free(struct tc_config *cfg)
     free(cfg->previous_master_key_files);
     free(cfg->uid_registry);
     free(cfg->gvisor_platform);
+    free(cfg->egress_ca_file);
     free(cfg->init_path);
     free(cfg->public_url);
     free(cfg->smtp_url);

@@ -50,6 +50,7 @@ struct tc_config {
     int64_t pool;           /* shells kept ready */
     char *uid_registry;     /* lock files of the host uid ranges */
     char *gvisor_platform;  /* "ptrace" or "kvm" */
+    char *egress_ca_file;   /* extra upstream CAs for the egress proxy's TLS, or NULL */
     char *init_path;        /* toolcage-init; NULL: found next to the binary */
     bool no_cgroup;         /* tests of the rlimit fallback */
     bool no_seccomp_notify; /* tests of the kill-only filter */

@@ -530,8 +530,8 @@ json_t *tc_exec_redact_string(const struct tc_exec_filter *f, const char *s, siz
 json_t *tc_exec_network_entry(const struct tc_exec_filter *f, json_t *att, bool bytes,
                               json_t *counts)
 {
-    static const char *const keep[] = {"port",     "allowed",    "reason",
-                                       "resolved", "bytes_sent", "bytes_received"};
+    static const char *const keep[] = {"port",       "allowed",        "reason",    "resolved",
+                                       "bytes_sent", "bytes_received", "credential"};
     if (!json_is_object(att))
         return NULL;
     json_t *e = json_object(), *host = json_object_get(att, "host");

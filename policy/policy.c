@@ -3,6 +3,7 @@
 #include "policy/policy.h"
 #include "policy/redact.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -13,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -888,6 +890,67 @@ static void check_approval(struct ctx *c, const char *path, json_t *obj)
     }
 }
 
+/* {"secret", "as": "header", "host", "port"?, "header", "format"?}: the egress proxy adds
+ * "header: format" (its "{value}" the secret's) to HTTPS requests to host:port (default 443),
+ * which the tool's network.allow must name as "host:port" (or "host" for 443); the value
+ * never enters the sandbox (docs/sandbox.md, "Credentials at egress"). */
+static void check_header_grant(struct ctx *c, const char *p, json_t *cred, const struct tc_tool *t)
+{
+    char kp[PATH_BUF], norm[300];
+    check_keys(c, p, cred,
+               (const char *const[]){"secret", "as", "host", "port", "header", "format", NULL});
+    const char *secret = get_string(c, p, cred, "secret", true, MAX_NAME);
+    const char *host = get_string(c, p, cred, "host", true, 253);
+    const char *header = get_string(c, p, cred, "header", true, 64);
+    const char *format = get_string(c, p, cred, "format", false, 256);
+    int64_t port = 443;
+    json_t *pv = json_object_get(cred, "port");
+    path_key(kp, sizeof(kp), p, "secret");
+    if (secret && !valid_ref_name(secret))
+        add_err(c, kp, "secret names may only contain letters, digits, '_', '.' and '-'");
+    path_key(kp, sizeof(kp), p, "port");
+    if (pv)
+        (void)want_int(c, kp, pv, 1, 65535, &port);
+    path_key(kp, sizeof(kp), p, "header");
+    bool token = header && *header;
+    for (const char *h = header; token && *h; h++)
+        token = isalnum((unsigned char)*h) || strchr("!#$%&'*+-.^_`|~", *h);
+    if (header && !token)
+        add_err(c, kp, "must be an HTTP header name (letters, digits and !#$%%&'*+-.^_`|~)");
+    else if (header && (strcasecmp(header, "host") == 0 || strcasecmp(header, "connection") == 0 ||
+                        strcasecmp(header, "content-length") == 0 ||
+                        strcasecmp(header, "transfer-encoding") == 0 ||
+                        strncasecmp(header, "proxy-", 6) == 0))
+        add_err(c, kp, "%s is not a credential header", header);
+    path_key(kp, sizeof(kp), p, "format");
+    if (format) {
+        const char *v = strstr(format, "{value}");
+        bool ctl = false;
+        for (const char *f = format; *f; f++)
+            ctl |= (unsigned char)*f < 0x20 || *f == 0x7f;
+        if (!v || strstr(v + 7, "{value}"))
+            add_err(c, kp, "must contain {value} once");
+        else if (ctl)
+            add_err(c, kp, "must not contain control characters");
+    }
+    path_key(kp, sizeof(kp), p, "host");
+    if (!host)
+        return;
+    const char *why = bad_host_entry(host, norm, sizeof(norm));
+    if (why || strchr(host, ':') || host[0] == '*') {
+        add_err(c, kp, "\"%s\" must be one host name or IPv4 address, without port", host);
+        return;
+    }
+    char with_port[320];
+    snprintf(with_port, sizeof(with_port), "%s:%lld", norm, (long long)port);
+    bool listed = false;
+    for (size_t k = 0; k < t->nnetwork_allow; k++)
+        listed |= strcmp(t->network_allow[k], with_port) == 0 ||
+                  (port == 443 && strcmp(t->network_allow[k], norm) == 0);
+    if (!listed)
+        add_err(c, kp, "%s must be in network.allow (as \"%s\")", with_port, with_port);
+}
+
 static void check_credentials(struct ctx *c, const char *path, json_t *obj, const struct tc_tool *t)
 {
     char cp[PATH_BUF], p[PATH_BUF], kp[PATH_BUF], tp[PATH_BUF];
@@ -921,6 +984,11 @@ static void check_credentials(struct ctx *c, const char *path, json_t *obj, cons
                 add_err(c, tp, "required");
             else
                 want_int(c, tp, ttl, 1, 3600, &x);
+            continue;
+        }
+        if (json_is_string(json_object_get(cred, "as")) &&
+            strcmp(json_string_value(json_object_get(cred, "as")), "header") == 0) {
+            check_header_grant(c, p, cred, t);
             continue;
         }
         check_keys(c, p, cred, (const char *const[]){"secret", "as", "name", NULL});

@@ -37,7 +37,7 @@ struct tc_launcher {
     char *exe, *state_dir;
     /* the launcher's settings, passed on its command line (struct tc_launcher_options) */
     char pool[8];
-    char *uid_registry, *gvisor_platform, *init_path;
+    char *uid_registry, *gvisor_platform, *init_path, *egress_ca_file;
     bool no_cgroup, no_seccomp_notify;
     unsigned max;
 
@@ -133,6 +133,10 @@ static int spawn_launcher(struct tc_launcher *l, int *ret_sock, pid_t *ret_pid)
     if (l->init_path) {
         argv[n++] = "--init";
         argv[n++] = l->init_path;
+    }
+    if (l->egress_ca_file) {
+        argv[n++] = "--egress-ca";
+        argv[n++] = l->egress_ca_file;
     }
     if (l->no_cgroup) {
         argv[n++] = "--no-cgroup";
@@ -502,7 +506,8 @@ int tc_launcher_start(const struct tc_launcher_options *opts, struct tc_launcher
     l->no_seccomp_notify = opts->no_seccomp_notify;
     if ((opts->uid_registry && !(l->uid_registry = strdup(opts->uid_registry))) ||
         (opts->gvisor_platform && !(l->gvisor_platform = strdup(opts->gvisor_platform))) ||
-        (opts->init_path && !(l->init_path = strdup(opts->init_path)))) {
+        (opts->init_path && !(l->init_path = strdup(opts->init_path))) ||
+        (opts->egress_ca_file && !(l->egress_ca_file = strdup(opts->egress_ca_file)))) {
         r = -ENOMEM;
         goto fail;
     }
@@ -546,6 +551,7 @@ fail:
     free(l->state_dir);
     free(l->uid_registry);
     free(l->gvisor_platform);
+    free(l->egress_ca_file);
     free(l->init_path);
     free(l);
     return r;
@@ -928,6 +934,7 @@ void tc_launcher_stop(struct tc_launcher *l)
     free(l->state_dir);
     free(l->uid_registry);
     free(l->gvisor_platform);
+    free(l->egress_ca_file);
     free(l->init_path);
     free(l);
 }

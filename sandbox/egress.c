@@ -31,6 +31,7 @@
 #include "common/util.h"
 #include "sandbox/egress_proto.h"
 #include "sandbox/egress_rules.h"
+#include "sandbox/egress_tls.h"
 #include "sandbox/seccomp.h"
 
 #define HEAD_TIMEOUT_MS    10000
@@ -47,6 +48,7 @@ struct attempt {
     const char *reason;              /* static string */
     char resolved[INET6_ADDRSTRLEN]; /* "" = none */
     uint64_t sent, received;
+    int inject; /* the credential grant the proxy added (sandbox's mitm), or -1 */
 };
 
 struct conn {
@@ -74,6 +76,7 @@ struct sbx {
     struct ask asks[TC_EGRESS_MAX_ASKS];
     size_t nasks;
     pthread_cond_t asked; /* a verdict came, or the sandbox is being closed */
+    struct tc_tls_mitm *mitm; /* credentials at egress (egress_tls.h), or NULL */
     pthread_mutex_t mu;
     pthread_cond_t idle;
     struct attempt *att;
@@ -106,6 +109,7 @@ static void sbx_unref(struct sbx *s)
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->idle);
     pthread_cond_destroy(&s->asked);
+    tc_tls_mitm_free(s->mitm);
     free(s->rules);
     free(s->att);
     free(s);
@@ -126,6 +130,7 @@ static long record(struct sbx *s, const char *host, uint16_t port, bool allowed,
         a->port = port;
         a->allowed = allowed;
         a->reason = reason;
+        a->inject = -1;
         idx = (long)s->natt++;
     } else {
         s->dropped++;
@@ -161,15 +166,22 @@ static void count(struct sbx *s, long idx, uint64_t sent, uint64_t received)
 }
 
 /* One attempt as FINAL and ATTEMPT give it. Caller holds the sandbox's mu. */
-static json_t *attempt_json(const struct attempt *a)
+static json_t *attempt_json(const struct sbx *s, const struct attempt *a)
 {
     const char *reason = a->reason;
     if (strcmp(reason, "resolving") == 0 || strcmp(reason, "connecting") == 0)
         reason = "cancelled";
-    return json_pack("{s:s?, s:i, s:b, s:s, s:I, s:I, s:s?}", "host", a->host[0] ? a->host : NULL,
-                     "port", (int)a->port, "allowed", a->allowed, "reason", reason, "bytes_sent",
-                     (json_int_t)a->sent, "bytes_received", (json_int_t)a->received, "resolved",
-                     a->resolved[0] ? a->resolved : NULL);
+    json_t *j = json_pack("{s:s?, s:i, s:b, s:s, s:I, s:I, s:s?}", "host",
+                          a->host[0] ? a->host : NULL, "port", (int)a->port, "allowed", a->allowed,
+                          "reason", reason, "bytes_sent", (json_int_t)a->sent, "bytes_received",
+                          (json_int_t)a->received, "resolved", a->resolved[0] ? a->resolved : NULL);
+    if (j && a->inject >= 0) /* which credential the proxy added: names and lease, no value */
+        json_object_set_new(j, "credential",
+                            json_pack("{s:s, s:s, s:s}", "secret",
+                                      tc_tls_mitm_secret(s->mitm, a->inject), "lease_id",
+                                      tc_tls_mitm_lease(s->mitm, a->inject), "header",
+                                      tc_tls_mitm_header(s->mitm, a->inject)));
+    return j;
 }
 
 /* Caller holds s->mu. */
@@ -178,7 +190,7 @@ static char *snapshot(struct sbx *s)
     json_t *arr = json_array(), *root;
     char *out;
     for (size_t i = 0; i < s->natt; i++)
-        json_array_append_new(arr, attempt_json(&s->att[i]));
+        json_array_append_new(arr, attempt_json(s, &s->att[i]));
     root = json_pack("{s:o, s:I}", "attempts", arr, "dropped", (json_int_t)s->dropped);
     out = root ? json_dumps(root, JSON_COMPACT) : NULL;
     json_decref(root);
@@ -192,7 +204,7 @@ static void announce(struct sbx *s, long idx)
     if (idx < 0)
         return;
     pthread_mutex_lock(&s->mu);
-    json_t *j = s->closed ? NULL : attempt_json(&s->att[idx]);
+    json_t *j = s->closed ? NULL : attempt_json(s, &s->att[idx]);
     pthread_mutex_unlock(&s->mu);
     if (!j || json_object_set_new(j, "index", json_integer(idx)) < 0) {
         json_decref(j);
@@ -561,6 +573,26 @@ static void serve(struct conn *c)
         return;
     }
     update(s, idx, true, "allowed", ip);
+    int gi = h.kind == TC_HTTP_CONNECT ? tc_tls_mitm_find(s->mitm, h.host, h.port) : -1;
+    if (gi >= 0 && len == h.head_len) {
+        /* credentials at egress: the proxy terminates TLS, adds the header, relays */
+        static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+        if (send_all(c->cfd, ok, sizeof(ok) - 1) < 0)
+            return;
+        pthread_mutex_lock(&s->mu);
+        if (idx >= 0)
+            s->att[idx].inject = gi;
+        pthread_mutex_unlock(&s->mu);
+        uint64_t sent = 0, received = 0;
+        const char *why =
+            tc_tls_mitm_serve(s->mitm, gi, c->cfd, c->ufd, IDLE_TIMEOUT_MS, &sent, &received);
+        count(s, idx, sent, received);
+        if (why)
+            update(s, idx, true, why, NULL);
+        else
+            announce(s, idx); /* with its bytes */
+        return;
+    }
     if (h.kind == TC_HTTP_CONNECT) {
         static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
         if (send_all(c->cfd, ok, sizeof(ok) - 1) < 0)
@@ -674,6 +706,7 @@ static void on_add(const struct tc_eg_hdr *h, const char *payload, int lfd)
 {
     json_t *root = payload ? json_loads(payload, JSON_REJECT_DUPLICATES, NULL) : NULL;
     json_t *arr = json_object_get(root, "allow"), *ask_ms = json_object_get(root, "ask_ms");
+    json_t *inject = json_object_get(root, "inject");
     struct sbx *s = NULL;
     size_t i;
     json_t *v;
@@ -700,6 +733,11 @@ static void on_add(const struct tc_eg_hdr *h, const char *payload, int lfd)
     }
     s->nrules = json_array_size(arr);
     s->ask_ms = json_integer_value(ask_ms);
+    if (json_array_size(inject) > 0 &&
+        !(s->mitm = tc_tls_mitm_new(json_string_value(json_object_get(root, "ca_cert")) ?: "",
+                                    json_string_value(json_object_get(root, "ca_key")) ?: "",
+                                    inject)))
+        goto fail;
     s->handle = h->handle;
     s->lfd = lfd;
     s->refs = 1;
@@ -721,6 +759,7 @@ static void on_add(const struct tc_eg_hdr *h, const char *payload, int lfd)
 fail:
     /* The listener is closed: the sandbox's connections are refused, nothing leaks out. */
     if (s) {
+        tc_tls_mitm_free(s->mitm);
         free(s->rules);
         free(s->att);
         free(s);
@@ -884,10 +923,18 @@ static int drop_privileges(unsigned long ppid)
     return tc_seccomp_install_helper(); /* still single-threaded here */
 }
 
-int tc_egress_run(int fd, pid_t ppid)
+int tc_egress_run(int fd, pid_t ppid, const char *ca_file)
 {
     sigset_t none;
     int r;
+
+    /* upstream TLS (credentials at egress): its trust store is read now, before the
+     * privileges go; a file that does not load is a proxy that does not start */
+    if (tc_tls_client_init(ca_file) < 0) {
+        fprintf(stderr, "toolcage egress: cannot load the upstream CA store%s%s\n",
+                ca_file ? " with " : "", ca_file ? ca_file : "");
+        return 1;
+    }
 
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL); /* the launcher blocks a few; we want defaults */
@@ -927,6 +974,7 @@ int tc_egress_run(int fd, pid_t ppid)
 int tc_egress_main(int argc, char **argv)
 {
     int64_t fd = 3, ppid = 0;
+    const char *ca = NULL;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -936,10 +984,13 @@ int tc_egress_main(int argc, char **argv)
             i++;
         } else if (v && strcmp(a, "--ppid") == 0 && tc_parse_i64(v, 1, INT_MAX, &ppid) == 0) {
             i++;
+        } else if (v && strcmp(a, "--ca") == 0 && v[0] == '/') {
+            ca = v;
+            i++;
         } else {
             fprintf(stderr, "toolcage egress: bad argument %s\n", a);
             return 2;
         }
     }
-    return tc_egress_run((int)fd, (pid_t)ppid);
+    return tc_egress_run((int)fd, (pid_t)ppid, ca);
 }

@@ -21,6 +21,8 @@
 #include "sandbox/egress.h"
 #include "sandbox/egress_proto.h"
 #include "sandbox/egress_rules.h"
+#include "sandbox/egress_tls.h"
+#include "sandbox/spec.h"
 
 struct parked {
     uint64_t handle;
@@ -42,7 +44,7 @@ struct tc_egress_link {
 
 static void reap(struct tc_egress_link *l);
 
-static int spawn(struct tc_egress_link *l)
+static int spawn(struct tc_egress_link *l, const char *ca_file)
 {
     int sv[2];
     pid_t ppid = getpid(), pid;
@@ -67,7 +69,7 @@ static int spawn(struct tc_egress_link *l)
         if (dup2(sv[1], 3) < 0) /* sv[1] > 3: the launcher's own socket is 3 */
             _exit(1);
         syscall(SYS_close_range, 4U, ~0U, 0U);
-        _exit(tc_egress_run(3, ppid));
+        _exit(tc_egress_run(3, ppid, ca_file));
     }
     close(sv[1]);
     fcntl(sv[0], F_SETFL, O_NONBLOCK);
@@ -95,7 +97,8 @@ static void reap(struct tc_egress_link *l)
     l->pid = 0;
 }
 
-int tc_egress_link_new(int epfd, uint64_t epdata, struct tc_egress_link **ret)
+int tc_egress_link_new(int epfd, uint64_t epdata, const char *ca_file,
+                       struct tc_egress_link **ret)
 {
     struct tc_egress_link *l = calloc(1, sizeof(*l));
     int r;
@@ -111,7 +114,7 @@ int tc_egress_link_new(int epfd, uint64_t epdata, struct tc_egress_link **ret)
         free(l);
         return r;
     }
-    if ((r = spawn(l)) < 0) {
+    if ((r = spawn(l, ca_file)) < 0) {
         close(l->self_netns);
         free(l);
         return r;
@@ -193,7 +196,7 @@ static int make_listener(struct tc_egress_link *l, pid_t pid)
 }
 
 int tc_egress_link_attach(struct tc_egress_link *l, pid_t pid, json_t *allow, int64_t ask_ms,
-                          uint64_t *ret_handle)
+                          json_t *tls, uint64_t *ret_handle)
 {
     _cleanup_close_ int fd = -1;
     _cleanup_free_ char *payload = NULL;
@@ -206,12 +209,17 @@ int tc_egress_link_attach(struct tc_egress_link *l, pid_t pid, json_t *allow, in
     if (fd < 0)
         return fd;
     json_t *add = json_pack("{s:O, s:I}", "allow", allow, "ask_ms", (json_int_t)ask_ms);
+    if (add && tls && json_object_update(add, tls) < 0) {
+        json_decref(add);
+        add = NULL;
+    }
     payload = add ? json_dumps(add, JSON_COMPACT) : NULL;
     json_decref(add);
     if (!payload)
         return -ENOMEM;
     handle = ++l->next_handle;
     r = tc_eg_send(l->sock, TC_EG_ADD, handle, payload, strlen(payload), fd);
+    explicit_bzero(payload, strlen(payload)); /* the CA key and the credentials */
     if (r < 0)
         return r;
     *ret_handle = handle;
@@ -285,10 +293,20 @@ static json_t *validated_attempts(json_t *root, json_int_t *ret_dropped)
             json_decref(out);
             return NULL;
         }
-        json_array_append_new(out,
-                              json_pack("{s:O, s:O, s:O, s:O, s:O, s:O, s:O}", "host", host, "port",
-                                        port, "allowed", allowed, "reason", reason, "bytes_sent",
-                                        sent, "bytes_received", recv, "resolved", resolved));
+        json_t *o = json_pack("{s:O, s:O, s:O, s:O, s:O, s:O, s:O}", "host", host, "port", port,
+                              "allowed", allowed, "reason", reason, "bytes_sent", sent,
+                              "bytes_received", recv, "resolved", resolved);
+        /* credentials at egress: which one the proxy added (names, never a value) */
+        json_t *cred = json_object_get(a, "credential");
+        if (o && json_is_object(cred) && str_ok(json_object_get(cred, "secret"), 128) &&
+            str_ok(json_object_get(cred, "lease_id"), 36) &&
+            str_ok(json_object_get(cred, "header"), 64))
+            json_object_set_new(o, "credential",
+                                json_pack("{s:O, s:O, s:O}", "secret",
+                                          json_object_get(cred, "secret"), "lease_id",
+                                          json_object_get(cred, "lease_id"), "header",
+                                          json_object_get(cred, "header")));
+        json_array_append_new(out, o);
     }
     *ret_dropped = json_is_integer(dropped) && json_integer_value(dropped) > 0
                        ? json_integer_value(dropped)
@@ -414,4 +432,72 @@ int tc_egress_spec_env(struct tc_spec *spec)
     free(spec->envp);
     spec->envp = env;
     return 0;
+}
+
+static bool is_ca_var(const char *e)
+{
+    static const char *const names[] = {"SSL_CERT_FILE=", "SSL_CERT_DIR=", "REQUESTS_CA_BUNDLE=",
+                                         "CURL_CA_BUNDLE=", "NODE_EXTRA_CA_CERTS="};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (strncmp(e, names[i], strlen(names[i])) == 0)
+            return true;
+    return false;
+}
+
+int tc_egress_spec_tls(struct tc_spec *spec, json_t *spec_json, json_t **ret_tls)
+{
+#define CA_PATH "/run/secrets/" TC_TLS_CA_BUNDLE_NAME
+    static const char *const vars[] = {"SSL_CERT_FILE=" CA_PATH, "REQUESTS_CA_BUNDLE=" CA_PATH,
+                                       "CURL_CA_BUNDLE=" CA_PATH, "NODE_EXTRA_CA_CERTS=" CA_PATH};
+#undef CA_PATH
+    char *cert = NULL, *key = NULL, *b64 = NULL;
+    size_t i, n = 0, k = 0;
+    json_t *f;
+    int r;
+
+    *ret_tls = NULL;
+    if (json_array_size(spec->inject) == 0)
+        return 0;
+    json_array_foreach(spec->secret_files, i, f)
+    {
+        if (strcmp(json_string_value(json_object_get(f, "name")), TC_TLS_CA_BUNDLE_NAME) == 0)
+            return -EEXIST;
+    }
+    if ((r = tc_tls_ca_new(spec->inject, &cert, &key)) < 0)
+        return r;
+    r = -ENOMEM;
+    if (!(b64 = tc_tls_ca_bundle_b64(cert)))
+        goto out;
+    if (!spec->secret_files) {
+        json_t *arr = json_array();
+        if (!arr || json_object_set_new(spec_json, "secret_files", arr) < 0)
+            goto out;
+        spec->secret_files = arr;
+    }
+    if (json_array_append_new(spec->secret_files, json_pack("{s:s, s:s}", "name",
+                                                            TC_TLS_CA_BUNDLE_NAME, "content_b64",
+                                                            b64)) < 0)
+        goto out;
+    while (spec->envp && spec->envp[n])
+        n++;
+    const char **env = calloc(n + 5, sizeof(*env));
+    if (!env)
+        goto out;
+    for (i = 0; i < n; i++)
+        if (!is_ca_var(spec->envp[i]))
+            env[k++] = spec->envp[i];
+    for (i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+        env[k++] = vars[i];
+    env[k] = NULL;
+    free(spec->envp);
+    spec->envp = env;
+    *ret_tls = json_pack("{s:O, s:s, s:s}", "inject", spec->inject, "ca_cert", cert, "ca_key", key);
+    r = *ret_tls ? 0 : -ENOMEM;
+out:
+    free(cert);
+    if (key)
+        explicit_bzero(key, strlen(key));
+    free(key);
+    free(b64);
+    return r;
 }

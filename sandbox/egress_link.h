@@ -18,7 +18,8 @@ struct tc_egress_link;
 /* Fork the proxy (no exec; call this once, at launcher start, before any sandbox exists:
  * the proxy keeps a copy of the launcher's memory as it is now). The link keeps its
  * socket registered in epfd (EPOLLIN, data.u64 = epdata). */
-int tc_egress_link_new(int epfd, uint64_t epdata, struct tc_egress_link **ret_link);
+int tc_egress_link_new(int epfd, uint64_t epdata, const char *ca_file,
+                       struct tc_egress_link **ret_link);
 /* Kill the proxy, reap it, drop parked results. NULL is a no-op. */
 void tc_egress_link_free(struct tc_egress_link *l);
 
@@ -29,7 +30,12 @@ pid_t tc_egress_link_pid(const struct tc_egress_link *l); /* 0 while there is no
  * together with allow (the spec's network.allow). -ENETUNREACH when the proxy is gone
  * (it is never forked again: sandboxes that need it fail until the launcher restarts). */
 int tc_egress_link_attach(struct tc_egress_link *l, pid_t pid, json_t *allow, int64_t ask_ms,
-                          uint64_t *ret_handle);
+                          json_t *tls, uint64_t *ret_handle);
+/* A spec with "inject" (egress_tls.h): a CA of its own. Its bundle (the system's and it) goes
+ * to /run/secrets/toolcage-ca.pem, SSL_CERT_FILE, REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE and
+ * NODE_EXTRA_CA_CERTS name it (replacing the tool's); *ret_tls (for attach) holds inject, the
+ * certificate and the key. spec_json is the spec's JSON (its secret_files grows). 0/-errno. */
+int tc_egress_spec_tls(struct tc_spec *spec, json_t *spec_json, json_t **ret_tls);
 /* A reviewer's answer to one of the sandbox's asks ({"ask": n, "verdict": ...},
  * egress_proto.h VERDICT). 0 or -errno. */
 int tc_egress_link_verdict(struct tc_egress_link *l, uint64_t handle, const char *json);

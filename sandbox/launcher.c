@@ -764,6 +764,7 @@ struct settings {
     char uid_registry[PATH_MAX - 200];
     char gvisor_platform[16];
     char init_path[PATH_MAX];
+    char egress_ca[PATH_MAX];
     bool no_cgroup, no_seccomp_notify;
 };
 
@@ -940,6 +941,8 @@ int tc_launcher_main(int argc, char **argv)
                    copy_arg(set.uid_registry, sizeof(set.uid_registry), v)) ||
                   (strcmp(a, "--init") == 0 && v[0] == '/' &&
                    copy_arg(set.init_path, sizeof(set.init_path), v)) ||
+                  (strcmp(a, "--egress-ca") == 0 && v[0] == '/' &&
+                   copy_arg(set.egress_ca, sizeof(set.egress_ca), v)) ||
                   (strcmp(a, "--gvisor-platform") == 0 &&
                    (strcmp(v, "ptrace") == 0 || strcmp(v, "kvm") == 0) &&
                    copy_arg(set.gvisor_platform, sizeof(set.gvisor_platform), v));
@@ -1004,7 +1007,8 @@ int tc_launcher_main(int argc, char **argv)
         return 1;
     }
     /* The egress proxy (network allowlists). Without it, specs that allow network fail. */
-    if (tc_egress_link_new(L.epfd, wdata(0, W_EGRESS), &L.egress) < 0)
+    if (tc_egress_link_new(L.epfd, wdata(0, W_EGRESS), set.egress_ca[0] ? set.egress_ca : NULL,
+                           &L.egress) < 0)
         L.egress = NULL;
     {
         json_t *hi = host_info(&L);

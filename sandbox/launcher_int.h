@@ -32,6 +32,7 @@
 #include "sandbox/cgroup.h"
 #include "sandbox/child.h"
 #include "sandbox/egress_link.h"
+#include "sandbox/egress_tls.h"
 #include "sandbox/gvisor.h"
 #include "sandbox/launcher.h"
 #include "sandbox/pool.h"
@@ -127,6 +128,7 @@ struct sbx {
     unsigned n_viol;
     bool viol_news;         /* spec "session": violations since the last TC_WIRE_CHUNK '5' */
     uint64_t egress_handle; /* registered with the egress proxy (network allowlist), 0 = none */
+    json_t *egress_tls;     /* credentials at egress: inject, CA cert and key, until attached */
 
     /* gvisor backend: pid/pidfd are runsc's; the bundle is a tmpfs of its own */
     bool gvisor;

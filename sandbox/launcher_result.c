@@ -116,6 +116,8 @@ void lc_teardown(struct launcher *L, struct sbx *s)
     free(s->err.data);
     free(s->stdin_data);
     tc_spec_release(&s->spec);
+    json_decref(s->egress_tls);
+    s->egress_tls = NULL;
     json_decref(s->spec_json);
     if (s->uid)
         tc_pool_release_uid(&L->pool, s->uid);

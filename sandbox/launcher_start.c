@@ -71,11 +71,14 @@ static int prepare(struct launcher *L, struct sbx *s)
         return r;
     /* Network allowlist: the proxy's listener goes into the sandbox's network namespace
      * before PID 1 is released (and brings lo up). */
-    if (s->spec.network_allow &&
-        (r = tc_egress_link_attach(L->egress, s->pid, s->spec.network_allow,
-                                   s->spec.network_ask_ms, &s->egress_handle)) <
-            0)
-        return r;
+    if (s->spec.network_allow) {
+        r = tc_egress_link_attach(L->egress, s->pid, s->spec.network_allow, s->spec.network_ask_ms,
+                                  s->egress_tls, &s->egress_handle);
+        json_decref(s->egress_tls); /* the CA key lives in the proxy only from here */
+        s->egress_tls = NULL;
+        if (r < 0)
+            return r;
+    }
     return 0;
 }
 
@@ -283,6 +286,12 @@ void lc_start_sandbox(struct launcher *L, const char *hdr_id, char *payload)
     s->deadline_ms = s->start_ms + s->spec.limits.wall_ms;
     if (s->spec.network_allow && tc_egress_spec_env(&s->spec) < 0) {
         start_fail(L, s, "out of memory");
+        return;
+    }
+    if ((r = tc_egress_spec_tls(&s->spec, s->spec_json, &s->egress_tls)) < 0) {
+        start_fail(L, s, "credentials at egress: %s",
+                   r == -EEXIST ? "secret file name " TC_TLS_CA_BUNDLE_NAME " is reserved"
+                                : strerror(-r));
         return;
     }
 

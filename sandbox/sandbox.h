@@ -68,6 +68,7 @@ struct tc_launcher_options {
     int pool;                    /* shells kept ready, 1..TC_POOL_MAX; 0: 2; TC_POOL_NONE: none */
     const char *uid_registry;    /* NULL: TC_UID_REGISTRY (sandbox/uidrange.h) */
     const char *gvisor_platform; /* "ptrace" (NULL) or "kvm" */
+    const char *egress_ca_file;  /* extra upstream CAs for the egress proxy's TLS, or NULL */
     const char *init_path;       /* NULL: toolcage-init next to the binary (sandbox/child.h) */
     bool no_cgroup;              /* limits by rlimits only */
     bool no_seccomp_notify;      /* the filter kills without reporting the call */

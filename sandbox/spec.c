@@ -170,6 +170,45 @@ static int check_files(json_t *files, char *err, size_t errlen)
     return 0;
 }
 
+static bool str_ok(json_t *v, size_t min, size_t max, bool ctl_ok)
+{
+    const char *s = json_string_value(v);
+    if (!s || strlen(s) != json_string_length(v) || json_string_length(v) < min ||
+        json_string_length(v) > max)
+        return false;
+    for (; !ctl_ok && *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f)
+            return false;
+    return true;
+}
+
+/* Credentials the egress proxy adds (egress_tls.h): {host, port, header, value, scrub, secret,
+ * lease_id}, at most TC_TLS_MAX_INJECT; never given to the sandbox. */
+static int check_inject(json_t *a, char *err, size_t errlen)
+{
+    size_t i;
+    json_t *e;
+    if (!json_is_array(a) || json_array_size(a) > 16)
+        return fail(err, errlen, "inject: array of at most 16 entries");
+    json_array_foreach(a, i, e)
+    {
+        json_t *port = json_object_get(e, "port");
+        struct tc_egress_rule rule;
+        if (!json_is_object(e) || json_object_size(e) != 7 ||
+            !str_ok(json_object_get(e, "host"), 1, 253, false) ||
+            tc_egress_rule_parse(json_string_value(json_object_get(e, "host")), &rule) < 0 ||
+            rule.wildcard || !json_is_integer(port) || json_integer_value(port) < 1 ||
+            json_integer_value(port) > 65535 || !str_ok(json_object_get(e, "header"), 1, 64, false) ||
+            !str_ok(json_object_get(e, "value"), 1, 4096, false) ||
+            !str_ok(json_object_get(e, "scrub"), 1, 4096, true) ||
+            !str_ok(json_object_get(e, "secret"), 1, 128, false) ||
+            !str_ok(json_object_get(e, "lease_id"), 1, 36, false))
+            return fail(err, errlen, "inject[%zu]: {host, port, header, value, scrub, secret, "
+                                     "lease_id} required", i);
+    }
+    return 0;
+}
+
 /* Leased secret files: plain names (no '/', not "." or ".."), base64 content, bounded. */
 static int check_secret_files(json_t *a, char *err, size_t errlen)
 {
@@ -283,7 +322,8 @@ int tc_spec_parse(json_t *spec, struct tc_spec *ret, char *err, size_t errlen)
     static const char *const known[] = {"id",           "backend",   "argv",    "env",
                                         "cwd",          "stdin_b64", "files",   "collect",
                                         "mounts",       "hostname",  "network", "limits",
-                                        "secret_files", "hold",      "stream",  "session"};
+                                        "secret_files", "hold",      "stream",  "session",
+                                        "inject"};
     struct tc_spec s = {0};
     const char *key;
     json_t *val, *v;
@@ -333,6 +373,8 @@ int tc_spec_parse(json_t *spec, struct tc_spec *ret, char *err, size_t errlen)
     if (s.session && strcmp(s.backend, "native") != 0)
         return fail(err, errlen, "session: the native backend only");
     s.stream |= s.session;
+    if (json_array_size(s.inject) > 0 && !s.network_allow)
+        return fail(err, errlen, "inject: needs a network allowlist");
 
     v = json_object_get(spec, "cwd");
     if (v && (!json_is_string(v) || !abspath_valid(json_string_value(v))))
@@ -371,6 +413,10 @@ int tc_spec_parse(json_t *spec, struct tc_spec *ret, char *err, size_t errlen)
     if (v && (r = check_secret_files(v, err, errlen)) < 0)
         return r;
     s.secret_files = v;
+    v = json_object_get(spec, "inject");
+    if (v && (r = check_inject(v, err, errlen)) < 0)
+        return r;
+    s.inject = v;
 
     if ((r = parse_limits(json_object_get(spec, "limits"), &s.limits, err, errlen)) < 0)
         return r;

@@ -41,6 +41,7 @@ struct tc_spec {
     size_t n_mounts;
     json_t *network_allow; /* {"allow": [...]}: the rule strings; NULL for "none" */
     int64_t network_ask_ms; /* > 0: hosts not allowed are asked about for this long */
+    json_t *inject;         /* credentials the egress proxy adds (egress_tls.h), or NULL */
     struct tc_limits limits;
     int hold;    /* wait for TC_WIRE_GO before the program starts (see sandbox.h) */
     int stream;  /* send output as it comes (TC_WIRE_CHUNK), not only in the result */

@@ -1,0 +1,51 @@
+/* Credentials at egress: TLS for the egress proxy (OpenSSL).
+ *
+ * A sandbox whose spec has "inject" entries ({host, port, header, value, scrub, secret,
+ * lease_id}: a policy grant `"as": "header"`) gets a CA of its own, made by the launcher at
+ * its start (tc_tls_ca_new): its certificate joins the system's in a bundle the sandbox trusts
+ * (/run/secrets/toolcage-ca.pem, SSL_CERT_FILE and friends); its key only goes to the proxy.
+ * A CONNECT to an inject host:port is terminated by the proxy with a leaf certificate that CA
+ * signs; each request is read, its Host forced to the granted host, the credential header set
+ * (any the sandbox sent dropped), Connection: close, and sent over a TLS connection to the
+ * upstream that is verified against the system store (and the operator's extra CA file). The
+ * secret never enters the sandbox; the proxy also blanks it in what the upstream answers.
+ * Other hosts are tunnelled untouched. The CA is name-constrained to the inject hosts and
+ * lives as long as the sandbox. */
+#pragma once
+
+#include <jansson.h>
+#include <stdint.h>
+
+#define TC_TLS_MAX_INJECT     16
+#define TC_TLS_CA_BUNDLE_NAME "toolcage-ca.pem" /* in /run/secrets */
+
+/* Launcher: a fresh CA (EC P-256, a day long, name-constrained to the inject entries'
+ * hosts). *ret_cert_pem, *ret_key_pem: malloc'ed; the key is wiped by the caller. 0/-errno. */
+int tc_tls_ca_new(json_t *inject, char **ret_cert_pem, char **ret_key_pem);
+/* The system's CA bundle followed by cert_pem, base64 (for a secret_files entry), malloc'ed;
+ * NULL on failure. */
+char *tc_tls_ca_bundle_b64(const char *cert_pem);
+
+/* Proxy, once, before it drops its privileges: the store upstreams are verified against
+ * (the system bundle, and extra_ca_file's certificates when not NULL). 0 or -errno. */
+int tc_tls_client_init(const char *extra_ca_file);
+
+struct tc_tls_mitm;
+/* Proxy, per sandbox: leaf certificates for every inject host. NULL on failure. */
+struct tc_tls_mitm *tc_tls_mitm_new(const char *ca_cert_pem, const char *ca_key_pem,
+                                    json_t *inject);
+void tc_tls_mitm_free(struct tc_tls_mitm *m);
+/* The inject entry for host:port, or -1. */
+int tc_tls_mitm_find(const struct tc_tls_mitm *m, const char *host, uint16_t port);
+/* Its secret's name and lease id (for the attempt's record). */
+const char *tc_tls_mitm_secret(const struct tc_tls_mitm *m, int idx);
+const char *tc_tls_mitm_lease(const struct tc_tls_mitm *m, int idx);
+const char *tc_tls_mitm_header(const struct tc_tls_mitm *m, int idx);
+
+/* After "200 Connection established" on cfd (the sandbox) with ufd connected to the upstream:
+ * terminate, inject, relay until either side closes or idle_ms pass without a byte. Plaintext
+ * bytes are added to *sent / *received. Returns NULL when the exchange ran, else why it did
+ * not ("tls_client_failed", "tls_upstream_failed", "bad_request", ...); the sandbox got a
+ * 4xx/5xx over TLS when that was still possible. */
+const char *tc_tls_mitm_serve(struct tc_tls_mitm *m, int idx, int cfd, int ufd, int idle_ms,
+                              uint64_t *sent, uint64_t *received);
