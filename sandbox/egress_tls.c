@@ -430,7 +430,8 @@ static bool dropped(const char *name, size_t len, const char *grant_header)
 /* The request head the upstream gets: the sandbox's request line (origin-form target only)
  * and headers, minus those the proxy owns, plus Host, the credential and Connection: close.
  * Length, or -1 when the head is not a request this proxy forwards. */
-static long rewrite(const char *in, size_t len, const struct grant *g, char *out, size_t size)
+long tc_tls_rewrite_head(const char *in, size_t len, const char *ghost, uint16_t gport,
+                         const char *gheader, const char *gvalue, char *out, size_t size)
 {
     const char *end = in + len, *eol = memchr(in, '\r', len);
     size_t o = 0;
@@ -472,18 +473,17 @@ static long rewrite(const char *in, size_t len, const struct grant *g, char *out
         for (const char *p = colon + 1; p < le; p++)
             if (*p == '\n' || *p == '\0')
                 return -1;
-        if (!dropped(line, (size_t)(colon - line), g->header))
+        if (!dropped(line, (size_t)(colon - line), gheader))
             PUT(line, (size_t)(le - line) + 2);
         line = le + 2;
     }
     char host[TC_EGRESS_HOST_MAX + 16];
-    int hl = g->port == 443 ? snprintf(host, sizeof(host), "Host: %s\r\n", g->host)
-                            : snprintf(host, sizeof(host), "Host: %s:%u\r\n", g->host,
-                                       (unsigned)g->port);
+    int hl = gport == 443 ? snprintf(host, sizeof(host), "Host: %s\r\n", ghost)
+                          : snprintf(host, sizeof(host), "Host: %s:%u\r\n", ghost, (unsigned)gport);
     PUT(host, (size_t)hl);
-    PUT(g->header, strlen(g->header));
+    PUT(gheader, strlen(gheader));
     PUT(": ", 2);
-    PUT(g->value, strlen(g->value));
+    PUT(gvalue, strlen(gvalue));
     PUT("\r\nConnection: close\r\n\r\n", 23);
 #undef PUT
     return (long)o;
@@ -491,14 +491,7 @@ static long rewrite(const char *in, size_t len, const struct grant *g, char *out
 
 /* Blanks every occurrence of the secret in what the upstream answers, across reads: the
  * last len-1 bytes wait for the next read. Same length ('*'), so framing holds. */
-struct scrubber {
-    const char *secret;
-    size_t len;
-    char tail[512];
-    size_t ntail;
-};
-
-static void scrub_span(struct scrubber *sc, char *p, size_t n)
+static void scrub_span(struct tc_tls_scrubber *sc, char *p, size_t n)
 {
     if (sc->len < 4)
         return;
@@ -513,8 +506,8 @@ static void scrub_span(struct scrubber *sc, char *p, size_t n)
 
 /* data (n bytes, in buf of room bytes) joined to the tail, scrubbed; what may go out now is
  * written to out (room bytes), its length returned; the new tail kept. */
-static size_t scrub_feed(struct scrubber *sc, const char *data, size_t n, char *out, size_t room,
-                         bool last)
+size_t tc_tls_scrub_feed(struct tc_tls_scrubber *sc, const char *data, size_t n, char *out,
+                         size_t room, bool last)
 {
     size_t keep = sc->len > 1 && sc->len - 1 <= sizeof(sc->tail) ? sc->len - 1 : 0;
     size_t total = sc->ntail + n;
@@ -538,7 +531,7 @@ const char *tc_tls_mitm_serve(struct tc_tls_mitm *m, int idx, int cfd, int ufd, 
     char head[HEAD_MAX], out[HEAD_MAX + 1024], buf[16384], clean[16384 + 512];
     size_t len = 0;
     long hl;
-    struct scrubber sc = {.secret = g->scrub, .len = strlen(g->scrub)};
+    struct tc_tls_scrubber sc = {.secret = g->scrub, .len = strlen(g->scrub)};
 
     fcntl(cfd, F_SETFL, fcntl(cfd, F_GETFL) | O_NONBLOCK);
     fcntl(ufd, F_SETFL, fcntl(ufd, F_GETFL) | O_NONBLOCK);
@@ -572,7 +565,8 @@ const char *tc_tls_mitm_serve(struct tc_tls_mitm *m, int idx, int cfd, int ufd, 
         }
     }
     size_t head_len = (size_t)(blank - head) + 4;
-    if ((hl = rewrite(head, head_len, g, out, sizeof(out))) < 0) {
+    if ((hl = tc_tls_rewrite_head(head, head_len, g->host, g->port, g->header, g->value, out,
+                                  sizeof(out))) < 0) {
         tls_reply(cs, cfd, 400, "Bad Request",
                   "toolcage egress proxy: only origin-form HTTP/1.x requests are forwarded with"
                   " a credential\n");
@@ -611,7 +605,7 @@ const char *tc_tls_mitm_serve(struct tc_tls_mitm *m, int idx, int cfd, int ufd, 
         bool moved = false;
         int r = SSL_read(us, buf, sizeof(buf));
         if (r > 0) {
-            size_t n = scrub_feed(&sc, buf, (size_t)r, clean, sizeof(clean), false);
+            size_t n = tc_tls_scrub_feed(&sc, buf, (size_t)r, clean, sizeof(clean), false);
             if (!ssl_write_all(cs, cfd, clean, n, now_ms() + STEP_MS))
                 break;
             *received += (uint64_t)r;
@@ -619,7 +613,7 @@ const char *tc_tls_mitm_serve(struct tc_tls_mitm *m, int idx, int cfd, int ufd, 
         } else {
             int e = SSL_get_error(us, r);
             if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) { /* the answer ended */
-                size_t n = scrub_feed(&sc, "", 0, clean, sizeof(clean), true);
+                size_t n = tc_tls_scrub_feed(&sc, "", 0, clean, sizeof(clean), true);
                 (void)ssl_write_all(cs, cfd, clean, n, now_ms() + STEP_MS);
                 SSL_shutdown(cs);
                 break;

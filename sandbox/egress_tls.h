@@ -14,6 +14,8 @@
 #pragma once
 
 #include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define TC_TLS_MAX_INJECT     16
@@ -49,3 +51,28 @@ const char *tc_tls_mitm_header(const struct tc_tls_mitm *m, int idx);
  * 4xx/5xx over TLS when that was still possible. */
 const char *tc_tls_mitm_serve(struct tc_tls_mitm *m, int idx, int cfd, int ufd, int idle_ms,
                               uint64_t *sent, uint64_t *received);
+
+/* ---- the parts the unit tests reach ---- */
+
+/* The request head (ending with its blank line) an injected request goes out with: the
+ * sandbox's request line (origin-form target, HTTP/1.x) and headers, minus the credential
+ * header, Host, hop-by-hop headers and Accept-Encoding (answers come uncompressed, so the
+ * blanking below can see them), plus Host, the credential and Connection: close. Length, or
+ * -1 for a head this proxy does not forward (absolute-form or CONNECT targets, obs-fold,
+ * bare LF, bad names) or that does not fit size. */
+long tc_tls_rewrite_head(const char *in, size_t len, const char *host, uint16_t port,
+                         const char *header, const char *value, char *out, size_t size);
+
+/* Blanks (same length, '*') every occurrence of secret in a stream, across pieces: the last
+ * len-1 bytes of each piece wait for the next one (or last). Secrets under 4 bytes are not
+ * blanked. */
+struct tc_tls_scrubber {
+    const char *secret;
+    size_t len;
+    char tail[512];
+    size_t ntail;
+};
+/* data joined to what waited; what may go out now is written to out (room >= n + 512), its
+ * length returned. */
+size_t tc_tls_scrub_feed(struct tc_tls_scrubber *sc, const char *data, size_t n, char *out,
+                         size_t room, bool last);

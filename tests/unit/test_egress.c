@@ -12,6 +12,7 @@
 
 #include "sandbox/egress_proto.h"
 #include "sandbox/egress_rules.h"
+#include "sandbox/egress_tls.h"
 #include "sandbox/spec.h"
 #include "tap.h"
 
@@ -384,6 +385,67 @@ TEST(spec_network)
     CHECK(spec_with_network("{\"allow\":[],\"ask_ms\":3600001}", err, sizeof(err)) == -EINVAL);
 }
 
+static long inj(const char *head, char *out, size_t size)
+{
+    return tc_tls_rewrite_head(head, strlen(head), "api.example", 443, "Authorization",
+                               "Bearer s3cret-value", out, size);
+}
+
+TEST(inject_rewrite)
+{
+    char out[4096];
+    long n = inj("GET /v1/me?x=1 HTTP/1.1\r\nHost: evil.example\r\nauthorization: Bearer forged\r\n"
+                 "Accept: */*\r\nConnection: keep-alive\r\nAccept-Encoding: gzip\r\n"
+                 "Proxy-Authorization: x\r\nX-Trace: 1\r\n\r\n",
+                 out, sizeof(out));
+    CHECK(n > 0);
+    out[n > 0 ? n : 0] = '\0';
+    CHECK(strcmp(out, "GET /v1/me?x=1 HTTP/1.1\r\nAccept: */*\r\nX-Trace: 1\r\n"
+                      "Host: api.example\r\nAuthorization: Bearer s3cret-value\r\n"
+                      "Connection: close\r\n\r\n") == 0);
+    /* a port other than 443 is in Host */
+    n = tc_tls_rewrite_head("GET / HTTP/1.0\r\n\r\n", 18, "10.0.0.1", 8443, "X-Key", "v", out,
+                            sizeof(out));
+    CHECK(n > 0 && memmem(out, (size_t)n, "Host: 10.0.0.1:8443\r\n", 21) != NULL);
+    /* what is not forwarded with a credential */
+    CHECK(inj("GET https://other.example/ HTTP/1.1\r\n\r\n", out, sizeof(out)) < 0);
+    CHECK(inj("CONNECT other.example:443 HTTP/1.1\r\n\r\n", out, sizeof(out)) < 0);
+    CHECK(inj("GET / HTTP/2\r\n\r\n", out, sizeof(out)) < 0);
+    CHECK(inj("GET / HTTP/1.1\r\nX-A: 1\r\n folded: injected\r\n\r\n", out, sizeof(out)) < 0);
+    CHECK(inj("GET / HTTP/1.1\r\nX-A: 1\nHost: evil\r\n\r\n", out, sizeof(out)) < 0);
+    CHECK(inj("GET / HTTP/1.1\r\nBad Name: 1\r\n\r\n", out, sizeof(out)) < 0);
+    CHECK(inj("G(T / HTTP/1.1\r\n\r\n", out, sizeof(out)) < 0);
+    CHECK(inj("GET /a b HTTP/1.1\r\n\r\n", out, sizeof(out)) < 0);
+    CHECK(inj("GET / HTTP/1.1\r\n\r\n", out, 40) < 0); /* does not fit */
+}
+
+TEST(inject_scrub)
+{
+    const char *secret = "s3cret-value";
+    char out[2048];
+    /* the secret cut anywhere between two pieces is still blanked, and nothing else is */
+    for (size_t cut = 0; cut <= 40; cut++) {
+        const char *text = "answer: Bearer s3cret-value; again s3cret-value.";
+        struct tc_tls_scrubber sc = {.secret = secret, .len = strlen(secret)};
+        size_t tl = strlen(text), a = cut < tl ? cut : tl, o = 0;
+        o += tc_tls_scrub_feed(&sc, text, a, out + o, sizeof(out) - o, false);
+        o += tc_tls_scrub_feed(&sc, text + a, tl - a, out + o, sizeof(out) - o, false);
+        o += tc_tls_scrub_feed(&sc, "", 0, out + o, sizeof(out) - o, true);
+        out[o] = '\0';
+        CHECK(o == tl);
+        CHECK(strcmp(out, "answer: Bearer ************; again ************.") == 0);
+    }
+    /* byte by byte */
+    struct tc_tls_scrubber sc = {.secret = secret, .len = strlen(secret)};
+    const char *text = "xs3cret-values3cret-valu";
+    size_t o = 0;
+    for (size_t i = 0; text[i]; i++)
+        o += tc_tls_scrub_feed(&sc, text + i, 1, out + o, sizeof(out) - o, false);
+    o += tc_tls_scrub_feed(&sc, "", 0, out + o, sizeof(out) - o, true);
+    out[o] = '\0';
+    CHECK(strcmp(out, "x************s3cret-valu") == 0);
+}
+
 int main(void)
 {
     RUN(rule_grammar);
@@ -396,5 +458,7 @@ int main(void)
     RUN(head_hostile);
     RUN(proto_checks);
     RUN(spec_network);
+    RUN(inject_rewrite);
+    RUN(inject_scrub);
     return TAP_DONE();
 }

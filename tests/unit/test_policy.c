@@ -610,9 +610,47 @@ static bool test_reserved_sections(void)
     CHECK(tool_fails_with("\"credentials\": {}", "tools.t.credentials: must be an array"));
     CHECK(tool_fails_with(
         "\"credentials\": [{\"secret\": \"s\", \"as\": \"stdin\", \"name\": \"x\"}]",
-        "tools.t.credentials[0].as: must be one of \"env\" or \"file\""));
+        "tools.t.credentials[0].as: must be one of \"env\", \"file\" or \"header\""));
     CHECK(tool_fails_with("\"credentials\": [{\"secret\": \"s\", \"name\": \"X\"}]",
                           "tools.t.credentials[0].as: required"));
+    /* "as": "header": the egress proxy adds it for one host the allowlist names */
+    CHECK(tool_loads("\"network\": {\"allow\": [\"api.example:443\"]}, \"credentials\": [{\"secret\": "
+                     "\"s\", \"as\": \"header\", \"host\": \"api.example\", \"header\": "
+                     "\"Authorization\", \"format\": \"Bearer {value}\"}]"));
+    CHECK(tool_loads("\"network\": {\"allow\": [\"10.1.2.3:8443\"]}, \"credentials\": [{\"secret\": "
+                     "\"s\", \"as\": \"header\", \"host\": \"10.1.2.3\", \"port\": 8443, "
+                     "\"header\": \"X-Api-Key\"}]"));
+    CHECK(tool_fails_with("\"network\": {\"allow\": [\"api.example\"]}, \"credentials\": [{\"secret\": "
+                          "\"s\", \"as\": \"header\", \"host\": \"api.example\", \"port\": 8443, "
+                          "\"header\": \"X-Key\"}]",
+                          "tools.t.credentials[0].host: api.example:8443 must be in network.allow "
+                          "(as \"api.example:8443\")"));
+    CHECK(tool_fails_with("\"credentials\": [{\"secret\": \"s\", \"as\": \"header\", \"host\": "
+                          "\"api.example\", \"header\": \"X-Key\"}]",
+                          "tools.t.credentials[0].host: api.example:443 must be in network.allow "
+                          "(as \"api.example:443\")"));
+    CHECK(tool_fails_with("\"network\": {\"allow\": [\"a.example\"]}, \"credentials\": [{\"secret\": "
+                          "\"s\", \"as\": \"header\", \"host\": \"a.example\", \"header\": "
+                          "\"Host\"}]",
+                          "tools.t.credentials[0].header: Host is not a credential header"));
+    CHECK(tool_fails_with("\"network\": {\"allow\": [\"a.example\"]}, \"credentials\": [{\"secret\": "
+                          "\"s\", \"as\": \"header\", \"host\": \"a.example\", \"header\": "
+                          "\"X Key\"}]",
+                          "tools.t.credentials[0].header: must be an HTTP header name (letters, "
+                          "digits and !#$%&'*+-.^_`|~)"));
+    CHECK(tool_fails_with("\"network\": {\"allow\": [\"a.example\"]}, \"credentials\": [{\"secret\": "
+                          "\"s\", \"as\": \"header\", \"host\": \"a.example\", \"header\": "
+                          "\"X-Key\", \"format\": \"{value}{value}\"}]",
+                          "tools.t.credentials[0].format: must contain {value} once"));
+    CHECK(tool_fails_with("\"network\": {\"allow\": [\"*.a.example\"]}, \"credentials\": [{\"secret\": "
+                          "\"s\", \"as\": \"header\", \"host\": \"*.a.example\", \"header\": "
+                          "\"X-Key\"}]",
+                          "tools.t.credentials[0].host: \"*.a.example\" must be one host name or IPv4 "
+                          "address, without port"));
+    CHECK(tool_fails_with("\"network\": {\"allow\": [\"a.example\"]}, \"credentials\": [{\"secret\": "
+                          "\"s\", \"as\": \"header\", \"host\": \"a.example\", \"header\": "
+                          "\"X-Key\", \"name\": \"X\"}]",
+                          "tools.t.credentials[0].name: unknown key"));
     CHECK(tool_fails_with(
         "\"credentials\": [{\"secret\": \"a b\", \"as\": \"env\", \"name\": \"X\"}]",
         "tools.t.credentials[0].secret: secret names may only contain letters, digits, '_', '.' "
