@@ -93,11 +93,11 @@ enum MHD_Result tc_api_egress_ask_decide(struct tc_request *r)
         snprintf(decider, sizeof(decider), "key:%s", r->principal.key_id);
     json_t *actor = tc_auth_actor(&r->principal);
     PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
-    int rc = c && actor ? tc_egress_ask_decide(c, r->srv->keys, r->principal.tenant_id,
-                                               r->params[0], decider, r->principal.key_id,
-                                               r->principal.person_id, actor,
-                                               (enum tc_egress_verdict)d, reason)
-                        : -EIO;
+    int rc = c && actor
+                 ? tc_egress_ask_decide(c, r->srv->keys, r->principal.tenant_id, r->params[0],
+                                        decider, r->principal.key_id, r->principal.person_id, actor,
+                                        (enum tc_egress_verdict)d, reason)
+                 : -EIO;
     int err = -EIO;
     json_t *ask = rc == 0 ? tc_egress_ask_get(c, r->principal.tenant_id, r->params[0], &err) : NULL;
     tc_db_release(r->srv->db, c);
@@ -106,7 +106,8 @@ enum MHD_Result tc_api_egress_ask_decide(struct tc_request *r)
     switch (rc) {
     case 0:
         tc_log(TC_LOG_INFO, "egress ask decided", "{s:s, s:s, s:s}", "request_id", r->request_id,
-               "ask_id", r->params[0], "decision", tc_egress_verdict_name((enum tc_egress_verdict)d));
+               "ask_id", r->params[0], "decision",
+               tc_egress_verdict_name((enum tc_egress_verdict)d));
         return ask ? tc_respond_json(r, 200, ask) : tc_respond_db_down(r);
     case -ENOENT:
         return not_found(r);
@@ -115,9 +116,10 @@ enum MHD_Result tc_api_egress_ask_decide(struct tc_request *r)
                                   "the key (or person) that asked for this execution cannot decide"
                                   " its connections");
     case -ESTALE:
-        return tc_respond_problem(r, 409, "not-pending", "Conflict", NULL,
-                                  "the ask is no longer pending (answered, expired, or its execution"
-                                  " ended)");
+        return tc_respond_problem(
+            r, 409, "not-pending", "Conflict", NULL,
+            "the ask is no longer pending (answered, expired, or its execution"
+            " ended)");
     default:
         return tc_respond_db_down(r);
     }

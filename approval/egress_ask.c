@@ -28,12 +28,17 @@ const char *tc_egress_verdict_name(enum tc_egress_verdict v)
 
 /* The row as the API shows it (the execution's code included: what the reviewer judges). */
 #define ASK_VIEW                                                                                   \
-    "json_build_object('id', a.id, 'execution_id', a.execution_id, 'tool', a.tool,"               \
+    "json_build_object('id', a.id, 'execution_id', a.execution_id, 'tool', a.tool,"                \
     " 'host', a.host, 'port', a.port, 'status', a.status,"                                         \
-    " 'created_at', " TC_SQL_ISO("a.created_at") ","                                              \
-    " 'expires_at', " TC_SQL_ISO("a.expires_at") ","                                              \
-    " 'decided_at', " TC_SQL_ISO("a.decided_at") ","                                              \
-    " 'decider', a.decider, 'reason', a.reason, 'code', e.request->>'code')::text"
+    " 'created_at', " TC_SQL_ISO(                                                                  \
+        "a.created_at") ","                                                                        \
+                        " 'expires_at', " TC_SQL_ISO(                                              \
+                            "a.expires_at") ","                                                    \
+                                            " 'decided_at', " TC_SQL_ISO(                          \
+                                                "a.decided_at") ","                                \
+                                                                " 'decider', a.decider, "          \
+                                                                "'reason', a.reason, 'code', "     \
+                                                                "e.request->>'code')::text"
 
 static int audit_tx(PGconn *c, const struct tc_keys *keys, json_t *ev)
 {
@@ -53,25 +58,26 @@ int tc_egress_ask_insert(PGconn *c, const struct tc_keys *keys, const char *exec
     const char *p[] = {id, execution_id, ns, host, ps, ms};
     if (tc_db_begin(c) < 0)
         return -EIO;
-    PGresult *r = tc_db_exec(c,
-                             "INSERT INTO egress_asks (id, tenant_id, execution_id, ask, tool, host,"
-                             " port, status, expires_at)"
-                             " SELECT $1, e.tenant_id, e.id, $3::int, e.tool, $4, $5::int,"
-                             " 'pending', now() + make_interval(secs => $6::bigint / 1000.0)"
-                             " FROM executions e WHERE e.id = $2 AND e.status = 'running'"
-                             " RETURNING tenant_id, tool",
-                             6, p);
+    PGresult *r =
+        tc_db_exec(c,
+                   "INSERT INTO egress_asks (id, tenant_id, execution_id, ask, tool, host,"
+                   " port, status, expires_at)"
+                   " SELECT $1, e.tenant_id, e.id, $3::int, e.tool, $4, $5::int,"
+                   " 'pending', now() + make_interval(secs => $6::bigint / 1000.0)"
+                   " FROM executions e WHERE e.id = $2 AND e.status = 'running'"
+                   " RETURNING tenant_id, tool",
+                   6, p);
     if (!r)
         return tc_db_finish(c, -EIO);
     if (PQntuples(r) != 1) {
         PQclear(r);
         return tc_db_finish(c, -ENOENT);
     }
-    json_t *ev = json_pack("{s:s, s:s, s:s, s:{s:s, s:s}, s:s, s:s, s:s, s:s, s:i, s:I}",
-                           "action", "egress.ask", "status", "pending", "tenant_id",
-                           PQgetvalue(r, 0, 0), "actor", "type", "system", "id", "egress-proxy",
-                           "tool", PQgetvalue(r, 0, 1), "execution_id", execution_id, "ask_id", id,
-                           "host", host, "port", port, "timeout_ms", (json_int_t)timeout_ms);
+    json_t *ev = json_pack("{s:s, s:s, s:s, s:{s:s, s:s}, s:s, s:s, s:s, s:s, s:i, s:I}", "action",
+                           "egress.ask", "status", "pending", "tenant_id", PQgetvalue(r, 0, 0),
+                           "actor", "type", "system", "id", "egress-proxy", "tool",
+                           PQgetvalue(r, 0, 1), "execution_id", execution_id, "ask_id", id, "host",
+                           host, "port", port, "timeout_ms", (json_int_t)timeout_ms);
     PQclear(r);
     int rc = tc_db_finish(c, audit_tx(c, keys, ev));
     if (rc == 0)
@@ -104,14 +110,14 @@ int tc_egress_ask_decide(PGconn *c, const struct tc_keys *keys, const char *tena
     }
     bool pending = strcmp(PQgetvalue(r, 0, 0), "pending") == 0;
     bool expired = strcmp(PQgetvalue(r, 0, 1), "t") == 0;
-    bool own = (decider_key && *decider_key && strcmp(PQgetvalue(r, 0, 6), decider_key) == 0) ||
-               (decider_person && *decider_person && strcmp(PQgetvalue(r, 0, 7), decider_person) == 0);
-    json_t *ev = json_pack("{s:s, s:s, s:O, s:s, s:s, s:s, s:s, s:i, s:s, s:s*}", "action",
-                           "egress.decision", "tenant_id", tenant_id, "actor", actor, "tool",
-                           PQgetvalue(r, 0, 3), "execution_id", PQgetvalue(r, 0, 2), "ask_id",
-                           ask_id, "host", PQgetvalue(r, 0, 4), "port",
-                           (int)strtol(PQgetvalue(r, 0, 5), NULL, 10), "status", verdict_status[v],
-                           "reason", reason);
+    bool own =
+        (decider_key && *decider_key && strcmp(PQgetvalue(r, 0, 6), decider_key) == 0) ||
+        (decider_person && *decider_person && strcmp(PQgetvalue(r, 0, 7), decider_person) == 0);
+    json_t *ev = json_pack(
+        "{s:s, s:s, s:O, s:s, s:s, s:s, s:s, s:i, s:s, s:s*}", "action", "egress.decision",
+        "tenant_id", tenant_id, "actor", actor, "tool", PQgetvalue(r, 0, 3), "execution_id",
+        PQgetvalue(r, 0, 2), "ask_id", ask_id, "host", PQgetvalue(r, 0, 4), "port",
+        (int)strtol(PQgetvalue(r, 0, 5), NULL, 10), "status", verdict_status[v], "reason", reason);
     PQclear(r);
     if (!pending || expired || own) {
         json_decref(ev);
@@ -145,13 +151,13 @@ int tc_egress_ask_close(PGconn *c, const struct tc_keys *keys, const char *ask_i
         return tc_db_finish(c, -EIO);
     int rc = 0;
     if (PQntuples(r) == 1) {
-        json_t *ev = json_pack("{s:s, s:s, s:s, s:{s:s, s:s}, s:s, s:s, s:s, s:s, s:i}", "action",
-                               strcmp(status, "expired") == 0 ? "egress.expired" : "egress.withdrawn",
-                               "status", status, "tenant_id", PQgetvalue(r, 0, 0), "actor", "type",
-                               "system", "id", "egress-proxy", "execution_id", PQgetvalue(r, 0, 1),
-                               "tool", PQgetvalue(r, 0, 2), "ask_id", ask_id, "host",
-                               PQgetvalue(r, 0, 3), "port",
-                               (int)strtol(PQgetvalue(r, 0, 4), NULL, 10));
+        json_t *ev =
+            json_pack("{s:s, s:s, s:s, s:{s:s, s:s}, s:s, s:s, s:s, s:s, s:i}", "action",
+                      strcmp(status, "expired") == 0 ? "egress.expired" : "egress.withdrawn",
+                      "status", status, "tenant_id", PQgetvalue(r, 0, 0), "actor", "type", "system",
+                      "id", "egress-proxy", "execution_id", PQgetvalue(r, 0, 1), "tool",
+                      PQgetvalue(r, 0, 2), "ask_id", ask_id, "host", PQgetvalue(r, 0, 3), "port",
+                      (int)strtol(PQgetvalue(r, 0, 4), NULL, 10));
         rc = audit_tx(c, keys, ev);
     }
     PQclear(r);

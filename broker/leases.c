@@ -22,7 +22,7 @@ struct grant_item {
     char *value;    /* sodium_malloc'ed, NUL-terminated */
     size_t len;
     /* "as": "header": added by the egress proxy to HTTPS requests to host:port */
-    char *inject;   /* sodium_malloc'ed: the header's value (format with {value}), or NULL */
+    char *inject; /* sodium_malloc'ed: the header's value (format with {value}), or NULL */
     char host[254];
     int port;
     char lease_id[37];
@@ -173,11 +173,11 @@ int tc_grant_apply_spec(const struct tc_grant *g, json_t *spec)
     for (size_t i = 0; i < g->n && rc == 0; i++) {
         const struct grant_item *it = &g->items[i];
         if (it->inject) { /* for the egress proxy only: never in the sandbox */
-            rc = json_array_append_new(
-                     inject, json_pack("{s:s, s:i, s:s, s:s, s:s, s:s, s:s}", "host", it->host,
-                                       "port", it->port, "header", it->name, "value", it->inject,
-                                       "scrub", it->value, "secret", it->secret, "lease_id",
-                                       it->lease_id)) < 0
+            rc = json_array_append_new(inject,
+                                       json_pack("{s:s, s:i, s:s, s:s, s:s, s:s, s:s}", "host",
+                                                 it->host, "port", it->port, "header", it->name,
+                                                 "value", it->inject, "scrub", it->value, "secret",
+                                                 it->secret, "lease_id", it->lease_id)) < 0
                      ? -ENOMEM
                      : 0;
             continue;

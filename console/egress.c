@@ -38,7 +38,8 @@ enum MHD_Result tc_console_egress_asks(struct tc_request *r)
     json_t *a;
     json_array_foreach(asks, i, a)
     {
-        bool pending = strcmp(json_string_value(json_object_get(a, "status")) ?: "", "pending") == 0;
+        bool pending =
+            strcmp(json_string_value(json_object_get(a, "status")) ?: "", "pending") == 0;
         npending += pending;
         json_object_set_new(a, "pending", json_boolean(pending));
     }
@@ -122,9 +123,9 @@ enum MHD_Result tc_console_egress_decide(struct tc_request *r)
         return ask_page(r, 403, "You asked for this execution, so you cannot answer its asks.",
                         NULL);
     case -ESTALE:
-        return ask_page(r, 409,
-                        "This ask is no longer pending (answered, expired, or its execution ended).",
-                        NULL);
+        return ask_page(
+            r, 409, "This ask is no longer pending (answered, expired, or its execution ended).",
+            NULL);
     default:
         return db_down(r);
     }

@@ -168,9 +168,9 @@ enum MHD_Result tc_console_page(struct tc_request *r, unsigned status, const cha
         json_object_update(all, data); /* the page's own fields win */
     json_decref(data);
     static const char *const titles[][2] = {
-        {"approvals", "Approvals"}, {"approval", "Approval"}, {"executions", "Executions"},
-        {"execution", "Execution"}, {"audit", "Audit trail"}, {"dashboard", "Dashboard"},
-        {"users", "Console users"}, {"secrets", "Secrets"},   {"signin", "Sign in"},
+        {"approvals", "Approvals"},     {"approval", "Approval"},    {"executions", "Executions"},
+        {"execution", "Execution"},     {"audit", "Audit trail"},    {"dashboard", "Dashboard"},
+        {"users", "Console users"},     {"secrets", "Secrets"},      {"signin", "Sign in"},
         {"egress_asks", "Egress asks"}, {"egress_ask", "Egress ask"}};
     for (size_t i = 0; i < TC_ARRAY_SIZE(titles) && !json_object_get(all, "title"); i++)
         if (strcmp(tmpl, titles[i][0]) == 0)

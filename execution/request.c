@@ -401,7 +401,8 @@ json_t *tc_exec_build_spec(const struct tc_tool *tool, const struct tc_exec_requ
             json_array_append_new(allow, json_string(tool->network_allow[a]));
         network = json_pack("{s:o}", "allow", allow);
         if (network && tool->network_ask)
-            json_object_set_new(network, "ask_ms", json_integer(tool->network_ask_timeout_s * 1000));
+            json_object_set_new(network, "ask_ms",
+                                json_integer(tool->network_ask_timeout_s * 1000));
     }
 
     json_t *spec =

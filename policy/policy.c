@@ -1006,7 +1006,8 @@ static void check_credentials(struct ctx *c, const char *path, json_t *obj, cons
             if (!as)
                 add_err(c, kp, "required");
             else
-                how = want_enum(c, kp, as, (const char *const[]){"env", "file", "header", NULL}, -1);
+                how =
+                    want_enum(c, kp, as, (const char *const[]){"env", "file", "header", NULL}, -1);
             path_key(kp, sizeof(kp), p, "name");
             if (!name || how < 0)
                 continue;

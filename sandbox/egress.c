@@ -75,7 +75,7 @@ struct sbx {
     int64_t ask_ms;               /* 0: hosts not in the rules are refused; else asked about */
     struct ask asks[TC_EGRESS_MAX_ASKS];
     size_t nasks;
-    pthread_cond_t asked; /* a verdict came, or the sandbox is being closed */
+    pthread_cond_t asked;     /* a verdict came, or the sandbox is being closed */
     struct tc_tls_mitm *mitm; /* credentials at egress (egress_tls.h), or NULL */
     pthread_mutex_t mu;
     pthread_cond_t idle;
@@ -423,9 +423,9 @@ static bool ask(struct sbx *s, const char *host, uint16_t port, struct tc_egress
     long idx = record(s, host, port, false, "asking");
     *ret_idx = idx;
     if (fresh) {
-        json_t *j = json_pack("{s:I, s:s, s:i, s:I, s:I}", "ask", (json_int_t)n, "host", host,
-                              "port", (int)port, "index", (json_int_t)idx, "timeout_ms",
-                              (json_int_t)s->ask_ms);
+        json_t *j =
+            json_pack("{s:I, s:s, s:i, s:I, s:I}", "ask", (json_int_t)n, "host", host, "port",
+                      (int)port, "index", (json_int_t)idx, "timeout_ms", (json_int_t)s->ask_ms);
         char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
         json_decref(j);
         if (!text || tc_eg_send(g_ctl, TC_EG_ASK, s->handle, text, strlen(text), -1) < 0) {
@@ -734,9 +734,9 @@ static void on_add(const struct tc_eg_hdr *h, const char *payload, int lfd)
     s->nrules = json_array_size(arr);
     s->ask_ms = json_integer_value(ask_ms);
     if (json_array_size(inject) > 0 &&
-        !(s->mitm = tc_tls_mitm_new(json_string_value(json_object_get(root, "ca_cert")) ?: "",
-                                    json_string_value(json_object_get(root, "ca_key")) ?: "",
-                                    inject)))
+        !(s->mitm =
+              tc_tls_mitm_new(json_string_value(json_object_get(root, "ca_cert")) ?: "",
+                              json_string_value(json_object_get(root, "ca_key")) ?: "", inject)))
         goto fail;
     s->handle = h->handle;
     s->lfd = lfd;
@@ -781,8 +781,7 @@ static void drain_backlog(struct sbx *s)
         ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
         if (n > 0 && tc_http_head_parse(buf, (size_t)n, &h) == 0) {
             pthread_mutex_lock(&s->mu);
-            bool ok =
-                tc_egress_match(s->rules, s->nrules, h.host, h.port, &ri) == TC_EGRESS_MATCH;
+            bool ok = tc_egress_match(s->rules, s->nrules, h.host, h.port, &ri) == TC_EGRESS_MATCH;
             pthread_mutex_unlock(&s->mu);
             record(s, h.host, h.port, ok, "cancelled");
         } else
@@ -847,7 +846,7 @@ static void on_verdict(uint64_t handle, const char *payload)
     json_t *j = payload ? json_loads(payload, JSON_REJECT_DUPLICATES, NULL) : NULL;
     json_t *n = json_object_get(j, "ask");
     const char *v = json_string_value(json_object_get(j, "verdict"));
-    enum verdict verdict = !v                                   ? V_PENDING
+    enum verdict verdict = !v                                  ? V_PENDING
                            : strcmp(v, "allow_once") == 0      ? V_ONCE
                            : strcmp(v, "allow_execution") == 0 ? V_EXECUTION
                            : strcmp(v, "deny") == 0            ? V_DENY

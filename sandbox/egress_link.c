@@ -97,8 +97,7 @@ static void reap(struct tc_egress_link *l)
     l->pid = 0;
 }
 
-int tc_egress_link_new(int epfd, uint64_t epdata, const char *ca_file,
-                       struct tc_egress_link **ret)
+int tc_egress_link_new(int epfd, uint64_t epdata, const char *ca_file, struct tc_egress_link **ret)
 {
     struct tc_egress_link *l = calloc(1, sizeof(*l));
     int r;
@@ -437,7 +436,7 @@ int tc_egress_spec_env(struct tc_spec *spec)
 static bool is_ca_var(const char *e)
 {
     static const char *const names[] = {"SSL_CERT_FILE=", "SSL_CERT_DIR=", "REQUESTS_CA_BUNDLE=",
-                                         "CURL_CA_BUNDLE=", "NODE_EXTRA_CA_CERTS="};
+                                        "CURL_CA_BUNDLE=", "NODE_EXTRA_CA_CERTS="};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (strncmp(e, names[i], strlen(names[i])) == 0)
             return true;
@@ -474,9 +473,9 @@ int tc_egress_spec_tls(struct tc_spec *spec, json_t *spec_json, json_t **ret_tls
             goto out;
         spec->secret_files = arr;
     }
-    if (json_array_append_new(spec->secret_files, json_pack("{s:s, s:s}", "name",
-                                                            TC_TLS_CA_BUNDLE_NAME, "content_b64",
-                                                            b64)) < 0)
+    if (json_array_append_new(
+            spec->secret_files,
+            json_pack("{s:s, s:s}", "name", TC_TLS_CA_BUNDLE_NAME, "content_b64", b64)) < 0)
         goto out;
     while (spec->envp && spec->envp[n])
         n++;

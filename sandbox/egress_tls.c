@@ -51,8 +51,8 @@ static X509 *cert_new(EVP_PKEY *key, const char *cn, long days)
 {
     X509 *x = X509_new();
     BIGNUM *bn = BN_new();
-    bool ok = x && bn && X509_set_version(x, 2) == 1 && BN_rand(bn, 127, BN_RAND_TOP_ANY,
-                                                                 BN_RAND_BOTTOM_ANY) == 1 &&
+    bool ok = x && bn && X509_set_version(x, 2) == 1 &&
+              BN_rand(bn, 127, BN_RAND_TOP_ANY, BN_RAND_BOTTOM_ANY) == 1 &&
               BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(x)) &&
               X509_gmtime_adj(X509_getm_notBefore(x), -3600) &&
               X509_gmtime_adj(X509_getm_notAfter(x), days * 86400) &&
@@ -273,8 +273,7 @@ static SSL_CTX *leaf_ctx(X509 *ca, EVP_PKEY *ca_key, EVP_PKEY *key, const char *
     return ctx;
 }
 
-struct tc_tls_mitm *tc_tls_mitm_new(const char *ca_cert_pem, const char *ca_key_pem,
-                                    json_t *inject)
+struct tc_tls_mitm *tc_tls_mitm_new(const char *ca_cert_pem, const char *ca_key_pem, json_t *inject)
 {
     struct tc_tls_mitm *m = calloc(1, sizeof(*m));
     BIO *cb = BIO_new_mem_buf(ca_cert_pem, -1), *kb = BIO_new_mem_buf(ca_key_pem, -1);
@@ -416,9 +415,9 @@ static bool tchar(char c)
 /* Headers the proxy owns on an injected request: dropped from what the sandbox sent. */
 static bool dropped(const char *name, size_t len, const char *grant_header)
 {
-    static const char *const own[] = {"host",       "connection", "proxy-connection",
-                                      "keep-alive", "te",         "upgrade",
-                                      "proxy-authorization", "accept-encoding"};
+    static const char *const own[] = {
+        "host", "connection", "proxy-connection",    "keep-alive",
+        "te",   "upgrade",    "proxy-authorization", "accept-encoding"};
     if (strlen(grant_header) == len && strncasecmp(name, grant_header, len) == 0)
         return true;
     for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)

@@ -198,13 +198,16 @@ static int check_inject(json_t *a, char *err, size_t errlen)
             !str_ok(json_object_get(e, "host"), 1, 253, false) ||
             tc_egress_rule_parse(json_string_value(json_object_get(e, "host")), &rule) < 0 ||
             rule.wildcard || !json_is_integer(port) || json_integer_value(port) < 1 ||
-            json_integer_value(port) > 65535 || !str_ok(json_object_get(e, "header"), 1, 64, false) ||
+            json_integer_value(port) > 65535 ||
+            !str_ok(json_object_get(e, "header"), 1, 64, false) ||
             !str_ok(json_object_get(e, "value"), 1, 4096, false) ||
             !str_ok(json_object_get(e, "scrub"), 1, 4096, true) ||
             !str_ok(json_object_get(e, "secret"), 1, 128, false) ||
             !str_ok(json_object_get(e, "lease_id"), 1, 36, false))
-            return fail(err, errlen, "inject[%zu]: {host, port, header, value, scrub, secret, "
-                                     "lease_id} required", i);
+            return fail(err, errlen,
+                        "inject[%zu]: {host, port, header, value, scrub, secret, "
+                        "lease_id} required",
+                        i);
     }
     return 0;
 }
@@ -319,11 +322,10 @@ static int parse_mounts(json_t *a, struct tc_spec *o, char *err, size_t errlen)
 
 int tc_spec_parse(json_t *spec, struct tc_spec *ret, char *err, size_t errlen)
 {
-    static const char *const known[] = {"id",           "backend",   "argv",    "env",
-                                        "cwd",          "stdin_b64", "files",   "collect",
-                                        "mounts",       "hostname",  "network", "limits",
-                                        "secret_files", "hold",      "stream",  "session",
-                                        "inject"};
+    static const char *const known[] = {
+        "id",           "backend", "argv",   "env",      "cwd",     "stdin_b64",
+        "files",        "collect", "mounts", "hostname", "network", "limits",
+        "secret_files", "hold",    "stream", "session",  "inject"};
     struct tc_spec s = {0};
     const char *key;
     json_t *val, *v;

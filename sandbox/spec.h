@@ -39,7 +39,7 @@ struct tc_spec {
     json_t *secret_files; /* array of {name, content_b64} or NULL: /run/secrets/<name>, 0400 */
     struct tc_spec_mount *mounts;
     size_t n_mounts;
-    json_t *network_allow; /* {"allow": [...]}: the rule strings; NULL for "none" */
+    json_t *network_allow;  /* {"allow": [...]}: the rule strings; NULL for "none" */
     int64_t network_ask_ms; /* > 0: hosts not allowed are asked about for this long */
     json_t *inject;         /* credentials the egress proxy adds (egress_tls.h), or NULL */
     struct tc_limits limits;

@@ -15,10 +15,10 @@
 #include "sandbox/sandbox.h"
 #include "server/http.h"
 
-#define POLL_MS      250
-#define SWEEP_MS     10000
-#define SWEEP_GRACE  10 /* seconds past expiry before a dead server's ask is expired */
-#define MAX_LIVE     1024
+#define POLL_MS     250
+#define SWEEP_MS    10000
+#define SWEEP_GRACE 10 /* seconds past expiry before a dead server's ask is expired */
+#define MAX_LIVE    1024
 
 struct live {
     char execution_id[37];
@@ -99,8 +99,8 @@ static void round_once(PGconn *c)
         const char *send = NULL, *close_as = NULL;
         bool done = false;
         if (!l.id[0]) {
-            int r = tc_egress_ask_insert(c, keys, l.execution_id, l.n, l.host, l.port,
-                                         l.timeout_ms, l.id);
+            int r = tc_egress_ask_insert(c, keys, l.execution_id, l.n, l.host, l.port, l.timeout_ms,
+                                         l.id);
             if (r == -ENOENT) { /* not a running execution (a session's sandbox): no one asks */
                 send = "deny";
                 done = true;

@@ -614,43 +614,51 @@ static bool test_reserved_sections(void)
     CHECK(tool_fails_with("\"credentials\": [{\"secret\": \"s\", \"name\": \"X\"}]",
                           "tools.t.credentials[0].as: required"));
     /* "as": "header": the egress proxy adds it for one host the allowlist names */
-    CHECK(tool_loads("\"network\": {\"allow\": [\"api.example:443\"]}, \"credentials\": [{\"secret\": "
-                     "\"s\", \"as\": \"header\", \"host\": \"api.example\", \"header\": "
-                     "\"Authorization\", \"format\": \"Bearer {value}\"}]"));
-    CHECK(tool_loads("\"network\": {\"allow\": [\"10.1.2.3:8443\"]}, \"credentials\": [{\"secret\": "
-                     "\"s\", \"as\": \"header\", \"host\": \"10.1.2.3\", \"port\": 8443, "
-                     "\"header\": \"X-Api-Key\"}]"));
-    CHECK(tool_fails_with("\"network\": {\"allow\": [\"api.example\"]}, \"credentials\": [{\"secret\": "
-                          "\"s\", \"as\": \"header\", \"host\": \"api.example\", \"port\": 8443, "
-                          "\"header\": \"X-Key\"}]",
-                          "tools.t.credentials[0].host: api.example:8443 must be in network.allow "
-                          "(as \"api.example:8443\")"));
+    CHECK(tool_loads(
+        "\"network\": {\"allow\": [\"api.example:443\"]}, \"credentials\": [{\"secret\": "
+        "\"s\", \"as\": \"header\", \"host\": \"api.example\", \"header\": "
+        "\"Authorization\", \"format\": \"Bearer {value}\"}]"));
+    CHECK(
+        tool_loads("\"network\": {\"allow\": [\"10.1.2.3:8443\"]}, \"credentials\": [{\"secret\": "
+                   "\"s\", \"as\": \"header\", \"host\": \"10.1.2.3\", \"port\": 8443, "
+                   "\"header\": \"X-Api-Key\"}]"));
+    CHECK(tool_fails_with(
+        "\"network\": {\"allow\": [\"api.example\"]}, \"credentials\": [{\"secret\": "
+        "\"s\", \"as\": \"header\", \"host\": \"api.example\", \"port\": 8443, "
+        "\"header\": \"X-Key\"}]",
+        "tools.t.credentials[0].host: api.example:8443 must be in network.allow "
+        "(as \"api.example:8443\")"));
     CHECK(tool_fails_with("\"credentials\": [{\"secret\": \"s\", \"as\": \"header\", \"host\": "
                           "\"api.example\", \"header\": \"X-Key\"}]",
                           "tools.t.credentials[0].host: api.example:443 must be in network.allow "
                           "(as \"api.example:443\")"));
-    CHECK(tool_fails_with("\"network\": {\"allow\": [\"a.example\"]}, \"credentials\": [{\"secret\": "
-                          "\"s\", \"as\": \"header\", \"host\": \"a.example\", \"header\": "
-                          "\"Host\"}]",
-                          "tools.t.credentials[0].header: Host is not a credential header"));
-    CHECK(tool_fails_with("\"network\": {\"allow\": [\"a.example\"]}, \"credentials\": [{\"secret\": "
-                          "\"s\", \"as\": \"header\", \"host\": \"a.example\", \"header\": "
-                          "\"X Key\"}]",
-                          "tools.t.credentials[0].header: must be an HTTP header name (letters, "
-                          "digits and !#$%&'*+-.^_`|~)"));
-    CHECK(tool_fails_with("\"network\": {\"allow\": [\"a.example\"]}, \"credentials\": [{\"secret\": "
-                          "\"s\", \"as\": \"header\", \"host\": \"a.example\", \"header\": "
-                          "\"X-Key\", \"format\": \"{value}{value}\"}]",
-                          "tools.t.credentials[0].format: must contain {value} once"));
-    CHECK(tool_fails_with("\"network\": {\"allow\": [\"*.a.example\"]}, \"credentials\": [{\"secret\": "
-                          "\"s\", \"as\": \"header\", \"host\": \"*.a.example\", \"header\": "
-                          "\"X-Key\"}]",
-                          "tools.t.credentials[0].host: \"*.a.example\" must be one host name or IPv4 "
-                          "address, without port"));
-    CHECK(tool_fails_with("\"network\": {\"allow\": [\"a.example\"]}, \"credentials\": [{\"secret\": "
-                          "\"s\", \"as\": \"header\", \"host\": \"a.example\", \"header\": "
-                          "\"X-Key\", \"name\": \"X\"}]",
-                          "tools.t.credentials[0].name: unknown key"));
+    CHECK(
+        tool_fails_with("\"network\": {\"allow\": [\"a.example\"]}, \"credentials\": [{\"secret\": "
+                        "\"s\", \"as\": \"header\", \"host\": \"a.example\", \"header\": "
+                        "\"Host\"}]",
+                        "tools.t.credentials[0].header: Host is not a credential header"));
+    CHECK(
+        tool_fails_with("\"network\": {\"allow\": [\"a.example\"]}, \"credentials\": [{\"secret\": "
+                        "\"s\", \"as\": \"header\", \"host\": \"a.example\", \"header\": "
+                        "\"X Key\"}]",
+                        "tools.t.credentials[0].header: must be an HTTP header name (letters, "
+                        "digits and !#$%&'*+-.^_`|~)"));
+    CHECK(
+        tool_fails_with("\"network\": {\"allow\": [\"a.example\"]}, \"credentials\": [{\"secret\": "
+                        "\"s\", \"as\": \"header\", \"host\": \"a.example\", \"header\": "
+                        "\"X-Key\", \"format\": \"{value}{value}\"}]",
+                        "tools.t.credentials[0].format: must contain {value} once"));
+    CHECK(tool_fails_with(
+        "\"network\": {\"allow\": [\"*.a.example\"]}, \"credentials\": [{\"secret\": "
+        "\"s\", \"as\": \"header\", \"host\": \"*.a.example\", \"header\": "
+        "\"X-Key\"}]",
+        "tools.t.credentials[0].host: \"*.a.example\" must be one host name or IPv4 "
+        "address, without port"));
+    CHECK(
+        tool_fails_with("\"network\": {\"allow\": [\"a.example\"]}, \"credentials\": [{\"secret\": "
+                        "\"s\", \"as\": \"header\", \"host\": \"a.example\", \"header\": "
+                        "\"X-Key\", \"name\": \"X\"}]",
+                        "tools.t.credentials[0].name: unknown key"));
     CHECK(tool_fails_with(
         "\"credentials\": [{\"secret\": \"a b\", \"as\": \"env\", \"name\": \"X\"}]",
         "tools.t.credentials[0].secret: secret names may only contain letters, digits, '_', '.' "
@@ -727,13 +735,15 @@ static bool test_reserved_sections(void)
     CHECK(tool_loads("\"network\": {\"allow\": [\"a.com\"], \"ask\": true, "
                      "\"ask_timeout_seconds\": 3600}"));
     CHECK(tool_fails_with("\"network\": {\"allow\": []}",
-                          "tools.t.network.allow: must list at least one host (use \"network\": \"none\" for no network)"));
+                          "tools.t.network.allow: must list at least one host (use \"network\": "
+                          "\"none\" for no network)"));
     CHECK(tool_fails_with("\"network\": {\"allow\": [], \"ask\": 1}",
                           "tools.t.network.ask: must be a boolean"));
     CHECK(tool_fails_with("\"network\": {\"allow\": [\"a.com\"], \"ask_timeout_seconds\": 60}",
                           "tools.t.network.ask_timeout_seconds: needs \"ask\": true"));
-    CHECK(tool_fails_with("\"network\": {\"allow\": [], \"ask\": true, \"ask_timeout_seconds\": 4}",
-                          "tools.t.network.ask_timeout_seconds: must be an integer between 5 and 3600"));
+    CHECK(tool_fails_with(
+        "\"network\": {\"allow\": [], \"ask\": true, \"ask_timeout_seconds\": 4}",
+        "tools.t.network.ask_timeout_seconds: must be an integer between 5 and 3600"));
     snprintf(b, sizeof(b),
              "%s\"session\": {\"enabled\": true}, \"network\": {\"allow\": [], \"ask\": true}", py);
     CHECK(tool_fails_with(b, "tools.t.network: \"ask\" is not available for session tools"));
