@@ -250,26 +250,13 @@ int tc_approval_insert_tx(PGconn *c, json_t *approval, const char *tenant_id,
 /* ---- reviewer notifications ---- */
 
 /* One sink's row: its kind, where it goes and what it says (no code, stdin or files). */
+/* One notice for one sink: a signed JSON webhook (facts + event + link), a Slack-compatible
+ * {"text"}, or an e-mail {subject, text} (url mailto:), as a row of the outbox. */
 static int notify_one(PGconn *c, const char *execution_id, const char *approval_id,
-                      const char *event, json_t *sink, json_t *facts, const char *link)
+                      const char *ask_id, const char *event, json_t *sink, json_t *facts,
+                      const char *text, const char *subject, const char *link)
 {
     const char *type = json_string_value(json_object_get(sink, "type"));
-    const char *tool = json_string_value(json_object_get(facts, "tool"));
-    const char *tenant = json_string_value(json_object_get(facts, "tenant"));
-    const char *expires = json_string_value(json_object_get(facts, "expires_at"));
-    bool reminder = strcmp(event, "approval.reminder") == 0;
-    char *reasons = json_dumps(json_object_get(facts, "reasons"), JSON_COMPACT);
-    char text[1024];
-    snprintf(text, sizeof(text),
-             "%s: a call of tool %s (tenant %s) is held for approval (%s); %d approval%s "
-             "needed; it expires at %s UTC.\nReview it: %s\n",
-             reminder ? "Reminder" : "Approval needed", tool ? tool : "?", tenant ? tenant : "?",
-             reasons ? reasons : "[]",
-             (int)json_integer_value(json_object_get(facts, "required_approvals")),
-             json_integer_value(json_object_get(facts, "required_approvals")) == 1 ? " is"
-                                                                                   : "s are",
-             expires ? expires : "?", link);
-    free(reasons);
     json_t *body = NULL;
     char *url = NULL; /* whole: a URL is up to 2048 bytes */
     const char *sink_url = json_string_value(json_object_get(sink, "url"));
@@ -282,10 +269,6 @@ static int notify_one(PGconn *c, const char *execution_id, const char *approval_
         body = json_pack("{s:s}", "text", text);
         url = strdup(sink_url);
     } else if (type && strcmp(type, "email") == 0) {
-        char subject[256];
-        snprintf(subject, sizeof(subject), "[toolcage] %s: %s (%s)",
-                 reminder ? "reminder, approval needed" : "approval needed", tool ? tool : "?",
-                 tenant ? tenant : "?");
         body = json_pack("{s:s, s:s}", "subject", subject, "text", text);
         const char *to = json_string_value(json_object_get(sink, "to")) ?: "";
         url = malloc(strlen(to) + 8);
@@ -298,18 +281,55 @@ static int notify_one(PGconn *c, const char *execution_id, const char *approval_
     json_decref(body);
     char id[37];
     tc_uuid7(id);
-    const char *p[] = {id, execution_id, url, b, type, approval_id, event};
+    const char *p[] = {id, execution_id, url, b, type, approval_id, event, ask_id};
     PGresult *r = b && url
                       ? tc_db_exec(c,
                                    "INSERT INTO webhook_deliveries (id, execution_id, url, body,"
-                                   " kind, approval_id, event)"
-                                   " VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7)",
-                                   7, p)
+                                   " kind, approval_id, event, ask_id)"
+                                   " VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7, $8)",
+                                   8, p)
                       : NULL;
     free(b);
     free(url);
     PQclear(r);
     return r ? 0 : -EIO;
+}
+
+/* The console link of path under public_url (no double slash). */
+static void console_link(char *out, size_t size, const char *public_url, const char *path,
+                         const char *id)
+{
+    size_t n = strlen(public_url);
+    while (n > 0 && public_url[n - 1] == '/')
+        n--;
+    snprintf(out, size, "%.*s/console/%s/%s", (int)n, public_url, path, id);
+}
+
+int tc_notify_sinks_tx(PGconn *c, const char *tenant_id, const char *execution_id,
+                       const char *approval_id, const char *ask_id, const char *event,
+                       json_t *facts, const char *text, const char *subject, const char *link)
+{
+    const char *p[] = {tenant_id};
+    PGresult *r =
+        tc_db_exec(c, "SELECT sinks::text FROM tenant_notifications WHERE tenant_id = $1", 1, p);
+    if (!r)
+        return -EIO;
+    int rc = 0;
+    if (PQntuples(r) == 1) {
+        json_t *sinks = json_loads(PQgetvalue(r, 0, 0), 0, NULL);
+        size_t i;
+        json_t *sink;
+        json_array_foreach(sinks, i, sink)
+        {
+            if (rc == 0)
+                rc = notify_one(c, execution_id, approval_id, ask_id, event, sink, facts, text,
+                                subject, link);
+        }
+        rc = rc == 0 && !sinks ? -EIO : rc;
+        json_decref(sinks);
+    }
+    PQclear(r);
+    return rc;
 }
 
 int tc_approval_notify_tx(PGconn *c, const char *tenant_id, const char *approval_id,
@@ -318,35 +338,81 @@ int tc_approval_notify_tx(PGconn *c, const char *tenant_id, const char *approval
     const char *p[] = {approval_id, tenant_id};
     PGresult *r = tc_db_exec(
         c,
-        "SELECT n.sinks::text, json_build_object('approval_id', a.id, 'execution_id',"
+        "SELECT json_build_object('approval_id', a.id, 'execution_id',"
         " a.execution_id, 'tenant_id', a.tenant_id, 'tenant', t.name, 'tool', a.tool, 'tier',"
         " a.tier, 'reasons', a.reasons, 'required_approvals', a.required_approvals,"
         " 'expires_at', " TC_SQL_ISO("a.expires_at") ")::text, a.execution_id"
-                                                     " FROM approvals a JOIN tenant_notifications "
-                                                     "n ON n.tenant_id = a.tenant_id"
-                                                     " JOIN tenants t ON t.id = a.tenant_id WHERE "
-                                                     "a.id = $1 AND a.tenant_id = $2",
+                                                     " FROM approvals a JOIN tenants t ON t.id ="
+                                                     " a.tenant_id WHERE a.id = $1 AND"
+                                                     " a.tenant_id = $2",
         2, p);
     if (!r)
         return -EIO;
     int rc = 0;
     if (PQntuples(r) == 1) {
-        json_t *sinks = json_loads(PQgetvalue(r, 0, 0), 0, NULL);
-        json_t *facts = json_loads(PQgetvalue(r, 0, 1), 0, NULL);
-        char link[512];
-        size_t n = strlen(public_url);
-        while (n > 0 && public_url[n - 1] == '/')
-            n--;
-        snprintf(link, sizeof(link), "%.*s/console/approvals/%s", (int)n, public_url, approval_id);
-        size_t i;
-        json_t *sink;
-        json_array_foreach(sinks, i, sink)
-        {
-            if (rc == 0)
-                rc = notify_one(c, PQgetvalue(r, 0, 2), approval_id, event, sink, facts, link);
-        }
-        rc = rc == 0 && (!sinks || !facts) ? -EIO : rc;
-        json_decref(sinks);
+        json_t *facts = json_loads(PQgetvalue(r, 0, 0), 0, NULL);
+        char link[512], text[1024], subject[256];
+        console_link(link, sizeof(link), public_url, "approvals", approval_id);
+        const char *tool = json_string_value(json_object_get(facts, "tool"));
+        const char *tenant = json_string_value(json_object_get(facts, "tenant"));
+        const char *expires = json_string_value(json_object_get(facts, "expires_at"));
+        bool reminder = strcmp(event, "approval.reminder") == 0;
+        char *reasons = json_dumps(json_object_get(facts, "reasons"), JSON_COMPACT);
+        json_int_t need = json_integer_value(json_object_get(facts, "required_approvals"));
+        snprintf(text, sizeof(text),
+                 "%s: a call of tool %s (tenant %s) is held for approval (%s); %d approval%s "
+                 "needed; it expires at %s UTC.\nReview it: %s\n",
+                 reminder ? "Reminder" : "Approval needed", tool ? tool : "?",
+                 tenant ? tenant : "?", reasons ? reasons : "[]", (int)need,
+                 need == 1 ? " is" : "s are", expires ? expires : "?", link);
+        snprintf(subject, sizeof(subject), "[toolcage] %s: %s (%s)",
+                 reminder ? "reminder, approval needed" : "approval needed", tool ? tool : "?",
+                 tenant ? tenant : "?");
+        free(reasons);
+        rc = facts ? tc_notify_sinks_tx(c, tenant_id, PQgetvalue(r, 0, 1), approval_id, NULL, event,
+                                        facts, text, subject, link)
+                   : -EIO;
+        json_decref(facts);
+    }
+    PQclear(r);
+    return rc;
+}
+
+int tc_egress_ask_notify_tx(PGconn *c, const char *tenant_id, const char *ask_id,
+                            const char *public_url)
+{
+    const char *p[] = {ask_id, tenant_id};
+    PGresult *r = tc_db_exec(c,
+                             "SELECT json_build_object('ask_id', a.id, 'execution_id',"
+                             " a.execution_id, 'tenant_id', a.tenant_id, 'tenant', t.name, 'tool',"
+                             " a.tool, 'host', a.host, 'port', a.port, 'expires_at', " TC_SQL_ISO(
+                                 "a.expires_at") ")::text, a.execution_id"
+                                                 " FROM egress_asks a JOIN tenants t ON t.id ="
+                                                 " a.tenant_id WHERE a.id = $1 AND"
+                                                 " a.tenant_id = $2",
+                             2, p);
+    if (!r)
+        return -EIO;
+    int rc = 0;
+    if (PQntuples(r) == 1) {
+        json_t *facts = json_loads(PQgetvalue(r, 0, 0), 0, NULL);
+        char link[512], text[1024], subject[400];
+        console_link(link, sizeof(link), public_url, "egress-asks", ask_id);
+        const char *tool = json_string_value(json_object_get(facts, "tool"));
+        const char *tenant = json_string_value(json_object_get(facts, "tenant"));
+        const char *host = json_string_value(json_object_get(facts, "host"));
+        const char *expires = json_string_value(json_object_get(facts, "expires_at"));
+        int port = (int)json_integer_value(json_object_get(facts, "port"));
+        snprintf(text, sizeof(text),
+                 "Connection held: a running call of tool %s (tenant %s) asks to reach %s:%d; "
+                 "no answer by %s UTC is a deny.\nAnswer it: %s\n",
+                 tool ? tool : "?", tenant ? tenant : "?", host ? host : "?", port,
+                 expires ? expires : "?", link);
+        snprintf(subject, sizeof(subject), "[toolcage] connection held: %s:%d (%s, %s)",
+                 host ? host : "?", port, tool ? tool : "?", tenant ? tenant : "?");
+        rc = facts ? tc_notify_sinks_tx(c, tenant_id, PQgetvalue(r, 0, 1), NULL, ask_id,
+                                        "egress.ask", facts, text, subject, link)
+                   : -EIO;
         json_decref(facts);
     }
     PQclear(r);

@@ -51,6 +51,15 @@ int tc_approval_insert_tx(PGconn *c, json_t *approval, const char *tenant_id,
  * (tenant_notifications), in c's transaction, to be delivered by the webhook thread
  * (server/webhook.h). What is held, why, until when, and a link to the console under
  * public_url; never code, stdin or files. 0 or -EIO. */
+/* The same for an egress ask (approval/egress_ask.h): event "egress.ask", a link to
+ * /console/egress-asks/{id}; host, port, tool, until when. 0 or -EIO. */
+int tc_egress_ask_notify_tx(PGconn *c, const char *tenant_id, const char *ask_id,
+                            const char *public_url);
+/* The outbox rows themselves: one per sink of the tenant; approval_id or ask_id (the other
+ * NULL) lets the delivery thread give up a notice that is no longer true. */
+int tc_notify_sinks_tx(PGconn *c, const char *tenant_id, const char *execution_id,
+                       const char *approval_id, const char *ask_id, const char *event,
+                       json_t *facts, const char *text, const char *subject, const char *link);
 int tc_approval_notify_tx(PGconn *c, const char *tenant_id, const char *approval_id,
                           const char *event, const char *public_url);
 /* Queue the reminders that are due (pending approvals within their tenant's

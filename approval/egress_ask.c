@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "approval/approval.h"
 #include "audit/audit.h"
 #include "common/util.h"
 #include "core/db.h"
@@ -26,19 +27,18 @@ const char *tc_egress_verdict_name(enum tc_egress_verdict v)
     return verdicts[v];
 }
 
-/* The row as the API shows it (the execution's code included: what the reviewer judges). */
-#define ASK_VIEW                                                                                   \
-    "json_build_object('id', a.id, 'execution_id', a.execution_id, 'tool', a.tool,"                \
-    " 'host', a.host, 'port', a.port, 'status', a.status,"                                         \
-    " 'created_at', " TC_SQL_ISO(                                                                  \
-        "a.created_at") ","                                                                        \
-                        " 'expires_at', " TC_SQL_ISO(                                              \
-                            "a.expires_at") ","                                                    \
-                                            " 'decided_at', " TC_SQL_ISO(                          \
-                                                "a.decided_at") ","                                \
-                                                                " 'decider', a.decider, "          \
-                                                                "'reason', a.reason, 'code', "     \
-                                                                "e.request->>'code')::text"
+/* The row as the API shows it: the execution's code included (what the reviewer judges) in
+ * ASK_VIEW; not in lists (ASK_LIST_VIEW: it can be large, and an execution asks up to 8 times).
+ */
+// clang-format off
+#define ASK_FIELDS                                                                                 \
+    "'id', a.id, 'execution_id', a.execution_id, 'tool', a.tool, 'host', a.host,"                  \
+    " 'port', a.port, 'status', a.status,"                                                         \
+    " 'created_at', " TC_SQL_ISO("a.created_at") ", 'expires_at', " TC_SQL_ISO("a.expires_at") ","  \
+    " 'decided_at', " TC_SQL_ISO("a.decided_at") ", 'decider', a.decider, 'reason', a.reason"
+#define ASK_VIEW      "json_build_object(" ASK_FIELDS ", 'code', e.request->>'code')::text"
+#define ASK_LIST_VIEW "json_build_object(" ASK_FIELDS ", 'code', NULL)::text"
+// clang-format on
 
 static int audit_tx(PGconn *c, const struct tc_keys *keys, json_t *ev)
 {
@@ -48,7 +48,8 @@ static int audit_tx(PGconn *c, const struct tc_keys *keys, json_t *ev)
 }
 
 int tc_egress_ask_insert(PGconn *c, const struct tc_keys *keys, const char *execution_id, long n,
-                         const char *host, int port, int64_t timeout_ms, char ret_id[37])
+                         const char *host, int port, int64_t timeout_ms, const char *public_url,
+                         char ret_id[37])
 {
     char id[37], ns[24], ps[8], ms[24];
     tc_uuid7(id);
@@ -78,8 +79,18 @@ int tc_egress_ask_insert(PGconn *c, const struct tc_keys *keys, const char *exec
                            "actor", "type", "system", "id", "egress-proxy", "tool",
                            PQgetvalue(r, 0, 1), "execution_id", execution_id, "ask_id", id, "host",
                            host, "port", port, "timeout_ms", (json_int_t)timeout_ms);
+    char tenant[37];
+    snprintf(tenant, sizeof(tenant), "%s", PQgetvalue(r, 0, 0));
     PQclear(r);
-    int rc = tc_db_finish(c, audit_tx(c, keys, ev));
+    int rc = audit_tx(c, keys, ev);
+    /* the reviewers' notices are best-effort: a failure there must not keep the ask from them */
+    if (rc == 0 && tc_db_command(c, "SAVEPOINT notify")) {
+        if (tc_egress_ask_notify_tx(c, tenant, id, public_url) == 0)
+            (void)tc_db_command(c, "RELEASE SAVEPOINT notify");
+        else if (!tc_db_command(c, "ROLLBACK TO SAVEPOINT notify"))
+            rc = -EIO;
+    }
+    rc = tc_db_finish(c, rc);
     if (rc == 0)
         memcpy(ret_id, id, 37);
     return rc;
@@ -97,7 +108,7 @@ int tc_egress_ask_decide(PGconn *c, const struct tc_keys *keys, const char *tena
     PGresult *r = tc_db_exec(c,
                              "SELECT a.status, a.expires_at <= now(), a.execution_id, a.tool,"
                              " a.host, a.port, coalesce(e.api_key_id::text, ''),"
-                             " coalesce(k.person_id::text, '')"
+                             " coalesce(k.person_id::text, ''), e.status = 'running'"
                              " FROM egress_asks a JOIN executions e ON e.id = a.execution_id"
                              " LEFT JOIN api_keys k ON k.id = e.api_key_id"
                              " WHERE a.id = $1 AND a.tenant_id = $2 FOR UPDATE OF a",
@@ -110,6 +121,7 @@ int tc_egress_ask_decide(PGconn *c, const struct tc_keys *keys, const char *tena
     }
     bool pending = strcmp(PQgetvalue(r, 0, 0), "pending") == 0;
     bool expired = strcmp(PQgetvalue(r, 0, 1), "t") == 0;
+    bool running = strcmp(PQgetvalue(r, 0, 8), "t") == 0;
     bool own =
         (decider_key && *decider_key && strcmp(PQgetvalue(r, 0, 6), decider_key) == 0) ||
         (decider_person && *decider_person && strcmp(PQgetvalue(r, 0, 7), decider_person) == 0);
@@ -119,6 +131,12 @@ int tc_egress_ask_decide(PGconn *c, const struct tc_keys *keys, const char *tena
         PQgetvalue(r, 0, 2), "ask_id", ask_id, "host", PQgetvalue(r, 0, 4), "port",
         (int)strtol(PQgetvalue(r, 0, 5), NULL, 10), "status", verdict_status[v], "reason", reason);
     PQclear(r);
+    if (pending && !running) { /* its execution ended (its server may be gone): withdrawn */
+        json_decref(ev);
+        (void)tc_db_finish(c, 0);
+        (void)tc_egress_ask_close(c, keys, ask_id, "withdrawn");
+        return -ESTALE;
+    }
     if (!pending || expired || own) {
         json_decref(ev);
         return tc_db_finish(c, own && pending && !expired ? -EPERM : -ESTALE);
@@ -217,8 +235,7 @@ json_t *tc_egress_ask_list(PGconn *c, const char *tenant_id, const char *status,
     snprintf(l, sizeof(l), "%d", limit);
     const char *p[] = {tenant_id, status, l};
     PGresult *r = tc_db_exec(c,
-                             "SELECT " ASK_VIEW " FROM egress_asks a"
-                             " JOIN executions e ON e.id = a.execution_id"
+                             "SELECT " ASK_LIST_VIEW " FROM egress_asks a"
                              " WHERE a.tenant_id = $1 AND ($2::text IS NULL OR a.status = $2)"
                              " ORDER BY a.created_at DESC, a.id DESC LIMIT $3::int",
                              3, p);

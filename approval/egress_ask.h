@@ -17,9 +17,11 @@ int tc_egress_verdict_parse(const char *s);
 const char *tc_egress_verdict_name(enum tc_egress_verdict v);
 
 /* A new pending ask for ask n of execution_id (which must be running), expiring after
- * timeout_ms; audited "egress.ask". ret_id: its id. -ENOENT (no running execution), -EIO. */
+ * timeout_ms; audited "egress.ask"; the tenant's notification sinks told (links under
+ * public_url). ret_id: its id. -ENOENT (no running execution), -EIO. */
 int tc_egress_ask_insert(PGconn *c, const struct tc_keys *keys, const char *execution_id, long n,
-                         const char *host, int port, int64_t timeout_ms, char ret_id[37]);
+                         const char *host, int port, int64_t timeout_ms, const char *public_url,
+                         char ret_id[37]);
 
 /* A reviewer's answer. -ENOENT (no such ask of this tenant), -EPERM (the decider's key or
  * person asked for the execution: maker is not checker), -ESTALE (not pending: answered,

@@ -1,5 +1,6 @@
 #include "broker/leases.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <sodium.h>
 #include <stdarg.h>
@@ -116,6 +117,8 @@ static int grant_add_header(struct tc_grant *g, json_t *cred, const char *lease_
     const char *at = strstr(format, "{value}");
     if (!at)
         return -EINVAL;
+    while (len > 0 && (value[len - 1] == '\n' || value[len - 1] == '\r'))
+        len--; /* a token stored with its line end: a header value cannot hold it */
     int rc = grant_add(g, false, json_string_value(json_object_get(cred, "header")), value, len);
     if (rc < 0)
         return rc;
@@ -128,6 +131,8 @@ static int grant_add_header(struct tc_grant *g, json_t *cred, const char *lease_
     memcpy(it->inject + pre, value, len);
     memcpy(it->inject + pre + len, at + 7, post + 1);
     snprintf(it->host, sizeof(it->host), "%s", json_string_value(json_object_get(cred, "host")));
+    for (char *h = it->host; *h; h++) /* as the proxy compares it (its requests' hosts) */
+        *h = (char)tolower((unsigned char)*h);
     json_t *port = json_object_get(cred, "port");
     it->port = port ? (int)json_integer_value(port) : 443;
     snprintf(it->lease_id, sizeof(it->lease_id), "%.36s", lease_id);

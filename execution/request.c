@@ -403,6 +403,8 @@ json_t *tc_exec_build_spec(const struct tc_tool *tool, const struct tc_exec_requ
         if (network && tool->network_ask)
             json_object_set_new(network, "ask_ms",
                                 json_integer(tool->network_ask_timeout_s * 1000));
+        if (network && tool->network_ask_private)
+            json_object_set_new(network, "ask_private", json_true());
     }
 
     json_t *spec =

@@ -26,3 +26,7 @@ CREATE INDEX IF NOT EXISTS egress_asks_tenant_status ON egress_asks (tenant_id, 
 CREATE INDEX IF NOT EXISTS egress_asks_pending_expiry ON egress_asks (expires_at)
     WHERE status = 'pending';
 SELECT tc_grant_app('SELECT, INSERT, UPDATE', 'egress_asks');
+
+-- A reviewer notice of an ask (docs/approvals.md, "Notifications") is a row of the outbox like
+-- an approval's; one whose ask is no longer pending is given up.
+ALTER TABLE webhook_deliveries ADD COLUMN IF NOT EXISTS ask_id uuid REFERENCES egress_asks(id);

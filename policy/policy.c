@@ -786,7 +786,8 @@ static void parse_network(struct ctx *c, const char *path, json_t *obj, struct t
         add_err(c, np, "must be \"none\" or {\"allow\": [...]}");
         return;
     }
-    check_keys(c, np, net, (const char *const[]){"allow", "ask", "ask_timeout_seconds", NULL});
+    check_keys(c, np, net,
+               (const char *const[]){"allow", "ask", "ask_timeout_seconds", "ask_private", NULL});
     /* "ask": a connection to a host not listed is held for a reviewer (docs/approvals.md) */
     t->network_ask_timeout_s = 120;
     if ((v = json_object_get(net, "ask"))) {
@@ -794,6 +795,16 @@ static void parse_network(struct ctx *c, const char *path, json_t *obj, struct t
         if (!json_is_boolean(v))
             add_err(c, p, "must be a boolean");
         t->network_ask = json_is_true(v);
+    }
+    /* a reviewer may allow loopback/private/link-local IPv4 literals (on-premises services);
+     * without it they are refused without asking. Metadata addresses never. */
+    if ((v = json_object_get(net, "ask_private"))) {
+        path_key(p, sizeof(p), np, "ask_private");
+        if (!json_is_boolean(v))
+            add_err(c, p, "must be a boolean");
+        else if (!t->network_ask)
+            add_err(c, p, "needs \"ask\": true");
+        t->network_ask_private = json_is_true(v);
     }
     if ((v = json_object_get(net, "ask_timeout_seconds"))) {
         path_key(p, sizeof(p), np, "ask_timeout_seconds");
@@ -949,6 +960,22 @@ static void check_header_grant(struct ctx *c, const char *p, json_t *cred, const
                   (port == 443 && strcmp(t->network_allow[k], norm) == 0);
     if (!listed)
         add_err(c, kp, "%s must be in network.allow (as \"%s\")", with_port, with_port);
+    /* one header per host:port: the proxy adds one grant's header to a connection */
+    json_t *all = json_object_get(t->raw, "credentials"), *o;
+    size_t k;
+    json_array_foreach(all, k, o)
+    {
+        if (o == cred)
+            break;
+        const char *oh = json_string_value(json_object_get(o, "host"));
+        json_t *op = json_object_get(o, "port");
+        if (json_is_string(json_object_get(o, "as")) &&
+            strcmp(json_string_value(json_object_get(o, "as")), "header") == 0 && oh &&
+            strcasecmp(oh, host) == 0 && (op ? json_integer_value(op) : 443) == port) {
+            add_err(c, kp, "credentials[%zu] already adds a header for %s", k, with_port);
+            break;
+        }
+    }
 }
 
 static void check_credentials(struct ctx *c, const char *path, json_t *obj, const struct tc_tool *t)
@@ -1540,7 +1567,8 @@ json_t *tc_tool_describe(const struct tc_tool *t)
         if (net && t->network_ask &&
             (json_object_set_new(net, "ask", json_true()) < 0 ||
              json_object_set_new(net, "ask_timeout_seconds",
-                                 json_integer(t->network_ask_timeout_s)) < 0)) {
+                                 json_integer(t->network_ask_timeout_s)) < 0 ||
+             json_object_set_new(net, "ask_private", json_boolean(t->network_ask_private)) < 0)) {
             json_decref(net);
             net = NULL;
         }

@@ -63,6 +63,7 @@ struct tc_tool {
     char **network_allow; /* "host[:port]" / "*.domain[:port]" when !network_none */
     size_t nnetwork_allow;
     bool network_ask;              /* hosts not in network_allow are asked about (held) */
+    bool network_ask_private;      /* ... and non-public IPv4 literals may be allowed */
     int64_t network_ask_timeout_s; /* how long a reviewer has to answer; then a deny */
     json_t *raw;   /* the tool's validated JSON object, for later modules (borrowed) */
     char *runtime; /* gvisor: absolute path of runsc found at load time; else NULL */

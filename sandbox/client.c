@@ -1,5 +1,6 @@
 /* Server side of the launcher: spawn (fork + immediate exec), submit, and one reader
  * thread that delivers results to callbacks and respawns the launcher if it dies. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -20,6 +21,8 @@
 #include "sandbox/pool.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/spec.h"
+#include "sandbox/egress.h"
+#include "sandbox/egress_rules.h"
 #include "sandbox/wire.h"
 
 #define HELLO_TIMEOUT_MS 10000
@@ -306,10 +309,23 @@ static void deliver_ask(struct tc_launcher *l, const char *id, const char *paylo
     void (*cb)(void *, const char *, json_t *) = l->on_ask;
     void *ud = l->on_ask_ud;
     pthread_mutex_unlock(&l->mu);
-    if (cb && mine && json_is_integer(n) && json_integer_value(n) >= 0 && json_is_string(host) &&
-        json_string_length(host) >= 1 && json_string_length(host) <= 253 &&
-        strlen(json_string_value(host)) == json_string_length(host) && json_is_integer(port) &&
-        json_integer_value(port) >= 1 && json_integer_value(port) <= 65535)
+    json_t *t = json_object_get(j, "timeout_ms");
+    char norm[TC_EGRESS_HOST_MAX + 1] = "";
+    /* the host as the proxy normalises it (nothing else reaches reviewers' notices) */
+    bool host_ok = json_is_string(host) && json_string_length(host) >= 1 &&
+                   json_string_length(host) < sizeof(norm) &&
+                   strlen(json_string_value(host)) == json_string_length(host);
+    if (host_ok) {
+        snprintf(norm, sizeof(norm), "%s", json_string_value(host));
+        struct in6_addr a6;
+        host_ok = inet_pton(AF_INET6, norm, &a6) == 1 || /* the proxy's canonical IPv6 text */
+                  (tc_egress_host_normalise(norm, sizeof(norm)) == 0 &&
+                   strcmp(norm, json_string_value(host)) == 0);
+    }
+    if (cb && mine && host_ok && json_is_integer(n) && json_integer_value(n) >= 0 &&
+        json_integer_value(n) < TC_EGRESS_MAX_ASKS && json_is_integer(port) &&
+        json_integer_value(port) >= 1 && json_integer_value(port) <= 65535 && json_is_integer(t) &&
+        json_integer_value(t) >= 1000 && json_integer_value(t) <= 3600 * 1000)
         cb(ud, id, j);
     json_decref(j);
 }

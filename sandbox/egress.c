@@ -64,6 +64,7 @@ struct ask {
     uint16_t port;
     enum verdict verdict;
     bool timed_out; /* the deny is the clock's, not a reviewer's */
+    bool failed;    /* the ask could not be sent: nobody could answer */
 };
 
 struct sbx {
@@ -73,6 +74,7 @@ struct sbx {
     struct tc_egress_rule *rules; /* room for TC_EGRESS_MAX_ASKS more: allowed for the run */
     size_t nrules;                /* grows (under mu) when a reviewer allows a host for the run */
     int64_t ask_ms;               /* 0: hosts not in the rules are refused; else asked about */
+    bool ask_private;             /* a reviewer may allow non-public IPv4 literals (not metadata) */
     struct ask asks[TC_EGRESS_MAX_ASKS];
     size_t nasks;
     pthread_cond_t asked;     /* a verdict came, or the sandbox is being closed */
@@ -364,24 +366,51 @@ static void relay(struct conn *c, long idx)
     }
 }
 
-/* The rule a reviewer's allow stands for: this host and port exactly (an IPv4 literal names
- * its address, so a loopback or private one is reachable as an allowlist entry naming it
- * would make it; a name resolving to one is not). */
-static void ask_rule(const char *host, uint16_t port, struct tc_egress_rule *r)
+/* The rule a reviewer's allow stands for: this host and port exactly. An IPv4 literal that is
+ * not a public address is only reachable when the policy says "ask_private" (it never names a
+ * metadata address): a name that resolves to such an address stays refused either way, as for
+ * an allowlist entry. */
+static void ask_rule(const struct sbx *s, const char *host, uint16_t port, struct tc_egress_rule *r)
 {
     memset(r, 0, sizeof(*r));
     snprintf(r->host, sizeof(r->host), "%s", host);
     r->port = port;
     struct in_addr a;
-    if (inet_pton(AF_INET, host, &a) == 1) {
-        r->ip_literal = true;
+    if (s->ask_private && inet_pton(AF_INET, host, &a) == 1) {
         memcpy(r->ip, &a, 4);
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr = a};
+        r->ip_literal = tc_egress_classify((struct sockaddr *)&sa) != TC_ADDR_METADATA;
     }
 }
 
+/* The attempt's reason for an address of class c (not public). */
+static const char *blocked_reason(enum tc_addr_class c)
+{
+    static const char *const reasons[] = {[TC_ADDR_LOOPBACK] = "blocked_loopback",
+                                          [TC_ADDR_PRIVATE] = "blocked_private",
+                                          [TC_ADDR_LINK_LOCAL] = "blocked_link_local",
+                                          [TC_ADDR_METADATA] = "blocked_metadata",
+                                          [TC_ADDR_CGNAT] = "blocked_cgnat",
+                                          [TC_ADDR_MULTICAST] = "blocked_multicast",
+                                          [TC_ADDR_UNSPECIFIED] = "blocked_unspecified",
+                                          [TC_ADDR_RESERVED] = "blocked_reserved"};
+    return c > TC_ADDR_PUBLIC && c <= TC_ADDR_RESERVED ? reasons[c] : "blocked_reserved";
+}
+
+/* The class of host when it is an IPv4 literal that is not public, else TC_ADDR_PUBLIC. */
+static enum tc_addr_class literal_class(const char *host)
+{
+    struct in_addr a;
+    if (inet_pton(AF_INET, host, &a) != 1)
+        return TC_ADDR_PUBLIC;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr = a};
+    return tc_egress_classify((struct sockaddr *)&sa);
+}
+
+/* A deadline on the clock the sandbox's condition variables wait on (CLOCK_MONOTONIC). */
 static void timespec_after(struct timespec *ts, int64_t ms)
 {
-    clock_gettime(CLOCK_REALTIME, ts);
+    clock_gettime(CLOCK_MONOTONIC, ts);
     ts->tv_sec += (time_t)(ms / 1000);
     ts->tv_nsec += (long)(ms % 1000) * 1000000L;
     if (ts->tv_nsec >= 1000000000L) {
@@ -393,16 +422,30 @@ static void timespec_after(struct timespec *ts, int64_t ms)
 /* host:port is not in the rules and the sandbox asks: hold this connection until a reviewer
  * answers (through the launcher and the server), ask_ms pass (deny) or the sandbox ends. A
  * second connection to a host already asked about waits for the same answer. The attempt is
- * recorded as "asking", then as what came of it. true: connect, with *ret_rule. */
+ * recorded as "asking", then as what came of it. true: connect, with *ret_rule (*ret_idx the
+ * attempt, recorded "resolving"). */
 static bool ask(struct sbx *s, const char *host, uint16_t port, struct tc_egress_rule *ret_rule,
                 long *ret_idx)
 {
     struct timespec until;
-    size_t n = SIZE_MAX;
+    size_t n = SIZE_MAX, ri;
     bool fresh = false;
 
+    /* a non-public address literal nobody may allow here: refused without asking */
+    enum tc_addr_class lc = literal_class(host);
+    if (lc != TC_ADDR_PUBLIC && (!s->ask_private || lc == TC_ADDR_METADATA)) {
+        *ret_idx = record(s, host, port, false, blocked_reason(lc));
+        return false;
+    }
     timespec_after(&until, s->ask_ms);
     pthread_mutex_lock(&s->mu);
+    /* allowed for the execution since serve() looked: no second ask */
+    if (tc_egress_match(s->rules, s->nrules, host, port, &ri) == TC_EGRESS_MATCH) {
+        *ret_rule = s->rules[ri];
+        pthread_mutex_unlock(&s->mu);
+        *ret_idx = record(s, host, port, true, "resolving");
+        return true;
+    }
     for (size_t i = 0; i < s->nasks; i++)
         if (s->asks[i].port == port && strcmp(s->asks[i].host, host) == 0 &&
             s->asks[i].verdict == V_PENDING)
@@ -412,7 +455,7 @@ static bool ask(struct sbx *s, const char *host, uint16_t port, struct tc_egress
         snprintf(s->asks[n].host, sizeof(s->asks[n].host), "%s", host);
         s->asks[n].port = port;
         s->asks[n].verdict = V_PENDING;
-        s->asks[n].timed_out = false;
+        s->asks[n].timed_out = s->asks[n].failed = false;
         fresh = true;
     }
     pthread_mutex_unlock(&s->mu);
@@ -431,6 +474,7 @@ static bool ask(struct sbx *s, const char *host, uint16_t port, struct tc_egress
         if (!text || tc_eg_send(g_ctl, TC_EG_ASK, s->handle, text, strlen(text), -1) < 0) {
             pthread_mutex_lock(&s->mu);
             s->asks[n].verdict = V_DENY; /* nobody can answer: a deny, for every waiter */
+            s->asks[n].failed = true;
             pthread_cond_broadcast(&s->asked);
             pthread_mutex_unlock(&s->mu);
         }
@@ -447,10 +491,11 @@ static bool ask(struct sbx *s, const char *host, uint16_t port, struct tc_egress
         s->asks[n].timed_out = true;
         pthread_cond_broadcast(&s->asked);
     }
-    bool timed_out = s->asks[n].timed_out;
-    ask_rule(host, port, ret_rule);
+    const char *deny_why = s->asks[n].timed_out ? "ask_timeout"
+                           : s->asks[n].failed  ? "ask_failed"
+                                                : "denied_by_reviewer";
+    ask_rule(s, host, port, ret_rule);
     if (v == V_EXECUTION) { /* later connections match the rule without asking */
-        size_t ri;
         bool known = tc_egress_match(s->rules, s->nrules, host, port, &ri) == TC_EGRESS_MATCH;
         if (!known)
             s->rules[s->nrules++] = *ret_rule; /* room: one per ask, TC_EGRESS_MAX_ASKS */
@@ -461,9 +506,10 @@ static bool ask(struct sbx *s, const char *host, uint16_t port, struct tc_egress
         return false;
     }
     if (v == V_DENY) {
-        update(s, idx, false, timed_out ? "ask_timeout" : "denied_by_reviewer", NULL);
+        update(s, idx, false, deny_why, NULL);
         return false;
     }
+    update(s, idx, true, "resolving", NULL);
     return true;
 }
 
@@ -514,7 +560,6 @@ static void serve(struct conn *c)
             deny(c->cfd, 403, "Forbidden", "was not allowed by a reviewer", h.host, h.port);
             return;
         }
-        update(s, idx, true, "resolving", NULL);
     } else if (m != TC_EGRESS_MATCH) {
         const char *why = m == TC_EGRESS_NO_PORT ? "port_not_allowed" : "host_not_allowed";
         record(s, h.host, h.port, false, why);
@@ -548,18 +593,10 @@ static void serve(struct conn *c)
     }
     freeaddrinfo(res);
     if (r == -EHOSTUNREACH && blocked) {
-        static const char *const reasons[] = {[TC_ADDR_LOOPBACK] = "blocked_loopback",
-                                              [TC_ADDR_PRIVATE] = "blocked_private",
-                                              [TC_ADDR_LINK_LOCAL] = "blocked_link_local",
-                                              [TC_ADDR_METADATA] = "blocked_metadata",
-                                              [TC_ADDR_CGNAT] = "blocked_cgnat",
-                                              [TC_ADDR_MULTICAST] = "blocked_multicast",
-                                              [TC_ADDR_UNSPECIFIED] = "blocked_unspecified",
-                                              [TC_ADDR_RESERVED] = "blocked_reserved"};
         const char *reason = "blocked_reserved";
-        for (size_t i = 1; i < sizeof(reasons) / sizeof(reasons[0]); i++)
+        for (int i = TC_ADDR_LOOPBACK; i <= TC_ADDR_RESERVED; i++)
             if (strcmp(blocked, tc_egress_class_name((enum tc_addr_class)i)) == 0)
-                reason = reasons[i];
+                reason = blocked_reason((enum tc_addr_class)i);
         update(s, idx, false, reason, ip);
         deny(c->cfd, 403, "Forbidden", "resolves to an address that is not allowed", h.host,
              h.port);
@@ -579,13 +616,14 @@ static void serve(struct conn *c)
         static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
         if (send_all(c->cfd, ok, sizeof(ok) - 1) < 0)
             return;
+        uint64_t sent = 0, received = 0;
+        bool injected = false;
+        const char *why = tc_tls_mitm_serve(s->mitm, gi, c->cfd, c->ufd, IDLE_TIMEOUT_MS, &sent,
+                                            &received, &injected);
         pthread_mutex_lock(&s->mu);
-        if (idx >= 0)
+        if (idx >= 0 && injected) /* recorded once the credential left, not before */
             s->att[idx].inject = gi;
         pthread_mutex_unlock(&s->mu);
-        uint64_t sent = 0, received = 0;
-        const char *why =
-            tc_tls_mitm_serve(s->mitm, gi, c->cfd, c->ufd, IDLE_TIMEOUT_MS, &sent, &received);
         count(s, idx, sent, received);
         if (why)
             update(s, idx, true, why, NULL);
@@ -733,6 +771,7 @@ static void on_add(const struct tc_eg_hdr *h, const char *payload, int lfd)
     }
     s->nrules = json_array_size(arr);
     s->ask_ms = json_integer_value(ask_ms);
+    s->ask_private = json_is_true(json_object_get(root, "ask_private"));
     if (json_array_size(inject) > 0 &&
         !(s->mitm =
               tc_tls_mitm_new(json_string_value(json_object_get(root, "ca_cert")) ?: "",
@@ -743,7 +782,11 @@ static void on_add(const struct tc_eg_hdr *h, const char *payload, int lfd)
     s->refs = 1;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->idle, NULL);
-    pthread_cond_init(&s->asked, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* ask deadlines: not moved by clock steps */
+    pthread_cond_init(&s->asked, &ca);
+    pthread_condattr_destroy(&ca);
     fcntl(lfd, F_SETFL, O_NONBLOCK);
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = s};
     if (epoll_ctl(g_epfd, EPOLL_CTL_ADD, lfd, &ev) < 0) {
@@ -883,6 +926,8 @@ static int on_ctl(void)
         if (h.type == TC_EG_ADD && fd >= 0) {
             on_add(&h, payload, fd);
             fd = -1;
+            if (payload) /* the CA key and credentials: kept only where on_add put them */
+                explicit_bzero(payload, strlen(payload));
         } else if (h.type == TC_EG_CLOSE) {
             on_close(h.handle);
         } else if (h.type == TC_EG_VERDICT) {

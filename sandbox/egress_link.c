@@ -195,7 +195,7 @@ static int make_listener(struct tc_egress_link *l, pid_t pid)
 }
 
 int tc_egress_link_attach(struct tc_egress_link *l, pid_t pid, json_t *allow, int64_t ask_ms,
-                          json_t *tls, uint64_t *ret_handle)
+                          bool ask_private, json_t *tls, uint64_t *ret_handle)
 {
     _cleanup_close_ int fd = -1;
     _cleanup_free_ char *payload = NULL;
@@ -207,7 +207,8 @@ int tc_egress_link_attach(struct tc_egress_link *l, pid_t pid, json_t *allow, in
     fd = make_listener(l, pid);
     if (fd < 0)
         return fd;
-    json_t *add = json_pack("{s:O, s:I}", "allow", allow, "ask_ms", (json_int_t)ask_ms);
+    json_t *add = json_pack("{s:O, s:I, s:b}", "allow", allow, "ask_ms", (json_int_t)ask_ms,
+                            "ask_private", ask_private);
     if (add && tls && json_object_update(add, tls) < 0) {
         json_decref(add);
         add = NULL;

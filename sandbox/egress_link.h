@@ -30,7 +30,7 @@ pid_t tc_egress_link_pid(const struct tc_egress_link *l); /* 0 while there is no
  * together with allow (the spec's network.allow). -ENETUNREACH when the proxy is gone
  * (it is never forked again: sandboxes that need it fail until the launcher restarts). */
 int tc_egress_link_attach(struct tc_egress_link *l, pid_t pid, json_t *allow, int64_t ask_ms,
-                          json_t *tls, uint64_t *ret_handle);
+                          bool ask_private, json_t *tls, uint64_t *ret_handle);
 /* A spec with "inject" (egress_tls.h): a CA of its own. Its bundle (the system's and it) goes
  * to /run/secrets/toolcage-ca.pem, SSL_CERT_FILE, REQUESTS_CA_BUNDLE, CURL_CA_BUNDLE and
  * NODE_EXTRA_CA_CERTS name it (replacing the tool's); *ret_tls (for attach) holds inject, the

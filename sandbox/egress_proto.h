@@ -9,6 +9,8 @@
  *                             there: once when the proxy decides it, again with its bytes when
  *                             a connection it let through ends. Sent without waiting (dropped
  *                             when the launcher is behind): live news, FINAL is the record.
+ *   (ADD's payload: {"allow": [rule, ...], "ask_ms": n, "ask_private": bool, and for
+ *    credentials at egress "inject", "ca_cert", "ca_key": egress_tls.h})
  *   ASK   proxy -> launcher  handle, payload {"ask": n, "host", "port", "index", "timeout_ms"}:
  *                             a connection
  *                             to a host the rules do not allow is held for a reviewer (ADD's

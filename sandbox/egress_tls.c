@@ -202,6 +202,7 @@ int tc_tls_client_init(const char *extra_ca_file)
     if (extra_ca_file && *extra_ca_file && X509_STORE_load_file(store, extra_ca_file) != 1)
         goto fail;
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION);
     SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
     g_client = ctx;
     return 0;
@@ -263,8 +264,10 @@ static SSL_CTX *leaf_ctx(X509 *ca, EVP_PKEY *ca_key, EVP_PKEY *key, const char *
               X509_sign(x, ca_key, EVP_sha256()) > 0 &&
               (ctx = SSL_CTX_new(TLS_server_method())) != NULL &&
               SSL_CTX_use_certificate(ctx, x) == 1 && SSL_CTX_use_PrivateKey(ctx, key) == 1;
-    if (ok)
+    if (ok) {
         SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+        SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION);
+    }
     X509_free(x);
     if (!ok) {
         SSL_CTX_free(ctx);
@@ -412,12 +415,31 @@ static bool tchar(char c)
            strchr("!#$%&'*+-.^_`|~", c);
 }
 
-/* Headers the proxy owns on an injected request: dropped from what the sandbox sent. */
+/* Headers the proxy owns on an injected request, or that would let the sandbox steer where the
+ * credential goes or read it back piecemeal: dropped from what the sandbox sent. */
 static bool dropped(const char *name, size_t len, const char *grant_header)
 {
-    static const char *const own[] = {
-        "host", "connection", "proxy-connection",    "keep-alive",
-        "te",   "upgrade",    "proxy-authorization", "accept-encoding"};
+    static const char *const own[] = {"host",
+                                      "connection",
+                                      "proxy-connection",
+                                      "keep-alive",
+                                      "te",
+                                      "upgrade",
+                                      "proxy-authorization",
+                                      "accept-encoding",
+                                      "range",
+                                      "if-range",
+                                      "forwarded",
+                                      "x-forwarded-host",
+                                      "x-forwarded-for",
+                                      "x-forwarded-proto",
+                                      "x-forwarded-port",
+                                      "x-original-url",
+                                      "x-rewrite-url",
+                                      "x-http-method-override",
+                                      "x-http-method",
+                                      "x-method-override",
+                                      "expect"};
     if (strlen(grant_header) == len && strncasecmp(name, grant_header, len) == 0)
         return true;
     for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
@@ -426,14 +448,19 @@ static bool dropped(const char *name, size_t len, const char *grant_header)
     return false;
 }
 
-/* The request head the upstream gets: the sandbox's request line (origin-form target only)
- * and headers, minus those the proxy owns, plus Host, the credential and Connection: close.
- * Length, or -1 when the head is not a request this proxy forwards. */
+static bool is_name(const char *p, size_t n, const char *name)
+{
+    return strlen(name) == n && strncasecmp(p, name, n) == 0;
+}
+
 long tc_tls_rewrite_head(const char *in, size_t len, const char *ghost, uint16_t gport,
-                         const char *gheader, const char *gvalue, char *out, size_t size)
+                         const char *gheader, const char *gvalue, char *out, size_t size,
+                         uint64_t *ret_body)
 {
     const char *end = in + len, *eol = memchr(in, '\r', len);
     size_t o = 0;
+    bool has_cl = false;
+    uint64_t body = 0;
     if (!eol || eol + 1 >= end || eol[1] != '\n')
         return -1;
     /* METHOD SP /target SP HTTP/1.x */
@@ -446,6 +473,10 @@ long tc_tls_rewrite_head(const char *in, size_t len, const char *ghost, uint16_t
     for (const char *p = in; p < sp1; p++)
         if (!tchar(*p))
             return -1;
+    /* TRACE and TRACK echo the request (the credential with it); CONNECT is not a request */
+    if (is_name(in, (size_t)(sp1 - in), "TRACE") || is_name(in, (size_t)(sp1 - in), "TRACK") ||
+        is_name(in, (size_t)(sp1 - in), "CONNECT"))
+        return -1;
     for (const char *p = sp1 + 1; p < sp2; p++)
         if ((unsigned char)*p <= 0x20 || *p == 0x7f)
             return -1;
@@ -456,7 +487,10 @@ long tc_tls_rewrite_head(const char *in, size_t len, const char *ghost, uint16_t
         memcpy(out + o, (p), (n));                                                                 \
         o += (n);                                                                                  \
     } while (0)
-    PUT(in, (size_t)(eol - in) + 2);
+    /* upstream as HTTP/1.0: an answer is never chunked (chunk-size lines could cut the secret
+     * where the blanking does not see it whole) and the connection ends with it */
+    PUT(in, (size_t)(sp2 - in) + 1);
+    PUT("HTTP/1.0\r\n", 10);
     for (const char *line = eol + 2; line < end;) {
         const char *le = memchr(line, '\r', (size_t)(end - line));
         if (!le || le + 1 >= end || le[1] != '\n')
@@ -472,7 +506,28 @@ long tc_tls_rewrite_head(const char *in, size_t len, const char *ghost, uint16_t
         for (const char *p = colon + 1; p < le; p++)
             if (*p == '\n' || *p == '\0')
                 return -1;
-        if (!dropped(line, (size_t)(colon - line), gheader))
+        size_t nl = (size_t)(colon - line);
+        /* one body, framed one way: a Content-Length (once, digits only) or none; no
+         * Transfer-Encoding, so the upstream cannot read a second request into it */
+        if (is_name(line, nl, "transfer-encoding"))
+            return -2;
+        if (is_name(line, nl, "content-length")) {
+            const char *v = colon + 1, *ve = le;
+            while (v < ve && (*v == ' ' || *v == '\t'))
+                v++;
+            while (ve > v && (ve[-1] == ' ' || ve[-1] == '\t'))
+                ve--;
+            if (has_cl || v == ve || ve - v > 15)
+                return -1;
+            body = 0;
+            for (const char *d = v; d < ve; d++) {
+                if (*d < '0' || *d > '9')
+                    return -1;
+                body = body * 10 + (uint64_t)(*d - '0');
+            }
+            has_cl = true;
+        }
+        if (!dropped(line, nl, gheader))
             PUT(line, (size_t)(le - line) + 2);
         line = le + 2;
     }
@@ -483,8 +538,10 @@ long tc_tls_rewrite_head(const char *in, size_t len, const char *ghost, uint16_t
     PUT(gheader, strlen(gheader));
     PUT(": ", 2);
     PUT(gvalue, strlen(gvalue));
-    PUT("\r\nConnection: close\r\n\r\n", 23);
+    PUT("\r\nAccept-Encoding: identity\r\nConnection: close\r\n\r\n", 50);
 #undef PUT
+    if (ret_body)
+        *ret_body = body;
     return (long)o;
 }
 
@@ -521,17 +578,27 @@ size_t tc_tls_scrub_feed(struct tc_tls_scrubber *sc, const char *data, size_t n,
     return emit;
 }
 
+/* What an SSL call that did not complete waits for: POLLIN or POLLOUT, or 0 (it failed). */
+static short wants(SSL *s, int r)
+{
+    int e = SSL_get_error(s, r);
+    return e == SSL_ERROR_WANT_READ ? POLLIN : e == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
+}
+
 const char *tc_tls_mitm_serve(struct tc_tls_mitm *m, int idx, int cfd, int ufd, int idle_ms,
-                              uint64_t *sent, uint64_t *received)
+                              uint64_t *sent, uint64_t *received, bool *ret_injected)
 {
     const struct grant *g = &m->g[idx];
     const char *why = NULL;
     SSL *cs = SSL_new(g->srv), *us = g_client ? SSL_new(g_client) : NULL;
-    char head[HEAD_MAX], out[HEAD_MAX + 1024], buf[16384], clean[16384 + 512];
+    char head[HEAD_MAX], out[HEAD_MAX + 4096 + 512], buf[16384];
+    char clean[sizeof(buf) + sizeof(((struct tc_tls_scrubber *)0)->tail)];
     size_t len = 0;
     long hl;
+    uint64_t body = 0;
     struct tc_tls_scrubber sc = {.secret = g->scrub, .len = strlen(g->scrub)};
 
+    *ret_injected = false;
     fcntl(cfd, F_SETFL, fcntl(cfd, F_GETFL) | O_NONBLOCK);
     fcntl(ufd, F_SETFL, fcntl(ufd, F_GETFL) | O_NONBLOCK);
     if (!cs || !us || SSL_set_fd(cs, cfd) != 1 || SSL_set_fd(us, ufd) != 1) {
@@ -564,42 +631,56 @@ const char *tc_tls_mitm_serve(struct tc_tls_mitm *m, int idx, int cfd, int ufd, 
         }
     }
     size_t head_len = (size_t)(blank - head) + 4;
-    if ((hl = tc_tls_rewrite_head(head, head_len, g->host, g->port, g->header, g->value, out,
-                                  sizeof(out))) < 0) {
+    hl = tc_tls_rewrite_head(head, head_len, g->host, g->port, g->header, g->value, out,
+                             sizeof(out), &body);
+    if (hl == -2) {
+        tls_reply(cs, cfd, 411, "Length Required",
+                  "toolcage egress proxy: a request with a credential has a Content-Length body"
+                  " or none (no Transfer-Encoding)\n");
+        why = "bad_request";
+        goto out;
+    }
+    if (hl < 0) {
         tls_reply(cs, cfd, 400, "Bad Request",
-                  "toolcage egress proxy: only origin-form HTTP/1.x requests are forwarded with"
-                  " a credential\n");
+                  "toolcage egress proxy: only origin-form HTTP/1.x requests (not TRACE) are"
+                  " forwarded with a credential\n");
         why = "bad_request";
         goto out;
     }
     /* the upstream: verified against the system store, for this very host */
     SSL_set_verify(us, SSL_VERIFY_PEER, NULL);
-    if (is_ipv4(g->host)) {
-        X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(us), g->host);
-    } else {
-        SSL_set_tlsext_host_name(us, g->host);
-        SSL_set1_host(us, g->host);
-    }
-    if (!handshake(us, ufd, false)) {
-        char body[400];
-        snprintf(body, sizeof(body),
+    bool named = is_ipv4(g->host) ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(us), g->host) == 1
+                                  : SSL_set_tlsext_host_name(us, g->host) == 1 &&
+                                        SSL_set1_host(us, g->host) == 1;
+    if (named)
+        SSL_set_hostflags(us, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+    if (!named || !handshake(us, ufd, false)) {
+        char text[400];
+        snprintf(text, sizeof(text),
                  "toolcage egress proxy: %s:%u did not present a certificate that verifies\n",
                  g->host, (unsigned)g->port);
-        tls_reply(cs, cfd, 502, "Bad Gateway", body);
+        tls_reply(cs, cfd, 502, "Bad Gateway", text);
         why = "tls_upstream_failed";
         goto out;
     }
+    /* the head, and of the body only what its Content-Length says: nothing after it */
+    size_t early = len - head_len < body ? len - head_len : (size_t)body;
     deadline = now_ms() + STEP_MS;
-    if (!ssl_write_all(us, ufd, out, (size_t)hl, deadline) ||
-        !ssl_write_all(us, ufd, head + head_len, len - head_len, deadline)) {
+    if (!ssl_write_all(us, ufd, out, (size_t)hl, deadline)) {
         why = "connect_failed";
         goto out;
     }
-    *sent += (uint64_t)hl + (len - head_len);
-    sodium_memzero(out, sizeof(out));
+    *ret_injected = true; /* the credential left for the upstream */
+    if (!ssl_write_all(us, ufd, head + head_len, early, deadline)) {
+        why = "connect_failed";
+        goto out;
+    }
+    *sent += (uint64_t)hl + early;
+    body -= early;
 
-    /* relay: the sandbox's body up, the answer (scrubbed) down, until the upstream closes */
-    bool up_open = true;
+    /* relay: the rest of the body up, the answer (blanked) down, until the upstream closes */
+    short up_want = POLLIN, down_want = POLLIN; /* what each side's last SSL_read waits for */
+    bool up_open = body > 0;
     for (;;) {
         bool moved = false;
         int r = SSL_read(us, buf, sizeof(buf));
@@ -609,39 +690,43 @@ const char *tc_tls_mitm_serve(struct tc_tls_mitm *m, int idx, int cfd, int ufd, 
                 break;
             *received += (uint64_t)r;
             moved = true;
-        } else {
-            int e = SSL_get_error(us, r);
-            if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) { /* the answer ended */
-                size_t n = tc_tls_scrub_feed(&sc, "", 0, clean, sizeof(clean), true);
-                (void)ssl_write_all(cs, cfd, clean, n, now_ms() + STEP_MS);
-                SSL_shutdown(cs);
-                break;
-            }
+            down_want = POLLIN;
+        } else if (!(down_want = wants(us, r))) { /* the answer ended */
+            size_t n = tc_tls_scrub_feed(&sc, "", 0, clean, sizeof(clean), true);
+            (void)ssl_write_all(cs, cfd, clean, n, now_ms() + STEP_MS);
+            SSL_shutdown(cs);
+            break;
         }
         if (up_open) {
-            r = SSL_read(cs, buf, sizeof(buf));
+            r = SSL_read(cs, buf, body < sizeof(buf) ? (int)body : (int)sizeof(buf));
             if (r > 0) {
                 if (!ssl_write_all(us, ufd, buf, (size_t)r, now_ms() + STEP_MS))
                     break;
                 *sent += (uint64_t)r;
+                body -= (uint64_t)r;
+                up_open = body > 0; /* whatever the sandbox sends after its body is not read */
                 moved = true;
-            } else {
-                int e = SSL_get_error(cs, r);
-                if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE)
-                    break; /* the sandbox went away: so does the exchange */
+                up_want = POLLIN;
+            } else if (!(up_want = wants(cs, r))) {
+                up_open = false; /* the sandbox is done sending (or gone): the answer may come */
             }
         }
         if (moved || SSL_pending(us) > 0 || (up_open && SSL_pending(cs) > 0))
             continue;
-        struct pollfd p[2] = {{.fd = ufd, .events = POLLIN}, {.fd = cfd, .events = POLLIN}};
+        struct pollfd p[2] = {{.fd = ufd, .events = down_want}, {.fd = cfd, .events = up_want}};
         int pr = poll(p, up_open ? 2 : 1, idle_ms);
-        if (pr == 0)
-            break; /* idle */
+        if (pr == 0) { /* idle: what waited for the blanking goes out, then the end */
+            size_t n = tc_tls_scrub_feed(&sc, "", 0, clean, sizeof(clean), true);
+            (void)ssl_write_all(cs, cfd, clean, n, now_ms() + STEP_MS);
+            break;
+        }
         if (pr < 0 && errno != EINTR)
             break;
     }
 out:
     sodium_memzero(out, sizeof(out));
+    sodium_memzero(buf, sizeof(buf));
+    sodium_memzero(clean, sizeof(clean));
     sodium_memzero(&sc, sizeof(sc));
     SSL_free(cs);
     SSL_free(us);

@@ -50,18 +50,23 @@ const char *tc_tls_mitm_header(const struct tc_tls_mitm *m, int idx);
  * not ("tls_client_failed", "tls_upstream_failed", "bad_request", ...); the sandbox got a
  * 4xx/5xx over TLS when that was still possible. */
 const char *tc_tls_mitm_serve(struct tc_tls_mitm *m, int idx, int cfd, int ufd, int idle_ms,
-                              uint64_t *sent, uint64_t *received);
+                              uint64_t *sent, uint64_t *received, bool *ret_injected);
 
 /* ---- the parts the unit tests reach ---- */
 
 /* The request head (ending with its blank line) an injected request goes out with: the
  * sandbox's request line (origin-form target, HTTP/1.x) and headers, minus the credential
- * header, Host, hop-by-hop headers and Accept-Encoding (answers come uncompressed, so the
- * blanking below can see them), plus Host, the credential and Connection: close. Length, or
- * -1 for a head this proxy does not forward (absolute-form or CONNECT targets, obs-fold,
- * bare LF, bad names) or that does not fit size. */
+ * header, Host, hop-by-hop headers and Accept-Encoding, plus Host, the credential and
+ * Connection: close. Length, or -1 for a head this proxy does not forward (absolute-form or
+ * CONNECT targets, obs-fold,
+ * bare LF, bad names, TRACE/TRACK/CONNECT, a Content-Length that is not one number) or that
+ * does not fit size; -2 for a Transfer-Encoding (a body must have a Content-Length: one
+ * request, one body, framed one way). It goes upstream as HTTP/1.0 (answers are never
+ * chunked) with Accept-Encoding: identity; Range, Forwarded, X-Forwarded-*, method overrides
+ * and Expect are dropped too. *ret_body: the body's length. */
 long tc_tls_rewrite_head(const char *in, size_t len, const char *host, uint16_t port,
-                         const char *header, const char *value, char *out, size_t size);
+                         const char *header, const char *value, char *out, size_t size,
+                         uint64_t *ret_body);
 
 /* Blanks (same length, '*') every occurrence of secret in a stream, across pieces: the last
  * len-1 bytes of each piece wait for the next one (or last). Secrets under 4 bytes are not
@@ -69,10 +74,10 @@ long tc_tls_rewrite_head(const char *in, size_t len, const char *host, uint16_t 
 struct tc_tls_scrubber {
     const char *secret;
     size_t len;
-    char tail[512];
+    char tail[4096]; /* a secret is at most 4096 bytes (sandbox/spec.c) */
     size_t ntail;
 };
-/* data joined to what waited; what may go out now is written to out (room >= n + 512), its
+/* data joined to what waited; what may go out now is written to out (room >= n + 4096), its
  * length returned. */
 size_t tc_tls_scrub_feed(struct tc_tls_scrubber *sc, const char *data, size_t n, char *out,
                          size_t room, bool last);

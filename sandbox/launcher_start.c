@@ -73,7 +73,7 @@ static int prepare(struct launcher *L, struct sbx *s)
      * before PID 1 is released (and brings lo up). */
     if (s->spec.network_allow) {
         r = tc_egress_link_attach(L->egress, s->pid, s->spec.network_allow, s->spec.network_ask_ms,
-                                  s->egress_tls, &s->egress_handle);
+                                  s->spec.network_ask_private, s->egress_tls, &s->egress_handle);
         json_decref(s->egress_tls); /* the CA key lives in the proxy only from here */
         s->egress_tls = NULL;
         if (r < 0)
@@ -293,6 +293,10 @@ void lc_start_sandbox(struct launcher *L, const char *hdr_id, char *payload)
                    r == -EEXIST ? "secret file name " TC_TLS_CA_BUNDLE_NAME " is reserved"
                                 : strerror(-r));
         return;
+    }
+    if (s->egress_tls) { /* the credentials live in egress_tls (then the proxy) only */
+        s->spec.inject = NULL;
+        json_object_del(s->spec_json, "inject");
     }
 
     if (s->spec.stdin_b64 && tc_b64_decode(s->spec.stdin_b64, strlen(s->spec.stdin_b64),

@@ -245,10 +245,11 @@ static int check_secret_files(json_t *a, char *err, size_t errlen)
 /* "none", or {"allow": [rule, ...]} with 1..256 rules in the policy grammar (egress_rules.h). */
 /* "none", or {"allow": [rule, ...], "ask_ms"?: n}: with ask_ms (1 s .. 1 h) hosts not in the
  * list are asked about (sandbox/egress.h), and the list may be empty. */
-static int parse_network(json_t *v, json_t **ret_allow, int64_t *ret_ask_ms, char *err,
-                         size_t errlen)
+static int parse_network(json_t *v, json_t **ret_allow, int64_t *ret_ask_ms, bool *ret_ask_private,
+                         char *err, size_t errlen)
 {
     json_t *allow = json_object_get(v, "allow"), *ask = json_object_get(v, "ask_ms"), *e;
+    json_t *priv = json_object_get(v, "ask_private");
     size_t i;
 
     if (json_is_string(v) && strcmp(json_string_value(v), "none") == 0) {
@@ -258,8 +259,11 @@ static int parse_network(json_t *v, json_t **ret_allow, int64_t *ret_ask_ms, cha
     if (ask && (!json_is_integer(ask) || json_integer_value(ask) < 1000 ||
                 json_integer_value(ask) > 3600 * 1000))
         return fail(err, errlen, "network.ask_ms: integer 1000..3600000 required");
-    if (!json_is_object(v) || json_object_size(v) != 1 + (ask != NULL) || !json_is_array(allow) ||
-        (json_array_size(allow) == 0 && !ask) || json_array_size(allow) > TC_EGRESS_MAX_RULES)
+    if (priv && (!json_is_boolean(priv) || !ask))
+        return fail(err, errlen, "network.ask_private: boolean, with ask_ms");
+    if (!json_is_object(v) || json_object_size(v) != 1u + (ask != NULL) + (priv != NULL) ||
+        !json_is_array(allow) || (json_array_size(allow) == 0 && !ask) ||
+        json_array_size(allow) > TC_EGRESS_MAX_RULES)
         return fail(err, errlen,
                     "network: \"none\" or {\"allow\": [1..%d entries], \"ask_ms\"?} required",
                     TC_EGRESS_MAX_RULES);
@@ -273,6 +277,7 @@ static int parse_network(json_t *v, json_t **ret_allow, int64_t *ret_ask_ms, cha
     }
     *ret_allow = allow;
     *ret_ask_ms = ask ? json_integer_value(ask) : 0;
+    *ret_ask_private = json_is_true(priv);
     return 0;
 }
 
@@ -355,7 +360,8 @@ int tc_spec_parse(json_t *spec, struct tc_spec *ret, char *err, size_t errlen)
     s.backend = json_string_value(v);
 
     v = json_object_get(spec, "network");
-    if (v && (r = parse_network(v, &s.network_allow, &s.network_ask_ms, err, errlen)) < 0)
+    if (v && (r = parse_network(v, &s.network_allow, &s.network_ask_ms, &s.network_ask_private, err,
+                                errlen)) < 0)
         return r;
 
     v = json_object_get(spec, "hold");
@@ -375,8 +381,6 @@ int tc_spec_parse(json_t *spec, struct tc_spec *ret, char *err, size_t errlen)
     if (s.session && strcmp(s.backend, "native") != 0)
         return fail(err, errlen, "session: the native backend only");
     s.stream |= s.session;
-    if (json_array_size(s.inject) > 0 && !s.network_allow)
-        return fail(err, errlen, "inject: needs a network allowlist");
 
     v = json_object_get(spec, "cwd");
     if (v && (!json_is_string(v) || !abspath_valid(json_string_value(v))))
@@ -419,6 +423,8 @@ int tc_spec_parse(json_t *spec, struct tc_spec *ret, char *err, size_t errlen)
     if (v && (r = check_inject(v, err, errlen)) < 0)
         return r;
     s.inject = v;
+    if (json_array_size(s.inject) > 0 && !s.network_allow)
+        return fail(err, errlen, "inject: needs a network allowlist");
 
     if ((r = parse_limits(json_object_get(spec, "limits"), &s.limits, err, errlen)) < 0)
         return r;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -39,9 +40,10 @@ struct tc_spec {
     json_t *secret_files; /* array of {name, content_b64} or NULL: /run/secrets/<name>, 0400 */
     struct tc_spec_mount *mounts;
     size_t n_mounts;
-    json_t *network_allow;  /* {"allow": [...]}: the rule strings; NULL for "none" */
-    int64_t network_ask_ms; /* > 0: hosts not allowed are asked about for this long */
-    json_t *inject;         /* credentials the egress proxy adds (egress_tls.h), or NULL */
+    json_t *network_allow;    /* {"allow": [...]}: the rule strings; NULL for "none" */
+    int64_t network_ask_ms;   /* > 0: hosts not allowed are asked about for this long */
+    bool network_ask_private; /* a reviewer may allow non-public IPv4 literals (not metadata) */
+    json_t *inject;           /* credentials the egress proxy adds (egress_tls.h), or NULL */
     struct tc_limits limits;
     int hold;    /* wait for TC_WIRE_GO before the program starts (see sandbox.h) */
     int stream;  /* send output as it comes (TC_WIRE_CHUNK), not only in the result */

@@ -15,10 +15,11 @@
 #include "sandbox/sandbox.h"
 #include "server/http.h"
 
-#define POLL_MS     250
-#define SWEEP_MS    10000
-#define SWEEP_GRACE 10 /* seconds past expiry before a dead server's ask is expired */
-#define MAX_LIVE    1024
+#define POLL_MS       250
+#define SWEEP_MS      10000
+#define SWEEP_GRACE   10   /* seconds past expiry before a dead server's ask is expired */
+#define MAX_LIVE      4096 /* asks held at once, server-wide */
+#define ASK_MARGIN_MS 1000
 
 struct live {
     char execution_id[37];
@@ -27,6 +28,7 @@ struct live {
     int port;
     int64_t timeout_ms;
     int64_t deadline_ms; /* tc_now_ms clock: the proxy gives up then */
+    int64_t next_try_ms; /* writing the row failed: not before then */
     char id[37];         /* the row; "" until written */
 };
 
@@ -48,14 +50,16 @@ static void verdict(const char *execution_id, long n, const char *v)
     }
 }
 
-/* The launcher's reader thread: note it, the thread writes it. */
+/* The launcher's reader thread: note it, the thread writes it. Nothing is sent from here
+ * (the reader must never wait on the launcher): an ask that cannot be noted is left to the
+ * proxy's clock, which denies it. */
 static void on_ask(void *ud, const char *id, json_t *ask)
 {
     (void)ud;
     json_int_t t = json_integer_value(json_object_get(ask, "timeout_ms"));
     long n = (long)json_integer_value(json_object_get(ask, "ask"));
     pthread_mutex_lock(&g.mu);
-    bool full = g.nlive >= MAX_LIVE || g.stopping || strlen(id) >= 37 || t < 1000;
+    bool full = g.nlive >= MAX_LIVE || g.stopping || strlen(id) >= 37;
     if (!full) {
         struct live *l = &g.live[g.nlive++];
         memset(l, 0, sizeof(*l));
@@ -69,7 +73,8 @@ static void on_ask(void *ud, const char *id, json_t *ask)
     }
     pthread_mutex_unlock(&g.mu);
     if (full)
-        verdict(id, n, "deny");
+        tc_log(TC_LOG_WARN, "egress ask not noted: the proxy denies it when its time is up",
+               "{s:s, s:i}", "execution_id", id, "live", (int)MAX_LIVE);
 }
 
 /* A finished row's answer for the proxy; NULL while pending. */
@@ -98,16 +103,27 @@ static void round_once(PGconn *c)
         pthread_mutex_unlock(&g.mu);
         const char *send = NULL, *close_as = NULL;
         bool done = false;
-        if (!l.id[0]) {
-            int r = tc_egress_ask_insert(c, keys, l.execution_id, l.n, l.host, l.port, l.timeout_ms,
-                                         l.id);
+        /* the row expires a second before the proxy gives up: an answer the row takes is one
+         * the proxy can still apply (the answer reaches it within a poll, 250 ms) */
+        int64_t left = l.deadline_ms - ASK_MARGIN_MS - now;
+        if (!l.id[0] && left <= 0) {
+            done = true; /* too late to ask anyone: the proxy denies it */
+        } else if (!l.id[0] && now >= l.next_try_ms) {
+            int r = tc_egress_ask_insert(c, keys, l.execution_id, l.n, l.host, l.port, left,
+                                         g.srv->public_url, l.id);
             if (r == -ENOENT) { /* not a running execution (a session's sandbox): no one asks */
                 send = "deny";
                 done = true;
             } else if (r == 0) {
                 tc_log(TC_LOG_INFO, "egress ask", "{s:s, s:s, s:s, s:i}", "ask_id", l.id,
                        "execution_id", l.execution_id, "host", l.host, "port", l.port);
+            } else {
+                tc_log(TC_LOG_WARN, "writing an egress ask failed; trying again in a second",
+                       "{s:s, s:s}", "execution_id", l.execution_id, "error", PQerrorMessage(c));
+                l.next_try_ms = now + 1000;
             }
+        } else if (!l.id[0]) {
+            /* waiting to try again */
         } else {
             const char *p[] = {l.id};
             PGresult *r = tc_db_exec(c,
@@ -141,6 +157,7 @@ static void round_once(PGconn *c)
                 continue;
             }
             memcpy(g.live[i].id, l.id, sizeof(l.id));
+            g.live[i].next_try_ms = l.next_try_ms;
         }
         i++;
     }
@@ -160,6 +177,16 @@ static void *asks_main(void *arg)
         bool sweep = now - last_sweep >= SWEEP_MS;
         if (busy || sweep) {
             c = tc_db_acquire(g.srv->db, 1000);
+            if (!c) { /* no database: what the proxy gave up on is forgotten (the sweep of
+                       * some replica expires its row later) */
+                pthread_mutex_lock(&g.mu);
+                for (size_t i = 0; i < g.nlive;)
+                    if (g.live[i].deadline_ms + 5000 < tc_now_ms())
+                        drop(i);
+                    else
+                        i++;
+                pthread_mutex_unlock(&g.mu);
+            }
             if (c) {
                 if (busy)
                     round_once(c);
@@ -182,8 +209,9 @@ static void *asks_main(void *arg)
         }
         /* a new ask is written at once; otherwise a look every POLL_MS */
         bool fresh = false;
+        int64_t tnow = tc_now_ms();
         for (size_t i = 0; i < g.nlive && !fresh; i++)
-            fresh = !g.live[i].id[0];
+            fresh = !g.live[i].id[0] && g.live[i].next_try_ms <= tnow;
         if (!fresh)
             pthread_cond_timedwait(&g.cv, &g.mu, &until);
     }

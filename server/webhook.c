@@ -89,6 +89,8 @@ static const char CLAIM_SQL[] =
     "          AND coalesce(busy.n, 0) < $3::int"
     "          AND (w.approval_id IS NULL OR EXISTS (SELECT 1 FROM approvals a"
     "               WHERE a.id = w.approval_id AND a.status = 'pending'))"
+    "          AND (w.ask_id IS NULL OR EXISTS (SELECT 1 FROM egress_asks k"
+    "               WHERE k.id = w.ask_id AND k.status = 'pending'))"
     "        ORDER BY w.next_attempt_at LIMIT " SCAN_ROWS ") c),"
     " picked AS ("
     "  SELECT w.id FROM webhook_deliveries w JOIN due ON due.id = w.id"
@@ -434,6 +436,14 @@ static void sweep(struct tc_webhooks *w)
                    "UPDATE webhook_deliveries d SET gave_up_at = now(),"
                    " last_error = 'the approval is no longer pending'"
                    " FROM approvals a WHERE a.id = d.approval_id AND a.status <> 'pending'"
+                   " AND d.delivered_at IS NULL AND d.gave_up_at IS NULL"
+                   " AND (d.lease_until IS NULL OR d.lease_until < now())",
+                   0, NULL);
+    PQclear(r);
+    r = tc_db_exec(w->conn,
+                   "UPDATE webhook_deliveries d SET gave_up_at = now(),"
+                   " last_error = 'the egress ask is no longer pending'"
+                   " FROM egress_asks k WHERE k.id = d.ask_id AND k.status <> 'pending'"
                    " AND d.delivered_at IS NULL AND d.gave_up_at IS NULL"
                    " AND (d.lease_until IS NULL OR d.lease_until < now())",
                    0, NULL);

@@ -11,6 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { setup, sleep, SLOW } from './harness.mjs';
 import { addUser, signIn, postForm } from './fixtures/console-http.mjs';
+import { startReceiver, verifySignature } from './fixtures/webhook-receiver.mjs';
 
 async function upstream(name) {
   const seen = [];
@@ -38,12 +39,17 @@ const common = {
 fs.writeFileSync(policyPath, JSON.stringify({
   version: 1,
   tools: {
-    asker: { description: 'asks about hosts it does not list', ...common, network: { allow: [`127.0.0.1:${A.port}`], ask: true, ask_timeout_seconds: 30 } },
-    impatient: { description: 'asks, and waits 5 s', ...common, network: { allow: [], ask: true, ask_timeout_seconds: 5 } },
+    // ask_private: a reviewer may allow loopback literals (these upstreams); never metadata
+    asker: { description: 'asks about hosts it does not list', ...common, network: { allow: [`127.0.0.1:${A.port}`], ask: true, ask_timeout_seconds: 30, ask_private: true } },
+    impatient: { description: 'asks, and waits 5 s', ...common, network: { allow: [], ask: true, ask_timeout_seconds: 5, ask_private: true } },
+    public_only: { description: 'asks about public hosts only', ...common, network: { allow: [], ask: true, ask_timeout_seconds: 30 } },
   },
 }, null, 2));
 
-const server = setup('egress-ask', { policy: policyPath });
+const server = setup('egress-ask', {
+  policy: policyPath,
+  serveEnv: { TOOLCAGE_WEBHOOK_ALLOW_PRIVATE: '1', TOOLCAGE_PUBLIC_URL: 'https://toolcage.test.example' },
+});
 
 after(async () => {
   A.srv.closeAllConnections?.();
@@ -96,11 +102,12 @@ test('allow once: the held connection reaches the upstream; the next one to the 
   assert.equal(ask.host, '127.0.0.1');
   assert.equal(ask.port, B.port);
   assert.equal(ask.tool, 'asker');
-  assert.equal(ask.code, code, 'the reviewer sees the code that asks');
+  assert.equal(ask.code, null, 'lists leave the code out');
   assert.equal(B.saw('/first').length, 0, 'nothing reached B before the answer');
   const one = await server.request('GET', `/v1/egress-asks/${ask.id}`, { key: server.keys.admin });
   assert.equal(one.status, 200);
-  assert.deepEqual(one.json, ask);
+  assert.equal(one.json.code, code, 'the reviewer sees the code that asks');
+  assert.deepEqual({ ...one.json, code: null }, ask);
 
   const ok = await decide(ask.id, { decision: 'allow_once', reason: 'the docs say so' });
   assert.equal(ok.status, 200, ok.text);
@@ -269,4 +276,52 @@ test('the console: a reviewer sees the ask with its code (escaped) and allows it
   const after = (await server.request('GET', `/v1/egress-asks/${ask.id}`, { key: server.keys.reviewer })).json;
   assert.equal(after.status, 'allowed_execution');
   assert.equal(after.decider, `user:egress-reviewer-${t}`);
+});
+
+test('the tenant\'s notification sinks are told of an ask (signed webhook, Slack text) with a console link and no code', async () => {
+  const rx = await startReceiver();
+  try {
+    const secret = (await server.cli(['keys', 'webhook-secret', '--tenant', server.tenants.a])).stdout.trim();
+    const put = await server.request('PUT', '/v1/notifications', { key: server.keys.admin,
+      json: { sinks: [{ type: 'webhook', url: rx.url('/hook') }, { type: 'slack', url: rx.url('/slack') }] } });
+    assert.equal(put.status, 200, put.text);
+    const t = Date.now().toString(36);
+    const run = await start('asker', `# marker-${t}\n${get(`http://127.0.0.1:${B.port}/n-${t}`)}\n`);
+    const [ask] = await pendingAsks(run.id);
+    for (let i = 0; rx.hits.filter((h) => h.body.includes(ask.id)).length < 2; i++) {
+      assert.ok(i < 300 * SLOW, `two notices for ${ask.id}: ${rx.hits.length} hits`);
+      await sleep(50);
+    }
+    const mine = rx.hits.filter((h) => h.body.includes(ask.id));
+    const hook = mine.find((h) => h.url === '/hook');
+    assert.equal(verifySignature(secret, hook.headers['x-toolcage-signature'], hook.body), null);
+    const b = JSON.parse(hook.body.toString('utf8'));
+    assert.equal(b.event, 'egress.ask');
+    assert.equal(b.ask_id, ask.id);
+    assert.equal(b.execution_id, run.id);
+    assert.equal(b.host, '127.0.0.1');
+    assert.equal(b.port, B.port);
+    assert.equal(b.tool, 'asker');
+    assert.equal(b.link, `https://toolcage.test.example/console/egress-asks/${ask.id}`);
+    const slack = JSON.parse(mine.find((h) => h.url === '/slack').body.toString('utf8'));
+    assert.match(slack.text, new RegExp(`asks to reach 127\\.0\\.0\\.1:${B.port}`));
+    for (const h of mine) assert.ok(!h.body.includes(`marker-${t}`), 'no code in a notice');
+    assert.equal((await decide(ask.id, { decision: 'deny', reason: 'not today' })).status, 200);
+    await run.done;
+  } finally {
+    await server.request('PUT', '/v1/notifications', { key: server.keys.admin, json: { sinks: [] } });
+    await rx.close();
+  }
+});
+
+test('without ask_private a non-public address is refused without asking; metadata is refused even with it', async () => {
+  const r1 = (await server.execute({ tool: 'public_only', code: `${get(`http://127.0.0.1:${B.port}/private`)}\n${get('http://10.1.2.3/p')}\n` })).json;
+  assert.deepEqual(r1.network.map((a) => a.reason), ['blocked_loopback', 'blocked_private'], JSON.stringify(r1.network));
+  const r2 = (await server.execute({ tool: 'asker', code: `${get('http://169.254.169.254/latest/meta-data/')}\n` })).json;
+  assert.deepEqual(r2.network.map((a) => a.reason), ['blocked_metadata']);
+  for (const r of [r1, r2]) {
+    const asks = (await server.request('GET', '/v1/egress-asks?limit=200', { key: server.keys.reviewer })).json.egress_asks;
+    assert.equal(asks.filter((a) => a.execution_id === r.id).length, 0, 'nobody was asked');
+  }
+  assert.equal(B.saw('/private').length, 0);
 });

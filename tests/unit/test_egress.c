@@ -388,7 +388,7 @@ TEST(spec_network)
 static long inj(const char *head, char *out, size_t size)
 {
     return tc_tls_rewrite_head(head, strlen(head), "api.example", 443, "Authorization",
-                               "Bearer s3cret-value", out, size);
+                               "Bearer s3cret-value", out, size, NULL);
 }
 
 TEST(inject_rewrite)
@@ -400,13 +400,34 @@ TEST(inject_rewrite)
                  out, sizeof(out));
     CHECK(n > 0);
     out[n > 0 ? n : 0] = '\0';
-    CHECK(strcmp(out, "GET /v1/me?x=1 HTTP/1.1\r\nAccept: */*\r\nX-Trace: 1\r\n"
+    CHECK(strcmp(out, "GET /v1/me?x=1 HTTP/1.0\r\nAccept: */*\r\nX-Trace: 1\r\n"
                       "Host: api.example\r\nAuthorization: Bearer s3cret-value\r\n"
-                      "Connection: close\r\n\r\n") == 0);
+                      "Accept-Encoding: identity\r\nConnection: close\r\n\r\n") == 0);
     /* a port other than 443 is in Host */
+    uint64_t body = 99;
     n = tc_tls_rewrite_head("GET / HTTP/1.0\r\n\r\n", 18, "10.0.0.1", 8443, "X-Key", "v", out,
-                            sizeof(out));
-    CHECK(n > 0 && memmem(out, (size_t)n, "Host: 10.0.0.1:8443\r\n", 21) != NULL);
+                            sizeof(out), &body);
+    CHECK(n > 0 && memmem(out, (size_t)n, "Host: 10.0.0.1:8443\r\n", 21) != NULL && body == 0);
+    /* one body, framed one way */
+    n = tc_tls_rewrite_head("POST /x HTTP/1.1\r\nContent-Length: 12\r\n\r\n", 41, "a.example", 443,
+                            "X-Key", "v", out, sizeof(out), &body);
+    CHECK(n > 0 && body == 12 && memmem(out, (size_t)n, "Content-Length: 12\r\n", 20) != NULL);
+    CHECK(inj("POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", out, sizeof(out)) == -2);
+    CHECK(inj("POST /x HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n", out,
+              sizeof(out)) == -2);
+    CHECK(inj("POST /x HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\n", out,
+              sizeof(out)) == -1);
+    CHECK(inj("POST /x HTTP/1.1\r\nContent-Length: 3, 3\r\n\r\n", out, sizeof(out)) == -1);
+    CHECK(inj("POST /x HTTP/1.1\r\nContent-Length: -1\r\n\r\n", out, sizeof(out)) == -1);
+    /* methods that echo the request, and headers that steer it, never go with a credential */
+    CHECK(inj("TRACE / HTTP/1.1\r\n\r\n", out, sizeof(out)) == -1);
+    CHECK(inj("track / HTTP/1.1\r\n\r\n", out, sizeof(out)) == -1);
+    n = inj(
+        "GET / HTTP/1.1\r\nX-Forwarded-Host: evil\r\nForwarded: host=evil\r\nRange: bytes=0-3\r\n"
+        "X-HTTP-Method-Override: DELETE\r\n\r\n",
+        out, sizeof(out));
+    CHECK(n > 0 && !memmem(out, (size_t)n, "evil", 4) && !memmem(out, (size_t)n, "Range", 5) &&
+          !memmem(out, (size_t)n, "DELETE", 6));
     /* what is not forwarded with a credential */
     CHECK(inj("GET https://other.example/ HTTP/1.1\r\n\r\n", out, sizeof(out)) < 0);
     CHECK(inj("CONNECT other.example:443 HTTP/1.1\r\n\r\n", out, sizeof(out)) < 0);

@@ -739,6 +739,9 @@ static bool test_reserved_sections(void)
                           "\"none\" for no network)"));
     CHECK(tool_fails_with("\"network\": {\"allow\": [], \"ask\": 1}",
                           "tools.t.network.ask: must be a boolean"));
+    CHECK(tool_loads("\"network\": {\"allow\": [], \"ask\": true, \"ask_private\": true}"));
+    CHECK(tool_fails_with("\"network\": {\"allow\": [\"a.com\"], \"ask_private\": true}",
+                          "tools.t.network.ask_private: needs \"ask\": true"));
     CHECK(tool_fails_with("\"network\": {\"allow\": [\"a.com\"], \"ask_timeout_seconds\": 60}",
                           "tools.t.network.ask_timeout_seconds: needs \"ask\": true"));
     CHECK(tool_fails_with(

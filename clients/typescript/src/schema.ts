@@ -1570,7 +1570,11 @@ export interface components {
                  *     `incomplete_request`, `too_many_connections`, `cancelled`, `proxy_error`;
                  *     for a tool with `network.ask`: `asking` (held for a reviewer: live events
                  *     only), `denied_by_reviewer`, `ask_timeout`, `ask_limit` (more hosts asked
-                 *     about than a sandbox may), and `allowed` once a reviewer allowed it.
+                 *     about than a sandbox may), `ask_failed` (the ask could not be passed on),
+                 *     and `allowed` once a reviewer allowed it; for a
+                 *     connection the proxy added a credential to: `tls_client_failed` (the
+                 *     sandbox did not complete TLS with its CA), `tls_upstream_failed` (the
+                 *     upstream's certificate did not verify: nothing was sent).
                  */
                 reason: string;
                 /** @description Bytes relayed from the sandbox to the destination. */
@@ -1579,6 +1583,17 @@ export interface components {
                 bytes_received: number;
                 /** @description The address the proxy connected to (or refused), if it resolved one. */
                 resolved: string | null;
+                /**
+                 * @description The credential the proxy added to this connection's request (a grant
+                 *     `"as": "header"`; docs/sandbox.md, "Credentials at egress"): the secret's
+                 *     name, its lease and the header; never the value.
+                 */
+                credential?: {
+                    secret: string;
+                    /** Format: uuid */
+                    lease_id: string;
+                    header: string;
+                };
             }[];
             /**
              * @description The files the request's `collect` patterns matched, sorted by path; `[]`
@@ -2012,7 +2027,7 @@ export interface components {
             /** @description `key:<id>`, `user:<name>` or `person:<id>` of who answered. */
             decider: string | null;
             reason: string | null;
-            /** @description The code of the execution, as it was asked to run. */
+            /** @description The code of the execution, as it was asked to run (`GET /v1/egress-asks/{id}`); `null` in lists. */
             code: string | null;
         };
         DecisionRequest: {
@@ -2091,6 +2106,8 @@ export interface components {
                 ask?: boolean;
                 /** @description How long a reviewer has to answer an ask; no answer is a deny. */
                 ask_timeout_seconds?: number;
+                /** @description A reviewer may allow loopback, private and link-local IPv4 literals (never a metadata address); without it they are refused without asking. */
+                ask_private?: boolean;
             };
             limits: {
                 timeout_ms: components["schemas"]["LimitRange"];
@@ -2232,8 +2249,11 @@ export interface components {
                 lease_id: string;
                 secret: string;
                 /** @enum {unknown} */
-                as: "env" | "file";
-                /** @description The environment variable, or the file under /run/secrets/. */
+                as: "env" | "file" | "header";
+                /**
+                 * @description The environment variable, or the file under /run/secrets/; for `header`
+                 *     (added by the egress proxy, never in the sandbox) `Header@host:port`.
+                 */
                 name: string;
                 /** Format: date-time */
                 expires_at: string;
