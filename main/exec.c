@@ -136,7 +136,10 @@ int tc_cmd_exec(int argc, char **argv)
     tc_uuid7(id);
     tc_iso8601(tc_wall_ms(), created);
     spec = tc_exec_build_spec(tool, &req, limits, id);
+    /* one run: start only what it needs (no spare shells; no egress proxy without network) */
     struct tc_launcher_options lo = tc_cli_launcher_options(&cfg, 1);
+    lo.pool = TC_POOL_NONE;
+    lo.no_egress = tool->network_none;
     if (!spec || (r = tc_launcher_start(&lo, &launcher)) < 0) {
         fprintf(stderr, "toolcage exec: cannot start the launcher: %s\n", strerror(-r));
         goto out;

@@ -41,7 +41,7 @@ struct tc_launcher {
     /* the launcher's settings, passed on its command line (struct tc_launcher_options) */
     char pool[8];
     char *uid_registry, *gvisor_platform, *init_path, *egress_ca_file;
-    bool no_cgroup, no_seccomp_notify;
+    bool no_cgroup, no_seccomp_notify, no_egress;
     unsigned max;
 
     /* Lock order: mu, then send_mu. mu guards the state below and is never held while
@@ -143,6 +143,10 @@ static int spawn_launcher(struct tc_launcher *l, int *ret_sock, pid_t *ret_pid)
     }
     if (l->no_cgroup) {
         argv[n++] = "--no-cgroup";
+        argv[n++] = one;
+    }
+    if (l->no_egress) {
+        argv[n++] = "--no-egress";
         argv[n++] = one;
     }
     if (l->no_seccomp_notify) {
@@ -520,6 +524,7 @@ int tc_launcher_start(const struct tc_launcher_options *opts, struct tc_launcher
                                         : 2);
     l->no_cgroup = opts->no_cgroup;
     l->no_seccomp_notify = opts->no_seccomp_notify;
+    l->no_egress = opts->no_egress;
     if ((opts->uid_registry && !(l->uid_registry = strdup(opts->uid_registry))) ||
         (opts->gvisor_platform && !(l->gvisor_platform = strdup(opts->gvisor_platform))) ||
         (opts->init_path && !(l->init_path = strdup(opts->init_path))) ||

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -187,28 +188,85 @@ char *tc_tls_ca_bundle_b64(const char *cert_pem)
 
 /* ---- the proxy's side ---- */
 
-static SSL_CTX *g_client; /* upstream connections: verified against the system store */
+/* Upstream connections: verified against the system store and the operator's extra file.
+ * Built on first use (parsing the system bundle costs ~20 ms, ten times that under emulation,
+ * and most launchers never need it); the extra file is read at start, before the proxy
+ * drops its privileges (it may be readable by root only). */
+static SSL_CTX *g_client;
+static char *g_extra_pem;
+static pthread_once_t g_client_once = PTHREAD_ONCE_INIT;
 
-int tc_tls_client_init(const char *extra_ca_file)
+static void client_build(void)
 {
-    OPENSSL_init_ssl(OPENSSL_INIT_LOAD_SSL_STRINGS | OPENSSL_INIT_LOAD_CRYPTO_STRINGS, NULL);
     SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
     X509_STORE *store = ctx ? SSL_CTX_get_cert_store(ctx) : NULL;
-    if (!store)
-        goto fail;
-    /* loaded now: the proxy reads no file once it has dropped its privileges */
+    if (!store) {
+        SSL_CTX_free(ctx);
+        return;
+    }
     if (X509_STORE_load_file(store, SYSTEM_BUNDLE) != 1)
         ERR_clear_error(); /* a host without the bundle: only the extra file, if any */
-    if (extra_ca_file && *extra_ca_file && X509_STORE_load_file(store, extra_ca_file) != 1)
-        goto fail;
+    if (g_extra_pem) {
+        BIO *b = BIO_new_mem_buf(g_extra_pem, -1);
+        X509 *x;
+        while (b && (x = PEM_read_bio_X509(b, NULL, NULL, NULL))) {
+            X509_STORE_add_cert(store, x);
+            X509_free(x);
+        }
+        BIO_free(b);
+        ERR_clear_error(); /* the end of the file reads as an error */
+    }
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
     SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION);
     SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
     g_client = ctx;
+}
+
+static SSL_CTX *client_ctx(void)
+{
+    pthread_once(&g_client_once, client_build);
+    return g_client;
+}
+
+int tc_tls_client_init(const char *extra_ca_file)
+{
+    OPENSSL_init_ssl(OPENSSL_INIT_LOAD_SSL_STRINGS | OPENSSL_INIT_LOAD_CRYPTO_STRINGS, NULL);
+    if (!extra_ca_file || !*extra_ca_file)
+        return 0;
+    FILE *f = fopen(extra_ca_file, "re");
+    if (!f)
+        return -errno;
+    size_t cap = 1 << 16, n = 0, r;
+    char *buf = malloc(cap + 1);
+    while (buf && (r = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += r;
+        if (n == cap) {
+            char *p = cap < (16u << 20) ? realloc(buf, cap * 2 + 1) : NULL;
+            if (!p) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = p;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (!buf)
+        return -ENOMEM;
+    buf[n] = '\0';
+    /* at least one certificate, or the operator's file is not what it should be */
+    BIO *b = BIO_new_mem_buf(buf, (int)n);
+    X509 *x = b ? PEM_read_bio_X509(b, NULL, NULL, NULL) : NULL;
+    BIO_free(b);
+    ERR_clear_error();
+    if (!x) {
+        free(buf);
+        return -EINVAL;
+    }
+    X509_free(x);
+    g_extra_pem = buf;
     return 0;
-fail:
-    SSL_CTX_free(ctx);
-    return -EIO;
 }
 
 struct grant {
@@ -590,7 +648,8 @@ const char *tc_tls_mitm_serve(struct tc_tls_mitm *m, int idx, int cfd, int ufd, 
 {
     const struct grant *g = &m->g[idx];
     const char *why = NULL;
-    SSL *cs = SSL_new(g->srv), *us = g_client ? SSL_new(g_client) : NULL;
+    SSL_CTX *client = client_ctx();
+    SSL *cs = SSL_new(g->srv), *us = client ? SSL_new(client) : NULL;
     char head[HEAD_MAX], out[HEAD_MAX + 4096 + 512], buf[16384];
     char clean[sizeof(buf) + sizeof(((struct tc_tls_scrubber *)0)->tail)];
     size_t len = 0;

@@ -28,8 +28,9 @@ int tc_tls_ca_new(json_t *inject, char **ret_cert_pem, char **ret_key_pem);
  * NULL on failure. */
 char *tc_tls_ca_bundle_b64(const char *cert_pem);
 
-/* Proxy, once, before it drops its privileges: the store upstreams are verified against
- * (the system bundle, and extra_ca_file's certificates when not NULL). 0 or -errno. */
+/* Proxy, once, before it drops its privileges: reads extra_ca_file (when not NULL; it must
+ * hold a PEM certificate). Upstreams are verified against the system bundle and it; the store
+ * is built on first use. 0 or -errno. */
 int tc_tls_client_init(const char *extra_ca_file);
 
 struct tc_tls_mitm;

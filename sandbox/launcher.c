@@ -765,7 +765,7 @@ struct settings {
     char gvisor_platform[16];
     char init_path[PATH_MAX];
     char egress_ca[PATH_MAX];
-    bool no_cgroup, no_seccomp_notify;
+    bool no_cgroup, no_seccomp_notify, no_egress;
 };
 
 static int setup(struct launcher *L, const struct settings *set)
@@ -954,6 +954,10 @@ int tc_launcher_main(int argc, char **argv)
             set.no_seccomp_notify = flag;
             ok = true;
         }
+        if (!ok && strcmp(a, "--no-egress") == 0 && parse_uint(v, 1, &flag) == 0) {
+            set.no_egress = flag;
+            ok = true;
+        }
         if (!ok) {
             fprintf(stderr, "toolcage launcher: bad argument %s\n", a);
             return 2;
@@ -1007,8 +1011,8 @@ int tc_launcher_main(int argc, char **argv)
         return 1;
     }
     /* The egress proxy (network allowlists). Without it, specs that allow network fail. */
-    if (tc_egress_link_new(L.epfd, wdata(0, W_EGRESS), set.egress_ca[0] ? set.egress_ca : NULL,
-                           &L.egress) < 0)
+    if (set.no_egress || tc_egress_link_new(L.epfd, wdata(0, W_EGRESS),
+                                            set.egress_ca[0] ? set.egress_ca : NULL, &L.egress) < 0)
         L.egress = NULL;
     {
         json_t *hi = host_info(&L);

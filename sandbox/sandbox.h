@@ -72,6 +72,8 @@ struct tc_launcher_options {
     const char *init_path;       /* NULL: toolcage-init next to the binary (sandbox/child.h) */
     bool no_cgroup;              /* limits by rlimits only */
     bool no_seccomp_notify;      /* the filter kills without reporting the call */
+    bool no_egress;              /* no egress proxy: specs with network fail (one-shot runs of a
+                                  * tool with "network": "none" start only what they need) */
 };
 /* No shell kept ready: each is made on demand, on the request's path. */
 #define TC_POOL_NONE (-1)

@@ -151,7 +151,11 @@ test('every operation on a resource that declares 404 answers it for an id or na
       const opts = {};
       if (key) opts.key = key;
       // a body the operation takes, so that the lookup is what refuses it
-      if (o.body) opts.json = o.template.endsWith('/deny') ? { reason: 'contract table' } : o.template.startsWith('/v1/admin/quotas/') ? { max_concurrent: null } : {};
+      if (o.body) {
+        opts.json = o.template.endsWith('/deny') ? { reason: 'contract table' }
+          : o.template.endsWith('/decision') ? { decision: 'deny', reason: 'contract table' }
+            : o.template.startsWith('/v1/admin/quotas/') ? { max_concurrent: null } : {};
+      }
       const res = await server.request(o.method, o.template === '/v1/audit/{seq}' ? '/v1/audit/999999999' : o.path, opts);
       statuses.push(res.status);
       if (res.status === 404) {
