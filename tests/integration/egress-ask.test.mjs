@@ -206,6 +206,10 @@ test('who may answer: not the key that asked for the execution (maker-checker), 
   assert.equal(agent.status, 403);
   const bad = await decide(ask.id, { decision: 'allow_forever' });
   assert.equal(bad.status, 400);
+  for (const q of ['status=maybe', 'limit=0', 'limit=201']) {
+    const r = await server.request('GET', `/v1/egress-asks?${q}`, { key: server.keys.reviewer });
+    assert.equal(r.status, 400, `${q}: ${r.text}`);
+  }
   const extra = await decide(ask.id, { decision: 'allow_once', host: 'evil.example' });
   assert.equal(extra.status, 400);
   assert.equal((await decide(ask.id, { decision: 'deny', reason: 'no' })).status, 200);
