@@ -202,19 +202,6 @@ int tc_egress_ask_expire_due(PGconn *c, const struct tc_keys *keys, int grace_s)
     return n;
 }
 
-int tc_egress_ask_status(PGconn *c, const char *ask_id, char status[16])
-{
-    const char *p[] = {ask_id};
-    PGresult *r = tc_db_exec(c, "SELECT status FROM egress_asks WHERE id = $1", 1, p);
-    if (!r)
-        return -EIO;
-    int rc = PQntuples(r) == 1 ? 0 : -ENOENT;
-    if (rc == 0)
-        snprintf(status, 16, "%s", PQgetvalue(r, 0, 0));
-    PQclear(r);
-    return rc;
-}
-
 json_t *tc_egress_ask_get(PGconn *c, const char *tenant_id, const char *ask_id, int *ret_err)
 {
     const char *p[] = {ask_id, tenant_id};

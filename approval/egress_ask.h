@@ -40,9 +40,6 @@ int tc_egress_ask_close(PGconn *c, const struct tc_keys *keys, const char *ask_i
  * audited. How many, or -EIO. */
 int tc_egress_ask_expire_due(PGconn *c, const struct tc_keys *keys, int grace_s);
 
-/* The status of ask ask_id, into status (16 bytes): 0, -ENOENT, -EIO. */
-int tc_egress_ask_status(PGconn *c, const char *ask_id, char status[16]);
-
 /* One ask as the API shows it: {id, execution_id, tool, host, port, status, created_at,
  * expires_at, decided_at, decider, reason, code}, or NULL (-ENOENT / -EIO in *ret_err). */
 json_t *tc_egress_ask_get(PGconn *c, const char *tenant_id, const char *ask_id, int *ret_err);
