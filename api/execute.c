@@ -759,7 +759,17 @@ enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
             tc_api_cancel_when_gone(r, st->id); /* the request for approval is withdrawn */
         goto out;
     }
-    spec = tc_exec_build_spec(tool, &req, st->limits, st->id);
+    json_t *image = NULL;
+    if (tc_exec_image(tool, r->srv->cfg->state_dir, &image) < 0) {
+        idem_end(r, st, 503, NULL, NULL);
+        ret = tc_respond_problem(r, 503, "image-unavailable", "Tool image unavailable", NULL,
+                                 "the tool's image %s is not in this server's image store "
+                                 "(toolcage images import)",
+                                 tool->image);
+        goto out;
+    }
+    spec = tc_exec_build_spec(tool, &req, st->limits, st->id, image);
+    json_decref(image);
     if (!spec) {
         ret = MHD_NO;
         goto out;

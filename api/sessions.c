@@ -1056,7 +1056,7 @@ static enum MHD_Result quota_refused(struct tc_request *r, const struct tc_quota
 /* The sandbox spec of a session: the tool's, with its language's driver (embedded) as its
  * program. NULL: out of memory, or no driver. */
 static json_t *session_spec(const struct tc_tool *tool, const char *id,
-                            const int64_t limits[TC_LIMIT__COUNT], int64_t ttl_s)
+                            const int64_t limits[TC_LIMIT__COUNT], int64_t ttl_s, json_t *image)
 {
     bool py = strcmp(tool->language, "python") == 0;
     const struct tc_embedded *e =
@@ -1072,7 +1072,7 @@ static json_t *session_spec(const struct tc_tool *tool, const char *id,
     int64_t L[TC_LIMIT__COUNT];
     memcpy(L, limits, sizeof(L));
     L[TC_LIMIT_TIMEOUT_MS] = ttl_s * 1000; /* the sandbox's wall limit is the session's life */
-    json_t *spec = body ? tc_exec_build_spec(&t, &req, L, id) : NULL;
+    json_t *spec = body ? tc_exec_build_spec(&t, &req, L, id, image) : NULL;
     json_decref(body);
     if (spec) {
         json_object_set_new(spec, "session", json_true());
@@ -1198,8 +1198,19 @@ enum MHD_Result tc_api_session_create_json(struct tc_request *r, json_t *body)
     s->plots = tool->plots;
     s->ttl_s = ttl;
     s->idle_s = idle;
-    if (tc_exec_redactor(tool, r->srv->cfg->state_dir, &s->redactor) < 0 ||
-        !(spec = session_spec(tool, s->id, s->limits, ttl))) {
+    json_t *image = NULL;
+    if (tc_exec_image(tool, r->srv->cfg->state_dir, &image) < 0) {
+        ret = tc_respond_problem(r, 503, "image-unavailable", "Tool image unavailable", NULL,
+                                 "the tool's image %s is not in this server's image store "
+                                 "(toolcage images import)",
+                                 tool->image);
+        goto out;
+    }
+    spec = tc_exec_redactor(tool, r->srv->cfg->state_dir, &s->redactor) < 0
+               ? NULL
+               : session_spec(tool, s->id, s->limits, ttl, image);
+    json_decref(image);
+    if (!spec) {
         ret = MHD_NO;
         goto out;
     }

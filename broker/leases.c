@@ -195,6 +195,13 @@ int tc_grant_apply_spec(const struct tc_grant *g, json_t *spec)
                 break;
             }
             snprintf(kv, n, "%s=%s", it->name, it->value);
+            /* the credential is the variable: nothing else of that name (a tool image's Env) */
+            size_t nl = strlen(it->name);
+            for (size_t k = json_array_size(env); k-- > 0;) {
+                const char *e = json_string_value(json_array_get(env, k));
+                if (e && strncmp(e, it->name, nl) == 0 && e[nl] == '=')
+                    json_array_remove(env, k);
+            }
             rc = json_array_append_new(env, json_string(kv)) < 0 ? -ENOMEM : 0;
             sodium_free(kv);
             continue;

@@ -8,6 +8,7 @@
 
 #include "common/buf.h"
 #include "common/util.h"
+#include "image/image.h"
 #include "policy/redact.h"
 #include "sandbox/workspace.h"
 
@@ -331,8 +332,37 @@ static json_t *b64_string(const void *data, size_t len)
     return j;
 }
 
+int tc_exec_image(const struct tc_tool *tool, const char *state_dir, json_t **ret_image)
+{
+    *ret_image = NULL;
+    return tool->image ? tc_image_find(state_dir, tool->image, ret_image) : 0;
+}
+
+/* Does an entry of env[from..to) set the variable kv sets? */
+static bool env_sets(char *const *env, size_t from, size_t to, const char *kv)
+{
+    size_t n = strcspn(kv, "=");
+    for (size_t i = from; i < to; i++)
+        if (strncmp(env[i], kv, n) == 0 && env[i][n] == '=')
+            return true;
+    return false;
+}
+
+static bool image_sets(json_t *image, const char *kv)
+{
+    size_t n = strcspn(kv, "="), i;
+    json_t *e;
+    json_array_foreach(json_object_get(image, "env"), i, e)
+    {
+        const char *s = json_string_value(e);
+        if (s && strncmp(s, kv, n) == 0 && s[n] == '=')
+            return true;
+    }
+    return false;
+}
+
 json_t *tc_exec_build_spec(const struct tc_tool *tool, const struct tc_exec_request *req,
-                           const int64_t L[TC_LIMIT__COUNT], const char *id)
+                           const int64_t L[TC_LIMIT__COUNT], const char *id, json_t *image)
 {
     json_t *body = req->body;
     char code_path[256];
@@ -346,9 +376,21 @@ json_t *tc_exec_build_spec(const struct tc_tool *tool, const struct tc_exec_requ
             json_array_append_new(argv, json_string("/workspace/" TC_PLOTS_RUNNER));
         json_array_append_new(argv, json_string(is_code ? code_path : tool->command[i]));
     }
-    json_t *env = json_array();
+    json_t *env = json_array(), *ie;
+    size_t k;
+    /* A tool image's Env over our defaults (PATH, HOME, LANG), under the policy's own env;
+     * credentials replace their names later (tc_grant_apply_spec), the launcher sets the
+     * proxy and CA variables. */
+    json_array_foreach(json_object_get(image, "env"), k, ie)
+    {
+        const char *kv = json_string_value(ie);
+        if (kv && strchr(kv, '=') && kv[0] != '=' &&
+            !env_sets(tool->env, tool->nenv_default, tool->nenv, kv))
+            json_array_append(env, ie);
+    }
     for (size_t i = 0; i < tool->nenv; i++)
-        json_array_append_new(env, json_string(tool->env[i]));
+        if (i >= tool->nenv_default || !image_sets(image, tool->env[i]))
+            json_array_append_new(env, json_string(tool->env[i]));
 
     json_t *files = json_array();
     json_t *code = json_object_get(body, "code");
@@ -414,6 +456,9 @@ json_t *tc_exec_build_spec(const struct tc_tool *tool, const struct tc_exec_requ
                   "toolcage", "network", network, "limits", limits);
     if (!spec)
         return NULL;
+    if (image)
+        json_object_set_new(spec, "image",
+                            json_pack("{s:O}", "root", json_object_get(image, "root")));
     json_t *collect = json_object_get(body, "collect");
     if (tool->plots) {
         json_t *c = collect ? json_copy(collect) : json_array();

@@ -41,9 +41,14 @@ int tc_exec_limits(const struct tc_tool *tool, const struct tc_exec_request *req
                    int64_t ret_limits[TC_LIMIT__COUNT], json_t **ret_errors);
 json_t *tc_exec_limits_json(const int64_t limits[TC_LIMIT__COUNT]);
 
-/* The launcher spec (see sandbox/sandbox.h) for this request. NULL on allocation failure. */
+/* The tool's image (image/image.h) as the store under state_dir has it now: its index entry
+ * in *ret_image (NULL for a tool without one). -ENOENT when the store has no such image. */
+int tc_exec_image(const struct tc_tool *tool, const char *state_dir, json_t **ret_image);
+
+/* The launcher spec (see sandbox/sandbox.h) for this request; image is tc_exec_image()'s
+ * entry or NULL (its root; its Env under the tool's). NULL on allocation failure. */
 json_t *tc_exec_build_spec(const struct tc_tool *tool, const struct tc_exec_request *req,
-                           const int64_t limits[TC_LIMIT__COUNT], const char *id);
+                           const int64_t limits[TC_LIMIT__COUNT], const char *id, json_t *image);
 
 /* What is scrubbed from everything an execution returns. */
 struct tc_exec_filter {

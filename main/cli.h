@@ -1,6 +1,6 @@
 /* The command line's shared pieces: each command is a function in one of main/'s files
  * (serve.c; exec.c: policy check and exec; admin.c: migrate, keys, users, secrets, audit,
- * version); main.c holds the table, the usage and main(). */
+ * version; images.c: the image store); main.c holds the table, the usage and main(). */
 #pragma once
 #include <jansson.h>
 #include <stdbool.h>
@@ -33,5 +33,6 @@ int tc_cmd_audit(int argc, char **argv);
 int tc_cmd_receipt(int argc, char **argv);
 int tc_cmd_users(int argc, char **argv);
 int tc_cmd_secrets(int argc, char **argv);
+int tc_cmd_images(int argc, char **argv);
 int tc_cmd_version(int argc, char **argv);
 int tc_cmd_tenants(int argc, char **argv);

@@ -135,7 +135,15 @@ int tc_cmd_exec(int argc, char **argv)
     char id[37], created[32], finished[32];
     tc_uuid7(id);
     tc_iso8601(tc_wall_ms(), created);
-    spec = tc_exec_build_spec(tool, &req, limits, id);
+    json_t *image = NULL;
+    if ((r = tc_exec_image(tool, cfg.state_dir, &image)) < 0) {
+        fprintf(stderr, "toolcage exec: the tool's image %s is not in the image store under %s "
+                        "(toolcage images import)\n",
+                tool->image, cfg.state_dir);
+        goto out;
+    }
+    spec = tc_exec_build_spec(tool, &req, limits, id, image);
+    json_decref(image);
     /* one run: start only what it needs (no spare shells; no egress proxy without network) */
     struct tc_launcher_options lo = tc_cli_launcher_options(&cfg, 1);
     lo.pool = TC_POOL_NONE;

@@ -151,6 +151,12 @@ static const struct command commands[] = {
      " CPU/wall seconds per rolling day and sessions open at once (default: the server's "
      "TOOLCAGE_TENANT_*); every"
      " replica enforces them from the next call"},
+    {"images", tc_cmd_images,
+     "images import FILE [--name NAME] [--max-bytes N] | images ls [--json] | images rm REF"
+     " | images gc",
+     "import an OCI image layout or `docker save` archive (every blob and layer verified,"
+     " the root unpacked once) for tools that name it in \"image\"; list, remove (by name or"
+     " sha256 digest) and free what no image uses (roots a running launcher holds are kept)"},
     {"secrets", tc_cmd_secrets, "secrets rotate-master [--new-key-file FILE]",
      "re-seal every secret under FILE's master key (default: the current one)"},
     {"version", tc_cmd_version, "version", "print the version"},

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "image/image.h"
 
 const char *const tc_limit_names[TC_LIMIT__COUNT] = {
     [TC_LIMIT_TIMEOUT_MS] = "timeout_ms",     [TC_LIMIT_CPU_MS] = "cpu_ms",
@@ -534,6 +535,7 @@ static void tool_done(struct tc_tool *t)
     free(t->mounts);
     free_strv(t->network_allow, t->nnetwork_allow);
     free(t->runtime);
+    free(t->image);
 }
 
 static void parse_command(struct ctx *c, const char *path, json_t *obj, struct tc_tool *t,
@@ -664,6 +666,7 @@ static void parse_env(struct ctx *c, const char *path, json_t *obj, struct tc_to
     for (size_t i = 0; i < TC_ARRAY_SIZE(default_env); i++)
         if (!env || !json_object_get(env, default_env[i][0]))
             t->env[t->nenv++] = env_entry(c, default_env[i][0], default_env[i][1]);
+    t->nenv_default = t->nenv;
     if (env) {
         json_object_foreach(env, key, v)
         {
@@ -1206,7 +1209,7 @@ static void parse_tool(struct ctx *c, const char *name, json_t *obj, struct tc_t
     static const char *const keys[] = {
         "description",  "language",    "command", "code_file",  "backend", "tier",
         "irreversible", "limits",      "env",     "filesystem", "network", "prescreen",
-        "approval",     "credentials", "output",  "session",    NULL};
+        "approval",     "credentials", "output",  "session",    "image",   NULL};
     char path[PATH_BUF], p[PATH_BUF];
     const char *s, *why;
     bool uses_code = false, tier_ok;
@@ -1243,6 +1246,17 @@ static void parse_tool(struct ctx *c, const char *name, json_t *obj, struct tc_t
         add_err(c, p,
                 "runsc not found in PATH, /usr/bin, /usr/sbin or /usr/local/bin "
                 "(install gVisor or use \"native\")");
+    }
+    if ((v = json_object_get(obj, "image"))) {
+        path_key(p, sizeof(p), path, "image");
+        if (!json_is_string(v) || !tc_image_ref_valid(json_string_value(v)))
+            add_err(c, p,
+                    "an image reference: \"name[:tag]\", \"name[:tag]@sha256:<64 hex>\" or "
+                    "\"sha256:<64 hex>\" (see `toolcage images ls`)");
+        else if (t->backend != TC_BACKEND_NATIVE)
+            add_err(c, p, "tool images run on the native backend only, for now");
+        else
+            t->image = xstrdup(c, json_string_value(v));
     }
     before = c->nerrors;
     t->tier = (enum tc_tier)get_enum(c, path, obj, "tier", tiers, TC_TIER_AUTO);
@@ -1586,6 +1600,8 @@ json_t *tc_tool_describe(const struct tc_tool *t)
                   t->description, "language", t->language, "backend", backends[t->backend], "tier",
                   tiers[t->tier], "irreversible", (int)t->irreversible, "network", net, "limits",
                   limits, "session", ses);
+    if (o && t->image)
+        json_object_set_new(o, "image", json_pack("{s:s}", "ref", t->image));
     return o; /* json_pack steals "o" references even on failure */
 }
 

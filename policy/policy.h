@@ -57,6 +57,8 @@ struct tc_tool {
     struct tc_limit limits[TC_LIMIT__COUNT];
     char **env; /* "NAME=value", the sandbox's whole environment */
     size_t nenv;
+    size_t nenv_default; /* env[0..nenv_default) are built-in defaults (a tool image's Env
+                            replaces them), the rest the policy's own */
     struct tc_mount *mounts; /* extra host paths, read-only unless writable */
     size_t nmounts;
     bool network_none;    /* true: loopback only */
@@ -67,6 +69,7 @@ struct tc_tool {
     int64_t network_ask_timeout_s; /* how long a reviewer has to answer; then a deny */
     json_t *raw;   /* the tool's validated JSON object, for later modules (borrowed) */
     char *runtime; /* gvisor: absolute path of runsc found at load time; else NULL */
+    char *image;   /* a tool image's reference (image/image.h), resolved at each call; or NULL */
 };
 
 #define TC_SESSION_TTL_CEILING_S 86400 /* no session lives longer than a day */

@@ -420,7 +420,7 @@ int tc_child_base_config(const struct tc_rootfs_info *ri, const char *newroot)
 }
 
 int tc_child_config(const struct tc_spec *spec, const struct tc_seccomp_prog *sc,
-                    const char *ws_path, bool rlimit_as, bool rlimit_nproc)
+                    const char *ws_path, const char *image, bool rlimit_as, bool rlimit_nproc)
 {
     struct tc_buf_ b = {0};
     struct tc_init_hdr h;
@@ -445,6 +445,8 @@ int tc_child_config(const struct tc_spec *spec, const struct tc_seccomp_prog *sc
         r = put_str(&b, spec->cwd);
     if (r == 0)
         r = put_str(&b, spec->hostname);
+    if (r == 0)
+        r = put_str(&b, image ? image : "");
     for (const char **a = spec->argv; r == 0 && *a; a++, h.n_argv++)
         r = put_str(&b, *a);
     for (const char **e = spec->envp; r == 0 && e && *e; e++, h.n_env++)

@@ -813,12 +813,19 @@ static int setup(struct launcher *L, const struct settings *set)
     snprintf(L->newroot, sizeof(L->newroot), "%s/newroot", L->scratch);
     snprintf(L->wsdir, sizeof(L->wsdir), "%s/ws", L->scratch);
     snprintf(L->gvdir, sizeof(L->gvdir), "%s/gv", L->scratch);
-    if (mkdir(L->newroot, 0755) < 0 || mkdir(L->wsdir, 0711) < 0 || mkdir(L->gvdir, 0700) < 0)
+    snprintf(L->imgdir, sizeof(L->imgdir), "%s/img", L->scratch);
+    snprintf(L->state_dir, sizeof(L->state_dir), "%s", state_dir);
+    if (mkdir(L->newroot, 0755) < 0 || mkdir(L->wsdir, 0711) < 0 || mkdir(L->gvdir, 0700) < 0 ||
+        mkdir(L->imgdir, 0711) < 0)
         return -errno;
     /* A shared mount point: each workspace mounted in it also appears in the mount namespace
      * of every shell waiting in the pool (as a slave), which was copied before. */
     if (mount(L->wsdir, L->wsdir, NULL, MS_BIND, NULL) < 0 ||
         mount(NULL, L->wsdir, NULL, MS_SHARED, NULL) < 0)
+        return -errno;
+    /* the same for tool image roots, bound on first use (launcher_start.c) */
+    if (mount(L->imgdir, L->imgdir, NULL, MS_BIND, NULL) < 0 ||
+        mount(NULL, L->imgdir, NULL, MS_SHARED, NULL) < 0)
         return -errno;
     tc_gv_detect(&L->gv, set->gvisor_platform);
 

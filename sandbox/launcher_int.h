@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -138,9 +139,18 @@ struct sbx {
     char gv_error[384]; /* runsc failed before the program ran */
 };
 
+#define MAX_IMAGES 64 /* tool image roots one launcher keeps bound */
+
 struct launcher {
     int sock, epfd, sigfd;
     char scratch[PATH_MAX - 64], newroot[PATH_MAX], wsdir[PATH_MAX], gvdir[PATH_MAX];
+    char imgdir[PATH_MAX];            /* scratch/img: image roots bound for the sandboxes */
+    char state_dir[PATH_MAX - 128];   /* the image store is state_dir/images (image/image.h) */
+    struct {
+        char root[65]; /* chain id */
+        int fd;        /* the root, flock'ed shared: `toolcage images gc` leaves it alone */
+    } images[MAX_IMAGES];
+    unsigned n_images;
     bool scratch_mounted;
     struct tc_cg_host cg;
     struct tc_seccomp_prog sc;

@@ -53,15 +53,60 @@ static int watch_streams(struct launcher *L, struct sbx *s)
     return 0;
 }
 
+/* A tool image's root, bound read-only at scratch/img/<root> on its first use (every shell
+ * of the pool sees it there: the directory is shared); rel gets "img/<root>". The root
+ * stays bound, and flock'ed against `toolcage images gc`, while we run. */
+static int image_root(struct launcher *L, const char *root, char *rel, size_t rellen)
+{
+    char src[PATH_MAX], dst[PATH_MAX];
+    unsigned i;
+    int r;
+
+    snprintf(rel, rellen, "img/%s", root);
+    for (i = 0; i < L->n_images; i++)
+        if (strcmp(L->images[i].root, root) == 0)
+            return 0;
+    if (L->n_images == MAX_IMAGES)
+        return -EMFILE;
+    if (snprintf(src, sizeof(src), "%s/images/roots/%s", L->state_dir, root) >= (int)sizeof(src))
+        return -ENAMETOOLONG;
+    if (snprintf(dst, sizeof(dst), "%s/%.64s", L->imgdir, root) >= (int)sizeof(dst))
+        return -ENAMETOOLONG;
+    int fd = open(src, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    if (flock(fd, LOCK_SH | LOCK_NB) < 0) { /* gc holds it: it is going away */
+        close(fd);
+        return -ENOENT;
+    }
+    if ((mkdir(dst, 0755) < 0 && errno != EEXIST) ||
+        mount(src, dst, NULL, MS_BIND, NULL) < 0 ||
+        mount(NULL, dst, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0) {
+        r = -errno;
+        umount2(dst, MNT_DETACH);
+        rmdir(dst);
+        close(fd);
+        return r;
+    }
+    snprintf(L->images[L->n_images].root, sizeof(L->images[0].root), "%s", root);
+    L->images[L->n_images++].fd = fd;
+    return 0;
+}
+
 /* Everything before PID 1 is released: its configuration, the limits, the egress listener. */
 static int prepare(struct launcher *L, struct sbx *s)
 {
+    char image[80];
     int r;
 
+    if (s->spec.image_root &&
+        (r = image_root(L, s->spec.image_root, image, sizeof(image))) < 0)
+        return r;
     /* PID 1 exec's toolcage-init and reads everything it needs from this memfd. */
     s->cfg_fd =
         tc_child_config(&s->spec, &L->sc, s->ws_path + strlen(L->scratch) + 1 /* "ws/<id>" */,
-                        !L->cg.has[TC_CG_MEMORY], !L->cg.has[TC_CG_PIDS]);
+                        s->spec.image_root ? image : NULL, !L->cg.has[TC_CG_MEMORY],
+                        !L->cg.has[TC_CG_PIDS]);
     if (s->cfg_fd < 0) {
         r = s->cfg_fd;
         s->cfg_fd = -1;

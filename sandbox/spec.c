@@ -330,7 +330,7 @@ int tc_spec_parse(json_t *spec, struct tc_spec *ret, char *err, size_t errlen)
     static const char *const known[] = {
         "id",           "backend", "argv",   "env",      "cwd",     "stdin_b64",
         "files",        "collect", "mounts", "hostname", "network", "limits",
-        "secret_files", "hold",    "stream", "session",  "inject"};
+        "secret_files", "hold",    "stream", "session",  "inject",  "image"};
     struct tc_spec s = {0};
     const char *key;
     json_t *val, *v;
@@ -381,6 +381,20 @@ int tc_spec_parse(json_t *spec, struct tc_spec *ret, char *err, size_t errlen)
     if (s.session && strcmp(s.backend, "native") != 0)
         return fail(err, errlen, "session: the native backend only");
     s.stream |= s.session;
+
+    v = json_object_get(spec, "image");
+    if (v) {
+        json_t *root = json_object_get(v, "root");
+        const char *h = json_string_value(root);
+        size_t n = 0;
+        while (h && ((h[n] >= '0' && h[n] <= '9') || (h[n] >= 'a' && h[n] <= 'f')))
+            n++;
+        if (!json_is_object(v) || json_object_size(v) != 1 || !h || n != 64 || h[n])
+            return fail(err, errlen, "image: {\"root\": <64 hex digits>} required");
+        if (strcmp(s.backend, "native") != 0)
+            return fail(err, errlen, "image: the native backend only");
+        s.image_root = h;
+    }
 
     v = json_object_get(spec, "cwd");
     if (v && (!json_is_string(v) || !abspath_valid(json_string_value(v))))

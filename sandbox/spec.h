@@ -44,6 +44,7 @@ struct tc_spec {
     int64_t network_ask_ms;   /* > 0: hosts not allowed are asked about for this long */
     bool network_ask_private; /* a reviewer may allow non-public IPv4 literals (not metadata) */
     json_t *inject;           /* credentials the egress proxy adds (egress_tls.h), or NULL */
+    const char *image_root;   /* a tool image's root: its chain id (image/image.h), or NULL */
     struct tc_limits limits;
     int hold;    /* wait for TC_WIRE_GO before the program starts (see sandbox.h) */
     int stream;  /* send output as it comes (TC_WIRE_CHUNK), not only in the result */

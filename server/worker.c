@@ -283,7 +283,7 @@ static void start_job(struct tc_worker *w, struct job *j)
     }
     struct tc_policy *policy = tc_server_policy(w->srv);
     const struct tc_tool *tool = NULL;
-    json_t *body = NULL, *errors = NULL, *spec = NULL;
+    json_t *body = NULL, *errors = NULL, *spec = NULL, *image = NULL;
     struct tc_exec_request req = {0};
     const char *why = NULL;
     if (!hash_ok) {
@@ -317,8 +317,11 @@ static void start_job(struct tc_worker *w, struct job *j)
             j->limits[i] = json_integer_value(json_object_get(lim, tc_limit_names[i]));
         if (!body || tc_exec_request_parse(body, &req, &errors) < 0)
             why = "the approved payload no longer validates";
-        else if (!(spec = tc_exec_build_spec(tool, &req, j->limits, j->id)))
+        else if (tc_exec_image(tool, w->srv->cfg->state_dir, &image) < 0)
+            why = "the tool's image is not in this server's image store";
+        else if (!(spec = tc_exec_build_spec(tool, &req, j->limits, j->id, image)))
             why = "out of memory";
+        json_decref(image);
     }
     char *lease_why = NULL;
     if (!why) {

@@ -56,6 +56,7 @@ struct cfg {
     int cap_last_cap;
     const struct tc_init_hdr *h;
     const char *newroot, *ws_path, *cwd, *hostname, *localtime_target;
+    const char *image; /* "" or the tool image's root, "img/<chain id>" (init_proto.h) */
     char **argv, **envp;
     struct mnt *mounts;
     size_t n_mounts;
@@ -203,12 +204,10 @@ static void setup_dev(const struct cfg *cfg, const char *root)
           "remount /dev ro");
 }
 
-static void setup_etc(const struct cfg *cfg, const char *root)
+/* The /etc files every sandbox gets from us (a tool image's own /etc shows through the rest). */
+static void write_etc_files(const struct cfg *cfg, const char *etc)
 {
-    char etc[PATH_MAX], p[PATH_MAX];
-
-    path_in(etc, sizeof(etc), root, "etc");
-    CHECK(cfg, mkdir(etc, 0755), "mkdir /etc");
+    char p[PATH_MAX];
     const char *files[][2] = {{"passwd", SBX_PASSWD},
                               {"group", SBX_GROUP},
                               {"resolv.conf", ""},
@@ -217,6 +216,15 @@ static void setup_etc(const struct cfg *cfg, const char *root)
         path_in(p, sizeof(p), etc, files[i][0]);
         CHECK(cfg, write_file(p, files[i][1], 0644), "write /etc file");
     }
+}
+
+static void setup_etc(const struct cfg *cfg, const char *root)
+{
+    char etc[PATH_MAX], p[PATH_MAX];
+
+    path_in(etc, sizeof(etc), root, "etc");
+    CHECK(cfg, mkdir(etc, 0755), "mkdir /etc");
+    write_etc_files(cfg, etc);
     if (cfg->localtime_target[0]) {
         path_in(p, sizeof(p), etc, "localtime");
         CHECK(cfg, symlink(cfg->localtime_target, p), "symlink /etc/localtime");
@@ -250,7 +258,9 @@ static void setup_etc_host(const struct cfg *cfg, const char *root)
     CHECK(cfg, write_file(p, cfg->hostname, 0644), "write /etc file");
 }
 
-static void setup_mounts(const struct cfg *cfg, const char *root)
+/* The spec's mounts: with make, their targets are made first (in root, or in an image's
+ * skeleton), without, only mounted. */
+static void setup_mounts(const struct cfg *cfg, const char *root, bool make, bool mount_them)
 {
     char p[PATH_MAX];
 
@@ -259,7 +269,8 @@ static void setup_mounts(const struct cfg *cfg, const char *root)
         struct stat st;
         CHECK(cfg, stat(m->source, &st), "spec mount source");
         snprintf(p, sizeof(p), "%s%s", root, m->target);
-        if (S_ISDIR(st.st_mode)) {
+        if (!make) {
+        } else if (S_ISDIR(st.st_mode)) {
             CHECK(cfg, mkdir_p(p, 0755), "spec mount target");
         } else {
             char *slash = strrchr(p, '/');
@@ -268,22 +279,32 @@ static void setup_mounts(const struct cfg *cfg, const char *root)
             *slash = '/';
             CHECK(cfg, touch(p), "spec mount target");
         }
-        CHECK(cfg, bind_mount(m->source, p, !m->writable), "spec mount");
+        if (mount_them)
+            CHECK(cfg, bind_mount(m->source, p, !m->writable), "spec mount");
     }
 }
 
 /* Leased secret files: /run/secrets is a tmpfs of its own (gone with the sandbox), the
  * directory 0500 and each file 0400, owned by the sandbox uid (our fsuid), then read-only. */
-static void setup_secrets(const struct cfg *cfg, const char *root)
+static void mkdir_secrets(const struct cfg *cfg, const char *root)
+{
+    char p[PATH_MAX];
+
+    path_in(p, sizeof(p), root, "run");
+    CHECK(cfg, mkdir(p, 0755), "mkdir /run");
+    path_in(p, sizeof(p), root, "run/secrets");
+    CHECK(cfg, mkdir(p, 0500), "mkdir /run/secrets");
+}
+
+static void setup_secrets(const struct cfg *cfg, const char *root, bool made)
 {
     char p[PATH_MAX], opts[96];
 
     if (cfg->n_secrets == 0)
         return;
-    path_in(p, sizeof(p), root, "run");
-    CHECK(cfg, mkdir(p, 0755), "mkdir /run");
+    if (!made)
+        mkdir_secrets(cfg, root);
     path_in(p, sizeof(p), root, "run/secrets");
-    CHECK(cfg, mkdir(p, 0500), "mkdir /run/secrets");
     snprintf(opts, sizeof(opts), "mode=0700,size=%u,nr_inodes=%u",
              cfg->h->secrets_bytes + (1u << 16), (unsigned)cfg->n_secrets + 8);
     CHECK(cfg, mount("tcsecrets", p, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts),
@@ -353,13 +374,65 @@ static void setup_root_base(const struct cfg *cfg)
     CHECK(cfg, mkdir(p, 0755), "mkdir /home");
 }
 
+/* A tool image's root (at go): a read-only overlay of a skeleton of ours (every mount point,
+ * the /etc files we write) over the image's unpacked root, which the launcher bound at
+ * cfg->image. A directory of the skeleton hides whatever the image has at that name (a
+ * symlink /proc -> / in an image stays invisible), so each mount below lands on a directory
+ * of ours. /proc and /dev move over from the base root. Returns the new root's path. */
+static const char *setup_image_root(const struct cfg *cfg)
+{
+    static char merged[PATH_MAX];
+    char skel[PATH_MAX], p[PATH_MAX], q[PATH_MAX], opts[PATH_MAX * 2 + 32];
+    static const struct {
+        const char *path;
+        mode_t mode;
+    } dirs[] = {{"proc", 0555}, {"dev", 0755},       {"tmp", 01777}, {"workspace", 0755},
+                {"etc", 0755},  {"root", 0700},      {"home", 0755}};
+
+    path_in(skel, sizeof(skel), cfg->newroot, ".skel");
+    path_in(merged, sizeof(merged), cfg->newroot, ".image");
+    CHECK(cfg, mkdir(skel, 0755), "mkdir image skeleton");
+    CHECK(cfg, mkdir(merged, 0755), "mkdir image root");
+    CHECK(cfg,
+          mount("tcskel", skel, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m,nr_inodes=4096"),
+          "mount image skeleton");
+    for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+        path_in(p, sizeof(p), skel, dirs[i].path);
+        CHECK(cfg, mkdir(p, dirs[i].mode), "mkdir in image skeleton");
+        CHECK(cfg, chmod(p, dirs[i].mode), "chmod in image skeleton");
+    }
+    path_in(p, sizeof(p), skel, "etc");
+    write_etc_files(cfg, p);
+    setup_etc_host(cfg, skel);
+    if (cfg->n_secrets)
+        mkdir_secrets(cfg, skel);
+    setup_mounts(cfg, skel, true, false);
+    CHECK(cfg, setattr(skel, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false),
+          "remount image skeleton ro");
+
+    int n = snprintf(opts, sizeof(opts), "lowerdir=%s:%s", skel, cfg->image);
+    if (n < 0 || (size_t)n >= sizeof(opts) || strpbrk(cfg->image, ",:\\"))
+        die(cfg, EINVAL, "image root path");
+    CHECK(cfg, mount("tcimage", merged, "overlay", MS_RDONLY | MS_NOSUID | MS_NODEV, opts),
+          "mount image root (overlay)");
+    path_in(p, sizeof(p), cfg->newroot, "proc");
+    path_in(q, sizeof(q), merged, "proc");
+    CHECK(cfg, mount(p, q, NULL, MS_MOVE, NULL), "move /proc to the image root");
+    path_in(p, sizeof(p), cfg->newroot, "dev");
+    path_in(q, sizeof(q), merged, "dev");
+    CHECK(cfg, mount(p, q, NULL, MS_MOVE, NULL), "move /dev to the image root");
+    return merged;
+}
+
 /* The sandbox's own part (at go), then pivot into the root. */
 static void setup_root(const struct cfg *cfg)
 {
-    const char *root = cfg->newroot;
+    const bool image = cfg->image[0] != '\0';
+    const char *root = image ? setup_image_root(cfg) : cfg->newroot;
     char p[PATH_MAX], opts[96];
 
-    setup_etc_host(cfg, root);
+    if (!image)
+        setup_etc_host(cfg, root);
     path_in(p, sizeof(p), root, "dev/shm");
     snprintf(opts, sizeof(opts), "mode=1777,size=%lld,nr_inodes=4096",
              (long long)cfg->h->tmp_bytes);
@@ -369,7 +442,7 @@ static void setup_root(const struct cfg *cfg)
     snprintf(opts, sizeof(opts), "mode=1777,size=%lld,nr_inodes=%lld", (long long)cfg->h->tmp_bytes,
              (long long)(cfg->h->tmp_bytes / 4096 + 64));
     CHECK(cfg, mount("tctmp", p, "tmpfs", MS_NOSUID | MS_NODEV, opts), "mount /tmp");
-    setup_secrets(cfg, root);
+    setup_secrets(cfg, root, image);
 
     /* The workspace reached our copy of the launcher's ws directory by propagation (it was
      * mounted after we took the copy); from here on, nothing propagates to us any more. */
@@ -386,7 +459,7 @@ static void setup_root(const struct cfg *cfg)
     path_in(p, sizeof(p), root, "workspace");
     CHECK(cfg, bind_mount(cfg->ws_path, p, false), "bind /workspace");
     CHECK(cfg, mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), "make / private");
-    setup_mounts(cfg, root);
+    setup_mounts(cfg, root, !image, true);
 
     CHECK(cfg, setattr(root, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false),
           "remount root ro");
@@ -577,7 +650,8 @@ static int load_cfg(struct cfg *c)
     c->secrets = calloc(h->n_secrets + 1, sizeof(*c->secrets));
     if (!c->argv || !c->envp || !c->mounts || !c->secrets)
         return -1;
-    if (!(c->ws_path = next_str(&r)) || !(c->cwd = next_str(&r)) || !(c->hostname = next_str(&r)))
+    if (!(c->ws_path = next_str(&r)) || !(c->cwd = next_str(&r)) ||
+        !(c->hostname = next_str(&r)) || !(c->image = next_str(&r)))
         return -1;
     for (uint32_t i = 0; i < h->n_argv; i++)
         if (!(c->argv[i] = (char *)next_str(&r)))

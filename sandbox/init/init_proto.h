@@ -15,6 +15,8 @@
  * The sandbox's configuration, passed with "go":
  *   struct tc_init_hdr, then:
  *     ws_path, cwd, hostname,
+ *     image: "" (the host's /usr) or "img/<chain id>", a tool image's root bound by the
+ *            launcher in its scratch directory (image/image.h)
  *     argv[n_argv], env[n_env],
  *     mounts: source, target, "r"|"w"           (n_mounts times)
  *     secret files: name, then a uint32 length and the raw bytes (n_secrets times)
@@ -27,7 +29,7 @@
 #include <stdint.h>
 #include <sys/resource.h>
 
-#define TC_INIT_MAGIC      0x74636932U /* "tci2" */
+#define TC_INIT_MAGIC      0x74636933U /* "tci3" */
 #define TC_INIT_BASE_MAGIC 0x74636231U /* "tcb1" */
 #define TC_INIT_MAX_CFG    (64u << 20)
 

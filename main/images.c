@@ -1,0 +1,111 @@
+/* toolcage images import|ls|rm|gc: the tool image store (image/image.h). */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "image/image.h"
+#include "main/cli.h"
+
+static int cmd_import(const struct tc_config *cfg, int argc, char **argv)
+{
+    const char *name = NULL;
+    int64_t max = TC_IMAGE_MAX_BYTES;
+    static const struct option lopts[] = {{"name", required_argument, NULL, 'n'},
+                                          {"max-bytes", required_argument, NULL, 'm'},
+                                          {NULL, 0, NULL, 0}};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", lopts, NULL)) != -1) {
+        if (c == 'n')
+            name = optarg;
+        else if (c != 'm' || tc_parse_i64(optarg, 1, INT64_MAX, &max) < 0)
+            return tc_cli_usage_of("images") ? 2 : 2;
+    }
+    if (optind != argc - 1)
+        return tc_cli_usage_of("images") ? 2 : 2;
+    char err[512];
+    json_t *done = NULL, *e;
+    size_t i;
+    if (tc_image_import(cfg->state_dir, argv[optind], name, max, &done, err, sizeof(err)) < 0) {
+        fprintf(stderr, "toolcage images import: %s\n", err);
+        return 1;
+    }
+    json_array_foreach(done, i, e)
+    {
+        const char *n = json_string_value(json_object_get(e, "name"));
+        printf("imported %s %s (%lld bytes in %zu layers; %lld setuid/setgid bits dropped)\n",
+               n && n[0] ? n : "<no name>", json_string_value(json_object_get(e, "digest")),
+               (long long)json_integer_value(json_object_get(e, "bytes")),
+               json_array_size(json_object_get(e, "layers")),
+               (long long)json_integer_value(json_object_get(e, "setuid_stripped")));
+    }
+    json_decref(done);
+    return 0;
+}
+
+static int cmd_ls(const struct tc_config *cfg, bool as_json)
+{
+    json_t *index = NULL, *e;
+    size_t i;
+    int r = tc_image_list(cfg->state_dir, &index);
+    if (r < 0) {
+        fprintf(stderr, "toolcage images ls: %s\n", strerror(-r));
+        return 1;
+    }
+    if (as_json) {
+        json_dumpf(index, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+        putchar('\n');
+    } else {
+        printf("%-40s %-19s %12s %s\n", "NAME", "DIGEST", "BYTES", "IMPORTED");
+        json_array_foreach(json_object_get(index, "images"), i, e)
+        {
+            const char *n = json_string_value(json_object_get(e, "name"));
+            const char *d = json_string_value(json_object_get(e, "digest"));
+            printf("%-40s %-19.19s %12lld %s\n", n && n[0] ? n : "<no name>", d ? d : "",
+                   (long long)json_integer_value(json_object_get(e, "bytes")),
+                   json_string_value(json_object_get(e, "imported")) ?: "");
+        }
+    }
+    json_decref(index);
+    return 0;
+}
+
+int tc_cmd_images(int argc, char **argv)
+{
+    if (tc_cli_wants_help(argc, argv) || argc < 2)
+        return tc_cli_usage_of("images");
+    struct tc_config cfg;
+    if (tc_cli_load_config(&cfg) < 0)
+        return tc_cli_fail_config();
+    const char *sub = argv[1];
+    int rc = 2;
+    if (!strcmp(sub, "import")) {
+        rc = cmd_import(&cfg, argc - 1, argv + 1);
+    } else if (!strcmp(sub, "ls") && (argc == 2 || (argc == 3 && !strcmp(argv[2], "--json")))) {
+        rc = cmd_ls(&cfg, argc == 3);
+    } else if (!strcmp(sub, "rm") && argc == 3) {
+        int n = 0, r = tc_image_ref_valid(argv[2]) ? tc_image_remove(cfg.state_dir, argv[2], &n)
+                                                   : -EINVAL;
+        if (r < 0)
+            fprintf(stderr, "toolcage images rm: %s: %s\n", argv[2],
+                    r == -ENOENT ? "no such image" : r == -EINVAL ? "not an image reference"
+                                                                  : strerror(-r));
+        else
+            printf("removed %d image(s); `toolcage images gc` frees their space\n", n);
+        rc = r < 0 ? 1 : 0;
+    } else if (!strcmp(sub, "gc") && argc == 2) {
+        struct tc_image_gc_stats st;
+        int r = tc_image_gc(cfg.state_dir, &st);
+        if (r < 0)
+            fprintf(stderr, "toolcage images gc: %s\n", strerror(-r));
+        else
+            printf("removed %d root(s) and %d blob(s), %lld bytes; %d root(s) in use kept\n",
+                   st.roots_removed, st.blobs_removed, (long long)st.bytes_freed, st.roots_busy);
+        rc = r < 0 ? 1 : 0;
+    } else {
+        tc_cli_usage_of("images");
+    }
+    tc_config_free(&cfg);
+    return rc;
+}
