@@ -3,6 +3,8 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "common/util.h"
+#include "execution/request.h"
 #include "policy/policy.h"
 #include "core/log.h"
 #include "server/reload.h"
@@ -47,6 +49,24 @@ json_t *tc_api_tool_input_schema(const struct tc_tool *t, bool full)
     return schema;
 }
 
+/* The policy's description, and for a tool image what this server's store holds of it now. */
+static json_t *describe(struct tc_request *r, const struct tc_tool *t)
+{
+    json_t *o = tc_tool_describe(t), *entry = NULL;
+    json_t *img = json_object_get(o, "image");
+    if (!img)
+        return o;
+    bool have = tc_exec_image(t, r->srv->cfg->state_dir, &entry) == 0 && entry;
+    json_object_set_new(img, "available", json_boolean(have));
+    if (have) {
+        static const char *const keys[] = {"name", "digest", "config", "imported"};
+        for (size_t i = 0; i < TC_ARRAY_SIZE(keys); i++)
+            json_object_set(img, keys[i], json_object_get(entry, keys[i]));
+    }
+    json_decref(entry);
+    return o;
+}
+
 enum MHD_Result tc_api_tools(struct tc_request *r)
 {
     const char *format = tc_request_query(r, "format");
@@ -58,7 +78,7 @@ enum MHD_Result tc_api_tools(struct tc_request *r)
     for (size_t i = 0; i < tc_policy_ntools(p); i++) {
         const struct tc_tool *t = tc_policy_tool_at(p, i);
         if (!format)
-            json_array_append_new(tools, tc_tool_describe(t));
+            json_array_append_new(tools, describe(r, t));
         else if (strcmp(format, "openai") == 0)
             json_array_append_new(tools, json_pack("{s:s, s:{s:s, s:s, s:o}}", "type", "function",
                                                    "function", "name", t->name, "description",

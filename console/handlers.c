@@ -12,6 +12,7 @@
 #include "approval/approval.h"
 #include "audit/audit.h"
 #include "common/util.h"
+#include "execution/request.h"
 #include "console/web.h"
 #include "policy/policy.h"
 #include "core/db.h"
@@ -184,6 +185,16 @@ static json_t *policy_words(struct tc_request *r, const char *tool_name, const j
         json_object_set_new(o, "backend",
                             json_string(t->backend == TC_BACKEND_GVISOR ? "gVisor" : "native"));
         json_object_set_new(o, "description", json_string(t->description ? t->description : ""));
+        if (t->image) { /* what runs: the image as this server's store has it now */
+            json_t *entry = NULL;
+            const char *digest = NULL;
+            if (tc_exec_image(t, r->srv->cfg->state_dir, &entry) == 0 && entry)
+                digest = json_string_value(json_object_get(entry, "digest"));
+            json_object_set_new(o, "image", json_string(t->image));
+            json_object_set_new(o, "image_digest",
+                                json_string(digest ? digest : "not in this server's image store"));
+            json_decref(entry);
+        }
         char net[1024];
         if (t->network_none) {
             snprintf(net, sizeof(net), "none (loopback only)");

@@ -338,12 +338,13 @@ int tc_exec_image(const struct tc_tool *tool, const char *state_dir, json_t **re
     return tool->image ? tc_image_find(state_dir, tool->image, ret_image) : 0;
 }
 
-/* Does an entry of env[from..to) set the variable kv sets? */
-static bool env_sets(char *const *env, size_t from, size_t to, const char *kv)
+/* Does the policy's own env (not a default) set the variable kv sets? */
+static bool policy_sets(const struct tc_tool *tool, const char *kv)
 {
     size_t n = strcspn(kv, "=");
-    for (size_t i = from; i < to; i++)
-        if (strncmp(env[i], kv, n) == 0 && env[i][n] == '=')
+    for (size_t i = 0; i < tool->nenv; i++)
+        if (!(tool->env_default && tool->env_default[i]) && strncmp(tool->env[i], kv, n) == 0 &&
+            tool->env[i][n] == '=')
             return true;
     return false;
 }
@@ -384,12 +385,11 @@ json_t *tc_exec_build_spec(const struct tc_tool *tool, const struct tc_exec_requ
     json_array_foreach(json_object_get(image, "env"), k, ie)
     {
         const char *kv = json_string_value(ie);
-        if (kv && strchr(kv, '=') && kv[0] != '=' &&
-            !env_sets(tool->env, tool->nenv_default, tool->nenv, kv))
+        if (kv && strchr(kv, '=') && kv[0] != '=' && !policy_sets(tool, kv))
             json_array_append(env, ie);
     }
     for (size_t i = 0; i < tool->nenv; i++)
-        if (i >= tool->nenv_default || !image_sets(image, tool->env[i]))
+        if (!(tool->env_default && tool->env_default[i]) || !image_sets(image, tool->env[i]))
             json_array_append_new(env, json_string(tool->env[i]));
 
     json_t *files = json_array();

@@ -528,6 +528,7 @@ static void tool_done(struct tc_tool *t)
     free_strv(t->command, t->ncommand);
     free(t->code_file);
     free_strv(t->env, t->nenv);
+    free(t->env_default);
     for (size_t i = 0; i < t->nmounts; i++) {
         free(t->mounts[i].source);
         free(t->mounts[i].target);
@@ -666,7 +667,6 @@ static void parse_env(struct ctx *c, const char *path, json_t *obj, struct tc_to
     for (size_t i = 0; i < TC_ARRAY_SIZE(default_env); i++)
         if (!env || !json_object_get(env, default_env[i][0]))
             t->env[t->nenv++] = env_entry(c, default_env[i][0], default_env[i][1]);
-    t->nenv_default = t->nenv;
     if (env) {
         json_object_foreach(env, key, v)
         {
@@ -701,6 +701,14 @@ static void parse_env(struct ctx *c, const char *path, json_t *obj, struct tc_to
         if (!t->env[i])
             return; /* OOM already recorded; keep the array valid for freeing */
     qsort(t->env, t->nenv, sizeof(char *), env_cmp);
+    t->env_default = xcalloc(c, t->nenv ? t->nenv : 1, sizeof(bool));
+    for (size_t i = 0; t->env_default && i < t->nenv; i++)
+        for (size_t d = 0; d < TC_ARRAY_SIZE(default_env); d++) {
+            size_t dn = strlen(default_env[d][0]);
+            if (strncmp(t->env[i], default_env[d][0], dn) == 0 && t->env[i][dn] == '=' &&
+                !(env && json_object_get(env, default_env[d][0])))
+                t->env_default[i] = true;
+        }
 }
 
 static void parse_filesystem(struct ctx *c, const char *path, json_t *obj, struct tc_tool *t)

@@ -26,12 +26,13 @@
 //   # session-expect: ...                       for the run in a session, replaces every expect line
 //   # session-limits: {...}                     for the run in a session, replaces the limits line
 //   # session: skip REASON                      not run in a session
+//   # image-expect: ... / # image: skip REASON   for the run under a tool image, as gvisor-expect
 //   # probe: ... / # probe-refused-expect: ...  a host probe (tests/attacks/hostprobe.mjs): when the
 //                                               attack, run unsandboxed, does not get this far, the
 //                                               host itself refuses it and the refused-expect lines
 //                                               are asserted instead (the run is still made)
 //
-// Every attack runs four times: against the native backend (tools
+// Every attack runs five times: against the native backend (tools
 // "python", "shell") and against the gvisor backend ("python-gvisor", "shell-gvisor"; the
 // same limits). Under gVisor the program talks to gVisor's kernel, not the host's: some calls
 // the native seccomp filter refuses (ptrace of a child, unshare, io_uring) are emulated there
@@ -39,7 +40,12 @@
 // The third run is native again under a tool with a network allowlist ("python-egress",
 // "shell-egress"): the sandbox then has the egress proxy beside it, and the native
 // expectations must hold all the same.
-// The fourth run is a call inside a session (docs/sessions.md; tools "python-session",
+// The fourth run is native under a tool image ("python-image", "shell-image": Python and bash
+// from this host's packages, built into an OCI archive by tests/images/host-image.sh and
+// imported with `toolcage images import`): the image's root replaces the host's /usr and /etc,
+// and every expectation must hold all the same (image-expect / image: skip where the image
+// makes a difference); release lane only.
+// The fifth run is a call inside a session (docs/sessions.md; tools "python-session",
 // "shell-session", the native backend, the same limits): POST /v1/sessions opens one with the
 // run's limits, POST /v1/sessions/{id}/execute runs the attack as its only call, DELETE ends
 // it, and then the host checks below must find nothing of the session (its sandbox is named
@@ -56,8 +62,9 @@
 // Two more tests: tenant A's session plants markers (files, environment, a Python global, a
 // process, an abstract socket) that tenant B's session, open at the same time, must not see,
 // nor reach A's session by its id (404); and the positive control that the host detectors see
-// an open session between its calls. The session runs are cheap (about 50 s in each lane, most
-// of it the fixed waits of the attacks themselves), so they run under ASan too.
+// an open session between its calls. The session runs are made in the ASan lane (about 75 s,
+// most of it the fixed waits of the attacks themselves): what they add over the native run is
+// the server's session code, and that is where the sanitizers are worth their time.
 // Placeholders in the code and the headers: {PWNED} (a unique /tmp path on the host), {PORT}
 // (the listener's port), {HOSTIP} (a non-loopback address of this host, or 127.0.0.1),
 // {ABSTRACT} (the name of an abstract Unix socket the host listens on, without the NUL; its
@@ -75,7 +82,7 @@ import os from 'node:os';
 import net from 'node:net';
 import path from 'node:path';
 import crypto from 'node:crypto';
-import { setup, ROOT, SLOW, sleep } from './harness.mjs';
+import { setup, ROOT, SLOW, ASAN, sleep, corpusImage, imagesCli } from './harness.mjs';
 import { hostExpect } from '../attacks/hostprobe.mjs';
 
 const DIR = path.join(ROOT, 'tests/attacks');
@@ -99,10 +106,10 @@ const HOSTIP = hostIp();
 
 function parse(file) {
   const text = fs.readFileSync(path.join(DIR, file), 'utf8');
-  const meta = { file, attack: null, expect: [], gvExpect: [], gvSkip: null, sesExpect: [], sesSkip: null, sesLimits: undefined, probe: [], probeRefused: [], limits: undefined, host: [], runner: null, code: text };
+  const meta = { file, attack: null, expect: [], gvExpect: [], gvSkip: null, sesExpect: [], sesSkip: null, sesLimits: undefined, imgExpect: [], imgSkip: null, probe: [], probeRefused: [], limits: undefined, host: [], runner: null, code: text };
   for (const line of text.split('\n')) {
     if (!line.startsWith('#')) break;
-    const m = line.match(/^#\s*(attack|expect|limits|host|runner|gvisor-expect|gvisor|session-expect|session-limits|session|probe|probe-refused-expect):\s*(.*)$/);
+    const m = line.match(/^#\s*(attack|expect|limits|host|runner|gvisor-expect|gvisor|session-expect|session-limits|session|image-expect|image|probe|probe-refused-expect):\s*(.*)$/);
     if (!m) continue;
     const [, key, value] = m;
     if (key === 'attack') meta.attack = value;
@@ -114,6 +121,8 @@ function parse(file) {
     else if (key === 'session-expect') meta.sesExpect.push(value);
     else if (key === 'session-limits') meta.sesLimits = JSON.parse(value);
     else if (key === 'session') meta.sesSkip = value.replace(/^skip\s*/, '') || 'skipped';
+    else if (key === 'image-expect') meta.imgExpect.push(value);
+    else if (key === 'image') meta.imgSkip = value.replace(/^skip\s*/, '') || 'skipped';
     else if (key === 'limits') meta.limits = JSON.parse(value);
     else if (key === 'host') meta.host.push(value);
     else meta.runner = value;
@@ -333,6 +342,8 @@ before(async () => {
     sock.destroy();
   });
   await new Promise((resolve) => abstract.listen(`\0${ABSTRACT}`, resolve));
+  // the image run's root: Python and bash from this host's packages, as an OCI image
+  if (!ASAN) await imagesCli(server, ['import', await corpusImage()]);
 });
 after(async () => {
   await new Promise((resolve) => listener.close(resolve));
@@ -350,6 +361,7 @@ function instantiate(meta, backend) {
   let refused = false;
   if (backend === 'gvisor' && meta.gvExpect.length) expect = meta.gvExpect;
   else if (backend === 'session' && meta.sesExpect.length) expect = meta.sesExpect;
+  else if (backend === 'image' && meta.imgExpect.length) expect = meta.imgExpect;
   else if (backend !== 'gvisor') {
     const meets = (r, e) => { try { checkExpect(r, e, 'probe'); return true; } catch { return false; } };
     ({ expect, refused } = hostExpect(meta, meets));
@@ -605,13 +617,17 @@ test('gvisor: runsc is installed here (scripts/lib.sh installs it), so both back
   assert.ok(RUNSC, 'runsc not found: the gvisor half of the corpus would be skipped');
 });
 
-for (const [backend, file] of ['native', 'gvisor', 'egress', 'session'].flatMap((b) => files.map((f) => [b, f]))) {
+for (const [backend, file] of ['native', 'gvisor', 'egress', 'image', 'session'].flatMap((b) => files.map((f) => [b, f]))) {
   const meta = parse(file);
-  // Under ASan the gvisor and egress runs repeat what the release run proved (the C code on
-  // those paths is covered under ASan by test_sandbox, gvisor.test.mjs and egress.test.mjs).
+  // Under ASan the gvisor, egress and image runs repeat what the release run proved (the C code
+  // on those paths is covered under ASan by test_sandbox, gvisor.test.mjs, egress.test.mjs and
+  // images.test.mjs); the session runs are the other way round: the server's session code is
+  // what they add over the native run, and ASan is where that is worth its time.
   const asan = process.env.TOOLCAGE_IT_LABEL === 'asan' ? `the ${backend} run is in the release build` : null;
+  const release = process.env.TOOLCAGE_IT_LABEL === 'release' ? `the ${backend} run is in the ASan build` : null;
   const skip = (backend === 'gvisor' && (!RUNSC ? 'runsc not installed' : meta.gvSkip || asan)) ||
-    (backend === 'egress' && asan) || (backend === 'session' && meta.sesSkip) || false;
+    (backend === 'egress' && asan) || (backend === 'image' && (meta.imgSkip || asan)) ||
+    (backend === 'session' && (meta.sesSkip || release)) || false;
   test(`attack ${file} [${backend}]: ${meta.attack}`, { timeout: 180_000 * SLOW, skip }, async (t) => {
     connections = [];
     const inst = instantiate(meta, backend);

@@ -239,6 +239,32 @@ export async function cli(args, extraEnv = {}) {
   }
 }
 
+/** The packages of the test image (tests/images/host-image.sh): Python 3, bash and the tools the
+ * attack corpus's shell files use, with their libraries, from this host's own packages. */
+export const CORPUS_IMAGE_PACKAGES = ['python3.11-minimal', 'libpython3.11-minimal', 'libpython3.11-stdlib',
+  'python3-minimal', 'bash', 'dash', 'coreutils', 'grep', 'sed', 'findutils', 'mawk', 'util-linux', 'procps',
+  'libgcc-s1', 'mount', 'passwd'];
+export const CORPUS_IMAGE_NAME = 'toolcage-test/host-python:1';
+
+/** An OCI archive of the test image, built once per machine boot (both lanes and every file
+ * share it: it is made of this host's packages, which a run does not change). Its path. */
+export async function corpusImage() {
+  const dir = path.join(os.tmpdir(), 'toolcage-test-images');
+  const file = path.join(dir, `host-python-${crypto.createHash('sha256').update(CORPUS_IMAGE_PACKAGES.join(' ')).digest('hex').slice(0, 12)}.tar`);
+  if (fs.existsSync(file)) return file;
+  fs.mkdirSync(dir, { recursive: true });
+  const tmp = `${file}.${process.pid}.${crypto.randomBytes(4).toString('hex')}`;
+  await execFileP(path.join(ROOT, 'tests/images/host-image.sh'), [tmp, CORPUS_IMAGE_NAME, ...CORPUS_IMAGE_PACKAGES],
+    { timeout: 180_000 * SLOW, maxBuffer: 16 << 20 });
+  fs.renameSync(tmp, file);
+  return file;
+}
+
+/** `toolcage images ARGS...` on a server's image store (its TOOLCAGE_STATE_DIR). */
+export function imagesCli(server, args) {
+  return cli(['images', ...args], { TOOLCAGE_STATE_DIR: path.join(server.stateDir, 'state') });
+}
+
 /** Creates an API key (tenant null: an operator key); the CLI prints it on its last stdout
  * line. opts.person binds it to a person of the tenant. */
 export async function createKey(tenant, role, extraEnv = {}, { person } = {}) {

@@ -212,7 +212,8 @@ _BY_TYPE: Dict[str, Type[ProblemError]] = {
     "unauthorized": Unauthorized, "forbidden": Forbidden, "not-found": NotFound,
     "unknown-tool": UnknownTool, "limit-exceeds-policy": LimitExceedsPolicy,
     "blocked-by-prescreen": BlockedByPrescreen, "overloaded": Overloaded,
-    "unavailable": Unavailable, "draining": Unavailable, "quota-exceeded": QuotaExceeded,
+    "unavailable": Unavailable, "draining": Unavailable, "image-unavailable": Unavailable,
+    "quota-exceeded": QuotaExceeded,
     "idempotency-in-progress": Conflict, "not-pending": Conflict,
 }
 _BY_STATUS: Dict[int, Type[ProblemError]] = {

@@ -1215,7 +1215,7 @@ export interface components {
              * @description A stable URN naming the kind of problem; clients switch on it.
              * @enum {string}
              */
-            type: "urn:toolcage:problem:invalid-json" | "urn:toolcage:problem:invalid-encoding" | "urn:toolcage:problem:validation" | "urn:toolcage:problem:bad-request" | "urn:toolcage:problem:body-too-large" | "urn:toolcage:problem:unknown-tool" | "urn:toolcage:problem:not-found" | "urn:toolcage:problem:method-not-allowed" | "urn:toolcage:problem:limit-exceeds-policy" | "urn:toolcage:problem:unauthorized" | "urn:toolcage:problem:forbidden" | "urn:toolcage:problem:overloaded" | "urn:toolcage:problem:quota-exceeded" | "urn:toolcage:problem:unavailable" | "urn:toolcage:problem:internal" | "urn:toolcage:problem:blocked-by-prescreen" | "urn:toolcage:problem:policy-invalid" | "urn:toolcage:problem:idempotency-key-reused" | "urn:toolcage:problem:idempotency-in-progress" | "urn:toolcage:problem:maker-checker" | "urn:toolcage:problem:already-decided" | "urn:toolcage:problem:not-pending" | "urn:toolcage:problem:credential-unavailable" | "urn:toolcage:problem:approval-required" | "urn:toolcage:problem:callback-url-forbidden" | "urn:toolcage:problem:session-not-allowed" | "urn:toolcage:problem:session-busy" | "urn:toolcage:problem:session-ended" | "urn:toolcage:problem:session-elsewhere" | "urn:toolcage:problem:unsafe-path" | "urn:toolcage:problem:not-a-file" | "urn:toolcage:problem:file-too-large" | "urn:toolcage:problem:workspace-full" | "urn:toolcage:problem:file-withheld" | "urn:toolcage:problem:not-finished";
+            type: "urn:toolcage:problem:invalid-json" | "urn:toolcage:problem:invalid-encoding" | "urn:toolcage:problem:validation" | "urn:toolcage:problem:bad-request" | "urn:toolcage:problem:body-too-large" | "urn:toolcage:problem:unknown-tool" | "urn:toolcage:problem:not-found" | "urn:toolcage:problem:method-not-allowed" | "urn:toolcage:problem:limit-exceeds-policy" | "urn:toolcage:problem:unauthorized" | "urn:toolcage:problem:forbidden" | "urn:toolcage:problem:overloaded" | "urn:toolcage:problem:quota-exceeded" | "urn:toolcage:problem:unavailable" | "urn:toolcage:problem:image-unavailable" | "urn:toolcage:problem:internal" | "urn:toolcage:problem:blocked-by-prescreen" | "urn:toolcage:problem:policy-invalid" | "urn:toolcage:problem:idempotency-key-reused" | "urn:toolcage:problem:idempotency-in-progress" | "urn:toolcage:problem:maker-checker" | "urn:toolcage:problem:already-decided" | "urn:toolcage:problem:not-pending" | "urn:toolcage:problem:credential-unavailable" | "urn:toolcage:problem:approval-required" | "urn:toolcage:problem:callback-url-forbidden" | "urn:toolcage:problem:session-not-allowed" | "urn:toolcage:problem:session-busy" | "urn:toolcage:problem:session-ended" | "urn:toolcage:problem:session-elsewhere" | "urn:toolcage:problem:unsafe-path" | "urn:toolcage:problem:not-a-file" | "urn:toolcage:problem:file-too-large" | "urn:toolcage:problem:workspace-full" | "urn:toolcage:problem:file-withheld" | "urn:toolcage:problem:not-finished";
             /** @description Short, fixed per `type`. */
             title: string;
             /** @description The HTTP status code. */
@@ -2089,6 +2089,16 @@ export interface components {
             /** @enum {string} */
             tier: "auto" | "assisted" | "human_approve" | "manual_only";
             irreversible: boolean;
+            /** @description The tool's image (docs/images.md): the reference its policy names and, when this server's image store holds it (`toolcage images import`), its name, manifest and config digests and when it was imported. A call of a tool whose image is not there is refused with `503 image-unavailable`. */
+            image?: {
+                ref: string;
+                available: boolean;
+                name?: string;
+                digest?: string;
+                config?: string;
+                /** Format: date-time */
+                imported?: string;
+            };
             /** @description Whether the tool can be opened as a session (`POST /v1/sessions`) and its bounds; null when it cannot. */
             session?: null | {
                 max_ttl_seconds: number;
@@ -2809,6 +2819,8 @@ export interface components {
          *     `urn:toolcage:problem:unavailable`: a dependency (database, sandbox launcher) is down.
          *     `urn:toolcage:problem:draining`: this server is shutting down (SIGTERM); retry, another
          *     replica takes the call (the connection is closed).
+         *     `urn:toolcage:problem:image-unavailable`: the tool's image is not in this server's
+         *     image store (`toolcage images import`); nothing was recorded.
          */
         Unavailable: {
             headers: {
@@ -2820,7 +2832,7 @@ export interface components {
             content: {
                 "application/problem+json": components["schemas"]["Problem"] & {
                     /** @enum {unknown} */
-                    type?: "urn:toolcage:problem:overloaded" | "urn:toolcage:problem:unavailable";
+                    type?: "urn:toolcage:problem:overloaded" | "urn:toolcage:problem:unavailable" | "urn:toolcage:problem:image-unavailable";
                     /** @constant */
                     status?: 503;
                 };
