@@ -45,6 +45,21 @@ int tc_image_list(const char *state_dir, json_t **ret_index);
 int tc_image_import(const char *state_dir, const char *file, const char *name, int64_t max_bytes,
                     json_t **ret_images, char *err, size_t errlen);
 
+struct tc_image_pull_opts {
+    const char *name;        /* the name it gets (default: the reference without its digest) */
+    const char *credentials; /* "user:password" for the registry or its token service, or NULL */
+    const char *ca_file;     /* a CA bundle for the registry's TLS beside the system's, or NULL */
+    bool plain_http;         /* http:// (a registry on a trusted network); https otherwise */
+    int64_t max_bytes;       /* bound on the download and, separately, on the root */
+};
+/* Pull ref ("host[:port]/repository[:tag][@sha256:<hex>]"; no host: Docker Hub) from its
+ * registry (distribution API v2, Bearer-token or Basic authentication): an index resolves to
+ * linux on our architecture; the manifest (against the reference's digest, if any), config
+ * and layers are verified before they are stored; a layer download that stopped is resumed;
+ * then the image is registered as an import is. *ret_entry: its index entry. */
+int tc_image_pull(const char *state_dir, const char *ref, const struct tc_image_pull_opts *opts,
+                  json_t **ret_entry, char *err, size_t errlen);
+
 /* Remove the index entries ref matches (their blobs and roots stay until gc); the number
  * removed in *ret_n. -ENOENT when none matched. */
 int tc_image_remove(const char *state_dir, const char *ref, int *ret_n);

@@ -585,6 +585,68 @@ static int collect(struct importer *im, json_t *out)
     return 0;
 }
 
+/* The index gets the entries in done: a name moves to its new image; an unnamed re-import
+ * replaces itself; a root found already keeps the size it was unpacked with. */
+static int record(struct importer *im, json_t *done)
+{
+    json_t *index = NULL, *f;
+    size_t i;
+    int r = tc_image_list(im->state_dir, &index);
+    json_array_foreach(r == 0 ? done : NULL, i, f)
+    {
+        json_t *images = json_object_get(index, "images");
+        const char *n = json_string_value(json_object_get(f, "name"));
+        const char *d = json_string_value(json_object_get(f, "digest"));
+        const char *root = json_string_value(json_object_get(f, "root"));
+        for (size_t k = json_array_size(images); k-- > 0;) {
+            json_t *old = json_array_get(images, k);
+            const char *on = json_string_value(json_object_get(old, "name"));
+            const char *od = json_string_value(json_object_get(old, "digest"));
+            const char *oroot = json_string_value(json_object_get(old, "root"));
+            if (json_integer_value(json_object_get(f, "bytes")) == 0 && oroot && root &&
+                !strcmp(oroot, root))
+                json_object_set(f, "bytes", json_object_get(old, "bytes"));
+            if ((n[0] && on && !strcmp(on, n)) || (!n[0] && on && !on[0] && od && !strcmp(od, d)))
+                json_array_remove(images, k);
+        }
+        json_array_append(images, f);
+    }
+    if (r == 0 && (r = tc_store_write_index(im->state_dir, index)) < 0)
+        fail(im, r, "cannot write the image index: %s", strerror(-r));
+    json_decref(index);
+    return r;
+}
+
+int tc_image_register(const char *state_dir, json_t *manifest, const char *digest,
+                      const char *name, int64_t max_bytes, json_t **ret_entry, char *err,
+                      size_t errlen)
+{
+    struct importer im = {.state_dir = state_dir,
+                          .max_bytes = max_bytes > 0 ? max_bytes : TC_IMAGE_MAX_BYTES,
+                          .err = err,
+                          .errlen = errlen};
+    json_t *entry = NULL, *done = json_array();
+    int r = done ? 0 : -ENOMEM;
+    err[0] = '\0';
+    if (r == 0 && (r = tc_store_path(im.blobs, sizeof(im.blobs), state_dir, "blobs/sha256")) == 0 &&
+        (r = tc_store_path(im.tmp, sizeof(im.tmp), state_dir, "tmp")) == 0)
+        r = tc_store_path(im.roots, sizeof(im.roots), state_dir, "roots");
+    if (r == 0)
+        r = import_image(&im, manifest, digest, name, &entry);
+    if (r == 0) {
+        json_array_append(done, entry);
+        r = record(&im, done);
+    }
+    json_decref(done);
+    if (r == 0)
+        *ret_entry = entry;
+    else
+        json_decref(entry);
+    if (r < 0 && !err[0])
+        snprintf(err, errlen, "%s", strerror(-r));
+    return r;
+}
+
 int tc_image_import(const char *state_dir, const char *file, const char *name, int64_t max_bytes,
                     json_t **ret_images, char *err, size_t errlen)
 {
@@ -594,20 +656,22 @@ int tc_image_import(const char *state_dir, const char *file, const char *name, i
                           .meta = json_object(),
                           .err = err,
                           .errlen = errlen};
-    json_t *found = json_array(), *done = json_array(), *index = NULL, *f;
+    json_t *found = json_array(), *done = json_array(), *f;
     size_t i;
     int lock = -1, r;
 
     err[0] = '\0';
+    r = 0;
     if (name && !tc_image_ref_valid(name))
-        return fail(&im, -EINVAL, "%.100s is not a valid image name", name);
-    if (sodium_init() < 0)
-        return -EIO;
-    r = tc_store_prepare(state_dir);
+        r = fail(&im, -EINVAL, "%.100s is not a valid image name", name);
+    else if (sodium_init() < 0)
+        r = -EIO;
+    if (r == 0)
+        r = tc_store_prepare(state_dir);
     if (r == 0 && (r = tc_store_path(im.blobs, sizeof(im.blobs), state_dir, "blobs/sha256")) == 0 &&
         (r = tc_store_path(im.tmp, sizeof(im.tmp), state_dir, "tmp")) == 0)
         r = tc_store_path(im.roots, sizeof(im.roots), state_dir, "roots");
-    if (r < 0)
+    if (r < 0 && !err[0])
         fail(&im, r, "cannot make the image store under %s: %s", state_dir, strerror(-r));
     if (r == 0 && (lock = tc_store_lock(state_dir)) < 0)
         r = fail(&im, lock, "cannot lock the image store: %s", strerror(-lock));
@@ -633,27 +697,9 @@ int tc_image_import(const char *state_dir, const char *file, const char *name, i
         json_array_append_new(done, entry);
     }
     if (r == 0)
-        r = tc_image_list(state_dir, &index);
-    json_array_foreach(r == 0 ? done : NULL, i, f)
-    {
-        json_t *images = json_object_get(index, "images");
-        const char *n = json_string_value(json_object_get(f, "name"));
-        const char *d = json_string_value(json_object_get(f, "digest"));
-        for (size_t k = json_array_size(images); k-- > 0;) {
-            json_t *old = json_array_get(images, k);
-            const char *on = json_string_value(json_object_get(old, "name"));
-            const char *od = json_string_value(json_object_get(old, "digest"));
-            /* a name moves to the new image; an unnamed re-import replaces itself */
-            if ((n[0] && on && !strcmp(on, n)) || (!n[0] && on && !on[0] && od && !strcmp(od, d)))
-                json_array_remove(images, k);
-        }
-        json_array_append(images, f);
-    }
-    if (r == 0 && (r = tc_store_write_index(state_dir, index)) < 0)
-        fail(&im, r, "cannot write the image index: %s", strerror(-r));
+        r = record(&im, done);
     if (lock >= 0)
         close(lock);
-    json_decref(index);
     json_decref(found);
     json_decref(im.paths);
     json_decref(im.meta);

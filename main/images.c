@@ -1,4 +1,4 @@
-/* toolcage images import|ls|rm|gc: the tool image store (image/image.h). */
+/* toolcage images import|pull|ls|rm|gc: the tool image store (image/image.h). */
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
@@ -6,6 +6,8 @@
 #include "common/util.h"
 #include "image/image.h"
 #include "main/cli.h"
+
+static void print_entry(json_t *e);
 
 static int cmd_import(const struct tc_config *cfg, int argc, char **argv)
 {
@@ -33,14 +35,78 @@ static int cmd_import(const struct tc_config *cfg, int argc, char **argv)
     }
     json_array_foreach(done, i, e)
     {
-        const char *n = json_string_value(json_object_get(e, "name"));
-        printf("imported %s %s (%lld bytes in %zu layers; %lld setuid/setgid bits dropped)\n",
-               n && n[0] ? n : "<no name>", json_string_value(json_object_get(e, "digest")),
-               (long long)json_integer_value(json_object_get(e, "bytes")),
-               json_array_size(json_object_get(e, "layers")),
-               (long long)json_integer_value(json_object_get(e, "setuid_stripped")));
+        printf("imported ");
+        print_entry(e);
     }
     json_decref(done);
+    return 0;
+}
+
+static void print_entry(json_t *e)
+{
+    const char *n = json_string_value(json_object_get(e, "name"));
+    printf("%s %s (%lld bytes in %zu layers; %lld setuid/setgid bits dropped)\n",
+           n && n[0] ? n : "<no name>", json_string_value(json_object_get(e, "digest")),
+           (long long)json_integer_value(json_object_get(e, "bytes")),
+           json_array_size(json_object_get(e, "layers")),
+           (long long)json_integer_value(json_object_get(e, "setuid_stripped")));
+}
+
+static int cmd_pull(const struct tc_config *cfg, int argc, char **argv)
+{
+    struct tc_image_pull_opts o = {.max_bytes = TC_IMAGE_MAX_BYTES};
+    const char *cred_file = NULL;
+    static const struct option lopts[] = {{"name", required_argument, NULL, 'n'},
+                                          {"credentials-file", required_argument, NULL, 'c'},
+                                          {"ca-file", required_argument, NULL, 'a'},
+                                          {"plain-http", no_argument, NULL, 'p'},
+                                          {"max-bytes", required_argument, NULL, 'm'},
+                                          {NULL, 0, NULL, 0}};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", lopts, NULL)) != -1) {
+        if (c == 'n')
+            o.name = optarg;
+        else if (c == 'c')
+            cred_file = optarg;
+        else if (c == 'a')
+            o.ca_file = optarg;
+        else if (c == 'p')
+            o.plain_http = true;
+        else if (c != 'm' || tc_parse_i64(optarg, 1, INT64_MAX, &o.max_bytes) < 0)
+            return tc_cli_usage_of("images") ? 2 : 2;
+    }
+    if (optind != argc - 1)
+        return tc_cli_usage_of("images") ? 2 : 2;
+    /* credentials from a file, never the command line (ps shows it to everyone) */
+    _cleanup_free_ char *cred = NULL;
+    size_t len = 0;
+    if (cred_file) {
+        int r = tc_read_file(cred_file, 4096, &cred, &len);
+        if (r < 0 || len == 0) {
+            fprintf(stderr, "toolcage images pull: %s: %s\n", cred_file,
+                    r < 0 ? strerror(-r) : "empty");
+            return 1;
+        }
+        cred[strcspn(cred, "\r\n")] = '\0';
+        if (!strchr(cred, ':')) {
+            fprintf(stderr, "toolcage images pull: %s: \"user:password\" expected\n", cred_file);
+            return 1;
+        }
+        o.credentials = cred;
+    }
+    char err[512];
+    json_t *e = NULL;
+    int r = tc_image_pull(cfg->state_dir, argv[optind], &o, &e, err, sizeof(err));
+    if (cred)
+        explicit_bzero(cred, len);
+    if (r < 0) {
+        fprintf(stderr, "toolcage images pull: %s\n", err);
+        return 1;
+    }
+    printf("pulled ");
+    print_entry(e);
+    json_decref(e);
     return 0;
 }
 
@@ -82,6 +148,8 @@ int tc_cmd_images(int argc, char **argv)
     int rc = 2;
     if (!strcmp(sub, "import")) {
         rc = cmd_import(&cfg, argc - 1, argv + 1);
+    } else if (!strcmp(sub, "pull")) {
+        rc = cmd_pull(&cfg, argc - 1, argv + 1);
     } else if (!strcmp(sub, "ls") && (argc == 2 || (argc == 3 && !strcmp(argv[2], "--json")))) {
         rc = cmd_ls(&cfg, argc == 3);
     } else if (!strcmp(sub, "rm") && argc == 3) {

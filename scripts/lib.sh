@@ -25,6 +25,8 @@ TEST_PACKAGES=(chromium clang clang-format libclang-rt-14-dev python3 python3-ve
   qemu-system-x86 linux-image-amd64 busybox-static cpio
   # scripts/test-compose: docker-compose.yml with podman (rootful, runc) and images from Debian
   podman podman-compose runc netavark aardvark-dns iptables catatonit debootstrap
+  # tests/integration/images-pull.test.mjs: a local registry (the CNCF distribution server)
+  docker-registry
   # tests/deploy: systemd-analyze verify
   systemd)
 

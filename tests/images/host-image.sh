@@ -1,11 +1,9 @@
 #!/usr/bin/env bash
-# Builds an OCI image archive (an OCI image layout in a tar, as `podman save --format
-# oci-archive` writes one) from this host's own Debian packages: each package's files and
+# Builds an OCI image archive (scripts/oci-archive) from this host's own Debian packages: each package's files and
 # every shared library their programs and Python's extension modules load, in one gzip layer,
 # with the merged-/usr links. No registry, no daemon: what the tests need of an image a user
 # would build (tests/integration/images.test.mjs, the attack corpus's image run).
 #   tests/images/host-image.sh OUT.tar NAME PACKAGE...
-# The image's config: Env PATH and LANG, WorkingDir /, no User; NAME as its ref.name annotation.
 set -euo pipefail
 out="$1" name="$2"
 shift 2
@@ -45,24 +43,5 @@ for l in bin sbin lib lib64; do ln -sfn "usr/$l" "$root/$l"; done
 [[ -e "$root/usr/bin/awk" || ! -e "$root/usr/bin/mawk" ]] || ln -s mawk "$root/usr/bin/awk"
 chmod 1777 "$root/tmp" "$root/var/tmp"
 
-lay="$work/layout"
-mkdir -p "$lay/blobs/sha256"
-blob() { local h; h="$(sha256sum "$1" | cut -d' ' -f1)"; mv "$1" "$lay/blobs/sha256/$h"; echo "$h"; }
-tar -C "$root" --numeric-owner --owner=0 --group=0 --sort=name -cf "$work/layer.tar" .
-diff_id="$(sha256sum "$work/layer.tar" | cut -d' ' -f1)"
-gzip -1 -n "$work/layer.tar"
-lsize="$(stat -c %s "$work/layer.tar.gz")"
-layer="$(blob "$work/layer.tar.gz")"
-printf '{"architecture":"amd64","os":"linux","config":{"Env":["PATH=/usr/local/bin:/usr/bin:/bin","LANG=C.UTF-8"],"WorkingDir":"/"},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]}}' \
-  "$diff_id" >"$work/config.json"
-csize="$(stat -c %s "$work/config.json")"
-config="$(blob "$work/config.json")"
-printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"sha256:%s","size":%s},"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar+gzip","digest":"sha256:%s","size":%s}]}' \
-  "$config" "$csize" "$layer" "$lsize" >"$work/manifest.json"
-msize="$(stat -c %s "$work/manifest.json")"
-manifest="$(blob "$work/manifest.json")"
-printf '{"schemaVersion":2,"manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:%s","size":%s,"annotations":{"org.opencontainers.image.ref.name":"%s"}}]}' \
-  "$manifest" "$msize" "$name" >"$lay/index.json"
-echo '{"imageLayoutVersion":"1.0.0"}' >"$lay/oci-layout"
-tar -C "$lay" -cf "$out" oci-layout index.json blobs
-echo "sha256:$manifest"
+"$(dirname "${BASH_SOURCE[0]}")/../../scripts/oci-archive" "$root" "$out" "$name" \
+  "PATH=/usr/local/bin:/usr/bin:/bin" "LANG=C.UTF-8"

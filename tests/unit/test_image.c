@@ -487,13 +487,13 @@ TEST(import_oci_and_find)
     CHECK(access(p, F_OK) == 0);
     json_t *found = NULL;
     CHECK(tc_image_find(state, "example.org/team/t:1", &found) == 0);
-    const char *digest = json_string_value(json_object_get(found, "digest"));
-    char byref[200];
-    snprintf(byref, sizeof(byref), "example.org/team/t:1@%s", digest ? digest : "");
+    char digest[80] = "", byref[200];
+    snprintf(digest, sizeof(digest), "%s", json_string_value(json_object_get(found, "digest")) ?: "");
+    snprintf(byref, sizeof(byref), "example.org/team/t:1@%s", digest);
     json_decref(found);
     CHECK(tc_image_find(state, byref, &found) == 0);
     json_decref(found);
-    CHECK(tc_image_find(state, digest ? digest : "", &found) == 0);
+    CHECK(tc_image_find(state, digest, &found) == 0);
     json_decref(found);
     CHECK(tc_image_find(state, "example.org/team/t:2", &found) == -ENOENT);
     CHECK(tc_image_find(state, "example.org/team/t:1@sha256:"
