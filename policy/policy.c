@@ -1261,8 +1261,6 @@ static void parse_tool(struct ctx *c, const char *name, json_t *obj, struct tc_t
             add_err(c, p,
                     "an image reference: \"name[:tag]\", \"name[:tag]@sha256:<64 hex>\" or "
                     "\"sha256:<64 hex>\" (see `toolcage images ls`)");
-        else if (t->backend != TC_BACKEND_NATIVE)
-            add_err(c, p, "tool images run on the native backend only, for now");
         else
             t->image = xstrdup(c, json_string_value(v));
     }

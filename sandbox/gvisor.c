@@ -1,6 +1,7 @@
 /* gvisor backend: bundle generation and runsc's exit protocol (see gvisor.h). */
 #include "sandbox/gvisor.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -141,7 +142,7 @@ static int write_etc(int dirfd, const struct tc_spec *spec, const struct tc_root
     for (size_t i = 0; i < TC_ARRAY_SIZE(files); i++)
         if ((r = write_file(dirfd, files[i][0], files[i][1], strlen(files[i][1]), 0644)) < 0)
             return fail(err, errlen, r, "bundle /etc");
-    if (ri->localtime_target[0] &&
+    if (ri && ri->localtime_target[0] &&
         symlinkat(ri->localtime_target, dirfd, "rootfs/etc/localtime") < 0)
         return fail(err, errlen, -errno, "bundle /etc/localtime");
     return 0;
@@ -187,13 +188,69 @@ static int write_secrets(int dirfd, const char *bundle, const struct tc_spec *sp
     return 0;
 }
 
-int tc_gv_write_bundle(int dirfd, const char *bundle, const struct tc_spec *spec,
-                       const struct tc_rootfs_info *ri, const char *ws_path, uid_t uid,
-                       bool rlimit_as, char *err, size_t errlen)
+/* A tool image's root (image/image.h) in the bundle: each entry of the image's top level and
+ * of its /etc bound read-only (a link copied as a link), but what the sandbox gets from us
+ * (/proc, /dev, /tmp, /workspace, /run, our /etc files). gVisor's gofer serves them; nothing
+ * of the host's /usr is there. */
+static int image_entries(int dirfd, const char *image, const char *sub, json_t *mounts,
+                         char *err, size_t errlen)
 {
-    static const char *const dirs[] = {"rootfs",     "rootfs/proc",     "rootfs/dev",
-                                       "rootfs/tmp", "rootfs/usr",      "rootfs/etc",
-                                       "rootfs/run", "rootfs/workspace"};
+    static const char *const ours[] = {"proc", "dev", "tmp", "workspace", "run", "sys", "etc",
+                                       NULL};
+    static const char *const ours_etc[] = {"passwd", "group",         "hosts",     "resolv.conf",
+                                           "hostname", "nsswitch.conf", "localtime", NULL};
+    char dir[PATH_MAX], src[PATH_MAX + 256], rel[PATH_MAX], dst[PATH_MAX], link[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s%s%s", image, sub[0] ? "/" : "", sub);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR *d = fd < 0 ? NULL : fdopendir(fd);
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return errno == ENOENT && sub[0] ? 0 : fail(err, errlen, -errno, "image root");
+    }
+    struct dirent *de;
+    int r = 0;
+    while (r == 0 && (de = readdir(d))) {
+        const char *n = de->d_name;
+        bool skip = !strcmp(n, ".") || !strcmp(n, "..");
+        for (const char *const *o = sub[0] ? ours_etc : ours; !skip && *o; o++)
+            skip = !strcmp(n, *o);
+        if (skip)
+            continue;
+        struct stat st;
+        snprintf(src, sizeof(src), "%s/%s", dir, n);
+        snprintf(rel, sizeof(rel), "rootfs/%s%s%s", sub, sub[0] ? "/" : "", n);
+        snprintf(dst, sizeof(dst), "/%s%s%s", sub, sub[0] ? "/" : "", n);
+        if (fstatat(fd, n, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            continue;
+        if (S_ISLNK(st.st_mode)) {
+            ssize_t k = readlinkat(fd, n, link, sizeof(link) - 1);
+            if (k < 0)
+                continue;
+            link[k] = '\0';
+            if (symlinkat(link, dirfd, rel) < 0 && errno != EEXIST)
+                r = fail(err, errlen, -errno, "bundle image link");
+            continue;
+        }
+        if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+            continue;
+        if ((r = make_path(dirfd, rel, !S_ISDIR(st.st_mode))) < 0) {
+            r = fail(err, errlen, r, "bundle image mount point");
+            break;
+        }
+        json_array_append_new(mounts, mount_entry(dst, "bind", src, "rbind,ro,nosuid,nodev"));
+    }
+    closedir(d);
+    return r;
+}
+
+int tc_gv_write_bundle(int dirfd, const char *bundle, const struct tc_spec *spec,
+                       const struct tc_rootfs_info *ri, const char *image, const char *ws_path,
+                       uid_t uid, bool rlimit_as, char *err, size_t errlen)
+{
+    static const char *const dirs[] = {"rootfs",     "rootfs/proc", "rootfs/dev",
+                                       "rootfs/tmp", "rootfs/etc",  "rootfs/run",
+                                       "rootfs/workspace"};
     const struct tc_limits *l = &spec->limits;
     json_t *args = json_array(), *env = json_array(), *mounts = json_array(), *rl = json_array();
     char rel[PATH_MAX], opts[96];
@@ -204,14 +261,18 @@ int tc_gv_write_bundle(int dirfd, const char *bundle, const struct tc_spec *spec
             r = fail(err, errlen, -errno, "bundle rootfs");
             goto out;
         }
-    for (int i = 0; i < ri->n_links; i++) {
+    if (!image && mkdirat(dirfd, "rootfs/usr", 0755) < 0) {
+        r = fail(err, errlen, -errno, "bundle rootfs");
+        goto out;
+    }
+    for (int i = 0; !image && i < ri->n_links; i++) {
         snprintf(rel, sizeof(rel), "rootfs/%s", ri->usr_links[i]);
         if (symlinkat(ri->usr_targets[i], dirfd, rel) < 0) {
             r = fail(err, errlen, -errno, "bundle rootfs link");
             goto out;
         }
     }
-    if ((r = write_etc(dirfd, spec, ri, uid, err, errlen)) < 0)
+    if ((r = write_etc(dirfd, spec, image ? NULL : ri, uid, err, errlen)) < 0)
         goto out;
 
     /* Mounts, most general first. The root itself is read-only; only the workspace and /tmp
@@ -222,8 +283,12 @@ int tc_gv_write_bundle(int dirfd, const char *bundle, const struct tc_spec *spec
     snprintf(opts, sizeof(opts), "nosuid,nodev,mode=1777,size=%" PRId64, l->tmp_bytes);
     json_array_append_new(mounts, mount_entry("/tmp", "tmpfs", "tmpfs", opts));
     json_array_append_new(mounts, mount_entry("/dev/shm", "tmpfs", "shm", opts));
-    json_array_append_new(mounts, mount_entry("/usr", "bind", "/usr", "rbind,ro,nosuid,nodev"));
-    for (int i = 0; i < ri->n_binds; i++) {
+    if (image && ((r = image_entries(dirfd, image, "", mounts, err, errlen)) < 0 ||
+                  (r = image_entries(dirfd, image, "etc", mounts, err, errlen)) < 0))
+        goto out;
+    if (!image)
+        json_array_append_new(mounts, mount_entry("/usr", "bind", "/usr", "rbind,ro,nosuid,nodev"));
+    for (int i = 0; !image && i < ri->n_binds; i++) {
         snprintf(rel, sizeof(rel), "rootfs/%s", ri->binds[i].dst);
         if ((r = make_path(dirfd, rel, !ri->binds[i].is_dir)) < 0) {
             r = fail(err, errlen, r, "bundle /etc mount point");

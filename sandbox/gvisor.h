@@ -37,8 +37,8 @@ void tc_gv_detect(struct tc_gv_host *h, const char *platform /* "ptrace", "kvm" 
  * unprivileged uid, used inside gVisor and for the files its gofer creates in the workspace.
  * 0 or -errno with a reason in err. */
 int tc_gv_write_bundle(int dirfd, const char *bundle, const struct tc_spec *spec,
-                       const struct tc_rootfs_info *ri, const char *ws_path, uid_t uid,
-                       bool rlimit_as, char *err, size_t errlen);
+                       const struct tc_rootfs_info *ri, const char *image, const char *ws_path,
+                       uid_t uid, bool rlimit_as, char *err, size_t errlen);
 
 /* argv for `runsc ... run --bundle <bundle> <id>`, with its state (--root) and log inside the
  * bundle. bufs must hold 6 strings of PATH_MAX + 32 bytes; argv at least 12 entries. */

@@ -249,7 +249,15 @@ static int prepare_gvisor(struct launcher *L, struct sbx *s, char *err, size_t e
         snprintf(err, errlen, "bundle: %s", strerror(errno));
         return -1;
     }
-    return tc_gv_write_bundle(s->gv_fd, s->gv_path, &s->spec, &L->rootfs, s->ws_path, s->uid,
+    char image[80] = "", path[PATH_MAX + 96];
+    if (s->spec.image_root &&
+        (r = image_root(L, s->spec.image_root, image, sizeof(image))) < 0) {
+        snprintf(err, errlen, "image root: %s", strerror(-r));
+        return -1;
+    }
+    snprintf(path, sizeof(path), "%s/%s", L->scratch, image);
+    return tc_gv_write_bundle(s->gv_fd, s->gv_path, &s->spec, &L->rootfs,
+                              s->spec.image_root ? path : NULL, s->ws_path, s->uid,
                               !L->cg.has[TC_CG_MEMORY], err, errlen) < 0
                ? -1
                : 0;

@@ -391,8 +391,6 @@ int tc_spec_parse(json_t *spec, struct tc_spec *ret, char *err, size_t errlen)
             n++;
         if (!json_is_object(v) || json_object_size(v) != 1 || !h || n != 64 || h[n])
             return fail(err, errlen, "image: {\"root\": <64 hex digits>} required");
-        if (strcmp(s.backend, "native") != 0)
-            return fail(err, errlen, "image: the native backend only");
         s.image_root = h;
     }
 

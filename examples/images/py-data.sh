@@ -22,7 +22,9 @@ echo "debootstrap $suite from $mirror" >&2
 debootstrap --variant=minbase --include=python3,python3-numpy,python3-pandas,python3-matplotlib \
   "$suite" "$root" "$mirror" >"$work/debootstrap.log" 2>&1 ||
   { tail -n 20 "$work/debootstrap.log" >&2; exit 1; }
-# what an image does not need: package caches and lists, documentation, locales
+# what an image does not need: package caches and lists, documentation, locales; and the
+# device nodes debootstrap made in /dev (an import refuses them; the sandbox has its own /dev)
+rm -rf "$root"/dev/*
 rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/* "$root"/var/log/* \
   "$root"/usr/share/doc/* "$root"/usr/share/man/* "$root"/usr/share/locale/* "$root"/etc/machine-id
 # matplotlib draws without a display

@@ -36,6 +36,7 @@ fs.writeFileSync(POLICY, JSON.stringify({
     bb: tool(BB, 'shell', ['/bin/sh', '{code_file}'], 'main.sh', { env: { FROM_POLICY: 'policy', FOO: 'policy-wins' } }),
     'bb-docker': tool(`${BB}-docker`, 'shell', ['/bin/sh', '{code_file}'], 'main.sh'),
     py: tool(CORPUS_IMAGE_NAME, 'python', ['/usr/bin/python3', '-I', '-B', '{code_file}'], 'main.py'),
+    'py-gvisor': tool(CORPUS_IMAGE_NAME, 'python', ['/usr/bin/python3', '-I', '-B', '{code_file}'], 'main.py', { backend: 'gvisor' }),
     missing: tool('toolcage-test/not-imported:1', 'shell', ['/bin/sh', '{code_file}'], 'main.sh'),
   },
 }, null, 2));
@@ -146,6 +147,14 @@ test('a docker archive\'s image runs the same; a Python image from this host\'s 
   assert.equal(r.status, 'completed', JSON.stringify(r));
   assert.match(r.stdout, /^\(3, 11\) False True \[/, 'python runs from the image; the host\'s gcc is not there');
   assert.ok(fs.existsSync('/usr/bin/gcc'), 'control: the host has gcc');
+});
+
+test('the gVisor backend runs on the same image root (bound entry by entry through its gofer)', async () => {
+  const r = (await server.execute({ tool: 'py-gvisor', code: 'import os, sys\nprint(sys.version_info[:2], os.path.exists("/usr/bin/gcc"), os.path.exists("/usr/bin/python3"), open("/proc/version").read().split()[0])\nopen("/workspace/w", "w").write("ok")\nprint(open("/workspace/w").read())' })).json;
+  assert.equal(r.status, 'completed', JSON.stringify(r));
+  assert.equal(r.stdout, '(3, 11) False True Linux\nok\n');
+  const dm = (await server.execute({ tool: 'py-gvisor', code: 'import subprocess\nprint(subprocess.run(["dmesg"], capture_output=True, text=True).stdout.splitlines()[0])' })).json;
+  assert.match(dm.stdout, /Starting gVisor/, 'the guest kernel is gVisor\'s');
 });
 
 test('GET /v1/tools and the console show the image and its digest', async () => {
