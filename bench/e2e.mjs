@@ -6,7 +6,9 @@
 // firejail (`--noprofile --net=none`) and gVisor directly (`runsc do`), when installed.
 // toolcage: POST /v1/execute of python `pass` with one keep-alive client (with the server's
 // Server-Timing breakdown of where the time goes), 8 concurrent clients, the one-shot CLI
-// (`toolcage exec --tool python`), and the gvisor tool.
+// (`toolcage exec --tool python`), the gvisor tool, and the python tool on a tool image (the
+// test image of Python from this host's packages, tests/images/host-image.sh) against the same
+// tool on the host's /usr: the image's cost once it is in the store.
 //
 // Prints medians (and p99 for the concurrent runs) and ratios against the baseline; the targets
 // are the issue's; nothing is enforced (the machines are noisy): read the ratios.
@@ -15,10 +17,17 @@ import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Server, BIN } from '../tests/integration/harness.mjs';
+import os from 'node:os';
+import { Server, BIN, corpusImage, imagesCli, CORPUS_IMAGE_NAME } from '../tests/integration/harness.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const POLICY = path.join(ROOT, 'examples/policy.json');
+// the example policy, and its python tool again on a tool image
+const POLICY = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'toolcage-e2e-')), 'policy.json');
+{
+  const pol = JSON.parse(fs.readFileSync(path.join(ROOT, 'examples/policy.json'), 'utf8'));
+  pol.tools['python-image'] = { ...pol.tools.python, image: CORPUS_IMAGE_NAME };
+  fs.writeFileSync(POLICY, JSON.stringify(pol));
+}
 const N = Number(process.argv[2] || process.env.TOOLCAGE_BENCH_N || 30);
 const SECONDS = Number(process.env.TOOLCAGE_BENCH_SECONDS || 10);
 const PY = ['/usr/bin/python3', '-I', '-c', 'pass'];
@@ -153,6 +162,21 @@ try {
     row('toolcage gvisor tool, 1 client', stats(g).median, bare.median, 'target <= 100 ms');
   } catch (e) {
     rows.push(`  toolcage gvisor tool: failed here (${e.message.slice(0, 120)})`);
+  }
+
+  try {
+    await imagesCli(server, ['import', await corpusImage()]);
+    const im = executor(server, 'python-image');
+    for (let i = 0; i < 3; i++) await im();
+    const a = [], b = [];
+    for (let i = 0; i < N; i++) { // interleaved: the host root and the image root, turn about
+      a.push((await exec()).ms);
+      b.push((await im()).ms);
+    }
+    const host = stats(a).median, img = stats(b).median;
+    row('toolcage python on a tool image, 1 client', img, bare.median, `${(img / host).toFixed(2)}x the host-root tool (${host.toFixed(1)} ms) in the same turns`);
+  } catch (e) {
+    rows.push(`  toolcage image tool: failed here (${e.message.slice(0, 160)})`);
   }
 
   const cpu = fs.readFileSync('/proc/cpuinfo', 'utf8').match(/model name\s*:\s*(.*)/)?.[1] ?? '?';

@@ -36,6 +36,11 @@ while read -r l; do
   mkdir -p "$root$(dirname "$real")"
   [[ -e "$root$real" ]] || cp -L "$l" "$root$real"
 done <"$work/libs"
+# Python's compiled modules (made at install time, so no package lists them): an image built
+# with apt has them, and without them every start compiles what it imports
+find "$root/usr/lib" -maxdepth 1 -name 'python3*' -type d | while read -r d; do
+  (cd "/${d#"$root"/}" && find . -type d -name __pycache__ -print0 | tar --null -cf - -T - 2>/dev/null) | tar -C "$d" -xf -
+done
 mkdir -p "$root/usr/lib64" "$root/tmp" "$root/var/tmp"
 [[ -e "$root/usr/lib64/ld-linux-x86-64.so.2" ]] || cp -L /lib64/ld-linux-x86-64.so.2 "$root/usr/lib64/"
 for l in bin sbin lib lib64; do ln -sfn "usr/$l" "$root/$l"; done
