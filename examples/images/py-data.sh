@@ -2,7 +2,8 @@
 # A data-science tool image: Debian 12 (debootstrap, minbase) with python3 and Debian's numpy,
 # pandas and matplotlib, packed as an OCI archive for `toolcage images import`. No registry and
 # no Docker engine: debootstrap and apt from the archive this machine's apt uses.
-#   examples/images/py-data.sh [OUT.tar]      (default: py-data.tar; about 3 min, ~400 MB root)
+#   examples/images/py-data.sh [OUT.tar]      (default: py-data.tar; about 5 min: a 390 MB
+#                                             archive, a 1.2 GB root)
 # Then:
 #   toolcage images import py-data.tar        # name: toolcage-examples/py-data:1
 # and the example policy's tool "python-data" runs in it.
