@@ -2,12 +2,12 @@
  * TOOLCAGE_STATE_DIR/images, each unpacked once into a read-only root that a tool's sandbox
  * gets instead of the host's /usr and /etc.
  *
- *   images/index.json              the images: name, digests, root, the config's Env/WorkingDir/User
- *   images/blobs/sha256/<hex>      manifests, configs and layers, each verified on the way in
- *   images/roots/<chain id hex>    a root: the layers applied in order (whiteouts too), every
- *                                  file owned by root, no setuid/setgid bit, no device node,
- *                                  no xattr; readable by anyone the owner's bits let read
- *   images/lock                    imports, removals and collections take it in turn
+ *   images/index.json              the images: name, digests, root, the config's
+ * Env/WorkingDir/User images/blobs/sha256/<hex>      manifests, configs and layers, each verified
+ * on the way in images/roots/<chain id hex>    a root: the layers applied in order (whiteouts too),
+ * every file owned by root, no setuid/setgid bit, no device node, no xattr; readable by anyone the
+ * owner's bits let read images/lock                    imports, removals and collections take it in
+ * turn
  *
  * The store belongs to root (0700): only the CLI writes it; the launcher (root) binds a root
  * into its scratch space for the sandboxes (sandbox/launcher.c), the server only reads the
@@ -18,11 +18,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define TC_IMAGE_REF_MAX    255
-#define TC_IMAGE_HEX_LEN    64
-#define TC_IMAGE_META_MAX   (4 << 20)           /* a manifest, config or index.json */
-#define TC_IMAGE_MAX_BYTES  (8LL << 30)         /* default bound on an import's bytes */
-#define TC_IMAGE_MAX_ENTRIES (1 << 20)          /* files in one image, all layers */
+#define TC_IMAGE_REF_MAX     255
+#define TC_IMAGE_HEX_LEN     64
+#define TC_IMAGE_META_MAX    (4 << 20)   /* a manifest, config or index.json */
+#define TC_IMAGE_MAX_BYTES   (8LL << 30) /* default bound on an import's bytes */
+#define TC_IMAGE_MAX_ENTRIES (1 << 20)   /* files in one image, all layers */
 
 /* A reference a policy may name: "name[:tag]", "name[:tag]@sha256:<hex>" or "sha256:<hex>"
  * (a manifest or config digest); printable, no spaces, at most TC_IMAGE_REF_MAX bytes. */

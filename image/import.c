@@ -183,8 +183,9 @@ static int read_archive(struct importer *im, const char *file)
             char dst[PATH_MAX + 80];
             snprintf(dst, sizeof(dst), "%s/%s", im->blobs, hex);
             unlink(dst);
-            r = fail(im, -EBADMSG, "blob sha256:%.64s does not match its digest (it hashes to "
-                                   "sha256:%s): tampered or damaged",
+            r = fail(im, -EBADMSG,
+                     "blob sha256:%.64s does not match its digest (it hashes to "
+                     "sha256:%s): tampered or damaged",
                      path + 13, hex);
             break;
         }
@@ -246,9 +247,10 @@ static int pick_manifest(struct importer *im, json_t *desc, int depth, json_t **
     if (r < 0)
         return r;
     const char *inner = json_string_value(json_object_get(m, "mediaType"));
-    bool is_index = (mt && (!strcmp(mt, MT_OCI_INDEX) || !strcmp(mt, MT_DOCKER_LIST))) ||
-                    (inner && (!strcmp(inner, MT_OCI_INDEX) || !strcmp(inner, MT_DOCKER_LIST))) ||
-                    (!json_object_get(m, "config") && json_is_array(json_object_get(m, "manifests")));
+    bool is_index =
+        (mt && (!strcmp(mt, MT_OCI_INDEX) || !strcmp(mt, MT_DOCKER_LIST))) ||
+        (inner && (!strcmp(inner, MT_OCI_INDEX) || !strcmp(inner, MT_DOCKER_LIST))) ||
+        (!json_object_get(m, "config") && json_is_array(json_object_get(m, "manifests")));
     if (!is_index) {
         *ret_manifest = m;
         snprintf(ret_digest, 72, "%s", digest);
@@ -318,8 +320,7 @@ static int unpack_layer(struct importer *im, int rootfd, const char *digest, con
         crypto_hash_sha256_init(&s->h);
         if (archive_read_open_filename(s->raw, p, 1 << 16) != ARCHIVE_OK ||
             archive_read_next_header(s->raw, &e) != ARCHIVE_OK)
-            r = fail(im, -EINVAL, "layer %d (%s): %s", index, digest,
-                     archive_error_string(s->raw));
+            r = fail(im, -EINVAL, "layer %d (%s): %s", index, digest, archive_error_string(s->raw));
     }
     if (r == 0) {
         archive_read_support_format_tar(tar);
@@ -340,8 +341,9 @@ static int unpack_layer(struct importer *im, int rootfd, const char *digest, con
         crypto_hash_sha256_final(&s->h, h);
         hex_of(h, hex);
         if (!diff_id || strncmp(diff_id, "sha256:", 7) || strcmp(diff_id + 7, hex))
-            r = fail(im, -EBADMSG, "layer %d (%s): its content hashes to sha256:%s, the image's "
-                                   "config says %.80s",
+            r = fail(im, -EBADMSG,
+                     "layer %d (%s): its content hashes to sha256:%s, the image's "
+                     "config says %.80s",
                      index, digest, hex, diff_id ? diff_id : "nothing");
     }
     archive_read_free(tar);
@@ -426,12 +428,12 @@ static json_t *string_list(json_t *a)
 }
 
 /* One image: manifest (a JSON object with "config" and "layers") to an index entry. */
-static int import_image(struct importer *im, json_t *manifest, const char *digest,
-                        const char *name, json_t **ret_entry)
+static int import_image(struct importer *im, json_t *manifest, const char *digest, const char *name,
+                        json_t **ret_entry)
 {
     json_t *config = NULL, *layers = json_object_get(manifest, "layers"), *l;
-    const char *cdigest = json_string_value(json_object_get(json_object_get(manifest, "config"),
-                                                            "digest"));
+    const char *cdigest =
+        json_string_value(json_object_get(json_object_get(manifest, "config"), "digest"));
     struct tc_layer_state st = {.max_bytes = im->max_bytes, .max_entries = TC_IMAGE_MAX_ENTRIES};
     char chain[65], when[32];
     size_t i;
@@ -478,9 +480,9 @@ static int import_image(struct importer *im, json_t *manifest, const char *diges
         }
         tc_iso8601(tc_wall_ms(), when);
         *ret_entry = json_pack(
-            "{s:s, s:s, s:s, s:s, s:o, s:o, s:s, s:s, s:s, s:s, s:I, s:I}", "name", name ? name : "",
-            "digest", digest, "config", cdigest, "root", chain, "layers", ldig, "env",
-            string_list(json_object_get(cc, "Env")), "workdir",
+            "{s:s, s:s, s:s, s:s, s:o, s:o, s:s, s:s, s:s, s:s, s:I, s:I}", "name",
+            name ? name : "", "digest", digest, "config", cdigest, "root", chain, "layers", ldig,
+            "env", string_list(json_object_get(cc, "Env")), "workdir",
             json_string_value(json_object_get(cc, "WorkingDir")) ?: "", "user",
             json_string_value(json_object_get(cc, "User")) ?: "", "architecture",
             json_string_value(json_object_get(config, "architecture")) ?: "", "imported", when,
@@ -512,12 +514,12 @@ static int docker_manifest(struct importer *im, json_t *item, json_t **ret, char
             json_decref(layers);
             return fail(im, -EINVAL, "manifest.json names a layer the archive does not hold");
         }
-        json_array_append_new(layers, json_pack("{s:s, s:s}", "mediaType", MT_OCI_LAYER,
-                                                "digest", d));
+        json_array_append_new(layers,
+                              json_pack("{s:s, s:s}", "mediaType", MT_OCI_LAYER, "digest", d));
     }
-    json_t *m = json_pack("{s:i, s:s, s:{s:s, s:s}, s:o}", "schemaVersion", 2, "mediaType",
-                          MT_OCI_MANIFEST, "config", "mediaType", MT_OCI_CONFIG, "digest", cd,
-                          "layers", layers);
+    json_t *m =
+        json_pack("{s:i, s:s, s:{s:s, s:s}, s:o}", "schemaVersion", 2, "mediaType", MT_OCI_MANIFEST,
+                  "config", "mediaType", MT_OCI_CONFIG, "digest", cd, "layers", layers);
     char *s = m ? json_dumps(m, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     unsigned char h[crypto_hash_sha256_BYTES];
     char hex[65], p[PATH_MAX + 80];
@@ -562,8 +564,8 @@ static int collect(struct importer *im, json_t *out)
                 return fail(im, -EINVAL, "more than %d images in one archive", MAX_IMAGES);
             if ((r = pick_manifest(im, d, 0, &m, digest)) < 0)
                 return r;
-            json_array_append_new(out, json_pack("{s:o, s:s, s:s?}", "manifest", m, "digest",
-                                                 digest, "name", name));
+            json_array_append_new(
+                out, json_pack("{s:o, s:s, s:s?}", "manifest", m, "digest", digest, "name", name));
         }
     } else if (json_is_array(dman)) {
         json_array_foreach(dman, i, d)
@@ -575,13 +577,15 @@ static int collect(struct importer *im, json_t *out)
             if ((r = docker_manifest(im, d, &m, digest)) < 0)
                 return r;
             json_array_append_new(
-                out, json_pack("{s:o, s:s, s:s?}", "manifest", m, "digest", digest, "name",
-                               json_string_value(json_array_get(json_object_get(d, "RepoTags"), 0))));
+                out,
+                json_pack("{s:o, s:s, s:s?}", "manifest", m, "digest", digest, "name",
+                          json_string_value(json_array_get(json_object_get(d, "RepoTags"), 0))));
         }
     }
     if (json_array_size(out) == 0)
-        return fail(im, -EINVAL, "no image in the archive (neither an OCI layout's index.json "
-                                 "nor a docker archive's manifest.json)");
+        return fail(im, -EINVAL,
+                    "no image in the archive (neither an OCI layout's index.json "
+                    "nor a docker archive's manifest.json)");
     return 0;
 }
 
@@ -617,9 +621,8 @@ static int record(struct importer *im, json_t *done)
     return r;
 }
 
-int tc_image_register(const char *state_dir, json_t *manifest, const char *digest,
-                      const char *name, int64_t max_bytes, json_t **ret_entry, char *err,
-                      size_t errlen)
+int tc_image_register(const char *state_dir, json_t *manifest, const char *digest, const char *name,
+                      int64_t max_bytes, json_t **ret_entry, char *err, size_t errlen)
 {
     struct importer im = {.state_dir = state_dir,
                           .max_bytes = max_bytes > 0 ? max_bytes : TC_IMAGE_MAX_BYTES,

@@ -18,9 +18,9 @@
 
 #include "common/util.h"
 
-#define WH_PREFIX  ".wh."
-#define WH_OPAQUE  ".wh..wh..opq"
-#define MAX_DEPTH  128 /* directory nesting a removal follows */
+#define WH_PREFIX ".wh."
+#define WH_OPAQUE ".wh..wh..opq"
+#define MAX_DEPTH 128 /* directory nesting a removal follows */
 
 static int fail(char *err, size_t errlen, int r, const char *path, const char *why)
 {
@@ -267,7 +267,8 @@ static int apply_entry(int rootfd, struct archive *a, struct archive_entry *e, j
             return fail(err, errlen, r, raw, "cannot replace what was there");
         if ((!exists || !S_ISDIR(old.st_mode)) && mkdirat(pfd, name, 0700) < 0)
             return fail(err, errlen, -errno, raw, "mkdir failed");
-        _cleanup_close_ int dfd = openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        _cleanup_close_ int dfd =
+            openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (dfd < 0 || fchmod(dfd, root_mode(perm) | 0700) < 0)
             return fail(err, errlen, -errno, raw, "chmod failed");
         return 0;

@@ -21,7 +21,7 @@
 #include "image/store.h"
 
 #define ACCEPT_MANIFESTS                                                                           \
-    "Accept: application/vnd.oci.image.index.v1+json, "                                           \
+    "Accept: application/vnd.oci.image.index.v1+json, "                                            \
     "application/vnd.oci.image.manifest.v1+json, "                                                 \
     "application/vnd.docker.distribution.manifest.list.v2+json, "                                  \
     "application/vnd.docker.distribution.manifest.v2+json"
@@ -40,11 +40,11 @@ struct puller {
     const struct tc_image_pull_opts *o;
     struct ref ref;
     CURL *curl;
-    char base[600];             /* scheme://host/v2/repo */
-    char *authz;                /* "Authorization: ..." header, or NULL */
-    bool basic;                 /* the registry asked for Basic: credentials on every request */
+    char base[600]; /* scheme://host/v2/repo */
+    char *authz;    /* "Authorization: ..." header, or NULL */
+    bool basic;     /* the registry asked for Basic: credentials on every request */
     char challenge[MAX_AUTH_HEADER];
-    int64_t budget;             /* bytes we may still download */
+    int64_t budget; /* bytes we may still download */
     char *err;
     size_t errlen;
 };
@@ -75,8 +75,9 @@ static int parse_ref(const char *s, struct ref *r)
     }
     char *slash = strchr(buf, '/');
     char *name = buf;
-    if (slash && (memchr(buf, '.', (size_t)(slash - buf)) || memchr(buf, ':', (size_t)(slash - buf)) ||
-                  (slash - buf == 9 && !strncmp(buf, "localhost", 9)))) {
+    if (slash &&
+        (memchr(buf, '.', (size_t)(slash - buf)) || memchr(buf, ':', (size_t)(slash - buf)) ||
+         (slash - buf == 9 && !strncmp(buf, "localhost", 9)))) {
         *slash = '\0';
         snprintf(r->host, sizeof(r->host), "%s", buf);
         name = slash + 1;
@@ -350,8 +351,8 @@ static int fetch_manifest(struct puller *p, const char *ref, const char *want, j
 /* A blob by digest into the store, unless there: resumed from images/partial/<hex>. */
 static int fetch_blob(struct puller *p, const char *digest)
 {
-    char blobs[PATH_MAX], partial_dir[PATH_MAX], dst[PATH_MAX + 72], part[PATH_MAX + 72],
-        url[1024], hex[65];
+    char blobs[PATH_MAX], partial_dir[PATH_MAX], dst[PATH_MAX + 72], part[PATH_MAX + 72], url[1024],
+        hex[65];
     unsigned char h[crypto_hash_sha256_BYTES];
     crypto_hash_sha256_state st;
     struct stat sb;
@@ -402,8 +403,8 @@ static int fetch_blob(struct puller *p, const char *digest)
         hex_of(h, hex);
         if (strcmp(hex, digest + 7) != 0) {
             unlink(part); /* a resume cannot mend it: start over next time */
-            r = fail(p, -EBADMSG, "blob %s: the registry sent content hashing to sha256:%s",
-                     digest, hex);
+            r = fail(p, -EBADMSG, "blob %s: the registry sent content hashing to sha256:%s", digest,
+                     hex);
         } else if (rename(part, dst) < 0) {
             r = fail(p, -errno, "cannot write to the store: %s", strerror(errno));
         }
@@ -448,10 +449,11 @@ int tc_image_pull(const char *state_dir, const char *ref, const struct tc_image_
     if (r < 0 && !err[0])
         fail(&p, r, "cannot use the image store under %s: %s", state_dir, strerror(-r));
     if (r == 0)
-        r = fetch_manifest(&p, p.ref.digest[0] ? p.ref.digest : p.ref.tag, p.ref.digest, &m, digest);
+        r = fetch_manifest(&p, p.ref.digest[0] ? p.ref.digest : p.ref.tag, p.ref.digest, &m,
+                           digest);
     /* an index: the manifest for linux on our architecture */
-    for (int depth = 0; r == 0 && json_is_array(json_object_get(m, "manifests")) &&
-                        !json_object_get(m, "config");
+    for (int depth = 0;
+         r == 0 && json_is_array(json_object_get(m, "manifests")) && !json_object_get(m, "config");
          depth++) {
         json_t *pick = NULL, *d;
         char want[72];
@@ -468,14 +470,16 @@ int tc_image_pull(const char *state_dir, const char *ref, const struct tc_image_
             r = fail(&p, -ENOENT, "%s has no image for linux/%s", ref, our_arch());
             break;
         }
-        snprintf(want, sizeof(want), "%s", json_string_value(json_object_get(pick, "digest")) ?: "");
+        snprintf(want, sizeof(want), "%s",
+                 json_string_value(json_object_get(pick, "digest")) ?: "");
         json_decref(m);
         m = NULL;
         r = want[0] ? fetch_manifest(&p, want, want, &m, digest)
                     : fail(&p, -EINVAL, "%s: an index entry without a digest", ref);
     }
     if (r == 0)
-        r = fetch_blob(&p, json_string_value(json_object_get(json_object_get(m, "config"), "digest")));
+        r = fetch_blob(&p,
+                       json_string_value(json_object_get(json_object_get(m, "config"), "digest")));
     json_array_foreach(r == 0 ? json_object_get(m, "layers") : NULL, i, l)
     {
         if ((r = fetch_blob(&p, json_string_value(json_object_get(l, "digest")))) < 0)

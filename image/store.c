@@ -280,7 +280,8 @@ int tc_image_gc(const char *state_dir, struct tc_image_gc_stats *ret_stats)
         const char *keys[] = {"digest", "config"};
         size_t k;
         json_t *l;
-        json_object_set_new(roots, json_string_value(json_object_get(e, "root")) ?: "", json_true());
+        json_object_set_new(roots, json_string_value(json_object_get(e, "root")) ?: "",
+                            json_true());
         for (k = 0; k < TC_ARRAY_SIZE(keys); k++) {
             const char *d = json_string_value(json_object_get(e, keys[k]));
             if (d && strlen(d) > 7)

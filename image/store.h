@@ -18,6 +18,5 @@ int tc_store_write_index(const char *state_dir, json_t *index);
 /* One image whose manifest (a JSON object with "config" and "layers"; digest names it) and
  * blobs are in the store already: its root unpacked unless there, its entry recorded (a new
  * reference in *ret_entry). Call with the lock held. */
-int tc_image_register(const char *state_dir, json_t *manifest, const char *digest,
-                      const char *name, int64_t max_bytes, json_t **ret_entry, char *err,
-                      size_t errlen);
+int tc_image_register(const char *state_dir, json_t *manifest, const char *digest, const char *name,
+                      int64_t max_bytes, json_t **ret_entry, char *err, size_t errlen);

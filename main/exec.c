@@ -137,8 +137,9 @@ int tc_cmd_exec(int argc, char **argv)
     tc_iso8601(tc_wall_ms(), created);
     json_t *image = NULL;
     if ((r = tc_exec_image(tool, cfg.state_dir, &image)) < 0) {
-        fprintf(stderr, "toolcage exec: the tool's image %s is not in the image store under %s "
-                        "(toolcage images import)\n",
+        fprintf(stderr,
+                "toolcage exec: the tool's image %s is not in the image store under %s "
+                "(toolcage images import)\n",
                 tool->image, cfg.state_dir);
         goto out;
     }

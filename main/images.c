@@ -153,12 +153,13 @@ int tc_cmd_images(int argc, char **argv)
     } else if (!strcmp(sub, "ls") && (argc == 2 || (argc == 3 && !strcmp(argv[2], "--json")))) {
         rc = cmd_ls(&cfg, argc == 3);
     } else if (!strcmp(sub, "rm") && argc == 3) {
-        int n = 0, r = tc_image_ref_valid(argv[2]) ? tc_image_remove(cfg.state_dir, argv[2], &n)
-                                                   : -EINVAL;
+        int n = 0,
+            r = tc_image_ref_valid(argv[2]) ? tc_image_remove(cfg.state_dir, argv[2], &n) : -EINVAL;
         if (r < 0)
             fprintf(stderr, "toolcage images rm: %s: %s\n", argv[2],
-                    r == -ENOENT ? "no such image" : r == -EINVAL ? "not an image reference"
-                                                                  : strerror(-r));
+                    r == -ENOENT   ? "no such image"
+                    : r == -EINVAL ? "not an image reference"
+                                   : strerror(-r));
         else
             printf("removed %d image(s); `toolcage images gc` frees their space\n", n);
         rc = r < 0 ? 1 : 0;

@@ -57,8 +57,8 @@ struct tc_tool {
     struct tc_limit limits[TC_LIMIT__COUNT];
     char **env; /* "NAME=value", the sandbox's whole environment */
     size_t nenv;
-    bool *env_default; /* env_default[i]: env[i] is a built-in default (PATH, HOME, LANG the
-                          policy does not set), which a tool image's Env replaces */
+    bool *env_default;       /* env_default[i]: env[i] is a built-in default (PATH, HOME, LANG the
+                                policy does not set), which a tool image's Env replaces */
     struct tc_mount *mounts; /* extra host paths, read-only unless writable */
     size_t nmounts;
     bool network_none;    /* true: loopback only */

@@ -192,12 +192,12 @@ static int write_secrets(int dirfd, const char *bundle, const struct tc_spec *sp
  * of its /etc bound read-only (a link copied as a link), but what the sandbox gets from us
  * (/proc, /dev, /tmp, /workspace, /run, our /etc files). gVisor's gofer serves them; nothing
  * of the host's /usr is there. */
-static int image_entries(int dirfd, const char *image, const char *sub, json_t *mounts,
-                         char *err, size_t errlen)
+static int image_entries(int dirfd, const char *image, const char *sub, json_t *mounts, char *err,
+                         size_t errlen)
 {
-    static const char *const ours[] = {"proc", "dev", "tmp", "workspace", "run", "sys", "etc",
-                                       NULL};
-    static const char *const ours_etc[] = {"passwd", "group",         "hosts",     "resolv.conf",
+    static const char *const ours[] = {"proc", "dev", "tmp", "workspace",
+                                       "run",  "sys", "etc", NULL};
+    static const char *const ours_etc[] = {"passwd",   "group",         "hosts",     "resolv.conf",
                                            "hostname", "nsswitch.conf", "localtime", NULL};
     char dir[PATH_MAX], src[PATH_MAX + 256], rel[PATH_MAX], dst[PATH_MAX], link[PATH_MAX];
     snprintf(dir, sizeof(dir), "%s%s%s", image, sub[0] ? "/" : "", sub);
@@ -248,9 +248,8 @@ int tc_gv_write_bundle(int dirfd, const char *bundle, const struct tc_spec *spec
                        const struct tc_rootfs_info *ri, const char *image, const char *ws_path,
                        uid_t uid, bool rlimit_as, char *err, size_t errlen)
 {
-    static const char *const dirs[] = {"rootfs",     "rootfs/proc", "rootfs/dev",
-                                       "rootfs/tmp", "rootfs/etc",  "rootfs/run",
-                                       "rootfs/workspace"};
+    static const char *const dirs[] = {"rootfs",     "rootfs/proc", "rootfs/dev",      "rootfs/tmp",
+                                       "rootfs/etc", "rootfs/run",  "rootfs/workspace"};
     const struct tc_limits *l = &spec->limits;
     json_t *args = json_array(), *env = json_array(), *mounts = json_array(), *rl = json_array();
     char rel[PATH_MAX], opts[96];

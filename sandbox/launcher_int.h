@@ -144,8 +144,8 @@ struct sbx {
 struct launcher {
     int sock, epfd, sigfd;
     char scratch[PATH_MAX - 64], newroot[PATH_MAX], wsdir[PATH_MAX], gvdir[PATH_MAX];
-    char imgdir[PATH_MAX];            /* scratch/img: image roots bound for the sandboxes */
-    char state_dir[PATH_MAX - 128];   /* the image store is state_dir/images (image/image.h) */
+    char imgdir[PATH_MAX];          /* scratch/img: image roots bound for the sandboxes */
+    char state_dir[PATH_MAX - 128]; /* the image store is state_dir/images (image/image.h) */
     struct {
         char root[65]; /* chain id */
         int fd;        /* the root, flock'ed shared: `toolcage images gc` leaves it alone */

@@ -79,8 +79,7 @@ static int image_root(struct launcher *L, const char *root, char *rel, size_t re
         close(fd);
         return -ENOENT;
     }
-    if ((mkdir(dst, 0755) < 0 && errno != EEXIST) ||
-        mount(src, dst, NULL, MS_BIND, NULL) < 0 ||
+    if ((mkdir(dst, 0755) < 0 && errno != EEXIST) || mount(src, dst, NULL, MS_BIND, NULL) < 0 ||
         mount(NULL, dst, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0) {
         r = -errno;
         umount2(dst, MNT_DETACH);
@@ -99,14 +98,12 @@ static int prepare(struct launcher *L, struct sbx *s)
     char image[80];
     int r;
 
-    if (s->spec.image_root &&
-        (r = image_root(L, s->spec.image_root, image, sizeof(image))) < 0)
+    if (s->spec.image_root && (r = image_root(L, s->spec.image_root, image, sizeof(image))) < 0)
         return r;
     /* PID 1 exec's toolcage-init and reads everything it needs from this memfd. */
-    s->cfg_fd =
-        tc_child_config(&s->spec, &L->sc, s->ws_path + strlen(L->scratch) + 1 /* "ws/<id>" */,
-                        s->spec.image_root ? image : NULL, !L->cg.has[TC_CG_MEMORY],
-                        !L->cg.has[TC_CG_PIDS]);
+    s->cfg_fd = tc_child_config(
+        &s->spec, &L->sc, s->ws_path + strlen(L->scratch) + 1 /* "ws/<id>" */,
+        s->spec.image_root ? image : NULL, !L->cg.has[TC_CG_MEMORY], !L->cg.has[TC_CG_PIDS]);
     if (s->cfg_fd < 0) {
         r = s->cfg_fd;
         s->cfg_fd = -1;
@@ -250,8 +247,7 @@ static int prepare_gvisor(struct launcher *L, struct sbx *s, char *err, size_t e
         return -1;
     }
     char image[80] = "", path[PATH_MAX + 96];
-    if (s->spec.image_root &&
-        (r = image_root(L, s->spec.image_root, image, sizeof(image))) < 0) {
+    if (s->spec.image_root && (r = image_root(L, s->spec.image_root, image, sizeof(image))) < 0) {
         snprintf(err, errlen, "image root: %s", strerror(-r));
         return -1;
     }

@@ -386,8 +386,8 @@ static const char *setup_image_root(const struct cfg *cfg)
     static const struct {
         const char *path;
         mode_t mode;
-    } dirs[] = {{"proc", 0555}, {"dev", 0755},       {"tmp", 01777}, {"workspace", 0755},
-                {"etc", 0755},  {"root", 0700},      {"home", 0755}};
+    } dirs[] = {{"proc", 0555}, {"dev", 0755},  {"tmp", 01777}, {"workspace", 0755},
+                {"etc", 0755},  {"root", 0700}, {"home", 0755}};
 
     path_in(skel, sizeof(skel), cfg->newroot, ".skel");
     path_in(merged, sizeof(merged), cfg->newroot, ".image");
@@ -650,8 +650,8 @@ static int load_cfg(struct cfg *c)
     c->secrets = calloc(h->n_secrets + 1, sizeof(*c->secrets));
     if (!c->argv || !c->envp || !c->mounts || !c->secrets)
         return -1;
-    if (!(c->ws_path = next_str(&r)) || !(c->cwd = next_str(&r)) ||
-        !(c->hostname = next_str(&r)) || !(c->image = next_str(&r)))
+    if (!(c->ws_path = next_str(&r)) || !(c->cwd = next_str(&r)) || !(c->hostname = next_str(&r)) ||
+        !(c->image = next_str(&r)))
         return -1;
     for (uint32_t i = 0; i < h->n_argv; i++)
         if (!(c->argv[i] = (char *)next_str(&r)))

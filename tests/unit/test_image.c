@@ -422,12 +422,13 @@ static void write_oci(const char *path, struct tarbuf *raw, struct tarbuf *gz, c
                  diff ? diff : diff_id) < 0)
         abort();
     blob(a, config, strlen(config), cdig);
-    if (asprintf(&manifest,
-                 "{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\","
-                 "\"config\":{\"mediaType\":\"application/vnd.oci.image.config.v1+json\","
-                 "\"digest\":\"%s\",\"size\":%zu},\"layers\":[{\"mediaType\":\"application/"
-                 "vnd.oci.image.layer.v1.tar+gzip\",\"digest\":\"%s\",\"size\":%zu}]}",
-                 cdig, strlen(config), ldig, gz->len) < 0)
+    if (asprintf(
+            &manifest,
+            "{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\","
+            "\"config\":{\"mediaType\":\"application/vnd.oci.image.config.v1+json\","
+            "\"digest\":\"%s\",\"size\":%zu},\"layers\":[{\"mediaType\":\"application/"
+            "vnd.oci.image.layer.v1.tar+gzip\",\"digest\":\"%s\",\"size\":%zu}]}",
+            cdig, strlen(config), ldig, gz->len) < 0)
         abort();
     blob(a, manifest, strlen(manifest), mdig);
     if (asprintf(&index,
@@ -481,14 +482,15 @@ TEST(import_oci_and_find)
     snprintf(root, sizeof(root), "%s", json_string_value(json_object_get(e, "root")) ?: "");
     CHECK(json_array_size(done) == 1 && tc_image_hex_valid(root));
     CHECK(!strcmp(json_string_value(json_object_get(e, "name")) ?: "", "example.org/team/t:1"));
-    CHECK(!strcmp(json_string_value(json_array_get(json_object_get(e, "env"), 1)) ?: "",
-                  "FOO=bar"));
+    CHECK(
+        !strcmp(json_string_value(json_array_get(json_object_get(e, "env"), 1)) ?: "", "FOO=bar"));
     snprintf(p, sizeof(p), "%s/images/roots/%s/etc/os-release", state, root);
     CHECK(access(p, F_OK) == 0);
     json_t *found = NULL;
     CHECK(tc_image_find(state, "example.org/team/t:1", &found) == 0);
     char digest[80] = "", byref[200];
-    snprintf(digest, sizeof(digest), "%s", json_string_value(json_object_get(found, "digest")) ?: "");
+    snprintf(digest, sizeof(digest), "%s",
+             json_string_value(json_object_get(found, "digest")) ?: "");
     snprintf(byref, sizeof(byref), "example.org/team/t:1@%s", digest);
     json_decref(found);
     CHECK(tc_image_find(state, byref, &found) == 0);
@@ -496,8 +498,9 @@ TEST(import_oci_and_find)
     CHECK(tc_image_find(state, digest, &found) == 0);
     json_decref(found);
     CHECK(tc_image_find(state, "example.org/team/t:2", &found) == -ENOENT);
-    CHECK(tc_image_find(state, "example.org/team/t:1@sha256:"
-                               "0000000000000000000000000000000000000000000000000000000000000000",
+    CHECK(tc_image_find(state,
+                        "example.org/team/t:1@sha256:"
+                        "0000000000000000000000000000000000000000000000000000000000000000",
                         &found) == -ENOENT);
     /* the store is root's alone */
     snprintf(p, sizeof(p), "%s/images", state);
@@ -538,7 +541,8 @@ TEST(import_tampered_and_lying)
     CHECK(count_files(p) == 0);
     snprintf(p, sizeof(p), "%s/images/tmp", state);
     CHECK(count_files(p) == 0);
-    CHECK(tc_image_list(state, &index) == 0 && json_array_size(json_object_get(index, "images")) == 0);
+    CHECK(tc_image_list(state, &index) == 0 &&
+          json_array_size(json_object_get(index, "images")) == 0);
     json_decref(index);
     free(raw.data);
     free(gz.data);
@@ -547,7 +551,8 @@ TEST(import_tampered_and_lying)
     snprintf(file, sizeof(file), "%s/lying.tar", g_tmp);
     make_layer(&raw, &gz, 0);
     write_oci(file, &raw, &gz,
-              "sha256:1111111111111111111111111111111111111111111111111111111111111111", false, "t:1");
+              "sha256:1111111111111111111111111111111111111111111111111111111111111111", false,
+              "t:1");
     CHECK(tc_image_import(state, file, NULL, 0, &done, err, sizeof(err)) == -EBADMSG);
     CHECK(strstr(err, "hashes to") != NULL);
     snprintf(p, sizeof(p), "%s/images/roots", state);
@@ -591,13 +596,15 @@ TEST(refs)
     CHECK(tc_image_ref_valid("python:3.11"));
     CHECK(tc_image_ref_valid("registry.example:5000/team/py-data:1.4@sha256:"
                              "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"));
-    CHECK(tc_image_ref_valid("sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"));
+    CHECK(tc_image_ref_valid(
+        "sha256:aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"));
     CHECK(!tc_image_ref_valid(""));
     CHECK(!tc_image_ref_valid("a b"));
     CHECK(!tc_image_ref_valid("../x"));
     CHECK(!tc_image_ref_valid("/abs"));
     CHECK(!tc_image_ref_valid("x@sha256:short"));
-    CHECK(!tc_image_ref_valid("sha256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"));
+    CHECK(!tc_image_ref_valid(
+        "sha256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"));
 }
 
 int main(void)
