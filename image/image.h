@@ -22,7 +22,10 @@
 #define TC_IMAGE_HEX_LEN     64
 #define TC_IMAGE_META_MAX    (4 << 20)   /* a manifest, config or index.json */
 #define TC_IMAGE_MAX_BYTES   (8LL << 30) /* default bound on an import's bytes */
-#define TC_IMAGE_MAX_ENTRIES (1 << 20)   /* files in one image, all layers */
+#define TC_IMAGE_MAX_ENTRIES (1 << 19)   /* files in one import, all layers */
+#define TC_IMAGE_INDEX_MAX   (32 << 20)  /* index.json (written only up to half of it) */
+#define TC_IMAGE_ENV_MAX     256         /* a config's Env entries we keep, ... */
+#define TC_IMAGE_ENV_BYTES   (64 << 10)  /* ... and their bytes */
 
 /* A reference a policy may name: "name[:tag]", "name[:tag]@sha256:<hex>" or "sha256:<hex>"
  * (a manifest or config digest); printable, no spaces, at most TC_IMAGE_REF_MAX bytes. */
@@ -39,11 +42,13 @@ int tc_image_list(const char *state_dir, json_t **ret_index);
 /* Import an OCI image layout or `docker save` archive (tar, possibly compressed): every blob
  * verified against its digest and every layer against the config's diff_ids, the roots
  * unpacked, the index updated. name (or NULL) names the image when the archive holds exactly
- * one. max_bytes bounds the archive's blobs and, separately, the bytes unpacked into roots.
+ * one. A name the archive gives its image does not move off another image in the store
+ * (-EEXIST) unless name is given or replace. max_bytes bounds the archive's bytes, and
+ * separately what its layers decompress to and what the roots get, over the whole import.
  * On success *ret_images is the array of the index entries written. On failure err says why
  * and nothing but verified blobs stays in the store. */
-int tc_image_import(const char *state_dir, const char *file, const char *name, int64_t max_bytes,
-                    json_t **ret_images, char *err, size_t errlen);
+int tc_image_import(const char *state_dir, const char *file, const char *name, bool replace,
+                    int64_t max_bytes, json_t **ret_images, char *err, size_t errlen);
 
 struct tc_image_pull_opts {
     const char *name;        /* the name it gets (default: the reference without its digest) */

@@ -31,6 +31,11 @@ struct importer {
     const char *state_dir;
     char blobs[PATH_MAX], tmp[PATH_MAX], roots[PATH_MAX];
     int64_t max_bytes, read_bytes;
+    /* one budget for the whole import, however often its layers are named: the bytes the
+     * layers decompress to, and the bytes and entries the roots get */
+    int64_t inflated, written, entries;
+    bool may_move; /* a name given by the operator (--name, --replace, a pull's reference) may
+                      move off another image; a name the archive gives itself may not */
     json_t *paths; /* archive path -> "sha256:<hex>" of each file stored as a blob */
     json_t *meta;  /* index.json, manifest.json -> their JSON */
     char *err;
@@ -67,7 +72,10 @@ static struct archive *reader(void)
 
 /* ---- pass 1: the archive ---- */
 
-static int store_entry(struct importer *im, struct archive *a, const char *path, char ret_hex[65])
+/* The entry's bytes into the store under the digest they hash to; want (or NULL): the hex
+ * they must hash to, else nothing is stored (a file already there is never touched). */
+static int store_entry(struct importer *im, struct archive *a, const char *path, const char *want,
+                       char ret_hex[65])
 {
     char tmp[PATH_MAX + 32], dst[PATH_MAX + 80];
     unsigned char h[crypto_hash_sha256_BYTES];
@@ -81,12 +89,9 @@ static int store_entry(struct importer *im, struct archive *a, const char *path,
     if (fd < 0)
         return fail(im, -errno, "cannot write to the store: %s", strerror(errno));
     crypto_hash_sha256_init(&st);
+    /* (its size was counted against the bound before: read_archive) */
     while (r == 0 && (n = archive_read_data(a, buf, sizeof(buf))) > 0) {
-        im->read_bytes += n;
-        if (im->read_bytes > im->max_bytes)
-            r = fail(im, -EFBIG, "the archive is larger than the bound (%lld bytes)",
-                     (long long)im->max_bytes);
-        else if ((r = tc_write_all(fd, buf, (size_t)n)) < 0)
+        if ((r = tc_write_all(fd, buf, (size_t)n)) < 0)
             r = fail(im, r, "cannot write to the store: %s", strerror(-r));
         else
             crypto_hash_sha256_update(&st, (const unsigned char *)buf, (size_t)n);
@@ -100,6 +105,11 @@ static int store_entry(struct importer *im, struct archive *a, const char *path,
     crypto_hash_sha256_final(&st, h);
     hex_of(h, ret_hex);
     snprintf(dst, sizeof(dst), "%s/%s", im->blobs, ret_hex);
+    if (r == 0 && want && strcmp(want, ret_hex) != 0)
+        r = fail(im, -EBADMSG,
+                 "blob sha256:%.64s does not match its digest (it hashes to sha256:%s): "
+                 "tampered or damaged",
+                 want, ret_hex);
     if (r == 0 && rename(tmp, dst) < 0)
         r = fail(im, -errno, "cannot write to the store: %s", strerror(errno));
     if (r < 0)
@@ -157,6 +167,13 @@ static int read_archive(struct importer *im, const char *file)
                      archive_error_string(a));
             break;
         }
+        /* what is skipped is decompressed all the same: it counts */
+        la_int64_t esize = archive_entry_size(e);
+        if (esize > 0 && (im->read_bytes += esize) > im->max_bytes) {
+            r = fail(im, -EFBIG, "the archive is larger than the bound (%lld bytes)",
+                     (long long)im->max_bytes);
+            break;
+        }
         if (archive_entry_filetype(e) != AE_IFREG || !archive_entry_pathname(e))
             continue;
         const char *p = archive_entry_pathname(e);
@@ -177,18 +194,8 @@ static int read_archive(struct importer *im, const char *file)
             r = fail(im, -EINVAL, "%.200s: not a sha256 blob name", path);
             break;
         }
-        if ((r = store_entry(im, a, path, hex)) < 0)
+        if ((r = store_entry(im, a, path, is_blob ? path + 13 : NULL, hex)) < 0)
             break;
-        if (is_blob && strcmp(hex, path + 13) != 0) {
-            char dst[PATH_MAX + 80];
-            snprintf(dst, sizeof(dst), "%s/%s", im->blobs, hex);
-            unlink(dst);
-            r = fail(im, -EBADMSG,
-                     "blob sha256:%.64s does not match its digest (it hashes to "
-                     "sha256:%s): tampered or damaged",
-                     path + 13, hex);
-            break;
-        }
         snprintf(digest, sizeof(digest), "sha256:%s", hex);
         json_object_set_new(im->paths, path, json_string(digest));
     }
@@ -237,7 +244,7 @@ static const char *our_arch(void)
 
 /* descriptor -> an image manifest's descriptor (an index picks linux on our architecture) */
 static int pick_manifest(struct importer *im, json_t *desc, int depth, json_t **ret_manifest,
-                         char ret_digest[72])
+                         char ret_digest[72], char ret_index[72])
 {
     const char *mt = json_string_value(json_object_get(desc, "mediaType"));
     const char *digest = json_string_value(json_object_get(desc, "digest"));
@@ -260,13 +267,15 @@ static int pick_manifest(struct importer *im, json_t *desc, int depth, json_t **
         json_decref(m);
         return fail(im, -EINVAL, "image indexes nested too deep");
     }
+    if (depth == 0) /* a pin on a multi-platform image names the index */
+        snprintf(ret_index, 72, "%s", digest);
     json_array_foreach(json_object_get(m, "manifests"), i, d)
     {
         json_t *pl = json_object_get(d, "platform");
         const char *os = json_string_value(json_object_get(pl, "os"));
         const char *arch = json_string_value(json_object_get(pl, "architecture"));
         if (os && !strcmp(os, "linux") && arch && !strcmp(arch, our_arch())) {
-            r = pick_manifest(im, d, depth + 1, ret_manifest, ret_digest);
+            r = pick_manifest(im, d, depth + 1, ret_manifest, ret_digest, ret_index);
             json_decref(m);
             return r;
         }
@@ -316,7 +325,7 @@ static int unpack_layer(struct importer *im, int rootfd, const char *digest, con
         r = -ENOMEM;
     if (r == 0) {
         archive_read_support_format_raw(s->raw);
-        s->max = im->max_bytes;
+        s->max = im->max_bytes - im->inflated;
         crypto_hash_sha256_init(&s->h);
         if (archive_read_open_filename(s->raw, p, 1 << 16) != ARCHIVE_OK ||
             archive_read_next_header(s->raw, &e) != ARCHIVE_OK)
@@ -346,6 +355,8 @@ static int unpack_layer(struct importer *im, int rootfd, const char *digest, con
                      "config says %.80s",
                      index, digest, hex, diff_id ? diff_id : "nothing");
     }
+    if (s)
+        im->inflated += s->bytes;
     archive_read_free(tar);
     if (s && s->raw)
         archive_read_free(s->raw);
@@ -415,26 +426,44 @@ static int make_root(struct importer *im, json_t *layers, json_t *diff_ids, cons
     return r;
 }
 
-static json_t *string_list(json_t *a)
+/* The config's Env, bounded (it goes into index.json, read at every call): NULL past the
+ * bounds. */
+static json_t *env_list(json_t *a)
 {
     json_t *out = json_array(), *v;
-    size_t i;
+    size_t i, bytes = 0;
     json_array_foreach(a, i, v)
     {
-        if (json_is_string(v))
-            json_array_append(out, v);
+        if (!json_is_string(v))
+            continue;
+        bytes += json_string_length(v);
+        if (json_array_size(out) >= TC_IMAGE_ENV_MAX || bytes > TC_IMAGE_ENV_BYTES ||
+            strlen(json_string_value(v)) != json_string_length(v)) {
+            json_decref(out);
+            return NULL;
+        }
+        json_array_append(out, v);
     }
     return out;
 }
 
+static const char *short_string(json_t *v)
+{
+    const char *s = json_string_value(v);
+    return s && strlen(s) <= 1024 ? s : "";
+}
+
 /* One image: manifest (a JSON object with "config" and "layers") to an index entry. */
 static int import_image(struct importer *im, json_t *manifest, const char *digest, const char *name,
-                        json_t **ret_entry)
+                        const char *index_digest, json_t **ret_entry)
 {
     json_t *config = NULL, *layers = json_object_get(manifest, "layers"), *l;
     const char *cdigest =
         json_string_value(json_object_get(json_object_get(manifest, "config"), "digest"));
-    struct tc_layer_state st = {.max_bytes = im->max_bytes, .max_entries = TC_IMAGE_MAX_ENTRIES};
+    /* the roots of one import share one bound (the same layers under 64 images do not get it
+     * 64 times) */
+    struct tc_layer_state st = {.max_bytes = im->max_bytes - im->written,
+                                .max_entries = TC_IMAGE_MAX_ENTRIES - im->entries};
     char chain[65], when[32];
     size_t i;
     int r;
@@ -467,9 +496,15 @@ static int import_image(struct importer *im, json_t *manifest, const char *diges
             break;
         }
     }
+    json_t *env = r == 0 ? env_list(json_object_get(json_object_get(config, "config"), "Env")) : NULL;
+    if (r == 0 && !env)
+        r = fail(im, -EFBIG, "image %s: its config's Env has more than %d entries or %d bytes",
+                 digest, TC_IMAGE_ENV_MAX, TC_IMAGE_ENV_BYTES);
     if (r == 0) {
         chain_id(diff_ids, chain);
         r = make_root(im, layers, diff_ids, chain, &st);
+        im->written += st.bytes;
+        im->entries += st.entries;
     }
     if (r == 0) {
         json_t *cc = json_object_get(config, "config");
@@ -480,16 +515,18 @@ static int import_image(struct importer *im, json_t *manifest, const char *diges
         }
         tc_iso8601(tc_wall_ms(), when);
         *ret_entry = json_pack(
-            "{s:s, s:s, s:s, s:s, s:o, s:o, s:s, s:s, s:s, s:s, s:I, s:I}", "name",
+            "{s:s, s:s, s:s, s:s, s:o, s:O, s:s, s:s, s:s, s:s, s:I, s:I}", "name",
             name ? name : "", "digest", digest, "config", cdigest, "root", chain, "layers", ldig,
-            "env", string_list(json_object_get(cc, "Env")), "workdir",
-            json_string_value(json_object_get(cc, "WorkingDir")) ?: "", "user",
-            json_string_value(json_object_get(cc, "User")) ?: "", "architecture",
-            json_string_value(json_object_get(config, "architecture")) ?: "", "imported", when,
-            "bytes", (json_int_t)st.bytes, "setuid_stripped", (json_int_t)st.setuid_stripped);
+            "env", env, "workdir", short_string(json_object_get(cc, "WorkingDir")), "user",
+            short_string(json_object_get(cc, "User")), "architecture",
+            short_string(json_object_get(config, "architecture")), "imported", when, "bytes",
+            (json_int_t)st.bytes, "setuid_stripped", (json_int_t)st.setuid_stripped);
+        if (*ret_entry && index_digest && index_digest[0])
+            json_object_set_new(*ret_entry, "index_digest", json_string(index_digest));
         if (!*ret_entry)
             r = -ENOMEM;
     }
+    json_decref(env);
     json_decref(config);
     return r;
 }
@@ -555,17 +592,17 @@ static int collect(struct importer *im, json_t *out)
         json_array_foreach(json_object_get(index, "manifests"), i, d)
         {
             json_t *m = NULL;
-            char digest[72];
+            char digest[72], idx[72] = "";
             json_t *ann = json_object_get(d, "annotations");
             const char *name = json_string_value(json_object_get(ann, "io.containerd.image.name"));
             if (!name)
                 name = json_string_value(json_object_get(ann, "org.opencontainers.image.ref.name"));
             if (json_array_size(out) >= MAX_IMAGES)
                 return fail(im, -EINVAL, "more than %d images in one archive", MAX_IMAGES);
-            if ((r = pick_manifest(im, d, 0, &m, digest)) < 0)
+            if ((r = pick_manifest(im, d, 0, &m, digest, idx)) < 0)
                 return r;
-            json_array_append_new(
-                out, json_pack("{s:o, s:s, s:s?}", "manifest", m, "digest", digest, "name", name));
+            json_array_append_new(out, json_pack("{s:o, s:s, s:s?, s:s}", "manifest", m, "digest",
+                                                 digest, "name", name, "index_digest", idx));
         }
     } else if (json_is_array(dman)) {
         json_array_foreach(dman, i, d)
@@ -610,9 +647,18 @@ static int record(struct importer *im, json_t *done)
             if (json_integer_value(json_object_get(f, "bytes")) == 0 && oroot && root &&
                 !strcmp(oroot, root))
                 json_object_set(f, "bytes", json_object_get(old, "bytes"));
+            if (n[0] && on && !strcmp(on, n) && od && strcmp(od, d) && !im->may_move) {
+                r = fail(im, -EEXIST,
+                         "the archive names an image %.200s, a name the store gives %s: "
+                         "import with --name %.200s (or --replace) to move the name",
+                         n, od, n);
+                break;
+            }
             if ((n[0] && on && !strcmp(on, n)) || (!n[0] && on && !on[0] && od && !strcmp(od, d)))
                 json_array_remove(images, k);
         }
+        if (r < 0)
+            break;
         json_array_append(images, f);
     }
     if (r == 0 && (r = tc_store_write_index(im->state_dir, index)) < 0)
@@ -621,10 +667,12 @@ static int record(struct importer *im, json_t *done)
     return r;
 }
 
-int tc_image_register(const char *state_dir, json_t *manifest, const char *digest, const char *name,
-                      int64_t max_bytes, json_t **ret_entry, char *err, size_t errlen)
+int tc_image_register(const char *state_dir, json_t *manifest, const char *digest,
+                      const char *index_digest, const char *name, int64_t max_bytes,
+                      json_t **ret_entry, char *err, size_t errlen)
 {
     struct importer im = {.state_dir = state_dir,
+                          .may_move = true,
                           .max_bytes = max_bytes > 0 ? max_bytes : TC_IMAGE_MAX_BYTES,
                           .err = err,
                           .errlen = errlen};
@@ -635,7 +683,7 @@ int tc_image_register(const char *state_dir, json_t *manifest, const char *diges
         (r = tc_store_path(im.tmp, sizeof(im.tmp), state_dir, "tmp")) == 0)
         r = tc_store_path(im.roots, sizeof(im.roots), state_dir, "roots");
     if (r == 0)
-        r = import_image(&im, manifest, digest, name, &entry);
+        r = import_image(&im, manifest, digest, name, index_digest, &entry);
     if (r == 0) {
         json_array_append(done, entry);
         r = record(&im, done);
@@ -650,10 +698,11 @@ int tc_image_register(const char *state_dir, json_t *manifest, const char *diges
     return r;
 }
 
-int tc_image_import(const char *state_dir, const char *file, const char *name, int64_t max_bytes,
-                    json_t **ret_images, char *err, size_t errlen)
+int tc_image_import(const char *state_dir, const char *file, const char *name, bool replace,
+                    int64_t max_bytes, json_t **ret_images, char *err, size_t errlen)
 {
     struct importer im = {.state_dir = state_dir,
+                          .may_move = name || replace,
                           .max_bytes = max_bytes > 0 ? max_bytes : TC_IMAGE_MAX_BYTES,
                           .paths = json_object(),
                           .meta = json_object(),
@@ -694,7 +743,8 @@ int tc_image_import(const char *state_dir, const char *file, const char *name, i
         if (n && !tc_image_ref_valid(n))
             n = NULL; /* an annotation we cannot use as a name: by digest only */
         r = import_image(&im, json_object_get(f, "manifest"),
-                         json_string_value(json_object_get(f, "digest")), n, &entry);
+                         json_string_value(json_object_get(f, "digest")), n,
+                         json_string_value(json_object_get(f, "index_digest")), &entry);
         if (r < 0)
             break;
         json_array_append_new(done, entry);

@@ -95,36 +95,112 @@ static int open_dir(int rootfd, const char *path, bool create, int depth)
     return open_in_root(rootfd, path, O_PATH | O_DIRECTORY);
 }
 
-static int rm_tree_depth(int dirfd, const char *name, int depth)
+/* Remove name under dirfd, a tree of any depth too (a layer may nest directories as deep as
+ * it likes): down with openat(O_NOFOLLOW), up with "..", the names on the way kept in a
+ * buffer of our own (never a path the kernel resolves). The store is locked and root's:
+ * nothing else renames in it meanwhile. */
+int tc_image_rm_tree(int dirfd, const char *name)
 {
     if (unlinkat(dirfd, name, 0) == 0 || errno == ENOENT)
         return 0;
     if (errno != EISDIR && errno != EPERM)
         return -errno;
-    if (depth > MAX_DEPTH)
-        return -ELOOP;
-    int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
+    int cur = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (cur < 0)
         return -errno;
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return -ENOMEM;
-    }
+    char *stack = NULL; /* "a\0b\0c\0": the directories we went down through */
+    size_t len = 0, cap = 0;
     int r = 0;
-    struct dirent *de;
-    while (r == 0 && (de = readdir(d)))
-        if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
-            r = rm_tree_depth(fd, de->d_name, depth + 1);
-    closedir(d);
-    if (r == 0 && unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-        r = -errno;
+    for (;;) {
+        /* one pass over cur: files go; the first directory is gone down into */
+        bool any = false, down = false;
+        int dfd = lseek(cur, 0, SEEK_SET) < 0 ? -1 : dup(cur);
+        DIR *d = dfd < 0 ? NULL : fdopendir(dfd);
+        if (!d) {
+            if (dfd >= 0)
+                close(dfd);
+            r = -errno;
+            break;
+        }
+        struct dirent *de;
+        while (r == 0 && !down && (de = readdir(d))) {
+            if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+                continue;
+            any = true;
+            if (unlinkat(cur, de->d_name, 0) == 0 || errno == ENOENT)
+                continue;
+            if (errno != EISDIR && errno != EPERM) {
+                r = -errno;
+                break;
+            }
+            size_t n = strlen(de->d_name) + 1;
+            if (len + n > cap) {
+                size_t ncap = cap ? cap * 2 : 4096;
+                while (ncap < len + n)
+                    ncap *= 2;
+                char *ns = realloc(stack, ncap);
+                if (!ns) {
+                    r = -ENOMEM;
+                    break;
+                }
+                stack = ns;
+                cap = ncap;
+            }
+            int sub = openat(cur, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (sub < 0) {
+                r = -errno;
+                break;
+            }
+            memcpy(stack + len, de->d_name, n);
+            len += n;
+            close(cur);
+            cur = sub;
+            down = true;
+        }
+        closedir(d);
+        if (r < 0)
+            break;
+        if (down || any) /* went down, or deleted what it saw: look again */
+            continue;
+        /* cur is empty: up, and remove it */
+        if (len == 0) {
+            close(cur);
+            cur = -1;
+            if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+                r = -errno;
+            break;
+        }
+        int up = openat(cur, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (up < 0) {
+            r = -errno;
+            break;
+        }
+        close(cur);
+        cur = up;
+        size_t last = len - 1;
+        while (last > 0 && stack[last - 1] != '\0')
+            last--;
+        if (unlinkat(cur, stack + last, AT_REMOVEDIR) < 0 && errno != ENOENT) {
+            r = -errno;
+            break;
+        }
+        len = last;
+    }
+    if (cur >= 0)
+        close(cur);
+    free(stack);
     return r;
 }
 
-int tc_image_rm_tree(int dirfd, const char *name)
+/* The key of a path in a layer's set of what it made: a 64-bit FNV-1a of the path, so that a
+ * layer of a million long paths does not hold them all (a collision keeps one lower-layer
+ * entry an opaque whiteout should have hidden: a wrong file, never a way out). */
+static void made_key(const char *path, char out[17])
 {
-    return rm_tree_depth(dirfd, name, 0);
+    uint64_t h = 1469598103934665603ULL;
+    for (const unsigned char *c = (const unsigned char *)path; *c; c++)
+        h = (h ^ *c) * 1099511628211ULL;
+    snprintf(out, 17, "%016llx", (unsigned long long)h);
 }
 
 /* An opaque whiteout: everything below dir that this layer did not make goes (the layers
@@ -147,8 +223,10 @@ static int opaque(int dirfd, const char *dirpath, json_t *made, int depth)
         char child[PATH_MAX];
         if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
             continue;
+        char key[17];
         snprintf(child, sizeof(child), "%s%s%s", dirpath, dirpath[0] ? "/" : "", de->d_name);
-        if (!json_object_get(made, child)) {
+        made_key(child, key);
+        if (!json_object_get(made, key)) {
             r = tc_image_rm_tree(fd, de->d_name);
         } else if (de->d_type == DT_DIR) {
             int cfd = openat(fd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -174,7 +252,7 @@ static mode_t root_mode(mode_t perm)
 }
 
 static int write_file(struct archive *a, int pfd, const char *name, mode_t mode, int64_t mtime,
-                      struct tc_layer_state *st)
+                      int64_t size, struct tc_layer_state *st)
 {
     _cleanup_close_ int fd =
         openat(pfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -201,7 +279,7 @@ static int write_file(struct archive *a, int pfd, const char *name, mode_t mode,
         return -EIO;
     /* a sparse file's hole at the end: the size is the entry's, not the last block's end */
     struct timespec ts[2] = {{.tv_sec = mtime}, {.tv_sec = mtime}};
-    if (fchmod(fd, mode) < 0 || futimens(fd, ts) < 0)
+    if (ftruncate(fd, size) < 0 || fchmod(fd, mode) < 0 || futimens(fd, ts) < 0)
         return -errno;
     return 0;
 }
@@ -220,6 +298,10 @@ static int apply_entry(int rootfd, struct archive *a, struct archive_entry *e, j
         return 0;
     if (++st->entries > st->max_entries)
         return fail(err, errlen, -EFBIG, raw, "too many entries in the image");
+    /* names and link targets take room too */
+    st->bytes += (int64_t)strlen(path) + (archive_entry_symlink(e) ? (int64_t)strlen(archive_entry_symlink(e)) : 0);
+    if (st->bytes > st->max_bytes)
+        return fail(err, errlen, -EFBIG, raw, "the image is larger than the bound");
 
     char *slash = strrchr(path, '/');
     const char *name = slash ? slash + 1 : path;
@@ -256,7 +338,9 @@ static int apply_entry(int rootfd, struct archive *a, struct archive_entry *e, j
     _cleanup_close_ int pfd = open_dir(rootfd, parent, true, 0);
     if (pfd < 0)
         return fail(err, errlen, pfd, raw, "cannot make its directory");
-    json_object_set_new(made, path, json_true());
+    char key[17];
+    made_key(path, key);
+    json_object_set_new(made, key, json_true());
 
     mode_t perm = archive_entry_perm(e);
     struct stat old;
@@ -302,7 +386,8 @@ static int apply_entry(int rootfd, struct archive *a, struct archive_entry *e, j
         st->setuid_stripped++;
     if (archive_entry_size(e) > st->max_bytes - st->bytes)
         return fail(err, errlen, -EFBIG, raw, "the image is larger than the bound");
-    r = write_file(a, pfd, name, root_mode(perm), archive_entry_mtime(e), st);
+    r = write_file(a, pfd, name, root_mode(perm), archive_entry_mtime(e),
+                   archive_entry_size(e) > 0 ? archive_entry_size(e) : 0, st);
     if (r == -EFBIG)
         return fail(err, errlen, r, raw, "the image is larger than the bound");
     return r < 0 ? fail(err, errlen, r, raw, "write failed") : 0;

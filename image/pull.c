@@ -172,8 +172,11 @@ static int get(struct puller *p, const char *url, const char *accept, struct sin
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, p->o->plain_http ? "http,https" : "https");
     curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, p->o->plain_http ? "http,https" : "https");
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 30L);
-    curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1024L); /* a stalled transfer ends */
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 16384L); /* a stalled transfer ends */
     curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 60L);
+    /* and no request holds the store's lock for ever: a manifest or token in 2 minutes, a
+     * blob in an hour (a stopped one resumes) */
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, s->buf ? 120L : 3600L);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_USERAGENT, "toolcage/" TOOLCAGE_VERSION);
     if (p->o->ca_file)
@@ -382,7 +385,22 @@ static int fetch_blob(struct puller *p, const char *digest)
     snprintf(url, sizeof(url), "%s/blobs/%s", p->base, digest);
     struct sink s = {.fd = fd, .h = &st, .cap = p->budget};
     r = get_authed(p, url, NULL, &s, have, &status, "blob", rewind_none);
-    if (r == 0 && have > 0 && status == 200) { /* the registry sent it all again */
+    if (r == 0 && have > 0 && status == 416) { /* nothing after what we have: whole already? */
+        crypto_hash_sha256_state copy = st;
+        crypto_hash_sha256_final(&copy, h);
+        hex_of(h, hex);
+        status = strcmp(hex, digest + 7) == 0 ? 206 : 200;
+        if (status == 200) { /* no: the bytes we had are wrong; all of it again */
+            if (ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) < 0) {
+                r = -errno;
+            } else {
+                crypto_hash_sha256_init(&st);
+                have = 0;
+                s.got = 0;
+                r = get(p, url, NULL, &s, 0, &status);
+            }
+        }
+    } else if (r == 0 && have > 0 && status == 200) { /* the registry sent it all again */
         if (ftruncate(fd, 0) < 0 || lseek(fd, 0, SEEK_SET) < 0) {
             r = -errno;
         } else {
@@ -423,7 +441,7 @@ int tc_image_pull(const char *state_dir, const char *ref, const struct tc_image_
 {
     struct puller p = {.state_dir = state_dir, .o = o, .err = err, .errlen = errlen};
     json_t *m = NULL, *entry = NULL, *l;
-    char digest[72] = "", name[TC_IMAGE_REF_MAX + 1];
+    char digest[72] = "", index_digest[72] = "", name[TC_IMAGE_REF_MAX + 1];
     size_t i;
     int lock = -1, r;
 
@@ -466,6 +484,8 @@ int tc_image_pull(const char *state_dir, const char *ref, const struct tc_image_
                 break;
             }
         }
+        if (depth == 0) /* a pin on a multi-platform image names the index */
+            snprintf(index_digest, sizeof(index_digest), "%s", digest);
         if (!pick || depth > 2) {
             r = fail(&p, -ENOENT, "%s has no image for linux/%s", ref, our_arch());
             break;
@@ -486,7 +506,8 @@ int tc_image_pull(const char *state_dir, const char *ref, const struct tc_image_
             break;
     }
     if (r == 0)
-        r = tc_image_register(state_dir, m, digest, name, o->max_bytes, &entry, err, errlen);
+        r = tc_image_register(state_dir, m, digest, index_digest, name, o->max_bytes, &entry, err,
+                              errlen);
     if (lock >= 0)
         close(lock);
     json_decref(m);

@@ -9,11 +9,22 @@
 
 static void print_entry(json_t *e);
 
+/* What an archive or a registry put into a message, safe for a terminal (no escapes). */
+static const char *printable(char *s)
+{
+    for (unsigned char *c = (unsigned char *)s; *c; c++)
+        if (*c < 0x20 || *c == 0x7f)
+            *c = '?';
+    return s;
+}
+
 static int cmd_import(const struct tc_config *cfg, int argc, char **argv)
 {
     const char *name = NULL;
+    bool replace = false;
     int64_t max = TC_IMAGE_MAX_BYTES;
     static const struct option lopts[] = {{"name", required_argument, NULL, 'n'},
+                                          {"replace", no_argument, NULL, 'r'},
                                           {"max-bytes", required_argument, NULL, 'm'},
                                           {NULL, 0, NULL, 0}};
     int c;
@@ -21,6 +32,8 @@ static int cmd_import(const struct tc_config *cfg, int argc, char **argv)
     while ((c = getopt_long(argc, argv, "", lopts, NULL)) != -1) {
         if (c == 'n')
             name = optarg;
+        else if (c == 'r')
+            replace = true;
         else if (c != 'm' || tc_parse_i64(optarg, 1, INT64_MAX, &max) < 0)
             return tc_cli_usage_of("images") ? 2 : 2;
     }
@@ -29,8 +42,9 @@ static int cmd_import(const struct tc_config *cfg, int argc, char **argv)
     char err[512];
     json_t *done = NULL, *e;
     size_t i;
-    if (tc_image_import(cfg->state_dir, argv[optind], name, max, &done, err, sizeof(err)) < 0) {
-        fprintf(stderr, "toolcage images import: %s\n", err);
+    if (tc_image_import(cfg->state_dir, argv[optind], name, replace, max, &done, err,
+                        sizeof(err)) < 0) {
+        fprintf(stderr, "toolcage images import: %s\n", printable(err));
         return 1;
     }
     json_array_foreach(done, i, e)
@@ -44,9 +58,11 @@ static int cmd_import(const struct tc_config *cfg, int argc, char **argv)
 
 static void print_entry(json_t *e)
 {
-    const char *n = json_string_value(json_object_get(e, "name"));
+    char n[TC_IMAGE_REF_MAX + 1];
+    snprintf(n, sizeof(n), "%s", json_string_value(json_object_get(e, "name")) ?: "");
+    printable(n);
     printf("%s %s (%lld bytes in %zu layers; %lld setuid/setgid bits dropped)\n",
-           n && n[0] ? n : "<no name>", json_string_value(json_object_get(e, "digest")),
+           n[0] ? n : "<no name>", json_string_value(json_object_get(e, "digest")),
            (long long)json_integer_value(json_object_get(e, "bytes")),
            json_array_size(json_object_get(e, "layers")),
            (long long)json_integer_value(json_object_get(e, "setuid_stripped")));
@@ -101,7 +117,7 @@ static int cmd_pull(const struct tc_config *cfg, int argc, char **argv)
     if (cred)
         explicit_bzero(cred, len);
     if (r < 0) {
-        fprintf(stderr, "toolcage images pull: %s\n", err);
+        fprintf(stderr, "toolcage images pull: %s\n", printable(err));
         return 1;
     }
     printf("pulled ");

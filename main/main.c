@@ -152,13 +152,14 @@ static const struct command commands[] = {
      "TOOLCAGE_TENANT_*); every"
      " replica enforces them from the next call"},
     {"images", tc_cmd_images,
-     "images import FILE [--name NAME] [--max-bytes N]"
+     "images import FILE [--name NAME] [--replace] [--max-bytes N]"
      " | images pull REF [--name NAME] [--credentials-file FILE] [--ca-file FILE] [--plain-http]"
      " [--max-bytes N] | images ls [--json] | images rm REF | images gc",
      "import an OCI image layout or `docker save` archive, or pull from a registry (Bearer"
      " token or Basic auth with user:password from FILE; a stopped download resumes); every"
      " blob and layer is verified, the root unpacked once, for tools that name the image in"
-     " \"image\"; list, remove (by name or sha256 digest) and free what no image uses (roots"
+     " \"image\" (a name the archive gives moves off another image only with --name or"
+     " --replace); list, remove (by name or sha256 digest) and free what no image uses (roots"
      " a running launcher holds are kept)"},
     {"secrets", tc_cmd_secrets, "secrets rotate-master [--new-key-file FILE]",
      "re-seal every secret under FILE's master key (default: the current one)"},

@@ -484,6 +484,7 @@ static void tick(struct launcher *L)
     tc_pool_tick(&L->pool, now);
     if (L->n_dead_cgs)
         lc_retry_dead_cgs(L);
+    lc_images_tick(L, now);
     tc_egress_link_tick(L->egress, now, lc_deliver_result, L);
 }
 

@@ -84,6 +84,7 @@ struct violation {
 struct sbx {
     bool used;
     unsigned slot;
+    unsigned image_ref; /* 1 + the slot of L->images its root is, 0 none */
     char id[72];
     json_t *spec_json;
     struct tc_spec spec;
@@ -139,7 +140,8 @@ struct sbx {
     char gv_error[384]; /* runsc failed before the program ran */
 };
 
-#define MAX_IMAGES 64 /* tool image roots one launcher keeps bound */
+#define MAX_IMAGES    64    /* tool image roots one launcher keeps bound */
+#define IMAGE_IDLE_MS 60000 /* a root no sandbox used for this long is let go */
 
 struct launcher {
     int sock, epfd, sigfd;
@@ -149,7 +151,9 @@ struct launcher {
     struct {
         char root[65]; /* chain id */
         int fd;        /* the root, flock'ed shared: `toolcage images gc` leaves it alone */
-    } images[MAX_IMAGES];
+        unsigned users; /* sandboxes on it now */
+        int64_t last_ms; /* when the last one ended */
+    } images[MAX_IMAGES]; /* a free slot has root "" */
     unsigned n_images;
     bool scratch_mounted;
     struct tc_cg_host cg;
@@ -187,6 +191,10 @@ void lc_retry_dead_cgs(struct launcher *L);
 void lc_send_result(struct launcher *L, const char *id, json_t *result);
 void lc_start_sandbox(struct launcher *L, const char *hdr_id, char *payload);
 void lc_teardown(struct launcher *L, struct sbx *s);
+/* launcher_start.c: a sandbox is done with its tool image's root; roots unused for a while
+ * are unbound (and their flock dropped, for gc). */
+void lc_image_release(struct launcher *L, struct sbx *s);
+void lc_images_tick(struct launcher *L, int64_t now);
 void lc_unwatch_close(struct launcher *L, int *fd);
 void lc_read_ctl(struct launcher *L, struct sbx *s);
 

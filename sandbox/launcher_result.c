@@ -71,6 +71,7 @@ static void defer_cg(struct launcher *L, struct tc_cgroup *cg)
 void lc_teardown(struct launcher *L, struct sbx *s)
 {
     tc_egress_link_close(L->egress, s->egress_handle); /* no-op for handle 0 */
+    lc_image_release(L, s);
     lc_unwatch_close(L, &s->pidfd);
     lc_unwatch_close(L, &s->stdin_fd);
     lc_unwatch_close(L, &s->out.fd);

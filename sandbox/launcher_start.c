@@ -53,20 +53,49 @@ static int watch_streams(struct launcher *L, struct sbx *s)
     return 0;
 }
 
-/* A tool image's root, bound read-only at scratch/img/<root> on its first use (every shell
- * of the pool sees it there: the directory is shared); rel gets "img/<root>". The root
- * stays bound, and flock'ed against `toolcage images gc`, while we run. */
-static int image_root(struct launcher *L, const char *root, char *rel, size_t rellen)
+static void image_evict(struct launcher *L, unsigned i)
 {
-    char src[PATH_MAX], dst[PATH_MAX];
-    unsigned i;
+    char dst[PATH_MAX];
+    if (snprintf(dst, sizeof(dst), "%s/%.64s", L->imgdir, L->images[i].root) < (int)sizeof(dst)) {
+        umount2(dst, MNT_DETACH);
+        rmdir(dst);
+    }
+    close(L->images[i].fd); /* and the flock goes: gc may take the root now */
+    L->images[i].root[0] = '\0';
+    L->images[i].fd = -1;
+}
+
+/* A tool image's root, bound read-only at scratch/img/<root> on its first use (every shell
+ * of the pool sees it there: the directory is shared); rel gets "img/<root>", *ret_ref
+ * 1 + its slot (the sandbox holds it until its teardown: lc_image_release). A bound root
+ * is flock'ed (shared) against `toolcage images gc` until no sandbox has used it for a
+ * while (lc_images_tick) or its slot is needed. */
+static int image_root(struct launcher *L, const char *root, char *rel, size_t rellen,
+                      unsigned *ret_ref)
+{
+    char src[PATH_MAX], dst[PATH_MAX], self[64];
+    unsigned i, slot = MAX_IMAGES;
+    struct stat a, b;
     int r;
 
     snprintf(rel, rellen, "img/%s", root);
     for (i = 0; i < L->n_images; i++)
-        if (strcmp(L->images[i].root, root) == 0)
+        if (strcmp(L->images[i].root, root) == 0) {
+            L->images[i].users++;
+            *ret_ref = i + 1;
             return 0;
-    if (L->n_images == MAX_IMAGES)
+        }
+    for (i = 0; i < L->n_images && slot == MAX_IMAGES; i++) /* a free slot */
+        if (!L->images[i].root[0])
+            slot = i;
+    if (slot == MAX_IMAGES && L->n_images < MAX_IMAGES)
+        slot = L->n_images;
+    for (i = 0; i < L->n_images && slot == MAX_IMAGES; i++) /* an unused one */
+        if (L->images[i].users == 0) {
+            image_evict(L, i);
+            slot = i;
+        }
+    if (slot == MAX_IMAGES)
         return -EMFILE;
     if (snprintf(src, sizeof(src), "%s/images/roots/%s", L->state_dir, root) >= (int)sizeof(src))
         return -ENAMETOOLONG;
@@ -75,11 +104,16 @@ static int image_root(struct launcher *L, const char *root, char *rel, size_t re
     int fd = open(src, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
         return -errno;
-    if (flock(fd, LOCK_SH | LOCK_NB) < 0) { /* gc holds it: it is going away */
+    /* gc holds it (it is going away), or took it away between our open and our lock (the fd
+     * is no longer roots/<root>): the root is not there */
+    if (flock(fd, LOCK_SH | LOCK_NB) < 0 || fstat(fd, &a) < 0 || stat(src, &b) < 0 ||
+        a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
         close(fd);
         return -ENOENT;
     }
-    if ((mkdir(dst, 0755) < 0 && errno != EEXIST) || mount(src, dst, NULL, MS_BIND, NULL) < 0 ||
+    /* bound from the fd we checked, not from the path */
+    snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+    if ((mkdir(dst, 0755) < 0 && errno != EEXIST) || mount(self, dst, NULL, MS_BIND, NULL) < 0 ||
         mount(NULL, dst, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0) {
         r = -errno;
         umount2(dst, MNT_DETACH);
@@ -87,9 +121,31 @@ static int image_root(struct launcher *L, const char *root, char *rel, size_t re
         close(fd);
         return r;
     }
-    snprintf(L->images[L->n_images].root, sizeof(L->images[0].root), "%s", root);
-    L->images[L->n_images++].fd = fd;
+    snprintf(L->images[slot].root, sizeof(L->images[0].root), "%s", root);
+    L->images[slot].fd = fd;
+    L->images[slot].users = 1;
+    if (slot == L->n_images)
+        L->n_images++;
+    *ret_ref = slot + 1;
     return 0;
+}
+
+void lc_image_release(struct launcher *L, struct sbx *s)
+{
+    if (s->image_ref == 0 || s->image_ref > L->n_images)
+        return;
+    if (L->images[s->image_ref - 1].users > 0)
+        L->images[s->image_ref - 1].users--;
+    L->images[s->image_ref - 1].last_ms = lc_now_ms();
+    s->image_ref = 0;
+}
+
+void lc_images_tick(struct launcher *L, int64_t now)
+{
+    for (unsigned i = 0; i < L->n_images; i++)
+        if (L->images[i].root[0] && L->images[i].users == 0 &&
+            now - L->images[i].last_ms > IMAGE_IDLE_MS)
+            image_evict(L, i);
 }
 
 /* Everything before PID 1 is released: its configuration, the limits, the egress listener. */
@@ -98,7 +154,8 @@ static int prepare(struct launcher *L, struct sbx *s)
     char image[80];
     int r;
 
-    if (s->spec.image_root && (r = image_root(L, s->spec.image_root, image, sizeof(image))) < 0)
+    if (s->spec.image_root &&
+        (r = image_root(L, s->spec.image_root, image, sizeof(image), &s->image_ref)) < 0)
         return r;
     /* PID 1 exec's toolcage-init and reads everything it needs from this memfd. */
     s->cfg_fd = tc_child_config(
@@ -247,7 +304,8 @@ static int prepare_gvisor(struct launcher *L, struct sbx *s, char *err, size_t e
         return -1;
     }
     char image[80] = "", path[PATH_MAX + 96];
-    if (s->spec.image_root && (r = image_root(L, s->spec.image_root, image, sizeof(image))) < 0) {
+    if (s->spec.image_root &&
+        (r = image_root(L, s->spec.image_root, image, sizeof(image), &s->image_ref)) < 0) {
         snprintf(err, errlen, "image root: %s", strerror(-r));
         return -1;
     }

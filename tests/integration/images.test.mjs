@@ -19,6 +19,7 @@ import crypto from 'node:crypto';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { setup, BIN, LABEL, ASAN, assertProblem, corpusImage, imagesCli, CORPUS_IMAGE_NAME } from './harness.mjs';
+import { addUser, signIn } from './fixtures/console-http.mjs';
 
 // The release lane runs this file; under ASan the C code it drives (import, layers, lookups)
 // runs in test_image, and images-pull.test.mjs runs there instead.
@@ -42,6 +43,7 @@ fs.writeFileSync(POLICY, JSON.stringify({
     py: tool(CORPUS_IMAGE_NAME, 'python', ['/usr/bin/python3', '-I', '-B', '{code_file}'], 'main.py'),
     'py-gvisor': tool(CORPUS_IMAGE_NAME, 'python', ['/usr/bin/python3', '-I', '-B', '{code_file}'], 'main.py', { backend: 'gvisor' }),
     missing: tool('toolcage-test/not-imported:1', 'shell', ['/bin/sh', '{code_file}'], 'main.sh'),
+    held: tool(BB, 'shell', ['/bin/sh', '{code_file}'], 'main.sh', { tier: 'human_approve' }),
   },
 }, null, 2));
 
@@ -171,6 +173,15 @@ test('tool images: GET /v1/tools and the console show the image and its digest',
   const missing = res.json.tools.find((t) => t.name === 'missing');
   assert.deepEqual(missing.image, { ref: 'toolcage-test/not-imported:1', available: false });
   assert.equal(res.json.tools.find((t) => t.name === 'py').image.available, true);
+  // the console's approval page: the reference and the digest that would run
+  const held = await server.request('POST', '/v1/execute', { key: server.keys.agent, json: { tool: 'held', code: 'cat /etc/os-release' } });
+  assert.equal(held.status, 202, held.text);
+  const reviewer = await signIn(server.base, await addUser(server, `images-reviewer-${process.pid}`, 'reviewer'));
+  const page = await fetch(`${server.base}/console/approvals/${held.json.approval_id}`, { headers: { cookie: `tc_session=${reviewer.session}` } });
+  const html = await page.text();
+  assert.equal(page.status, 200, html.slice(0, 300));
+  assert.ok(html.includes(`<dt>Image</dt><dd><code>${BB}</code>`), 'the image reference is on the page');
+  assert.ok(html.includes(`<code class="hash" id="image-digest">${bbDigest}</code>`), 'the digest that would run is on the page');
 });
 
 test('tool images: a tool whose image is not in the store: 503 image-unavailable, nothing recorded; imported, it runs without a restart', { skip: SKIP }, async () => {

@@ -398,54 +398,102 @@ static void blob(struct archive *a, const void *data, size_t len, char digest[72
     put(a, p, AE_IFREG, 0644, data, len, NULL, false);
 }
 
-/* An OCI archive at path, one image of one gzip layer (tb_layer, uncompressed: tb_raw),
- * with diff_id as given (NULL: the right one); tamper flips a byte of the layer blob. */
-static void write_oci(const char *path, struct tarbuf *raw, struct tarbuf *gz, const char *diff,
-                      bool tamper, const char *name)
+struct oci_opts {
+    const char *diff;     /* the config's diff_id (NULL: the right one) */
+    bool tamper;          /* flip a byte of the stored layer blob after its name is taken */
+    const char *name;     /* the ref.name annotation */
+    int repeat;           /* the layer named this many times (0: once) */
+    const char *env_json; /* the config's Env array (NULL: two entries) */
+    bool via_index;       /* index.json names an image index naming the manifest */
+    const char *extra_name; /* one more file in the archive (a blob under a chosen name) */
+    const void *extra;
+    size_t extra_len;
+    char *ret_mdig, *ret_idig; /* char[72] each, or NULL */
+};
+
+/* An OCI archive at path, one image of one gzip layer (raw: its uncompressed tar). */
+static void write_oci_opts(const char *path, struct tarbuf *raw, struct tarbuf *gz,
+                           const struct oci_opts *o)
 {
-    char ldig[72], diff_id[72], cdig[72], mdig[72];
+    char ldig[72], diff_id[72], cdig[72], mdig[72], idig[72] = "";
     struct tarbuf out;
+    int n = o->repeat > 0 ? o->repeat : 1;
     digest_of(raw->data, raw->len, diff_id);
     struct archive *a = tar_new(&out, false);
     put(a, "oci-layout", AE_IFREG, 0644, "{\"imageLayoutVersion\":\"1.0.0\"}", 30, NULL, false);
     digest_of(gz->data, gz->len, ldig);
-    if (tamper)
+    if (o->tamper)
         gz->data[gz->len / 2] ^= 1;
     char p[96];
     snprintf(p, sizeof(p), "blobs/sha256/%s", ldig + 7);
     put(a, p, AE_IFREG, 0644, gz->data, gz->len, NULL, false);
-    char *config = NULL, *manifest = NULL, *index = NULL;
+    if (o->extra_name)
+        put(a, o->extra_name, AE_IFREG, 0644, o->extra, o->extra_len, NULL, false);
+    char diffs[16384] = "", layers[16384] = "";
+    for (int i = 0; i < n; i++) {
+        size_t dl = strlen(diffs), ll = strlen(layers);
+        snprintf(diffs + dl, sizeof(diffs) - dl, "%s\"%s\"", i ? "," : "",
+                 o->diff ? o->diff : diff_id);
+        snprintf(layers + ll, sizeof(layers) - ll,
+                 "%s{\"mediaType\":\"application/vnd.oci.image.layer.v1.tar+gzip\",\"digest\":"
+                 "\"%s\",\"size\":%zu}",
+                 i ? "," : "", ldig, gz->len);
+    }
+    char *config = NULL, *manifest = NULL, *index = NULL, *inner = NULL;
     if (asprintf(&config,
-                 "{\"architecture\":\"amd64\",\"os\":\"linux\",\"config\":{\"Env\":[\"PATH=/bin\","
-                 "\"FOO=bar\"],\"WorkingDir\":\"/app\",\"User\":\"1000\"},\"rootfs\":{\"type\":"
-                 "\"layers\",\"diff_ids\":[\"%s\"]}}",
-                 diff ? diff : diff_id) < 0)
+                 "{\"architecture\":\"amd64\",\"os\":\"linux\",\"config\":{\"Env\":%s,"
+                 "\"WorkingDir\":\"/app\",\"User\":\"1000\"},\"rootfs\":{\"type\":"
+                 "\"layers\",\"diff_ids\":[%s]}}",
+                 o->env_json ? o->env_json : "[\"PATH=/bin\",\"FOO=bar\"]", diffs) < 0)
         abort();
     blob(a, config, strlen(config), cdig);
-    if (asprintf(
-            &manifest,
-            "{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\","
-            "\"config\":{\"mediaType\":\"application/vnd.oci.image.config.v1+json\","
-            "\"digest\":\"%s\",\"size\":%zu},\"layers\":[{\"mediaType\":\"application/"
-            "vnd.oci.image.layer.v1.tar+gzip\",\"digest\":\"%s\",\"size\":%zu}]}",
-            cdig, strlen(config), ldig, gz->len) < 0)
+    if (asprintf(&manifest,
+                 "{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\","
+                 "\"config\":{\"mediaType\":\"application/vnd.oci.image.config.v1+json\","
+                 "\"digest\":\"%s\",\"size\":%zu},\"layers\":[%s]}",
+                 cdig, strlen(config), layers) < 0)
         abort();
     blob(a, manifest, strlen(manifest), mdig);
+    const char *top = mdig, *top_type = "application/vnd.oci.image.manifest.v1+json";
+    size_t top_size = strlen(manifest);
+    if (o->via_index) {
+        if (asprintf(&inner,
+                     "{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.index.v1+json\","
+                     "\"manifests\":[{\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\","
+                     "\"digest\":\"%s\",\"size\":%zu,\"platform\":{\"os\":\"linux\","
+                     "\"architecture\":\"amd64\"}}]}",
+                     mdig, strlen(manifest)) < 0)
+            abort();
+        blob(a, inner, strlen(inner), idig);
+        top = idig;
+        top_type = "application/vnd.oci.image.index.v1+json";
+        top_size = strlen(inner);
+    }
     if (asprintf(&index,
-                 "{\"schemaVersion\":2,\"manifests\":[{\"mediaType\":\"application/vnd.oci.image."
-                 "manifest.v1+json\",\"digest\":\"%s\",\"size\":%zu,\"annotations\":{\"org."
-                 "opencontainers.image.ref.name\":\"%s\"}}]}",
-                 mdig, strlen(manifest), name) < 0)
+                 "{\"schemaVersion\":2,\"manifests\":[{\"mediaType\":\"%s\",\"digest\":\"%s\","
+                 "\"size\":%zu,\"annotations\":{\"org.opencontainers.image.ref.name\":\"%s\"}}]}",
+                 top_type, top, top_size, o->name) < 0)
         abort();
     put(a, "index.json", AE_IFREG, 0644, index, strlen(index), NULL, false);
     tar_end(a);
     FILE *f = fopen(path, "w");
     fwrite(out.data, 1, out.len, f);
     fclose(f);
+    if (o->ret_mdig)
+        memcpy(o->ret_mdig, mdig, 72);
+    if (o->ret_idig)
+        memcpy(o->ret_idig, idig, 72);
     free(out.data);
     free(config);
     free(manifest);
     free(index);
+    free(inner);
+}
+
+static void write_oci(const char *path, struct tarbuf *raw, struct tarbuf *gz, const char *diff,
+                      bool tamper, const char *name)
+{
+    write_oci_opts(path, raw, gz, &(struct oci_opts){.diff = diff, .tamper = tamper, .name = name});
 }
 
 /* A layer: the raw tar and its gzip, from the same entries. */
@@ -473,7 +521,7 @@ TEST(import_oci_and_find)
     snprintf(file, sizeof(file), "%s/good.tar", g_tmp);
     make_layer(&raw, &gz, 0);
     write_oci(file, &raw, &gz, NULL, false, "example.org/team/t:1");
-    int r = tc_image_import(state, file, NULL, 0, &done, err, sizeof(err));
+    int r = tc_image_import(state, file, NULL, false, 0, &done, err, sizeof(err));
     CHECK(r == 0);
     if (r < 0)
         fprintf(stderr, "    %s\n", err);
@@ -535,7 +583,7 @@ TEST(import_tampered_and_lying)
     snprintf(file, sizeof(file), "%s/tampered.tar", g_tmp);
     make_layer(&raw, &gz, 0);
     write_oci(file, &raw, &gz, NULL, true, "t:1");
-    CHECK(tc_image_import(state, file, NULL, 0, &done, err, sizeof(err)) == -EBADMSG);
+    CHECK(tc_image_import(state, file, NULL, false, 0, &done, err, sizeof(err)) == -EBADMSG);
     CHECK(strstr(err, "does not match its digest") != NULL);
     snprintf(p, sizeof(p), "%s/images/roots", state);
     CHECK(count_files(p) == 0);
@@ -553,7 +601,7 @@ TEST(import_tampered_and_lying)
     write_oci(file, &raw, &gz,
               "sha256:1111111111111111111111111111111111111111111111111111111111111111", false,
               "t:1");
-    CHECK(tc_image_import(state, file, NULL, 0, &done, err, sizeof(err)) == -EBADMSG);
+    CHECK(tc_image_import(state, file, NULL, false, 0, &done, err, sizeof(err)) == -EBADMSG);
     CHECK(strstr(err, "hashes to") != NULL);
     snprintf(p, sizeof(p), "%s/images/roots", state);
     CHECK(count_files(p) == 0);
@@ -567,8 +615,8 @@ TEST(import_tampered_and_lying)
     FILE *f = fopen(file, "w");
     fputs("hello", f);
     fclose(f);
-    CHECK(tc_image_import(state, file, NULL, 0, &done, err, sizeof(err)) < 0);
-    CHECK(tc_image_import(state, file, "bad name", 0, &done, err, sizeof(err)) == -EINVAL);
+    CHECK(tc_image_import(state, file, NULL, false, 0, &done, err, sizeof(err)) < 0);
+    CHECK(tc_image_import(state, file, "bad name", false, 0, &done, err, sizeof(err)) == -EINVAL);
 }
 
 TEST(import_decompression_bomb)
@@ -581,8 +629,186 @@ TEST(import_decompression_bomb)
     make_layer(&raw, &gz, 48 << 20); /* 48 MiB of zeros: a gzip of about 50 KiB */
     CHECK(gz.len < (1 << 20));
     write_oci(file, &raw, &gz, NULL, false, "bomb:1");
-    CHECK(tc_image_import(state, file, NULL, 4 << 20, &done, err, sizeof(err)) == -EFBIG);
+    CHECK(tc_image_import(state, file, NULL, false, 4 << 20, &done, err, sizeof(err)) == -EFBIG);
     CHECK(strstr(err, "bound") != NULL);
+    snprintf(p, sizeof(p), "%s/images/roots", state);
+    CHECK(count_files(p) == 0);
+    snprintf(p, sizeof(p), "%s/images/tmp", state);
+    CHECK(count_files(p) == 0);
+    free(raw.data);
+    free(gz.data);
+}
+
+static int import_as(const char *state, const char *file, const char *name, bool replace,
+                     int64_t max, char *err, size_t errlen)
+{
+    json_t *done = NULL;
+    int r = tc_image_import(state, file, name, replace, max, &done, err, errlen);
+    json_decref(done);
+    return r;
+}
+
+static int index_count(const char *state)
+{
+    json_t *index = NULL;
+    int n = tc_image_list(state, &index) == 0 ? (int)json_array_size(json_object_get(index, "images")) : -1;
+    json_decref(index);
+    return n;
+}
+
+TEST(layer_deep_and_sparse)
+{
+    char root[128], err[256], path[8192] = "";
+    struct tarbuf tb;
+    struct tc_layer_state st = limits();
+    fresh(root, sizeof(root), "deep");
+    struct archive *a = tar_new(&tb, false);
+    for (int i = 0; i < 300; i++) { /* deeper than any fixed bound a removal might have */
+        strcat(path, "d/");
+        DIR_(a, path);
+    }
+    /* a sparse file: 10 MiB, of which one block of data (the rest a hole at its end) */
+    struct archive_entry *e = archive_entry_new();
+    archive_entry_set_pathname(e, "sparse");
+    archive_entry_set_filetype(e, AE_IFREG);
+    archive_entry_set_perm(e, 0644);
+    archive_entry_set_size(e, 10 << 20);
+    archive_entry_sparse_add_entry(e, 0, 4096);
+    archive_write_header(a, e);
+    char block[4096];
+    memset(block, 'x', sizeof(block));
+    archive_write_data(a, block, sizeof(block));
+    archive_entry_free(e);
+    tar_end(a);
+    CHECK(apply(root, &tb, &st, err, sizeof(err)) == 0);
+    struct stat sb;
+    char sp[256];
+    snprintf(sp, sizeof(sp), "%s/sparse", root);
+    CHECK(stat(sp, &sb) == 0 && sb.st_size == 10 << 20);
+    int dfd = open(root, O_RDONLY | O_DIRECTORY);
+    CHECK(tc_image_rm_tree(dfd, "d") == 0);
+    close(dfd);
+    CHECK(!exists(root, "d"));
+}
+
+TEST(import_blob_under_a_wrong_name_deletes_nothing)
+{
+    char state[128], file[160], err[512], p[256];
+    struct tarbuf raw, gz;
+    snprintf(state, sizeof(state), "%s/store4", g_tmp);
+    snprintf(file, sizeof(file), "%s/good4.tar", g_tmp);
+    make_layer(&raw, &gz, 0);
+    write_oci(file, &raw, &gz, NULL, false, "good:1");
+    CHECK(import_as(state, file, NULL, false, 0, err, sizeof(err)) == 0);
+    char ldig[72];
+    digest_of(gz.data, gz.len, ldig);
+    snprintf(p, sizeof(p), "%s/images/blobs/sha256/%s", state, ldig + 7);
+    CHECK(access(p, F_OK) == 0);
+    /* another archive holds the good layer's bytes under a name they do not hash to */
+    snprintf(file, sizeof(file), "%s/evil4.tar", g_tmp);
+    write_oci_opts(file, &raw, &gz, &(struct oci_opts){.name = "evil:1",
+        .extra_name = "blobs/sha256/0000000000000000000000000000000000000000000000000000000000000000",
+        .extra = gz.data, .extra_len = gz.len});
+    CHECK(import_as(state, file, NULL, false, 0, err, sizeof(err)) == -EBADMSG);
+    CHECK(access(p, F_OK) == 0); /* the good image's blob is still there */
+    free(raw.data);
+    free(gz.data);
+}
+
+TEST(import_names_env_index_and_one_budget)
+{
+    char state[128], file[160], err[512], env[20000];
+    struct tarbuf raw, gz;
+    json_t *found = NULL;
+    snprintf(state, sizeof(state), "%s/store5", g_tmp);
+    snprintf(file, sizeof(file), "%s/named.tar", g_tmp);
+    make_layer(&raw, &gz, 0);
+    /* an archive that calls itself by a name the store gives another image: refused, unless
+     * the operator says so */
+    write_oci(file, &raw, &gz, NULL, false, "team/tool:1");
+    CHECK(import_as(state, file, NULL, false, 0, err, sizeof(err)) == 0);
+    struct tarbuf raw2, gz2;
+    for (int pass = 0; pass < 2; pass++) {
+        struct archive *a = tar_new(pass ? &gz2 : &raw2, pass == 1);
+        FILE_(a, "etc/os-release", 0644, "NAME=impostor\n");
+        tar_end(a);
+    }
+    snprintf(file, sizeof(file), "%s/impostor.tar", g_tmp);
+    write_oci(file, &raw2, &gz2, NULL, false, "team/tool:1");
+    CHECK(import_as(state, file, NULL, false, 0, err, sizeof(err)) == -EEXIST);
+    CHECK(strstr(err, "--replace") != NULL);
+    CHECK(tc_image_find(state, "team/tool:1", &found) == 0);
+    CHECK(strcmp(json_string_value(json_object_get(found, "root")) ?: "", "") != 0);
+    char first_root[65];
+    snprintf(first_root, sizeof(first_root), "%s", json_string_value(json_object_get(found, "root")) ?: "");
+    json_decref(found);
+    CHECK(import_as(state, file, NULL, true, 0, err, sizeof(err)) == 0);
+    CHECK(tc_image_find(state, "team/tool:1", &found) == 0);
+    CHECK(strcmp(json_string_value(json_object_get(found, "root")) ?: "", first_root) != 0);
+    json_decref(found);
+
+    /* a config Env past the bounds: refused, the index stays small */
+    int n = snprintf(env, sizeof(env), "[");
+    for (int i = 0; i < 300; i++)
+        n += snprintf(env + n, sizeof(env) - (size_t)n, "%s\"V%d=x\"", i ? "," : "", i);
+    snprintf(env + n, sizeof(env) - (size_t)n, "]");
+    snprintf(file, sizeof(file), "%s/env.tar", g_tmp);
+    write_oci_opts(file, &raw, &gz, &(struct oci_opts){.name = "env:1", .env_json = env});
+    int before = index_count(state);
+    CHECK(import_as(state, file, NULL, false, 0, err, sizeof(err)) == -EFBIG);
+    CHECK(index_count(state) == before);
+
+    /* an image behind an image index: a pin on the index's digest finds it */
+    char mdig[72], idig[72];
+    snprintf(file, sizeof(file), "%s/multi.tar", g_tmp);
+    write_oci_opts(file, &raw, &gz, &(struct oci_opts){.name = "multi:1", .via_index = true,
+                                                        .ret_mdig = mdig, .ret_idig = idig});
+    CHECK(import_as(state, file, NULL, false, 0, err, sizeof(err)) == 0);
+    char ref[200];
+    snprintf(ref, sizeof(ref), "multi:1@%s", idig);
+    CHECK(tc_image_find(state, ref, &found) == 0);
+    CHECK(!strcmp(json_string_value(json_object_get(found, "digest")) ?: "", mdig));
+    json_decref(found);
+
+    /* one budget for the whole import: a layer of 3 MiB named 8 times does not get 8 bounds */
+    struct tarbuf raw3, gz3;
+    make_layer(&raw3, &gz3, 3 << 20);
+    snprintf(file, sizeof(file), "%s/amp.tar", g_tmp);
+    write_oci_opts(file, &raw3, &gz3, &(struct oci_opts){.name = "amp:1", .repeat = 8});
+    CHECK(import_as(state, file, NULL, false, 8 << 20, err, sizeof(err)) == -EFBIG);
+    write_oci_opts(file, &raw3, &gz3, &(struct oci_opts){.name = "amp:1", .repeat = 1});
+    CHECK(import_as(state, file, NULL, false, 8 << 20, err, sizeof(err)) == 0);
+    free(raw.data);
+    free(gz.data);
+    free(raw2.data);
+    free(gz2.data);
+    free(raw3.data);
+    free(gz3.data);
+}
+
+TEST(gc_removes_a_deep_root)
+{
+    char state[128], file[160], err[512], path[4096] = "";
+    struct tarbuf raw, gz;
+    snprintf(state, sizeof(state), "%s/store6", g_tmp);
+    snprintf(file, sizeof(file), "%s/deep.tar", g_tmp);
+    for (int pass = 0; pass < 2; pass++) {
+        struct archive *a = tar_new(pass ? &gz : &raw, pass == 1);
+        path[0] = '\0';
+        for (int i = 0; i < 300; i++) {
+            strcat(path, "d/");
+            DIR_(a, path);
+        }
+        tar_end(a);
+    }
+    write_oci(file, &raw, &gz, NULL, false, "deep:1");
+    CHECK(import_as(state, file, NULL, false, 0, err, sizeof(err)) == 0);
+    int n = 0;
+    CHECK(tc_image_remove(state, "deep:1", &n) == 0 && n == 1);
+    struct tc_image_gc_stats gs;
+    CHECK(tc_image_gc(state, &gs) == 0);
+    CHECK(gs.roots_removed == 1);
+    char p[256];
     snprintf(p, sizeof(p), "%s/images/roots", state);
     CHECK(count_files(p) == 0);
     snprintf(p, sizeof(p), "%s/images/tmp", state);
@@ -630,6 +856,10 @@ int main(void)
     RUN(import_oci_and_find);
     RUN(import_tampered_and_lying);
     RUN(import_decompression_bomb);
+    RUN(layer_deep_and_sparse);
+    RUN(import_blob_under_a_wrong_name_deletes_nothing);
+    RUN(import_names_env_index_and_one_budget);
+    RUN(gc_removes_a_deep_root);
     char cmd[128];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", g_tmp);
     if (system(cmd) != 0)
