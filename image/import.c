@@ -496,7 +496,8 @@ static int import_image(struct importer *im, json_t *manifest, const char *diges
             break;
         }
     }
-    json_t *env = r == 0 ? env_list(json_object_get(json_object_get(config, "config"), "Env")) : NULL;
+    json_t *env =
+        r == 0 ? env_list(json_object_get(json_object_get(config, "config"), "Env")) : NULL;
     if (r == 0 && !env)
         r = fail(im, -EFBIG, "image %s: its config's Env has more than %d entries or %d bytes",
                  digest, TC_IMAGE_ENV_MAX, TC_IMAGE_ENV_BYTES);

@@ -299,7 +299,8 @@ static int apply_entry(int rootfd, struct archive *a, struct archive_entry *e, j
     if (++st->entries > st->max_entries)
         return fail(err, errlen, -EFBIG, raw, "too many entries in the image");
     /* names and link targets take room too */
-    st->bytes += (int64_t)strlen(path) + (archive_entry_symlink(e) ? (int64_t)strlen(archive_entry_symlink(e)) : 0);
+    st->bytes += (int64_t)strlen(path) +
+                 (archive_entry_symlink(e) ? (int64_t)strlen(archive_entry_symlink(e)) : 0);
     if (st->bytes > st->max_bytes)
         return fail(err, errlen, -EFBIG, raw, "the image is larger than the bound");
 

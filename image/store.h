@@ -16,8 +16,9 @@ int tc_store_lock(const char *state_dir);
 /* Replace index.json (write, fsync, rename). Call with the lock held. */
 int tc_store_write_index(const char *state_dir, json_t *index);
 /* One image whose manifest (a JSON object with "config" and "layers"; digest names it, and
- * index_digest (or NULL) the index it was picked from) and blobs are in the store already: its root unpacked unless there, its entry recorded (a new
- * reference in *ret_entry). Call with the lock held. */
+ * index_digest (or NULL) the index it was picked from) and blobs are in the store already: its root
+ * unpacked unless there, its entry recorded (a new reference in *ret_entry). Call with the lock
+ * held. */
 int tc_image_register(const char *state_dir, json_t *manifest, const char *digest,
                       const char *index_digest, const char *name, int64_t max_bytes,
                       json_t **ret_entry, char *err, size_t errlen);

@@ -42,8 +42,8 @@ static int cmd_import(const struct tc_config *cfg, int argc, char **argv)
     char err[512];
     json_t *done = NULL, *e;
     size_t i;
-    if (tc_image_import(cfg->state_dir, argv[optind], name, replace, max, &done, err,
-                        sizeof(err)) < 0) {
+    if (tc_image_import(cfg->state_dir, argv[optind], name, replace, max, &done, err, sizeof(err)) <
+        0) {
         fprintf(stderr, "toolcage images import: %s\n", printable(err));
         return 1;
     }

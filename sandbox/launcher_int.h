@@ -149,10 +149,10 @@ struct launcher {
     char imgdir[PATH_MAX];          /* scratch/img: image roots bound for the sandboxes */
     char state_dir[PATH_MAX - 128]; /* the image store is state_dir/images (image/image.h) */
     struct {
-        char root[65]; /* chain id */
-        int fd;        /* the root, flock'ed shared: `toolcage images gc` leaves it alone */
-        unsigned users; /* sandboxes on it now */
-        int64_t last_ms; /* when the last one ended */
+        char root[65];    /* chain id */
+        int fd;           /* the root, flock'ed shared: `toolcage images gc` leaves it alone */
+        unsigned users;   /* sandboxes on it now */
+        int64_t last_ms;  /* when the last one ended */
     } images[MAX_IMAGES]; /* a free slot has root "" */
     unsigned n_images;
     bool scratch_mounted;

@@ -411,8 +411,7 @@ static const char *setup_image_root(const struct cfg *cfg)
           "remount image skeleton ro");
 
     int n = snprintf(opts, sizeof(opts), "lowerdir=%s:%s", skel, cfg->image);
-    if (n < 0 || (size_t)n >= sizeof(opts) || strpbrk(cfg->image, ",:\\") ||
-        strpbrk(skel, ",:\\"))
+    if (n < 0 || (size_t)n >= sizeof(opts) || strpbrk(cfg->image, ",:\\") || strpbrk(skel, ",:\\"))
         die(cfg, EINVAL, "image root path");
     CHECK(cfg, mount("tcimage", merged, "overlay", MS_RDONLY | MS_NOSUID | MS_NODEV, opts),
           "mount image root (overlay)");

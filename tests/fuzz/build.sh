@@ -17,7 +17,7 @@ libs="$(pkg-config --cflags --libs jansson libpcre2-8 libsodium) -lpthread"
 common="$root/common/buf.c $root/common/util.c"
 
 # the five compilers at once (each is one process), then every one must have succeeded
-$cc $flags -o "$out/fuzz_policy" "$root/tests/fuzz/fuzz_policy.c" "$root/policy/policy.c" "$root/policy/redact.c" $common $libs &
+$cc $flags -o "$out/fuzz_policy" "$root/tests/fuzz/fuzz_policy.c" "$root/policy/policy.c" "$root/policy/redact.c" "$root/image/ref.c" $common $libs &
 p1=$!
 $cc $flags -o "$out/fuzz_prescreen" "$root/tests/fuzz/fuzz_prescreen.c" "$root"/policy/prescreen*.c $common $libs &
 p2=$!

@@ -38,7 +38,7 @@ fs.writeFileSync(POLICY, JSON.stringify({
     pulled: { description: 'a tool on a pulled image', language: 'shell', command: ['/bin/sh', '{code_file}'], code_file: 'main.sh', image: 'placeholder:1', network: 'none' },
   },
 }));
-const server = setup('images-pull', { policy: POLICY });
+const server = SKIP ? null : setup('images-pull', { policy: POLICY });
 const STATE = () => path.join(server.stateDir, 'state');
 
 async function freePort() {

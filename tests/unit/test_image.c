@@ -399,12 +399,12 @@ static void blob(struct archive *a, const void *data, size_t len, char digest[72
 }
 
 struct oci_opts {
-    const char *diff;     /* the config's diff_id (NULL: the right one) */
-    bool tamper;          /* flip a byte of the stored layer blob after its name is taken */
-    const char *name;     /* the ref.name annotation */
-    int repeat;           /* the layer named this many times (0: once) */
-    const char *env_json; /* the config's Env array (NULL: two entries) */
-    bool via_index;       /* index.json names an image index naming the manifest */
+    const char *diff;       /* the config's diff_id (NULL: the right one) */
+    bool tamper;            /* flip a byte of the stored layer blob after its name is taken */
+    const char *name;       /* the ref.name annotation */
+    int repeat;             /* the layer named this many times (0: once) */
+    const char *env_json;   /* the config's Env array (NULL: two entries) */
+    bool via_index;         /* index.json names an image index naming the manifest */
     const char *extra_name; /* one more file in the archive (a blob under a chosen name) */
     const void *extra;
     size_t extra_len;
@@ -447,22 +447,24 @@ static void write_oci_opts(const char *path, struct tarbuf *raw, struct tarbuf *
                  o->env_json ? o->env_json : "[\"PATH=/bin\",\"FOO=bar\"]", diffs) < 0)
         abort();
     blob(a, config, strlen(config), cdig);
-    if (asprintf(&manifest,
-                 "{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\","
-                 "\"config\":{\"mediaType\":\"application/vnd.oci.image.config.v1+json\","
-                 "\"digest\":\"%s\",\"size\":%zu},\"layers\":[%s]}",
-                 cdig, strlen(config), layers) < 0)
+    if (asprintf(
+            &manifest,
+            "{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\","
+            "\"config\":{\"mediaType\":\"application/vnd.oci.image.config.v1+json\","
+            "\"digest\":\"%s\",\"size\":%zu},\"layers\":[%s]}",
+            cdig, strlen(config), layers) < 0)
         abort();
     blob(a, manifest, strlen(manifest), mdig);
     const char *top = mdig, *top_type = "application/vnd.oci.image.manifest.v1+json";
     size_t top_size = strlen(manifest);
     if (o->via_index) {
-        if (asprintf(&inner,
-                     "{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.index.v1+json\","
-                     "\"manifests\":[{\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\","
-                     "\"digest\":\"%s\",\"size\":%zu,\"platform\":{\"os\":\"linux\","
-                     "\"architecture\":\"amd64\"}}]}",
-                     mdig, strlen(manifest)) < 0)
+        if (asprintf(
+                &inner,
+                "{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.index.v1+json\","
+                "\"manifests\":[{\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\","
+                "\"digest\":\"%s\",\"size\":%zu,\"platform\":{\"os\":\"linux\","
+                "\"architecture\":\"amd64\"}}]}",
+                mdig, strlen(manifest)) < 0)
             abort();
         blob(a, inner, strlen(inner), idig);
         top = idig;
@@ -651,7 +653,9 @@ static int import_as(const char *state, const char *file, const char *name, bool
 static int index_count(const char *state)
 {
     json_t *index = NULL;
-    int n = tc_image_list(state, &index) == 0 ? (int)json_array_size(json_object_get(index, "images")) : -1;
+    int n = tc_image_list(state, &index) == 0
+                ? (int)json_array_size(json_object_get(index, "images"))
+                : -1;
     json_decref(index);
     return n;
 }
@@ -706,9 +710,14 @@ TEST(import_blob_under_a_wrong_name_deletes_nothing)
     CHECK(access(p, F_OK) == 0);
     /* another archive holds the good layer's bytes under a name they do not hash to */
     snprintf(file, sizeof(file), "%s/evil4.tar", g_tmp);
-    write_oci_opts(file, &raw, &gz, &(struct oci_opts){.name = "evil:1",
-        .extra_name = "blobs/sha256/0000000000000000000000000000000000000000000000000000000000000000",
-        .extra = gz.data, .extra_len = gz.len});
+    write_oci_opts(
+        file, &raw, &gz,
+        &(struct oci_opts){
+            .name = "evil:1",
+            .extra_name =
+                "blobs/sha256/0000000000000000000000000000000000000000000000000000000000000000",
+            .extra = gz.data,
+            .extra_len = gz.len});
     CHECK(import_as(state, file, NULL, false, 0, err, sizeof(err)) == -EBADMSG);
     CHECK(access(p, F_OK) == 0); /* the good image's blob is still there */
     free(raw.data);
@@ -740,7 +749,8 @@ TEST(import_names_env_index_and_one_budget)
     CHECK(tc_image_find(state, "team/tool:1", &found) == 0);
     CHECK(strcmp(json_string_value(json_object_get(found, "root")) ?: "", "") != 0);
     char first_root[65];
-    snprintf(first_root, sizeof(first_root), "%s", json_string_value(json_object_get(found, "root")) ?: "");
+    snprintf(first_root, sizeof(first_root), "%s",
+             json_string_value(json_object_get(found, "root")) ?: "");
     json_decref(found);
     CHECK(import_as(state, file, NULL, true, 0, err, sizeof(err)) == 0);
     CHECK(tc_image_find(state, "team/tool:1", &found) == 0);
@@ -761,8 +771,9 @@ TEST(import_names_env_index_and_one_budget)
     /* an image behind an image index: a pin on the index's digest finds it */
     char mdig[72], idig[72];
     snprintf(file, sizeof(file), "%s/multi.tar", g_tmp);
-    write_oci_opts(file, &raw, &gz, &(struct oci_opts){.name = "multi:1", .via_index = true,
-                                                        .ret_mdig = mdig, .ret_idig = idig});
+    write_oci_opts(file, &raw, &gz,
+                   &(struct oci_opts){
+                       .name = "multi:1", .via_index = true, .ret_mdig = mdig, .ret_idig = idig});
     CHECK(import_as(state, file, NULL, false, 0, err, sizeof(err)) == 0);
     char ref[200];
     snprintf(ref, sizeof(ref), "multi:1@%s", idig);
