@@ -30,6 +30,9 @@
 /* A reference a policy may name: "name[:tag]", "name[:tag]@sha256:<hex>" or "sha256:<hex>"
  * (a manifest or config digest); printable, no spaces, at most TC_IMAGE_REF_MAX bytes. */
 bool tc_image_ref_valid(const char *ref);
+/* Do two names (references without their digests) name the same image? A name without a
+ * tag is the name with ":latest" ("repo" and "repo:latest" are one name). */
+bool tc_image_name_same(const char *a, const char *b);
 /* "<64 lowercase hex>" */
 bool tc_image_hex_valid(const char *s);
 

@@ -26,11 +26,14 @@
 #define MT_OCI_LAYER    "application/vnd.oci.image.layer.v1.tar"
 #define MAX_LAYERS      128 /* more than any real image; bounds the work of a hostile one */
 #define MAX_IMAGES      64
+#define MAX_ARCHIVE_FILES                                                                          \
+    65536 /* an image archive holds a few blobs per image (the layers' files                       \
+             are inside the layer blobs) */
 
 struct importer {
     const char *state_dir;
     char blobs[PATH_MAX], tmp[PATH_MAX], roots[PATH_MAX];
-    int64_t max_bytes, read_bytes;
+    int64_t max_bytes, read_bytes, archive_entries;
     /* one budget for the whole import, however often its layers are named: the bytes the
      * layers decompress to, and the bytes and entries the roots get */
     int64_t inflated, written, entries;
@@ -167,9 +170,17 @@ static int read_archive(struct importer *im, const char *file)
                      archive_error_string(a));
             break;
         }
-        /* what is skipped is decompressed all the same: it counts */
+        /* what is skipped is decompressed all the same: it counts, and so does each header
+         * (an archive of a million empty entries is work too) */
         la_int64_t esize = archive_entry_size(e);
-        if (esize > 0 && (im->read_bytes += esize) > im->max_bytes) {
+        const char *ep = archive_entry_pathname(e);
+        im->read_bytes += 512 + (ep ? (int64_t)strlen(ep) : 0);
+        if (++im->archive_entries > MAX_ARCHIVE_FILES) {
+            r = fail(im, -EFBIG, "the archive holds more than %d files", MAX_ARCHIVE_FILES);
+            break;
+        }
+        if ((esize > 0 && (im->read_bytes += esize) > im->max_bytes) ||
+            im->read_bytes > im->max_bytes) {
             r = fail(im, -EFBIG, "the archive is larger than the bound (%lld bytes)",
                      (long long)im->max_bytes);
             break;
@@ -627,6 +638,43 @@ static int collect(struct importer *im, json_t *out)
     return 0;
 }
 
+static int taken(struct importer *im, const char *name, const char *digest)
+{
+    return fail(im, -EEXIST,
+                "the archive names an image %.200s, a name the store gives %s: "
+                "import with --name %.200s (or --replace) to move the name",
+                name, digest, name);
+}
+
+/* Before anything is unpacked: a name the archive gives itself that the store gives another
+ * image stops the import (record() checks again, under the same lock). */
+static int check_names(struct importer *im, json_t *found)
+{
+    json_t *index = NULL, *f, *old;
+    size_t i, k;
+    int r = im->may_move ? 0 : tc_image_list(im->state_dir, &index);
+    json_array_foreach(r == 0 && index ? found : NULL, i, f)
+    {
+        const char *n = json_string_value(json_object_get(f, "name"));
+        const char *d = json_string_value(json_object_get(f, "digest"));
+        if (!n || !tc_image_ref_valid(n))
+            continue;
+        json_array_foreach(json_object_get(index, "images"), k, old)
+        {
+            const char *on = json_string_value(json_object_get(old, "name"));
+            const char *od = json_string_value(json_object_get(old, "digest"));
+            if (tc_image_name_same(on, n) && od && d && strcmp(od, d)) {
+                r = taken(im, n, od);
+                break;
+            }
+        }
+        if (r < 0)
+            break;
+    }
+    json_decref(index);
+    return r;
+}
+
 /* The index gets the entries in done: a name moves to its new image; an unnamed re-import
  * replaces itself; a root found already keeps the size it was unpacked with. */
 static int record(struct importer *im, json_t *done)
@@ -648,14 +696,11 @@ static int record(struct importer *im, json_t *done)
             if (json_integer_value(json_object_get(f, "bytes")) == 0 && oroot && root &&
                 !strcmp(oroot, root))
                 json_object_set(f, "bytes", json_object_get(old, "bytes"));
-            if (n[0] && on && !strcmp(on, n) && od && strcmp(od, d) && !im->may_move) {
-                r = fail(im, -EEXIST,
-                         "the archive names an image %.200s, a name the store gives %s: "
-                         "import with --name %.200s (or --replace) to move the name",
-                         n, od, n);
+            if (n[0] && tc_image_name_same(on, n) && od && strcmp(od, d) && !im->may_move) {
+                r = taken(im, n, od);
                 break;
             }
-            if ((n[0] && on && !strcmp(on, n)) || (!n[0] && on && !on[0] && od && !strcmp(od, d)))
+            if (tc_image_name_same(on, n) || (!n[0] && on && !on[0] && od && !strcmp(od, d)))
                 json_array_remove(images, k);
         }
         if (r < 0)
@@ -737,6 +782,8 @@ int tc_image_import(const char *state_dir, const char *file, const char *name, b
     if (r == 0 && name && json_array_size(found) != 1)
         r = fail(&im, -EINVAL, "--name names one image; the archive holds %zu",
                  json_array_size(found));
+    if (r == 0)
+        r = check_names(&im, found);
     json_array_foreach(r == 0 ? found : NULL, i, f)
     {
         json_t *entry = NULL;

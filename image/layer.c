@@ -97,8 +97,10 @@ static int open_dir(int rootfd, const char *path, bool create, int depth)
 
 /* Remove name under dirfd, a tree of any depth too (a layer may nest directories as deep as
  * it likes): down with openat(O_NOFOLLOW), up with "..", the names on the way kept in a
- * buffer of our own (never a path the kernel resolves). The store is locked and root's:
- * nothing else renames in it meanwhile. */
+ * buffer of our own (never a path the kernel resolves). Each directory is read once, going
+ * back up resuming where it went down (the entry's d_off), then once more from the start to
+ * see it empty (a filesystem whose offsets count entries may have skipped some): linear in
+ * the tree's size. The store is locked and root's: nothing else renames in it meanwhile. */
 int tc_image_rm_tree(int dirfd, const char *name)
 {
     if (unlinkat(dirfd, name, 0) == 0 || errno == ENOENT)
@@ -109,12 +111,14 @@ int tc_image_rm_tree(int dirfd, const char *name)
     if (cur < 0)
         return -errno;
     char *stack = NULL; /* "a\0b\0c\0": the directories we went down through */
-    size_t len = 0, cap = 0;
+    off_t *offs = NULL; /* where to resume reading each of their parents */
+    size_t len = 0, cap = 0, depth = 0, ocap = 0;
+    off_t resume = 0;
     int r = 0;
     for (;;) {
-        /* one pass over cur: files go; the first directory is gone down into */
-        bool any = false, down = false;
-        int dfd = lseek(cur, 0, SEEK_SET) < 0 ? -1 : dup(cur);
+        /* one pass over cur from resume: files go; the first directory is gone down into */
+        bool any = false, down = false, from_start = resume == 0;
+        int dfd = lseek(cur, resume, SEEK_SET) < 0 ? -1 : dup(cur);
         DIR *d = dfd < 0 ? NULL : fdopendir(dfd);
         if (!d) {
             if (dfd >= 0)
@@ -134,17 +138,20 @@ int tc_image_rm_tree(int dirfd, const char *name)
                 break;
             }
             size_t n = strlen(de->d_name) + 1;
-            if (len + n > cap) {
-                size_t ncap = cap ? cap * 2 : 4096;
+            if (len + n > cap || depth + 1 > ocap) {
+                size_t ncap = cap ? cap * 2 : 4096, nocap = ocap ? ocap * 2 : 256;
                 while (ncap < len + n)
                     ncap *= 2;
                 char *ns = realloc(stack, ncap);
-                if (!ns) {
+                if (ns)
+                    stack = ns, cap = ncap;
+                off_t *no = ns ? realloc(offs, nocap * sizeof(*offs)) : NULL;
+                if (!no) {
                     r = -ENOMEM;
                     break;
                 }
-                stack = ns;
-                cap = ncap;
+                offs = no;
+                ocap = nocap;
             }
             int sub = openat(cur, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             if (sub < 0) {
@@ -153,15 +160,21 @@ int tc_image_rm_tree(int dirfd, const char *name)
             }
             memcpy(stack + len, de->d_name, n);
             len += n;
+            offs[depth++] = de->d_off;
             close(cur);
             cur = sub;
+            resume = 0;
             down = true;
         }
         closedir(d);
         if (r < 0)
             break;
-        if (down || any) /* went down, or deleted what it saw: look again */
+        if (down)
             continue;
+        if (any || !from_start) { /* once more from the start: is it empty now? */
+            resume = 0;
+            continue;
+        }
         /* cur is empty: up, and remove it */
         if (len == 0) {
             close(cur);
@@ -185,10 +198,12 @@ int tc_image_rm_tree(int dirfd, const char *name)
             break;
         }
         len = last;
+        resume = offs[--depth];
     }
     if (cur >= 0)
         close(cur);
     free(stack);
+    free(offs);
     return r;
 }
 

@@ -39,3 +39,30 @@ bool tc_image_ref_valid(const char *ref)
     }
     return ref[0] != '/' && ref[0] != '.' && ref[0] != '-';
 }
+
+/* The length of name's repository part and its tag ("latest" when it has none); a port in the
+ * host part ("host:5000/repo") is not a tag. */
+static size_t split_tag(const char *name, const char **ret_tag)
+{
+    const char *at = strchr(name, '@');
+    size_t n = at ? (size_t)(at - name) : strlen(name);
+    const char *slash = memrchr(name, '/', n);
+    const char *colon =
+        memchr(slash ? slash : name, ':', n - (size_t)((slash ? slash : name) - name));
+    if (!colon) {
+        *ret_tag = "latest";
+        return n;
+    }
+    *ret_tag = colon + 1;
+    return (size_t)(colon - name);
+}
+
+bool tc_image_name_same(const char *a, const char *b)
+{
+    if (!a || !b || !a[0] || !b[0])
+        return false;
+    const char *ta, *tb;
+    size_t na = split_tag(a, &ta), nb = split_tag(b, &tb);
+    size_t la = strcspn(ta, "@"), lb = strcspn(tb, "@");
+    return na == nb && !strncmp(a, b, na) && la == lb && !strncmp(ta, tb, la);
+}

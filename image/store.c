@@ -165,15 +165,7 @@ static bool matches(json_t *entry, const char *ref)
     if (d)
         return (digest && !strcmp(digest, d)) || (config && !strcmp(config, d)) ||
                (index && !strcmp(index, d));
-    if (!name || !name[0])
-        return false;
-    if (!strcmp(name, ref))
-        return true;
-    const char *last = strrchr(ref, '/');
-    if (strchr(last ? last : ref, ':'))
-        return false;
-    size_t n = strlen(ref);
-    return !strncmp(name, ref, n) && !strcmp(name + n, ":latest");
+    return tc_image_name_same(name, ref);
 }
 
 int tc_image_find(const char *state_dir, const char *ref, json_t **ret_entry)
@@ -243,7 +235,6 @@ static int64_t tree_bytes(int dirfd, const char *name, int depth)
     return sum;
 }
 
-/* Each name in dir that keep does not hold is removed (roots: unless a launcher holds it). */
 /* Each name in dir that keep does not hold is removed. A root goes to tmp_dir first, renamed
  * while its exclusive flock is held (a launcher takes a shared one before it binds a root,
  * and checks after that its fd is still roots/<id>): no launcher binds a root being deleted,
@@ -278,7 +269,14 @@ static int sweep(const char *dir, const char *tmp_dir, json_t *keep, bool roots,
         snprintf(gone, sizeof(gone), "%.64s", n);
         int64_t bytes = tree_bytes(dfd, n, 0);
         if (roots) {
+            /* a root is deleted only under its exclusive flock; what is not a directory (no
+             * launcher can bind it) goes as it is; a directory we cannot open and lock stays */
             int fd = openat(dfd, n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (fd < 0 && errno != ENOTDIR && errno != ELOOP) {
+                if (first == 0)
+                    first = -errno;
+                continue;
+            }
             if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) < 0) { /* a launcher uses it */
                 close(fd);
                 st->roots_busy++;

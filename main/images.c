@@ -9,12 +9,35 @@
 
 static void print_entry(json_t *e);
 
-/* What an archive or a registry put into a message, safe for a terminal (no escapes). */
+/* What an archive or a registry put into a message, safe for a terminal: C0 and C1 controls
+ * (ESC, and U+009B, a CSI of its own, as UTF-8 or as a raw byte) and bytes that are not UTF-8
+ * become '?'; other UTF-8 stays as it is. */
 static const char *printable(char *s)
 {
-    for (unsigned char *c = (unsigned char *)s; *c; c++)
-        if (*c < 0x20 || *c == 0x7f)
-            *c = '?';
+    unsigned char *c = (unsigned char *)s;
+    while (*c) {
+        size_t len = *c < 0x80             ? 1
+                     : (*c & 0xe0) == 0xc0 ? 2
+                     : (*c & 0xf0) == 0xe0 ? 3
+                     : (*c & 0xf8) == 0xf0 ? 4
+                                           : 0;
+        uint32_t cp = len == 1 ? *c : len == 2 ? *c & 0x1f : len == 3 ? *c & 0x0f : *c & 0x07;
+        size_t k = 1;
+        for (; k < len && (c[k] & 0xc0) == 0x80; k++)
+            cp = (cp << 6) | (c[k] & 0x3f);
+        bool ok = len > 0 && k == len &&
+                  (len == 1 || cp >= (len == 2   ? 0x80u
+                                      : len == 3 ? 0x800u
+                                                 : 0x10000u)) &&
+                  cp <= 0x10ffff && !(cp >= 0xd800 && cp <= 0xdfff);
+        if (!ok || cp < 0x20 || (cp >= 0x7f && cp <= 0x9f)) {
+            for (size_t j = 0; j < (ok ? len : 1); j++)
+                c[j] = '?';
+            c += ok ? len : 1;
+        } else {
+            c += len;
+        }
+    }
     return s;
 }
 

@@ -626,6 +626,9 @@ static int next_timeout(struct launcher *L)
         t = 100;
     if (tc_egress_link_parked(L->egress) && (t < 0 || t > TICK_MS))
         t = TICK_MS;
+    int64_t it = lc_images_timeout(L, now);
+    if (it >= 0 && (t < 0 || it < t))
+        t = it;
     int64_t pt = L->stopping ? -1 : tc_pool_timeout(&L->pool, now);
     if (pt == 0)
         pt = setting_up(L, now);

@@ -195,6 +195,9 @@ void lc_teardown(struct launcher *L, struct sbx *s);
  * are unbound (and their flock dropped, for gc). */
 void lc_image_release(struct launcher *L, struct sbx *s);
 void lc_images_tick(struct launcher *L, int64_t now);
+/* Milliseconds until an idle root is due to go (lc_images_tick), -1 if none is idle: an idle
+ * launcher wakes for it, so a root it no longer uses is never held past IMAGE_IDLE_MS. */
+int64_t lc_images_timeout(const struct launcher *L, int64_t now);
 void lc_unwatch_close(struct launcher *L, int *fd);
 void lc_read_ctl(struct launcher *L, struct sbx *s);
 

@@ -148,6 +148,21 @@ void lc_images_tick(struct launcher *L, int64_t now)
             image_evict(L, i);
 }
 
+int64_t lc_images_timeout(const struct launcher *L, int64_t now)
+{
+    int64_t t = -1;
+    for (unsigned i = 0; i < L->n_images; i++) {
+        if (!L->images[i].root[0] || L->images[i].users > 0)
+            continue;
+        int64_t d = L->images[i].last_ms + IMAGE_IDLE_MS + 1 - now;
+        if (d < 0)
+            d = 0;
+        if (t < 0 || d < t)
+            t = d;
+    }
+    return t;
+}
+
 /* Everything before PID 1 is released: its configuration, the limits, the egress listener. */
 static int prepare(struct launcher *L, struct sbx *s)
 {

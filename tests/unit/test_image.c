@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
@@ -729,6 +730,7 @@ TEST(import_names_env_index_and_one_budget)
     char state[128], file[160], err[512], env[20000];
     struct tarbuf raw, gz;
     json_t *found = NULL;
+    int before;
     snprintf(state, sizeof(state), "%s/store5", g_tmp);
     snprintf(file, sizeof(file), "%s/named.tar", g_tmp);
     make_layer(&raw, &gz, 0);
@@ -757,6 +759,37 @@ TEST(import_names_env_index_and_one_budget)
     CHECK(strcmp(json_string_value(json_object_get(found, "root")) ?: "", first_root) != 0);
     json_decref(found);
 
+    /* "team/app" is "team/app:latest": an archive calling itself either does not take the
+     * other's name, and is refused before anything of it is unpacked */
+    write_oci(file, &raw, &gz, NULL, false, "team/app");
+    CHECK(import_as(state, file, NULL, false, 0, err, sizeof(err)) == 0);
+    char impostor[160], p[256];
+    snprintf(impostor, sizeof(impostor), "%s/impostor-latest.tar", g_tmp);
+    free(raw2.data);
+    free(gz2.data);
+    for (int pass = 0; pass < 2; pass++) {
+        struct archive *a = tar_new(pass ? &gz2 : &raw2, pass == 1);
+        FILE_(a, "etc/os-release", 0644, "NAME=impostor-latest\n");
+        tar_end(a);
+    }
+    write_oci(impostor, &raw2, &gz2, NULL, false, "team/app:latest");
+    snprintf(p, sizeof(p), "%s/images/roots", state);
+    int roots_before = count_files(p);
+    CHECK(import_as(state, impostor, NULL, false, 0, err, sizeof(err)) == -EEXIST);
+    CHECK(count_files(p) == roots_before);
+    CHECK(tc_image_find(state, "team/app", &found) == 0);
+    CHECK(!strcmp(json_string_value(json_object_get(found, "name")) ?: "", "team/app"));
+    json_decref(found);
+    CHECK(tc_image_find(state, "team/app:latest", &found) == 0);
+    json_decref(found);
+    /* the operator moves it: one entry answers to the name afterwards */
+    before = index_count(state);
+    CHECK(import_as(state, impostor, NULL, true, 0, err, sizeof(err)) == 0);
+    CHECK(index_count(state) == before);
+    CHECK(tc_image_find(state, "team/app", &found) == 0);
+    CHECK(!strcmp(json_string_value(json_object_get(found, "name")) ?: "", "team/app:latest"));
+    json_decref(found);
+
     /* a config Env past the bounds: refused, the index stays small */
     int n = snprintf(env, sizeof(env), "[");
     for (int i = 0; i < 300; i++)
@@ -764,7 +797,7 @@ TEST(import_names_env_index_and_one_budget)
     snprintf(env + n, sizeof(env) - (size_t)n, "]");
     snprintf(file, sizeof(file), "%s/env.tar", g_tmp);
     write_oci_opts(file, &raw, &gz, &(struct oci_opts){.name = "env:1", .env_json = env});
-    int before = index_count(state);
+    before = index_count(state);
     CHECK(import_as(state, file, NULL, false, 0, err, sizeof(err)) == -EFBIG);
     CHECK(index_count(state) == before);
 
@@ -842,6 +875,113 @@ TEST(refs)
     CHECK(!tc_image_ref_valid("x@sha256:short"));
     CHECK(!tc_image_ref_valid(
         "sha256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"));
+    /* one name, with or without ":latest"; a registry's port is not a tag */
+    CHECK(tc_image_name_same("team/app", "team/app:latest"));
+    CHECK(tc_image_name_same("team/app:latest", "team/app"));
+    CHECK(tc_image_name_same("reg:5000/app", "reg:5000/app:latest"));
+    CHECK(!tc_image_name_same("reg:5000/app", "reg:5001/app"));
+    CHECK(!tc_image_name_same("reg:5000/app", "reg/app:5000"));
+    CHECK(!tc_image_name_same("team/app", "team/app:1"));
+    CHECK(!tc_image_name_same("team/app", "team/ap"));
+    CHECK(!tc_image_name_same("team/ap", "team/app:latest"));
+    CHECK(tc_image_name_same("app:1@sha256:aa", "app:1"));
+    CHECK(!tc_image_name_same("", ""));
+    CHECK(!tc_image_name_same(NULL, "app"));
+}
+
+/* A wide and deep tree goes whole, on the disk and on a tmpfs (whose directory offsets count
+ * entries on older kernels: resuming after a removal must not skip any). */
+static bool build_tree(const char *dir, int depth)
+{
+    char p[512];
+    if (mkdir(dir, 0755) < 0)
+        return false;
+    for (int i = 0; i < 40; i++) {
+        snprintf(p, sizeof(p), "%s/f%02d", dir, i);
+        int fd = open(p, O_WRONLY | O_CREAT, 0644);
+        if (fd < 0)
+            return false;
+        close(fd);
+        if (depth > 0 && i % 8 == 0) {
+            snprintf(p, sizeof(p), "%s/d%02d", dir, i);
+            if (!build_tree(p, depth - 1))
+                return false;
+        }
+    }
+    return true;
+}
+
+TEST(rm_tree_wide_and_deep)
+{
+    char base[128], p[192];
+    snprintf(base, sizeof(base), "%s/wide", g_tmp);
+    CHECK(mkdir(base, 0755) == 0);
+    for (int fs = 0; fs < 2; fs++) {
+        bool tmpfs = fs == 1 && mount("tmpfs", base, "tmpfs", 0, "size=64m") == 0;
+        if (fs == 1 && !tmpfs)
+            continue;
+        snprintf(p, sizeof(p), "%s/t", base);
+        CHECK(build_tree(p, 3)); /* 5^0 + 5 + 25 + 125 directories of 40 entries each */
+        int dfd = open(base, O_RDONLY | O_DIRECTORY);
+        CHECK(tc_image_rm_tree(dfd, "t") == 0);
+        close(dfd);
+        CHECK(!exists(base, "t"));
+        if (tmpfs)
+            CHECK(umount(base) == 0);
+    }
+}
+
+TEST(gc_never_follows_or_blindly_deletes)
+{
+    char state[128], p[256], target[160], file[160], err[512];
+    struct tarbuf raw, gz;
+    snprintf(state, sizeof(state), "%s/store7", g_tmp);
+    snprintf(file, sizeof(file), "%s/seven.tar", g_tmp);
+    make_layer(&raw, &gz, 0);
+    write_oci(file, &raw, &gz, NULL, false, "seven:1");
+    CHECK(import_as(state, file, NULL, false, 0, err, sizeof(err)) == 0);
+    /* a symlink and a plain file among the roots: removed as what they are, the symlink's
+     * target untouched */
+    snprintf(target, sizeof(target), "%s/gc-target", g_tmp);
+    CHECK(mkdir(target, 0755) == 0);
+    snprintf(p, sizeof(p), "%s/keep", target);
+    CHECK(close(open(p, O_WRONLY | O_CREAT, 0644)) == 0);
+    snprintf(p, sizeof(p), "%s/images/roots/%064d", state, 1);
+    CHECK(symlink(target, p) == 0);
+    snprintf(p, sizeof(p), "%s/images/roots/%064d", state, 2);
+    CHECK(close(open(p, O_WRONLY | O_CREAT, 0644)) == 0);
+    struct tc_image_gc_stats gs;
+    CHECK(tc_image_gc(state, &gs) == 0);
+    CHECK(gs.roots_removed == 2);
+    CHECK(exists(target, "keep"));
+    snprintf(p, sizeof(p), "%s/images/roots", state);
+    CHECK(count_files(p) == 1); /* seven's root stays */
+    free(raw.data);
+    free(gz.data);
+}
+
+TEST(archive_headers_count)
+{
+    char state[128], file[160], err[512], name[32];
+    struct tarbuf tb;
+    snprintf(state, sizeof(state), "%s/store8", g_tmp);
+    snprintf(file, sizeof(file), "%s/many.tar", g_tmp);
+    /* empty files cost no bytes of content, but each has a header to read */
+    struct archive *a = tar_new(&tb, false);
+    for (int i = 0; i < 65537; i++) {
+        snprintf(name, sizeof(name), "x%d", i);
+        put(a, name, AE_IFREG, 0644, NULL, 0, NULL, false);
+    }
+    tar_end(a);
+    FILE *f = fopen(file, "w");
+    CHECK(f && fwrite(tb.data, 1, tb.len, f) == tb.len);
+    fclose(f);
+    free(tb.data);
+    CHECK(import_as(state, file, NULL, false, 0, err, sizeof(err)) == -EFBIG);
+    CHECK(strstr(err, "more than 65536 files") != NULL);
+    /* and their bytes count against the bound */
+    CHECK(import_as(state, file, NULL, false, 1 << 20, err, sizeof(err)) == -EFBIG);
+    CHECK(strstr(err, "larger than the bound") != NULL);
 }
 
 int main(void)
@@ -871,6 +1011,9 @@ int main(void)
     RUN(import_blob_under_a_wrong_name_deletes_nothing);
     RUN(import_names_env_index_and_one_budget);
     RUN(gc_removes_a_deep_root);
+    RUN(rm_tree_wide_and_deep);
+    RUN(gc_never_follows_or_blindly_deletes);
+    RUN(archive_headers_count);
     char cmd[128];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", g_tmp);
     if (system(cmd) != 0)
