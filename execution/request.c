@@ -349,6 +349,17 @@ static bool policy_sets(const struct tc_tool *tool, const char *kv)
     return false;
 }
 
+/* Where the program starts: /workspace, or with "workdir": "image" the image's WorkingDir (an
+ * absolute path; a relative or empty one means / as in OCI). A WorkingDir the image does not
+ * hold fails the call at the sandbox's start (the root is read-only: it cannot be made). */
+static const char *image_cwd(const struct tc_tool *tool, json_t *image)
+{
+    const char *w = json_string_value(json_object_get(image, "workdir"));
+    if (!tool->workdir_image || !image)
+        return "/workspace";
+    return w && w[0] == '/' ? w : "/";
+}
+
 static bool image_sets(json_t *image, const char *kv)
 {
     size_t n = strcspn(kv, "="), i;
@@ -452,7 +463,7 @@ json_t *tc_exec_build_spec(const struct tc_tool *tool, const struct tc_exec_requ
     json_t *spec =
         json_pack("{s:s, s:s, s:o, s:o, s:s, s:o, s:o, s:s, s:o, s:o}", "id", id, "backend",
                   tool->backend == TC_BACKEND_GVISOR ? "gvisor" : "native", "argv", argv, "env",
-                  env, "cwd", "/workspace", "files", files, "mounts", mounts, "hostname",
+                  env, "cwd", image_cwd(tool, image), "files", files, "mounts", mounts, "hostname",
                   "toolcage", "network", network, "limits", limits);
     if (!spec)
         return NULL;

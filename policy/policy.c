@@ -1215,9 +1215,10 @@ static char *find_runsc(struct ctx *c)
 static void parse_tool(struct ctx *c, const char *name, json_t *obj, struct tc_tool *t)
 {
     static const char *const keys[] = {
-        "description",  "language",    "command", "code_file",  "backend", "tier",
-        "irreversible", "limits",      "env",     "filesystem", "network", "prescreen",
-        "approval",     "credentials", "output",  "session",    "image",   NULL};
+        "description", "language",     "command",  "code_file",   "backend",
+        "tier",        "irreversible", "limits",   "env",         "filesystem",
+        "network",     "prescreen",    "approval", "credentials", "output",
+        "session",     "image",        "workdir",  NULL};
     char path[PATH_BUF], p[PATH_BUF];
     const char *s, *why;
     bool uses_code = false, tier_ok;
@@ -1263,6 +1264,16 @@ static void parse_tool(struct ctx *c, const char *name, json_t *obj, struct tc_t
                     "\"sha256:<64 hex>\" (see `toolcage images ls`)");
         else
             t->image = xstrdup(c, json_string_value(v));
+    }
+    if ((v = json_object_get(obj, "workdir"))) {
+        /* where the program starts: the call's workspace (the tool contract), or the image's
+         * WorkingDir (an opt-in: agents' code assumes it starts beside its files) */
+        static const char *const workdirs[] = {"workspace", "image", NULL};
+        path_key(p, sizeof(p), path, "workdir");
+        int w = get_enum(c, path, obj, "workdir", workdirs, 0);
+        if (w == 1 && !t->image)
+            add_err(c, p, "\"image\" needs the tool to have an \"image\"");
+        t->workdir_image = w == 1;
     }
     before = c->nerrors;
     t->tier = (enum tc_tier)get_enum(c, path, obj, "tier", tiers, TC_TIER_AUTO);
@@ -1607,7 +1618,9 @@ json_t *tc_tool_describe(const struct tc_tool *t)
                   tiers[t->tier], "irreversible", (int)t->irreversible, "network", net, "limits",
                   limits, "session", ses);
     if (o && t->image)
-        json_object_set_new(o, "image", json_pack("{s:s}", "ref", t->image));
+        json_object_set_new(o, "image",
+                            json_pack("{s:s, s:s}", "ref", t->image, "workdir",
+                                      t->workdir_image ? "image" : "workspace"));
     return o; /* json_pack steals "o" references even on failure */
 }
 

@@ -70,6 +70,7 @@ struct tc_tool {
     json_t *raw;   /* the tool's validated JSON object, for later modules (borrowed) */
     char *runtime; /* gvisor: absolute path of runsc found at load time; else NULL */
     char *image;   /* a tool image's reference (image/image.h), resolved at each call; or NULL */
+    bool workdir_image; /* "workdir": "image": start in the image's WorkingDir (else /workspace) */
 };
 
 #define TC_SESSION_TTL_CEILING_S 86400 /* no session lives longer than a day */

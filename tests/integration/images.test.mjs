@@ -44,6 +44,8 @@ fs.writeFileSync(POLICY, JSON.stringify({
     'py-gvisor': tool(CORPUS_IMAGE_NAME, 'python', ['/usr/bin/python3', '-I', '-B', '{code_file}'], 'main.py', { backend: 'gvisor' }),
     missing: tool('toolcage-test/not-imported:1', 'shell', ['/bin/sh', '{code_file}'], 'main.sh'),
     held: tool(BB, 'shell', ['/bin/sh', '{code_file}'], 'main.sh', { tier: 'human_approve' }),
+    // the image's WorkingDir, an opt-in (the default is the workspace, the tool contract)
+    'bb-wd': tool(BB, 'shell', ['/bin/sh', '{code_file}'], 'main.sh', { workdir: 'image' }),
   },
 }, null, 2));
 
@@ -68,7 +70,7 @@ before(async () => {
   fs.writeFileSync(path.join(root, 'etc/passwd'), 'root:x:0:0:image root:/root:/bin/sh\n');
   const tarball = path.join(WORK, 'bbroot.tar');
   await execFileP('tar', ['-C', root, '--numeric-owner', '-cf', tarball, '.']);
-  await podman('import', '--change', 'ENV PATH=/bin', '--change', 'ENV FOO=image', '--change', 'ENV FROM_IMAGE=yes', tarball, BB);
+  await podman('import', '--change', 'ENV PATH=/bin', '--change', 'ENV FOO=image', '--change', 'ENV FROM_IMAGE=yes', '--change', 'WORKDIR=/etc', tarball, BB);
   await podman('tag', BB, `${BB}-docker`);
   await podman('save', '--format', 'oci-archive', '-o', path.join(WORK, 'bb-oci.tar'), BB);
   await podman('save', '--format', 'docker-archive', '-o', path.join(WORK, 'bb-docker.tar'), `${BB}-docker`);
@@ -145,6 +147,20 @@ test('tool images: the image is the root: its files, not the host\'s; its Env un
   assert.doesNotMatch(out, /image root/);
 });
 
+test('tool images: the program starts in /workspace; with "workdir": "image" in the image\'s WorkingDir (its files still in /workspace)', { skip: SKIP }, async () => {
+  const code = 'pwd; cat os-release 2>&1 | head -n1; cat /workspace/in.txt';
+  const files = [{ path: 'in.txt', content: 'from the request\n' }];
+  let r = (await server.execute({ tool: 'bb', code, files })).json;
+  assert.equal(r.status, 'completed', JSON.stringify(r));
+  assert.match(r.stdout, /^\/workspace\ncat: can't open 'os-release': No such file or directory\nfrom the request\n$/);
+  r = (await server.execute({ tool: 'bb-wd', code, files })).json;
+  assert.equal(r.status, 'completed', JSON.stringify(r));
+  assert.equal(r.stdout, '/etc\nNAME="toolcage test image"\nfrom the request\n');
+  const list = (await server.request('GET', '/v1/tools', { key: server.keys.agent })).json.tools;
+  assert.equal(list.find((t) => t.name === 'bb-wd').image.workdir, 'image');
+  assert.equal(list.find((t) => t.name === 'bb').image.workdir, 'workspace');
+});
+
 test('tool images: a docker archive\'s image runs the same; a Python image from this host\'s packages runs Python', { skip: SKIP }, async () => {
   let r = (await server.execute({ tool: 'bb-docker', code: 'cat /etc/os-release; echo $FOO' })).json;
   assert.equal(r.status, 'completed', JSON.stringify(r));
@@ -171,7 +187,7 @@ test('tool images: GET /v1/tools and the console show the image and its digest',
   assert.deepEqual({ ref: bb.image.ref, available: bb.image.available, digest: bb.image.digest, name: bb.image.name },
     { ref: `${BB}@${bbDigest}`, available: true, digest: bbDigest, name: BB });
   const missing = res.json.tools.find((t) => t.name === 'missing');
-  assert.deepEqual(missing.image, { ref: 'toolcage-test/not-imported:1', available: false });
+  assert.deepEqual(missing.image, { ref: 'toolcage-test/not-imported:1', available: false, workdir: 'workspace' });
   assert.equal(res.json.tools.find((t) => t.name === 'py').image.available, true);
   // the console's approval page: the reference and the digest that would run
   const held = await server.request('POST', '/v1/execute', { key: server.keys.agent, json: { tool: 'held', code: 'cat /etc/os-release' } });

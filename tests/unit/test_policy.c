@@ -1005,6 +1005,51 @@ static bool test_describe(void)
     return true;
 }
 
+/* "image" takes a reference; "workdir" says where the program starts and needs an image. */
+static bool test_image_and_workdir(void)
+{
+    struct tc_policy *p = NULL;
+    const struct tc_tool *t;
+    json_t *d;
+    const char *pin = "\"image\": \"reg.example:5000/team/py:1.4@sha256:"
+                      "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"";
+    char extra[512];
+
+    CHECK(tool_loads(pin));
+    CHECK(tool_loads("\"image\": \"py-data\""));
+    CHECK(tool_fails_with("\"image\": \"../x\"",
+                          "tools.t.image: an image reference: \"name[:tag]\", "
+                          "\"name[:tag]@sha256:<64 hex>\" or \"sha256:<64 hex>\" "
+                          "(see `toolcage images ls`)"));
+    CHECK(tool_fails_with("\"image\": 7", "tools.t.image: an image reference: \"name[:tag]\", "
+                                          "\"name[:tag]@sha256:<64 hex>\" or \"sha256:<64 hex>\" "
+                                          "(see `toolcage images ls`)"));
+    CHECK(tool_fails_with("\"workdir\": \"image\"",
+                          "tools.t.workdir: \"image\" needs the tool to have an \"image\""));
+    snprintf(extra, sizeof(extra), "%s, \"workdir\": \"elsewhere\"", pin);
+    CHECK(!tool_loads(extra));
+
+    snprintf(extra, sizeof(extra), "%s, \"workdir\": \"image\"", pin);
+    CHECK(load_tool(NULL, &p, extra) == 0);
+    t = tc_policy_tool(p, "t");
+    CHECK(t && t->image && t->workdir_image);
+    d = tc_tool_describe(t);
+    CHECK(d && !strcmp(json_string_value(json_object_get(json_object_get(d, "image"), "workdir")),
+                       "image"));
+    json_decref(d);
+    tc_policy_unref(p);
+
+    CHECK(load_tool(NULL, &p, pin) == 0);
+    t = tc_policy_tool(p, "t");
+    CHECK(t && !t->workdir_image);
+    d = tc_tool_describe(t);
+    CHECK(d && !strcmp(json_string_value(json_object_get(json_object_get(d, "image"), "workdir")),
+                       "workspace"));
+    json_decref(d);
+    tc_policy_unref(p);
+    return true;
+}
+
 static bool test_request_limits(void)
 {
     struct tc_policy *p = NULL;
@@ -1074,6 +1119,7 @@ int main(void)
     run("digest is BLAKE2b-256 of the bytes, stable", test_digest);
     run("tc_tool_describe", test_describe);
     run("request limits only tighten", test_request_limits);
+    run("image and workdir", test_image_and_workdir);
     printf("%d passed, %d failed\n", npassed, nfailed);
     return nfailed ? 1 : 0;
 }

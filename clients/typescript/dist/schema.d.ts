@@ -2098,6 +2098,11 @@ export interface components {
                 config?: string;
                 /** Format: date-time */
                 imported?: string;
+                /**
+                 * @description Where the program starts, `workspace` (the call's files) or `image` (the image's WorkingDir).
+                 * @enum {string}
+                 */
+                workdir?: "workspace" | "image";
             };
             /** @description Whether the tool can be opened as a session (`POST /v1/sessions`) and its bounds; null when it cannot. */
             session?: null | {
