@@ -295,3 +295,32 @@ int tc_hexval(int c)
         return c - 'A' + 10;
     return -1;
 }
+
+int tc_path_clean(const char *path, char *out, size_t outlen)
+{
+    size_t n = 0;
+    if (outlen < 2)
+        return -ENAMETOOLONG;
+    for (const char *p = path ? path : ""; *p;) {
+        while (*p == '/')
+            p++;
+        size_t len = strcspn(p, "/");
+        if (len == 2 && p[0] == '.' && p[1] == '.') {
+            while (n > 0 && out[n - 1] != '/')
+                n--;
+            if (n > 0)
+                n--;
+        } else if (len > 255 || (len > 0 && n + 1 + len + 1 > outlen)) {
+            return -ENAMETOOLONG;
+        } else if (len > 0 && !(len == 1 && p[0] == '.')) {
+            out[n++] = '/';
+            memcpy(out + n, p, len);
+            n += len;
+        }
+        p += len;
+    }
+    if (n == 0)
+        out[n++] = '/';
+    out[n] = '\0';
+    return 0;
+}

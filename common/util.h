@@ -85,6 +85,10 @@ bool tc_email_address_ok(const char *a);
 
 /* True if s[0..len) is valid UTF-8 without NUL bytes (when !allow_nul). */
 bool tc_utf8_valid(const char *s, size_t len, bool allow_nul);
+/* path cleaned lexically, as an absolute path inside a root: repeated slashes, "." and a
+ * trailing slash dropped, ".." takes the previous name back (never above /); a relative path is
+ * taken from /. 0, or -ENAMETOOLONG (out too small, or a name longer than 255 bytes). */
+int tc_path_clean(const char *path, char *out, size_t outlen);
 
 /* RFC 3339 UTC timestamp with milliseconds, e.g. "2026-11-22T03:04:05.678Z". */
 void tc_iso8601(int64_t wall_ms, char out[32]);

@@ -349,15 +349,17 @@ static bool policy_sets(const struct tc_tool *tool, const char *kv)
     return false;
 }
 
-/* Where the program starts: /workspace, or with "workdir": "image" the image's WorkingDir (an
- * absolute path; a relative or empty one means / as in OCI). A WorkingDir the image does not
- * hold fails the call at the sandbox's start (the root is read-only: it cannot be made). */
-static const char *image_cwd(const struct tc_tool *tool, json_t *image)
+/* Where the program starts: /workspace, or with "workdir": "image" the image's WorkingDir,
+ * cleaned as a path is (tc_path_clean; relative to / as in OCI; "/" if it cannot be). A
+ * WorkingDir the image does not hold fails the call at the sandbox's start (the root is
+ * read-only: it cannot be made). */
+static const char *image_cwd(const struct tc_tool *tool, json_t *image, char *out, size_t outlen)
 {
-    const char *w = json_string_value(json_object_get(image, "workdir"));
     if (!tool->workdir_image || !image)
         return "/workspace";
-    return w && w[0] == '/' ? w : "/";
+    if (tc_path_clean(json_string_value(json_object_get(image, "workdir")), out, outlen) < 0)
+        return "/";
+    return out;
 }
 
 static bool image_sets(json_t *image, const char *kv)
@@ -377,7 +379,7 @@ json_t *tc_exec_build_spec(const struct tc_tool *tool, const struct tc_exec_requ
                            const int64_t L[TC_LIMIT__COUNT], const char *id, json_t *image)
 {
     json_t *body = req->body;
-    char code_path[256];
+    char code_path[256], cwd[1100];
     snprintf(code_path, sizeof(code_path), "/workspace/%s", tool->code_file);
 
     json_t *argv = json_array();
@@ -463,8 +465,8 @@ json_t *tc_exec_build_spec(const struct tc_tool *tool, const struct tc_exec_requ
     json_t *spec =
         json_pack("{s:s, s:s, s:o, s:o, s:s, s:o, s:o, s:s, s:o, s:o}", "id", id, "backend",
                   tool->backend == TC_BACKEND_GVISOR ? "gvisor" : "native", "argv", argv, "env",
-                  env, "cwd", image_cwd(tool, image), "files", files, "mounts", mounts, "hostname",
-                  "toolcage", "network", network, "limits", limits);
+                  env, "cwd", image_cwd(tool, image, cwd, sizeof(cwd)), "files", files, "mounts",
+                  mounts, "hostname", "toolcage", "network", network, "limits", limits);
     if (!spec)
         return NULL;
     if (image)

@@ -646,24 +646,32 @@ static int taken(struct importer *im, const char *name, const char *digest)
                 name, digest, name);
 }
 
-/* Before anything is unpacked: a name the archive gives itself that the store gives another
- * image stops the import (record() checks again, under the same lock). */
+/* Before anything is unpacked: a name the archive gives two different images of its own, or
+ * (unless the operator moves names) one the store gives another image, stops the import
+ * (record() checks the store again, under the same lock). */
 static int check_names(struct importer *im, json_t *found)
 {
     json_t *index = NULL, *f, *old;
     size_t i, k;
     int r = im->may_move ? 0 : tc_image_list(im->state_dir, &index);
-    json_array_foreach(r == 0 && index ? found : NULL, i, f)
+    json_array_foreach(r == 0 ? found : NULL, i, f)
     {
         const char *n = json_string_value(json_object_get(f, "name"));
         const char *d = json_string_value(json_object_get(f, "digest"));
-        if (!n || !tc_image_ref_valid(n))
+        if (!n || !tc_image_ref_valid(n) || !d)
             continue;
-        json_array_foreach(json_object_get(index, "images"), k, old)
+        for (k = 0; k < i && r == 0; k++) {
+            json_t *g = json_array_get(found, k);
+            const char *gd = json_string_value(json_object_get(g, "digest"));
+            if (tc_image_name_same(json_string_value(json_object_get(g, "name")), n) && gd &&
+                strcmp(gd, d))
+                r = fail(im, -EINVAL, "the archive names two different images %.200s", n);
+        }
+        json_array_foreach(r == 0 && index ? json_object_get(index, "images") : NULL, k, old)
         {
             const char *on = json_string_value(json_object_get(old, "name"));
             const char *od = json_string_value(json_object_get(old, "digest"));
-            if (tc_image_name_same(on, n) && od && d && strcmp(od, d)) {
+            if (tc_image_name_same(on, n) && od && strcmp(od, d)) {
                 r = taken(im, n, od);
                 break;
             }

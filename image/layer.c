@@ -8,11 +8,13 @@
 #include <archive_entry.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <limits.h>
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -97,10 +99,13 @@ static int open_dir(int rootfd, const char *path, bool create, int depth)
 
 /* Remove name under dirfd, a tree of any depth too (a layer may nest directories as deep as
  * it likes): down with openat(O_NOFOLLOW), up with "..", the names on the way kept in a
- * buffer of our own (never a path the kernel resolves). Each directory is read once, going
- * back up resuming where it went down (the entry's d_off), then once more from the start to
- * see it empty (a filesystem whose offsets count entries may have skipped some): linear in
- * the tree's size. The store is locked and root's: nothing else renames in it meanwhile. */
+ * buffer of our own (never a path the kernel resolves). Coming back up, the reading resumes
+ * where it went down (the entry's d_off: a hash cookie on ext4 and xfs, stable while entries
+ * go), and a last pass from the start sees the directory empty. On tmpfs and ramfs an offset
+ * is an entry's index (before Linux 6.6), which a seek walks to from the start: there every
+ * pass starts at 0, which costs nothing more, since removed entries leave the list. Either
+ * way the work is linear in the tree's size. The store is locked and root's: nothing else
+ * renames in it meanwhile. */
 int tc_image_rm_tree(int dirfd, const char *name)
 {
     if (unlinkat(dirfd, name, 0) == 0 || errno == ENOENT)
@@ -115,6 +120,9 @@ int tc_image_rm_tree(int dirfd, const char *name)
     size_t len = 0, cap = 0, depth = 0, ocap = 0;
     off_t resume = 0;
     int r = 0;
+    struct statfs sfs;
+    bool index_offsets =
+        fstatfs(cur, &sfs) < 0 || sfs.f_type == TMPFS_MAGIC || sfs.f_type == RAMFS_MAGIC;
     for (;;) {
         /* one pass over cur from resume: files go; the first directory is gone down into */
         bool any = false, down = false, from_start = resume == 0;
@@ -198,7 +206,9 @@ int tc_image_rm_tree(int dirfd, const char *name)
             break;
         }
         len = last;
-        resume = offs[--depth];
+        resume = index_offsets ? 0 : offs[--depth];
+        if (index_offsets)
+            depth--;
     }
     if (cur >= 0)
         close(cur);

@@ -37,6 +37,9 @@ bool tc_image_ref_valid(const char *ref)
               c == '.' || c == '_' || c == '-' || c == '/' || c == ':'))
             return false;
     }
+    /* neither an empty repository nor an empty tag ("a:", ":b", "reg:5000/a:") */
+    if (ref[name_len - 1] == ':' || ref[0] == ':')
+        return false;
     return ref[0] != '/' && ref[0] != '.' && ref[0] != '-';
 }
 

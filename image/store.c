@@ -236,10 +236,11 @@ static int64_t tree_bytes(int dirfd, const char *name, int depth)
 }
 
 /* Each name in dir that keep does not hold is removed. A root goes to tmp_dir first, renamed
- * while its exclusive flock is held (a launcher takes a shared one before it binds a root,
- * and checks after that its fd is still roots/<id>): no launcher binds a root being deleted,
- * and roots/ never holds half of one. An error on one name does not stop the others: the
- * first is returned. */
+ * while its exclusive flock is held (and removed there once the lock is dropped: a launcher
+ * that opened it before the rename finds its fd no longer roots/<id>) (a launcher takes a shared
+ * one before it binds a root, and checks after that its fd is still roots/<id>): no launcher binds
+ * a root being deleted, and roots/ never holds half of one. An error on one name does not stop the
+ * others: the first is returned. */
 static int sweep(const char *dir, const char *tmp_dir, json_t *keep, bool roots,
                  struct tc_image_gc_stats *st)
 {

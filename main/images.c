@@ -159,7 +159,7 @@ static int cmd_ls(const struct tc_config *cfg, bool as_json)
         return 1;
     }
     if (as_json) {
-        json_dumpf(index, stdout, JSON_INDENT(2) | JSON_SORT_KEYS);
+        json_dumpf(index, stdout, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_ENSURE_ASCII);
         putchar('\n');
     } else {
         printf("%-40s %-19s %12s %s\n", "NAME", "DIGEST", "BYTES", "IMPORTED");

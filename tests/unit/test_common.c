@@ -1,6 +1,8 @@
 /* common/ and execution/request.c: bounded parsing, UTF-8, buffers with caps, request validation.
  */
+#include <errno.h>
 #include <sodium.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "execution/request.h"
@@ -47,6 +49,40 @@ TEST(utf8_validation)
     CHECK(!tc_utf8_valid("ab\xe2\x82", 4, false));       /* truncated */
     CHECK(!tc_utf8_valid("a\0b", 3, false));
     CHECK(tc_utf8_valid("a\0b", 3, true));
+}
+
+TEST(path_clean)
+{
+    static const char *const cases[][2] = {
+        {"/app", "/app"},
+        {"/app/", "/app"},
+        {"//app//x/", "/app/x"},
+        {"app", "/app"},
+        {"", "/"},
+        {"/", "/"},
+        {"/./a/./b/.", "/a/b"},
+        {"/a/../b", "/b"},
+        {"/../../etc", "/etc"},
+        {"a/b/../..", "/"},
+        {"/a/b/..", "/a"},
+        {"/..a/b..", "/..a/b.."},
+        {"/.../x", "/.../x"},
+        {"/a/./../../b/c/../d/", "/b/d"},
+    };
+    char out[64];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        CHECK(tc_path_clean(cases[i][0], out, sizeof(out)) == 0);
+        if (strcmp(out, cases[i][1]) != 0)
+            fprintf(stderr, "    %s -> %s, expected %s\n", cases[i][0], out, cases[i][1]);
+        CHECK(strcmp(out, cases[i][1]) == 0);
+    }
+    CHECK(tc_path_clean(NULL, out, sizeof(out)) == 0 && !strcmp(out, "/"));
+    char big[300];
+    memset(big, 'x', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    CHECK(tc_path_clean(big, out, sizeof(out)) == -ENAMETOOLONG);
+    CHECK(tc_path_clean("/aaaa/bbbb", out, 8) == -ENAMETOOLONG);
+    CHECK(tc_path_clean("/aaa", out, 5) == 0 && !strcmp(out, "/aaa"));
 }
 
 TEST(buf_cap_holds)
@@ -141,6 +177,7 @@ int main(void)
     RUN(parse_i64_rejects_garbage);
     RUN(iso_utc_names_real_instants_only);
     RUN(utf8_validation);
+    RUN(path_clean);
     RUN(buf_cap_holds);
     RUN(uuid7_shape);
     RUN(exec_request_validation_names_each_field);

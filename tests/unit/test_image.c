@@ -409,6 +409,8 @@ struct oci_opts {
     const char *extra_name; /* one more file in the archive (a blob under a chosen name) */
     const void *extra;
     size_t extra_len;
+    const char *twin_name;     /* index.json also names a second manifest (another digest, the same
+                                  config and layers) by this name */
     char *ret_mdig, *ret_idig; /* char[72] each, or NULL */
 };
 
@@ -472,10 +474,24 @@ static void write_oci_opts(const char *path, struct tarbuf *raw, struct tarbuf *
         top_type = "application/vnd.oci.image.index.v1+json";
         top_size = strlen(inner);
     }
+    char twin[512] = "";
+    if (o->twin_name) {
+        char tdig[72], *tm = NULL;
+        if (asprintf(&tm, "%.*s,\"annotations\":{\"twin\":\"1\"}}", (int)strlen(manifest) - 1,
+                     manifest) < 0)
+            abort();
+        blob(a, tm, strlen(tm), tdig);
+        snprintf(twin, sizeof(twin),
+                 ",{\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\",\"digest\":"
+                 "\"%s\",\"size\":%zu,\"annotations\":{\"org.opencontainers.image.ref.name\":"
+                 "\"%s\"}}",
+                 tdig, strlen(tm), o->twin_name);
+        free(tm);
+    }
     if (asprintf(&index,
                  "{\"schemaVersion\":2,\"manifests\":[{\"mediaType\":\"%s\",\"digest\":\"%s\","
-                 "\"size\":%zu,\"annotations\":{\"org.opencontainers.image.ref.name\":\"%s\"}}]}",
-                 top_type, top, top_size, o->name) < 0)
+                 "\"size\":%zu,\"annotations\":{\"org.opencontainers.image.ref.name\":\"%s\"}}%s]}",
+                 top_type, top, top_size, o->name, twin) < 0)
         abort();
     put(a, "index.json", AE_IFREG, 0644, index, strlen(index), NULL, false);
     tar_end(a);
@@ -782,6 +798,15 @@ TEST(import_names_env_index_and_one_budget)
     json_decref(found);
     CHECK(tc_image_find(state, "team/app:latest", &found) == 0);
     json_decref(found);
+    /* an archive naming two different images of its own "dual" and "dual:latest": refused
+     * before anything is unpacked, whoever imports it */
+    snprintf(p, sizeof(p), "%s/dual.tar", g_tmp);
+    write_oci_opts(p, &raw, &gz, &(struct oci_opts){.name = "dual", .twin_name = "dual:latest"});
+    CHECK(import_as(state, p, NULL, true, 0, err, sizeof(err)) == -EINVAL);
+    CHECK(strstr(err, "two different images dual") != NULL);
+    write_oci_opts(p, &raw, &gz, &(struct oci_opts){.name = "dual", .twin_name = "dual:2"});
+    CHECK(import_as(state, p, NULL, false, 0, err, sizeof(err)) == 0);
+    snprintf(p, sizeof(p), "%s/images/roots", state);
     /* the operator moves it: one entry answers to the name afterwards */
     before = index_count(state);
     CHECK(import_as(state, impostor, NULL, true, 0, err, sizeof(err)) == 0);
@@ -873,6 +898,8 @@ TEST(refs)
     CHECK(!tc_image_ref_valid("../x"));
     CHECK(!tc_image_ref_valid("/abs"));
     CHECK(!tc_image_ref_valid("x@sha256:short"));
+    CHECK(!tc_image_ref_valid("app:"));
+    CHECK(!tc_image_ref_valid(":latest"));
     CHECK(!tc_image_ref_valid(
         "sha256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"));
     /* one name, with or without ":latest"; a registry's port is not a tag */
