@@ -67,6 +67,23 @@ static int exit_status_of(json_t *view)
     return 125;
 }
 
+struct meanwhile {
+    const struct tc_tool *tool;
+    json_t *body;
+    const char *state_dir;
+    json_t *findings;
+    struct tc_redactor *red;
+    int red_err;
+};
+
+static void screen_and_redactor(void *ud)
+{
+    struct meanwhile *m = ud;
+    if (tc_prescreen_request(m->tool, m->body, &m->findings) < 0)
+        m->findings = json_array();
+    m->red_err = tc_exec_redactor(m->tool, m->state_dir, &m->red);
+}
+
 int tc_cmd_exec(int argc, char **argv)
 {
     if (tc_cli_wants_help(argc, argv))
@@ -153,17 +170,20 @@ int tc_cmd_exec(int argc, char **argv)
         fprintf(stderr, "toolcage exec: cannot start the launcher: %s\n", strerror(-r));
         goto out;
     }
-    if ((r = tc_launcher_run_sync(launcher, spec, &result)) < 0) {
+    /* the screen's findings and the redactor are made while the sandbox runs (the CLI does
+     * not hold a call back on its findings: it reports them, as the audit would) */
+    struct meanwhile mw = {.tool = tool, .body = req.body, .state_dir = cfg.state_dir};
+    if ((r = tc_launcher_run_sync_while(launcher, spec, screen_and_redactor, &mw, &result)) < 0) {
         fprintf(stderr, "toolcage exec: the sandbox did not run: %s\n", strerror(-r));
+        tc_redactor_free(mw.red);
+        json_decref(mw.findings);
         goto out;
     }
     tc_iso8601(tc_wall_ms(), finished);
-    struct tc_redactor *red = NULL;
-    json_t *findings = NULL;
-    if (tc_prescreen_request(tool, req.body, &findings) < 0)
-        findings = json_array();
-    if ((r = tc_exec_redactor(tool, cfg.state_dir, &red)) < 0) {
-        fprintf(stderr, "toolcage exec: cannot build the redactor: %s\n", strerror(-r));
+    struct tc_redactor *red = mw.red;
+    json_t *findings = mw.findings;
+    if (mw.red_err < 0) {
+        fprintf(stderr, "toolcage exec: cannot build the redactor: %s\n", strerror(-mw.red_err));
         json_decref(findings);
         goto out;
     }

@@ -495,18 +495,12 @@ out:
     return seal_blob(&b, r);
 }
 
-int tc_child_open_init(const char *path, char *ret_path, size_t size)
+int tc_child_find_binary(const char *name, char *ret_path, size_t size)
 {
     char exe[PATH_MAX], cand[PATH_MAX + 64];
-    const char *env = path;
     ssize_t n;
     char *slash;
 
-    if (env && env[0] == '/') {
-        snprintf(ret_path, size, "%s", env);
-        int fd = open(env, O_PATH | O_CLOEXEC);
-        return fd < 0 ? -errno : fd;
-    }
     n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
     if (n <= 0)
         return -errno;
@@ -515,10 +509,9 @@ int tc_child_open_init(const char *path, char *ret_path, size_t size)
     if (!slash)
         return -ENOENT;
     *slash = '\0';
-    static const char *const rel[] = {"toolcage-init", "../toolcage-init",
-                                      "../libexec/toolcage/toolcage-init"};
+    static const char *const rel[] = {"", "../", "../libexec/toolcage/"};
     for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
-        snprintf(cand, sizeof(cand), "%s/%s", exe, rel[i]);
+        snprintf(cand, sizeof(cand), "%s/%s%s", exe, rel[i], name);
         int fd = open(cand, O_PATH | O_CLOEXEC);
         if (fd >= 0) {
             struct stat st;
@@ -529,8 +522,18 @@ int tc_child_open_init(const char *path, char *ret_path, size_t size)
             close(fd);
         }
     }
-    snprintf(ret_path, size, "%s/toolcage-init", exe);
+    snprintf(ret_path, size, "%s/%s", exe, name);
     return -ENOENT;
+}
+
+int tc_child_open_init(const char *path, char *ret_path, size_t size)
+{
+    if (path && path[0] == '/') {
+        snprintf(ret_path, size, "%s", path);
+        int fd = open(path, O_PATH | O_CLOEXEC);
+        return fd < 0 ? -errno : fd;
+    }
+    return tc_child_find_binary("toolcage-init", ret_path, size);
 }
 
 /* ---- host detection (launcher side) ---- */

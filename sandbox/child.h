@@ -115,6 +115,9 @@ int tc_child_config(const struct tc_spec *spec, const struct tc_seccomp_prog *se
  * to our own executable, else ../libexec/toolcage/ relative to it; the path opened goes to
  * ret_path. Returns an O_PATH fd or -errno. */
 int tc_child_open_init(const char *path, char *ret_path, size_t size);
+/* A program of ours installed beside the running binary: next to it, one folder up, or in
+ * ../libexec/toolcage/ (an executable regular file). O_PATH fd and its path, or -ENOENT. */
+int tc_child_find_binary(const char *name, char *ret_path, size_t size);
 
 /* Fill the rootfs description from the host (launcher start). */
 void tc_rootfs_detect(struct tc_rootfs_info *ret);

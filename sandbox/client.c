@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "sandbox/child.h"
 #include "sandbox/launcher.h"
 #include "sandbox/pool.h"
 #include "sandbox/sandbox.h"
@@ -115,6 +117,8 @@ static char **launcher_env(void)
     env[k] = NULL;
     return env;
 }
+
+static void reap_launcher(pid_t pid);
 
 static int spawn_launcher(struct tc_launcher *l, int *ret_sock, pid_t *ret_pid)
 {
@@ -448,22 +452,33 @@ static void run_generation(struct tc_launcher *l)
         close(sock);
         pthread_mutex_unlock(&l->send_mu);
     }
-    if (pid > 0) {
-        int st;
-        for (int i = 0; i < 500; i++) {
-            pid_t w = waitpid(pid, &st, WNOHANG);
-            if (w == pid || (w < 0 && errno != EINTR))
-                break;
-            nanosleep(&(struct timespec){0, 10000000}, NULL);
-            if (i == 300)
-                kill(pid, SIGKILL);
-        }
-        if (waitpid(pid, &st, WNOHANG) == 0) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &st, 0);
-        }
-    }
+    if (pid > 0)
+        reap_launcher(pid);
     json_decref(hi);
+}
+
+/* Wait for the launcher's exit (it tears its sandboxes down first): on a pidfd, so that the
+ * caller goes on the moment it is gone (`toolcage exec` ends then); SIGKILL after 3 s. */
+static void reap_launcher(pid_t pid)
+{
+    int st, pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    for (int i = 0; i < 500; i++) {
+        pid_t w = waitpid(pid, &st, WNOHANG);
+        if (w == pid || (w < 0 && errno != EINTR))
+            break;
+        if (i == 300)
+            kill(pid, SIGKILL);
+        if (pfd >= 0)
+            (void)poll(&(struct pollfd){.fd = pfd, .events = POLLIN}, 1, 10);
+        else
+            nanosleep(&(struct timespec){0, 10000000}, NULL);
+    }
+    if (pfd >= 0)
+        close(pfd);
+    if (waitpid(pid, &st, WNOHANG) == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+    }
 }
 
 static void *reader_main(void *arg)
@@ -508,7 +523,13 @@ int tc_launcher_start(const struct tc_launcher_options *opts, struct tc_launcher
     l->max = opts->max_sandboxes ? opts->max_sandboxes : 16;
     if (l->max > 1024)
         l->max = 1024;
-    l->exe = strdup(opts->exe ? opts->exe : "/proc/self/exe");
+    /* toolcage-launcher beside us if it is installed (it starts in a few milliseconds: only
+     * the libraries it uses), else this very binary's `launcher` subcommand */
+    char found[PATH_MAX];
+    int lfd = opts->exe ? -1 : tc_child_find_binary("toolcage-launcher", found, sizeof(found));
+    if (lfd >= 0)
+        close(lfd);
+    l->exe = strdup(opts->exe ? opts->exe : lfd >= 0 ? found : "/proc/self/exe");
     l->state_dir = strdup(opts->state_dir ? opts->state_dir : "/run/toolcage");
     if (!l->exe || !l->state_dir || l->state_dir[0] != '/') {
         r = !l->exe || !l->state_dir ? -ENOMEM : -EINVAL;
@@ -861,12 +882,20 @@ static void sync_cb(void *userdata, json_t *result)
 
 int tc_launcher_run_sync(struct tc_launcher *l, json_t *spec, json_t **ret_result)
 {
+    return tc_launcher_run_sync_while(l, spec, NULL, NULL, ret_result);
+}
+
+int tc_launcher_run_sync_while(struct tc_launcher *l, json_t *spec, void (*meanwhile)(void *),
+                               void *userdata, json_t **ret_result)
+{
     struct sync_wait w = {.result = NULL, .done = false};
     int r;
 
     pthread_mutex_init(&w.mu, NULL);
     pthread_cond_init(&w.cv, NULL);
     r = tc_launcher_submit(l, spec, sync_cb, &w);
+    if (r == 0 && meanwhile)
+        meanwhile(userdata);
     if (r == 0) {
         pthread_mutex_lock(&w.mu);
         while (!w.done)

@@ -62,11 +62,12 @@ struct tc_launcher;
 
 /* Zero-initialised fields take the defaults; the launcher reads no environment. */
 struct tc_launcher_options {
-    const char *exe;             /* binary to exec as the launcher; NULL = "/proc/self/exe" */
-    const char *state_dir;       /* scratch space for the launcher */
-    unsigned max_sandboxes;      /* concurrent sandboxes; submissions beyond get -EAGAIN */
-    int pool;                    /* shells kept ready, 1..TC_POOL_MAX; 0: 2; TC_POOL_NONE: none */
-    const char *uid_registry;    /* NULL: TC_UID_REGISTRY (sandbox/uidrange.h) */
+    const char *exe;          /* binary to exec as the launcher; NULL: toolcage-launcher beside ours
+                                 (tc_child_find_binary), else "/proc/self/exe" launcher */
+    const char *state_dir;    /* scratch space for the launcher */
+    unsigned max_sandboxes;   /* concurrent sandboxes; submissions beyond get -EAGAIN */
+    int pool;                 /* shells kept ready, 1..TC_POOL_MAX; 0: 2; TC_POOL_NONE: none */
+    const char *uid_registry; /* NULL: TC_UID_REGISTRY (sandbox/uidrange.h) */
     const char *gvisor_platform; /* "ptrace" (NULL) or "kvm" */
     const char *egress_ca_file;  /* extra upstream CAs for the egress proxy's TLS, or NULL */
     const char *init_path;       /* NULL: toolcage-init next to the binary (sandbox/child.h) */
@@ -155,6 +156,10 @@ int tc_launcher_file(struct tc_launcher *l, const char *id, json_t *op, const vo
 int tc_launcher_cancel(struct tc_launcher *l, const char *id);
 /* Blocking convenience for the CLI and tests. */
 int tc_launcher_run_sync(struct tc_launcher *l, json_t *spec, json_t **ret_result);
+/* The same, calling meanwhile(userdata) once the spec is submitted: the caller's own work
+ * while the sandbox runs (`toolcage exec` screens the code and builds its redactor). */
+int tc_launcher_run_sync_while(struct tc_launcher *l, json_t *spec, void (*meanwhile)(void *),
+                               void *userdata, json_t **ret_result);
 
 bool tc_launcher_alive(struct tc_launcher *l);
 unsigned tc_launcher_in_flight(struct tc_launcher *l);

@@ -21,6 +21,8 @@ RUNTIME_PACKAGES=(build-essential cmake pkg-config libmicrohttpd-dev libjansson-
 TEST_PACKAGES=(chromium clang clang-format libclang-rt-14-dev python3 python3-venv
   # tests/integration/plots.test.mjs: figures drawn with matplotlib
   python3-matplotlib
+  # tests/deploy/install.test.mjs: which launcher binary was exec'd
+  strace
   # scripts/test-cgroup2: a cgroup v2 kernel under qemu
   qemu-system-x86 linux-image-amd64 busybox-static cpio
   # scripts/test-compose: docker-compose.yml with podman (rootful, runc) and images from Debian

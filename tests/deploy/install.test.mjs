@@ -1,5 +1,5 @@
 // `cmake --install` and the systemd unit it installs (deploy/systemd/toolcage.service.in).
-// The installed tree runs a sandbox from another directory (the launcher finds
+// The installed tree runs a sandbox from another directory (it finds toolcage-launcher and
 // toolcage-init in ../libexec/toolcage); the unit passes `systemd-analyze verify` and keeps
 // the hardening it documents, and none of the settings that would stop the launcher.
 import { test, before, after } from 'node:test';
@@ -37,27 +37,46 @@ function parseUnit(text) {
   return out;
 }
 
-test('cmake --install: the binary, toolcage-init in libexec, the example policy and its schema', () => {
-  for (const f of ['bin/toolcage', 'libexec/toolcage/toolcage-init', 'share/toolcage/policy.json',
-    'share/toolcage/policy.schema.json', 'lib/systemd/system/toolcage.service']) {
+test('cmake --install: the binary, toolcage-init and toolcage-launcher in libexec, the example policy and its schema', () => {
+  for (const f of ['bin/toolcage', 'libexec/toolcage/toolcage-init', 'libexec/toolcage/toolcage-launcher',
+    'share/toolcage/policy.json', 'share/toolcage/policy.schema.json', 'lib/systemd/system/toolcage.service']) {
     assert.ok(fs.existsSync(path.join(prefix, f)), `${f} installed`);
   }
   assert.ok(fs.statSync(path.join(prefix, 'libexec/toolcage/toolcage-init')).mode & 0o111);
+  assert.ok(fs.statSync(path.join(prefix, 'libexec/toolcage/toolcage-launcher')).mode & 0o111);
+  // the launcher alone links only what it uses: none of the server's libraries (PostgreSQL,
+  // HTTP, curl, archives) is loaded by the process that forks every sandbox
+  const needed = execFileSync('ldd', [path.join(prefix, 'libexec/toolcage/toolcage-launcher')], { encoding: 'utf8' });
+  for (const lib of ['libpq', 'libmicrohttpd', 'libcurl', 'libarchive', 'libpcre2', 'libgnutls']) {
+    assert.ok(!needed.includes(lib), `toolcage-launcher needs ${lib}:\n${needed}`);
+  }
+  assert.ok(needed.trim().split('\n').length <= 12, needed);
 });
 
-test('the installed binary runs a sandbox from anywhere (it finds toolcage-init itself)',
+test('the installed binary runs a sandbox from anywhere (it finds toolcage-init and toolcage-launcher itself; without the launcher binary, its own `launcher`)',
   { skip: process.getuid() !== 0 && 'needs root' }, () => {
     const state = fs.mkdtempSync(path.join(os.tmpdir(), 'toolcage-state-'));
-    try {
-      const r = spawnSync(path.join(prefix, 'bin/toolcage'),
-        ['exec', '--tool', 'shell', '--policy', path.join(prefix, 'share/toolcage/policy.json'), '--json'],
-        { input: 'echo installed; ls /usr/libexec 2>&1 | head -n 0', cwd: os.tmpdir(), encoding: 'utf8',
-          env: { ...process.env, TOOLCAGE_STATE_DIR: state, TOOLCAGE_INIT: '' } });
+    const run = () => {
+      const r = spawnSync('strace', ['-f', '-qq', '-e', 'trace=execve', '-e', 'signal=none', path.join(prefix, 'bin/toolcage'),
+        'exec', '--tool', 'shell', '--policy', path.join(prefix, 'share/toolcage/policy.json'), '--json'],
+      { input: 'echo installed; ls /usr/libexec 2>&1 | head -n 0', cwd: os.tmpdir(), encoding: 'utf8',
+        env: { ...process.env, TOOLCAGE_STATE_DIR: state, TOOLCAGE_INIT: '' } });
       assert.equal(r.status, 0, r.stderr);
       const res = JSON.parse(r.stdout);
       assert.equal(res.status, 'completed');
       assert.equal(res.stdout, 'installed\n');
+      return r.stderr.split('\n').filter((l) => l.includes('execve(') && !l.includes('ENOENT')).join('\n');
+    };
+    const moved = path.join(prefix, 'launcher.away');
+    try {
+      let execs = run();
+      assert.match(execs, /execve\("[^"]*\/libexec\/toolcage\/toolcage-launcher"/, execs);
+      fs.renameSync(path.join(prefix, 'libexec/toolcage/toolcage-launcher'), moved);
+      execs = run();
+      assert.doesNotMatch(execs, /toolcage-launcher/, execs);
+      assert.match(execs, /"launcher", "--fd"/, execs);
     } finally {
+      if (fs.existsSync(moved)) fs.renameSync(moved, path.join(prefix, 'libexec/toolcage/toolcage-launcher'));
       fs.rmSync(state, { recursive: true, force: true });
     }
   });
