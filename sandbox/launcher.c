@@ -4,6 +4,7 @@
  * stdin/stdout/stderr, answer seccomp notifications, enforce wall/cpu/memory/output ->
  * reap -> collect -> teardown (workspace) -> result -> cgroups removed. */
 #include "sandbox/launcher_int.h"
+#include <sodium.h>
 
 int64_t lc_now_ms(void)
 {
@@ -932,6 +933,13 @@ int tc_launcher_main(int argc, char **argv)
     unsigned long fd = 3, max = 64, ppid = 0, flag;
     int r;
 
+    /* libsodium picks its implementations and opens its randomness source here, before the
+     * egress proxy (a fork of ours) locks itself down: used first behind its seccomp filter,
+     * it aborts. toolcage's main() does it too; toolcage-launcher and the tests do not. */
+    if (sodium_init() < 0) {
+        fprintf(stderr, "toolcage launcher: libsodium failed to initialise\n");
+        return 1;
+    }
     memset(&L, 0, sizeof(L));
     L.sock = L.epfd = L.sigfd = L.init_fd = L.base_fd = L.uid_fd = -1;
     for (int i = 1; i < argc; i++) {

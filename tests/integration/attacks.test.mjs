@@ -219,9 +219,13 @@ function isIdleShellGroup(dir, lpid) {
 }
 
 function launcherPid() {
+  // toolcage-launcher beside the server's binary (or, where that is not built, the server's
+  // binary itself as `toolcage launcher`)
+  const bin = server.proc.spawnfile;
+  const exes = [bin, path.join(path.dirname(bin), 'toolcage-launcher')].filter((f) => fs.existsSync(f)).map((f) => fs.realpathSync(f));
   const kids = childrenOf(server.proc.pid).filter((p) => {
     try {
-      return fs.readlinkSync(`/proc/${p}/exe`) === fs.realpathSync(server.proc.spawnfile);
+      return exes.includes(fs.readlinkSync(`/proc/${p}/exe`));
     } catch (e) {
       gone(e);
       return false;
