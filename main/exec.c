@@ -173,13 +173,15 @@ int tc_cmd_exec(int argc, char **argv)
     /* the screen's findings and the redactor are made while the sandbox runs (the CLI does
      * not hold a call back on its findings: it reports them, as the audit would) */
     struct meanwhile mw = {.tool = tool, .body = req.body, .state_dir = cfg.state_dir};
-    if ((r = tc_launcher_run_sync_while(launcher, spec, screen_and_redactor, &mw, &result)) < 0) {
+    int64_t done_ms = 0;
+    if ((r = tc_launcher_run_sync_while(launcher, spec, screen_and_redactor, &mw, &result,
+                                        &done_ms)) < 0) {
         fprintf(stderr, "toolcage exec: the sandbox did not run: %s\n", strerror(-r));
         tc_redactor_free(mw.red);
         json_decref(mw.findings);
         goto out;
     }
-    tc_iso8601(tc_wall_ms(), finished);
+    tc_iso8601(done_ms, finished); /* when the sandbox's result came, not after the screen */
     struct tc_redactor *red = mw.red;
     json_t *findings = mw.findings;
     if (mw.red_err < 0) {

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -40,6 +41,8 @@ struct pending {
 
 struct tc_launcher {
     char *exe, *state_dir;
+    int exe_fd; /* toolcage-launcher, opened (O_PATH) and checked once at start: every launcher
+                   this server starts, after a respawn too, is that file, exec'ed by its fd */
     /* the launcher's settings, passed on its command line (struct tc_launcher_options) */
     char pool[8];
     char *uid_registry, *gvisor_platform, *init_path, *egress_ca_file;
@@ -120,6 +123,26 @@ static char **launcher_env(void)
 
 static void reap_launcher(pid_t pid);
 
+/* The launcher runs as root outside any sandbox: a binary found by its place is used only if
+ * it and its folder are root's (or ours) and writable by no one else. */
+static bool trusted_by_owner(const struct stat *st)
+{
+    return (st->st_uid == 0 || st->st_uid == geteuid()) && !(st->st_mode & (S_IWGRP | S_IWOTH));
+}
+
+static bool trusted_binary(int fd, const char *path)
+{
+    struct stat st, dir;
+    char d[PATH_MAX];
+    snprintf(d, sizeof(d), "%s", path);
+    char *slash = strrchr(d, '/');
+    if (!slash || slash == d)
+        return false;
+    *slash = '\0';
+    return fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && trusted_by_owner(&st) &&
+           stat(d, &dir) == 0 && S_ISDIR(dir.st_mode) && trusted_by_owner(&dir);
+}
+
 static int spawn_launcher(struct tc_launcher *l, int *ret_sock, pid_t *ret_pid)
 {
     int sv[2];
@@ -181,7 +204,9 @@ static int spawn_launcher(struct tc_launcher *l, int *ret_sock, pid_t *ret_pid)
     if (pid == 0) {
         /* Only async-signal-safe calls until exec: we may be a fork of a threaded server. */
         sigset_t none;
-        int nul;
+        int nul, xfd = l->exe_fd;
+        if (xfd >= 0 && xfd <= 4 && (xfd = fcntl(xfd, F_DUPFD, 5)) < 0)
+            _exit(127);
         if (dup2(sv[1], 3) < 0)
             _exit(127);
         if (sv[1] == 3)
@@ -191,10 +216,16 @@ static int spawn_launcher(struct tc_launcher *l, int *ret_sock, pid_t *ret_pid)
             dup2(nul, 0);
             dup2(nul, 1);
         }
-        syscall(SYS_close_range, 4U, ~0U, 0U);
+        /* the binary by the fd opened at start (4, closed by the exec) */
+        if (xfd >= 0 && (dup2(xfd, 4) < 0 || fcntl(4, F_SETFD, FD_CLOEXEC) < 0))
+            _exit(127);
+        syscall(SYS_close_range, xfd >= 0 ? 5U : 4U, ~0U, 0U);
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
-        execve(l->exe, argv, envp);
+        if (xfd >= 0)
+            syscall(SYS_execveat, 4, "", argv, envp, AT_EMPTY_PATH);
+        else
+            execve(l->exe, argv, envp);
         _exit(127);
     }
     free(envp);
@@ -459,17 +490,31 @@ static void run_generation(struct tc_launcher *l)
 
 /* Wait for the launcher's exit (it tears its sandboxes down first): on a pidfd, so that the
  * caller goes on the moment it is gone (`toolcage exec` ends then); SIGKILL after 3 s. */
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static void reap_launcher(pid_t pid)
 {
     int st, pfd = (int)syscall(SYS_pidfd_open, pid, 0);
-    for (int i = 0; i < 500; i++) {
+    int64_t t0 = mono_ms(), now;
+    bool killed = false;
+    while ((now = mono_ms()) - t0 < 5000) {
         pid_t w = waitpid(pid, &st, WNOHANG);
         if (w == pid || (w < 0 && errno != EINTR))
             break;
-        if (i == 300)
+        if (!killed && now - t0 >= 3000) {
             kill(pid, SIGKILL);
+            killed = true;
+        }
+        int wait_ms = (int)((killed ? 5000 : 3000) - (now - t0));
+        if (wait_ms > 100)
+            wait_ms = 100;
         if (pfd >= 0)
-            (void)poll(&(struct pollfd){.fd = pfd, .events = POLLIN}, 1, 10);
+            (void)poll(&(struct pollfd){.fd = pfd, .events = POLLIN}, 1, wait_ms > 0 ? wait_ms : 1);
         else
             nanosleep(&(struct timespec){0, 10000000}, NULL);
     }
@@ -519,17 +564,21 @@ int tc_launcher_start(const struct tc_launcher_options *opts, struct tc_launcher
     if (!l)
         return -ENOMEM;
     l->sock = -1;
+    l->exe_fd = -1;
     l->wake[0] = l->wake[1] = -1;
     l->max = opts->max_sandboxes ? opts->max_sandboxes : 16;
     if (l->max > 1024)
         l->max = 1024;
     /* toolcage-launcher beside us if it is installed (it starts in a few milliseconds: only
-     * the libraries it uses), else this very binary's `launcher` subcommand */
+     * the libraries it uses) and root's (or ours) alone, else this very binary's `launcher`
+     * subcommand */
     char found[PATH_MAX];
-    int lfd = opts->exe ? -1 : tc_child_find_binary("toolcage-launcher", found, sizeof(found));
-    if (lfd >= 0)
-        close(lfd);
-    l->exe = strdup(opts->exe ? opts->exe : lfd >= 0 ? found : "/proc/self/exe");
+    l->exe_fd = opts->exe ? -1 : tc_child_find_binary("toolcage-launcher", found, sizeof(found));
+    if (l->exe_fd >= 0 && !trusted_binary(l->exe_fd, found)) {
+        close(l->exe_fd);
+        l->exe_fd = -1;
+    }
+    l->exe = strdup(opts->exe ? opts->exe : l->exe_fd >= 0 ? found : "/proc/self/exe");
     l->state_dir = strdup(opts->state_dir ? opts->state_dir : "/run/toolcage");
     if (!l->exe || !l->state_dir || l->state_dir[0] != '/') {
         r = !l->exe || !l->state_dir ? -ENOMEM : -EINVAL;
@@ -589,6 +638,8 @@ fail:
         close(l->wake[0]);
         close(l->wake[1]);
     }
+    if (l->exe_fd >= 0)
+        close(l->exe_fd);
     free(l->exe);
     free(l->state_dir);
     free(l->uid_registry);
@@ -868,6 +919,7 @@ struct sync_wait {
     pthread_cond_t cv;
     json_t *result;
     bool done;
+    int64_t done_ms; /* wall clock when the result came */
 };
 
 static void sync_cb(void *userdata, json_t *result)
@@ -876,17 +928,18 @@ static void sync_cb(void *userdata, json_t *result)
     pthread_mutex_lock(&w->mu);
     w->result = json_incref(result);
     w->done = true;
+    w->done_ms = tc_wall_ms();
     pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&w->mu);
 }
 
 int tc_launcher_run_sync(struct tc_launcher *l, json_t *spec, json_t **ret_result)
 {
-    return tc_launcher_run_sync_while(l, spec, NULL, NULL, ret_result);
+    return tc_launcher_run_sync_while(l, spec, NULL, NULL, ret_result, NULL);
 }
 
 int tc_launcher_run_sync_while(struct tc_launcher *l, json_t *spec, void (*meanwhile)(void *),
-                               void *userdata, json_t **ret_result)
+                               void *userdata, json_t **ret_result, int64_t *ret_done_ms)
 {
     struct sync_wait w = {.result = NULL, .done = false};
     int r;
@@ -902,6 +955,8 @@ int tc_launcher_run_sync_while(struct tc_launcher *l, json_t *spec, void (*meanw
             pthread_cond_wait(&w.cv, &w.mu);
         pthread_mutex_unlock(&w.mu);
         *ret_result = w.result;
+        if (ret_done_ms)
+            *ret_done_ms = w.done_ms;
     }
     pthread_mutex_destroy(&w.mu);
     pthread_cond_destroy(&w.cv);
@@ -980,6 +1035,8 @@ void tc_launcher_stop(struct tc_launcher *l)
     close(l->wake[0]);
     close(l->wake[1]);
     json_decref(l->host_info);
+    if (l->exe_fd >= 0)
+        close(l->exe_fd);
     free(l->exe);
     free(l->state_dir);
     free(l->uid_registry);

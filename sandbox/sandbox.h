@@ -57,6 +57,7 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 struct tc_launcher;
 
@@ -157,9 +158,10 @@ int tc_launcher_cancel(struct tc_launcher *l, const char *id);
 /* Blocking convenience for the CLI and tests. */
 int tc_launcher_run_sync(struct tc_launcher *l, json_t *spec, json_t **ret_result);
 /* The same, calling meanwhile(userdata) once the spec is submitted: the caller's own work
- * while the sandbox runs (`toolcage exec` screens the code and builds its redactor). */
+ * while the sandbox runs (`toolcage exec` screens the code and builds its redactor).
+ * *ret_done_ms (if not NULL): the wall clock (ms) when the result came. */
 int tc_launcher_run_sync_while(struct tc_launcher *l, json_t *spec, void (*meanwhile)(void *),
-                               void *userdata, json_t **ret_result);
+                               void *userdata, json_t **ret_result, int64_t *ret_done_ms);
 
 bool tc_launcher_alive(struct tc_launcher *l);
 unsigned tc_launcher_in_flight(struct tc_launcher *l);

@@ -53,11 +53,11 @@ test('cmake --install: the binary, toolcage-init and toolcage-launcher in libexe
   assert.ok(needed.trim().split('\n').length <= 12, needed);
 });
 
-test('the installed binary runs a sandbox from anywhere (it finds toolcage-init and toolcage-launcher itself; without the launcher binary, its own `launcher`)',
+test('the installed binary runs a sandbox from anywhere (it finds toolcage-init and toolcage-launcher itself; without the launcher binary, or with one others may write, its own `launcher`)',
   { skip: process.getuid() !== 0 && 'needs root' }, () => {
     const state = fs.mkdtempSync(path.join(os.tmpdir(), 'toolcage-state-'));
     const run = () => {
-      const r = spawnSync('strace', ['-f', '-qq', '-e', 'trace=execve', '-e', 'signal=none', path.join(prefix, 'bin/toolcage'),
+      const r = spawnSync('strace', ['-f', '-qq', '-y', '-e', 'trace=execve,execveat', '-e', 'signal=none', path.join(prefix, 'bin/toolcage'),
         'exec', '--tool', 'shell', '--policy', path.join(prefix, 'share/toolcage/policy.json'), '--json'],
       { input: 'echo installed; ls /usr/libexec 2>&1 | head -n 0', cwd: os.tmpdir(), encoding: 'utf8',
         env: { ...process.env, TOOLCAGE_STATE_DIR: state, TOOLCAGE_INIT: '' } });
@@ -65,17 +65,27 @@ test('the installed binary runs a sandbox from anywhere (it finds toolcage-init 
       const res = JSON.parse(r.stdout);
       assert.equal(res.status, 'completed');
       assert.equal(res.stdout, 'installed\n');
-      return r.stderr.split('\n').filter((l) => l.includes('execve(') && !l.includes('ENOENT')).join('\n');
+      return r.stderr.split('\n').filter((l) => /execve(at)?\(/.test(l) && !l.includes('ENOENT')).join('\n');
     };
     const moved = path.join(prefix, 'launcher.away');
+    const libexec = path.join(prefix, 'libexec/toolcage');
     try {
+      // the launcher binary, exec'ed by the fd the server opened (and checked) at start
       let execs = run();
-      assert.match(execs, /execve\("[^"]*\/libexec\/toolcage\/toolcage-launcher"/, execs);
-      fs.renameSync(path.join(prefix, 'libexec/toolcage/toolcage-launcher'), moved);
+      assert.match(execs, /execveat\(4<[^>]*\/libexec\/toolcage\/toolcage-launcher>, ""/, execs);
+      // a folder others may write: not trusted, the server's own binary is the launcher
+      fs.chmodSync(libexec, 0o775);
+      execs = run();
+      fs.chmodSync(libexec, 0o755);
+      assert.doesNotMatch(execs, /toolcage-launcher/, execs);
+      assert.match(execs, /"launcher", "--fd"/, execs);
+      // not there at all: the same
+      fs.renameSync(path.join(libexec, 'toolcage-launcher'), moved);
       execs = run();
       assert.doesNotMatch(execs, /toolcage-launcher/, execs);
       assert.match(execs, /"launcher", "--fd"/, execs);
     } finally {
+      fs.chmodSync(libexec, 0o755);
       if (fs.existsSync(moved)) fs.renameSync(moved, path.join(prefix, 'libexec/toolcage/toolcage-launcher'));
       fs.rmSync(state, { recursive: true, force: true });
     }
