@@ -488,8 +488,6 @@ static void run_generation(struct tc_launcher *l)
     json_decref(hi);
 }
 
-/* Wait for the launcher's exit (it tears its sandboxes down first): on a pidfd, so that the
- * caller goes on the moment it is gone (`toolcage exec` ends then); SIGKILL after 3 s. */
 static int64_t mono_ms(void)
 {
     struct timespec ts;
@@ -497,6 +495,8 @@ static int64_t mono_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* Wait for the launcher's exit (it tears its sandboxes down first): on a pidfd, so that the
+ * caller goes on the moment it is gone (`toolcage exec` ends then); SIGKILL after 3 s. */
 static void reap_launcher(pid_t pid)
 {
     int st, pfd = (int)syscall(SYS_pidfd_open, pid, 0);
