@@ -129,8 +129,11 @@ static const struct opt options[] = {
      OFF(signin_max_source_failures), "failed console sign-ins per client address in the window"},
     {"TOOLCAGE_SIGNIN_WINDOW_SECONDS", OPT_INT, "900", 1, 86400, OFF(signin_window_seconds),
      "the sign-in throttling window"},
-    {"TOOLCAGE_POOL", OPT_INT, "2", 0, 8, OFF(pool),
+    {"TOOLCAGE_POOL", OPT_INT, "2", 0, 16, OFF(pool),
      "sandbox shells the launcher keeps ready (0: each made on demand; docs/sandbox.md)"},
+    {"TOOLCAGE_POOL_MAX", OPT_INT, "8", 0, 16, OFF(pool_max),
+     "shells the pool grows to after a burst bigger than it, for a minute after the last (below"
+     " TOOLCAGE_POOL: TOOLCAGE_POOL; 0 with TOOLCAGE_POOL=0: never grown)"},
     {"TOOLCAGE_UID_REGISTRY", OPT_PATH, "/run/toolcage/uids", 0, 0, OFF(uid_registry),
      "directory of lock files that gives each launcher on the host its own range of sandbox uids"},
     {"TOOLCAGE_GVISOR_PLATFORM", OPT_CHOICE, "ptrace", 0, 0, OFF(gvisor_platform),

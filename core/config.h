@@ -48,6 +48,7 @@ struct tc_config {
     int64_t signin_window_seconds;
     /* the launcher (sandbox/sandbox.h struct tc_launcher_options) */
     int64_t pool;           /* shells kept ready */
+    int64_t pool_max;       /* ... grown by bursts up to this many */
     char *uid_registry;     /* lock files of the host uid ranges */
     char *gvisor_platform;  /* "ptrace" or "kvm" */
     char *egress_ca_file;   /* extra upstream CAs for the egress proxy's TLS, or NULL */

@@ -44,7 +44,7 @@ struct tc_launcher {
     int exe_fd; /* toolcage-launcher, opened (O_PATH) and checked once at start: every launcher
                    this server starts, after a respawn too, is that file, exec'ed by its fd */
     /* the launcher's settings, passed on its command line (struct tc_launcher_options) */
-    char pool[8];
+    char pool[8], pool_max[8], pool_shrink_ms[16];
     char *uid_registry, *gvisor_platform, *init_path, *egress_ca_file;
     bool no_cgroup, no_seccomp_notify, no_egress;
     unsigned max;
@@ -147,9 +147,13 @@ static int spawn_launcher(struct tc_launcher *l, int *ret_sock, pid_t *ret_pid)
 {
     int sv[2];
     char fdarg[] = "3", maxarg[16], ppidarg[24], one[] = "1";
-    char *argv[24] = {"toolcage",    "launcher",   "--fd",   fdarg,   "--max",  maxarg,
-                      "--state-dir", l->state_dir, "--ppid", ppidarg, "--pool", l->pool};
-    size_t n = 12;
+    /* 16 fixed, 7 optional pairs and the NULL: 31 */
+    char *argv[32] = {
+        "toolcage",       "launcher",    "--fd",       fdarg,       "--max",
+        maxarg,           "--state-dir", l->state_dir, "--ppid",    ppidarg,
+        "--pool",         l->pool,       "--pool-max", l->pool_max, "--pool-shrink-ms",
+        l->pool_shrink_ms};
+    size_t n = 16;
     pid_t pid;
 
     if (l->uid_registry) {
@@ -584,14 +588,19 @@ int tc_launcher_start(const struct tc_launcher_options *opts, struct tc_launcher
         r = !l->exe || !l->state_dir ? -ENOMEM : -EINVAL;
         goto fail;
     }
-    if (opts->pool < TC_POOL_NONE || opts->pool > TC_POOL_MAX) {
+    if (opts->pool < TC_POOL_NONE || opts->pool > TC_POOL_MAX || opts->pool_max < TC_POOL_NONE ||
+        opts->pool_max > TC_POOL_MAX) {
         r = -EINVAL;
         goto fail;
     }
-    snprintf(l->pool, sizeof(l->pool), "%d",
-             opts->pool == TC_POOL_NONE ? 0
-             : opts->pool               ? opts->pool
-                                        : 2);
+    int pool = opts->pool == TC_POOL_NONE ? 0 : opts->pool ? opts->pool : 2;
+    int pool_max = opts->pool_max == TC_POOL_NONE ? 0
+                   : opts->pool_max               ? opts->pool_max
+                   : opts->pool == TC_POOL_NONE   ? 0
+                                                  : 8;
+    snprintf(l->pool, sizeof(l->pool), "%d", pool);
+    snprintf(l->pool_max, sizeof(l->pool_max), "%d", pool_max < pool ? pool : pool_max);
+    snprintf(l->pool_shrink_ms, sizeof(l->pool_shrink_ms), "%u", opts->pool_shrink_ms);
     l->no_cgroup = opts->no_cgroup;
     l->no_seccomp_notify = opts->no_seccomp_notify;
     l->no_egress = opts->no_egress;

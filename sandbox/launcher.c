@@ -723,7 +723,7 @@ static json_t *host_info(struct launcher *L)
         json_object_set_new(parents, names[c], json_string(L->cg.parent_path[c]));
     }
     json_t *hi = json_pack(
-        "{s:s, s:o, s:o, s:b, s:b, s:s, s:i, s:i, s:s, s:b, s:s?, s:i, s:i}", "cgroup",
+        "{s:s, s:o, s:o, s:b, s:b, s:s, s:i, s:i, s:s, s:b, s:s?, s:i, s:i, s:i}", "cgroup",
         L->cg.mode == TC_CG_V2   ? "v2"
         : L->cg.mode == TC_CG_V1 ? "v1"
                                  : "none",
@@ -731,7 +731,7 @@ static json_t *host_info(struct launcher *L)
         L->cg.memsw, "kernel", u.release, "launcher_pid", (int)getpid(), "max_sandboxes",
         (int)L->max, "backends", L->gv.available ? "native,gvisor" : "native", "userns", 1, "note",
         L->cg.note[0] ? L->cg.note : NULL, "egress_pid", (int)tc_egress_link_pid(L->egress), "pool",
-        (int)L->pool.target);
+        (int)L->pool.min, "pool_max", (int)L->pool.max);
     /* the host uids of this launcher's sandboxes: first .. first + count - 1 */
     if (hi)
         json_object_set_new(hi, "uid_range",
@@ -765,7 +765,7 @@ static int parse_uint(const char *s, unsigned long max, unsigned long *ret);
 /* What tc_launcher_main() reads off its command line (struct tc_launcher_options). */
 struct settings {
     char state_dir[PATH_MAX - 128];
-    unsigned long pool;
+    unsigned long pool, pool_max, pool_shrink_ms;
     char uid_registry[PATH_MAX - 200];
     char gvisor_platform[16];
     char init_path[PATH_MAX];
@@ -862,17 +862,20 @@ static int setup(struct launcher *L, const struct settings *set)
     if ((r = lc_watch(L, L->sock, EPOLLIN, 0, W_CLIENT)) < 0 ||
         (r = lc_watch(L, L->sigfd, EPOLLIN, 0, W_SIGNAL)) < 0)
         return r;
-    /* Shells kept ready (docs/sandbox.md, Start-up cost): TOOLCAGE_POOL, default 2. */
-    unsigned long pool = set->pool;
+    /* Shells kept ready (docs/sandbox.md, Start-up cost): TOOLCAGE_POOL, default 2, grown
+     * by bursts up to TOOLCAGE_POOL_MAX. */
+    unsigned long pool = set->pool, pool_max = set->pool_max;
     if (pool > MAX_SLOTS - L->max)
         pool = MAX_SLOTS - L->max;
+    if (pool_max > MAX_SLOTS - L->max)
+        pool_max = MAX_SLOTS - L->max;
     struct tc_shell_env env = {.cg = &L->cg,
                                .scratch = L->scratch,
                                .base_fd = L->base_fd,
                                .init_fd = L->init_fd,
                                .cap_last_cap = L->rootfs.cap_last_cap};
-    return tc_pool_init(&L->pool, &env, L->uid_base, MAX_SLOTS, (unsigned)pool, L->epfd,
-                        shell_wdata);
+    return tc_pool_init(&L->pool, &env, L->uid_base, MAX_SLOTS, (unsigned)pool, (unsigned)pool_max,
+                        (int64_t)set->pool_shrink_ms, L->epfd, shell_wdata);
 }
 
 static void cleanup(struct launcher *L)
@@ -928,6 +931,7 @@ int tc_launcher_main(int argc, char **argv)
     struct launcher L;
     struct settings set = {.state_dir = "/run/toolcage",
                            .pool = 2,
+                           .pool_max = 2,
                            .uid_registry = TC_UID_REGISTRY,
                            .gvisor_platform = "ptrace"};
     unsigned long fd = 3, max = 64, ppid = 0, flag;
@@ -950,21 +954,25 @@ int tc_launcher_main(int argc, char **argv)
             fprintf(stderr, "toolcage launcher: missing value for %s\n", a);
             return 2;
         }
-        bool ok = (strcmp(a, "--fd") == 0 && parse_uint(v, INT_MAX, &fd) == 0) ||
-                  (strcmp(a, "--max") == 0 && parse_uint(v, MAX_SLOTS, &max) == 0 && max > 0) ||
-                  (strcmp(a, "--ppid") == 0 && parse_uint(v, INT_MAX, &ppid) == 0) ||
-                  (strcmp(a, "--pool") == 0 && parse_uint(v, TC_POOL_MAX, &set.pool) == 0) ||
-                  (strcmp(a, "--state-dir") == 0 && v[0] == '/' &&
-                   copy_arg(set.state_dir, sizeof(set.state_dir), v)) ||
-                  (strcmp(a, "--uid-registry") == 0 && v[0] == '/' &&
-                   copy_arg(set.uid_registry, sizeof(set.uid_registry), v)) ||
-                  (strcmp(a, "--init") == 0 && v[0] == '/' &&
-                   copy_arg(set.init_path, sizeof(set.init_path), v)) ||
-                  (strcmp(a, "--egress-ca") == 0 && v[0] == '/' &&
-                   copy_arg(set.egress_ca, sizeof(set.egress_ca), v)) ||
-                  (strcmp(a, "--gvisor-platform") == 0 &&
-                   (strcmp(v, "ptrace") == 0 || strcmp(v, "kvm") == 0) &&
-                   copy_arg(set.gvisor_platform, sizeof(set.gvisor_platform), v));
+        bool ok =
+            (strcmp(a, "--fd") == 0 && parse_uint(v, INT_MAX, &fd) == 0) ||
+            (strcmp(a, "--max") == 0 && parse_uint(v, MAX_SLOTS, &max) == 0 && max > 0) ||
+            (strcmp(a, "--ppid") == 0 && parse_uint(v, INT_MAX, &ppid) == 0) ||
+            (strcmp(a, "--pool") == 0 && parse_uint(v, TC_POOL_MAX, &set.pool) == 0) ||
+            (strcmp(a, "--pool-max") == 0 && parse_uint(v, TC_POOL_MAX, &set.pool_max) == 0) ||
+            (strcmp(a, "--pool-shrink-ms") == 0 &&
+             parse_uint(v, 86400000, &set.pool_shrink_ms) == 0) ||
+            (strcmp(a, "--state-dir") == 0 && v[0] == '/' &&
+             copy_arg(set.state_dir, sizeof(set.state_dir), v)) ||
+            (strcmp(a, "--uid-registry") == 0 && v[0] == '/' &&
+             copy_arg(set.uid_registry, sizeof(set.uid_registry), v)) ||
+            (strcmp(a, "--init") == 0 && v[0] == '/' &&
+             copy_arg(set.init_path, sizeof(set.init_path), v)) ||
+            (strcmp(a, "--egress-ca") == 0 && v[0] == '/' &&
+             copy_arg(set.egress_ca, sizeof(set.egress_ca), v)) ||
+            (strcmp(a, "--gvisor-platform") == 0 &&
+             (strcmp(v, "ptrace") == 0 || strcmp(v, "kvm") == 0) &&
+             copy_arg(set.gvisor_platform, sizeof(set.gvisor_platform), v));
         if (!ok && strcmp(a, "--no-cgroup") == 0 && parse_uint(v, 1, &flag) == 0) {
             set.no_cgroup = flag;
             ok = true;

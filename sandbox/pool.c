@@ -72,11 +72,15 @@ static void drop(struct tc_pool *p, unsigned idx)
 }
 
 int tc_pool_init(struct tc_pool *p, const struct tc_shell_env *env, uid_t uid_base, unsigned n_uids,
-                 unsigned target, int epfd, uint64_t (*epdata)(unsigned idx))
+                 unsigned min, unsigned max, int64_t shrink_ms, int epfd,
+                 uint64_t (*epdata)(unsigned idx))
 {
     memset(p, 0, sizeof(*p));
     p->env = *env;
-    p->target = target > TC_POOL_MAX ? TC_POOL_MAX : target;
+    p->min = min > TC_POOL_MAX ? TC_POOL_MAX : min;
+    p->max = max < p->min ? p->min : max > TC_POOL_MAX ? TC_POOL_MAX : max;
+    p->target = p->min;
+    p->shrink_ms = shrink_ms > 0 ? shrink_ms : TC_POOL_SHRINK_MS;
     p->epfd = epfd;
     p->epdata = epdata;
     p->uid_base = uid_base;
@@ -134,6 +138,15 @@ static void take(struct tc_pool *p, unsigned idx, int64_t now_ms, struct tc_shel
         -1;
 }
 
+/* The call pays for (or waits on) its shell: the next burst should not. */
+static void missed(struct tc_pool *p, int64_t now_ms)
+{
+    p->misses++;
+    p->last_change_ms = now_ms;
+    if (p->target < p->max)
+        p->target++;
+}
+
 int tc_pool_take(struct tc_pool *p, int64_t now_ms, struct tc_shell *ret)
 {
     int joining = -1;
@@ -162,6 +175,7 @@ int tc_pool_take(struct tc_pool *p, int64_t now_ms, struct tc_shell *ret)
         }
         joining = (int)i;
     }
+    missed(p, now_ms);
     if (joining >= 0) {
         take(p, (unsigned)joining, now_ms, ret);
         return 0;
@@ -196,11 +210,17 @@ bool tc_pool_wants_refill(const struct tc_pool *p, int64_t now_ms)
 
 int64_t tc_pool_timeout(const struct tc_pool *p, int64_t now_ms)
 {
+    int64_t t = -1;
     if (tc_pool_joining(p))
         return 1000;
+    if (p->target > p->min) { /* the next step down */
+        int64_t at = p->last_change_ms + p->shrink_ms;
+        t = at > now_ms ? at - now_ms : 0;
+    }
     if (p->target == 0 || count(p) >= p->target)
-        return -1;
-    return p->retry_at_ms > now_ms ? p->retry_at_ms - now_ms : 0;
+        return t;
+    int64_t r = p->retry_at_ms > now_ms ? p->retry_at_ms - now_ms : 0;
+    return t < 0 || r < t ? r : t;
 }
 
 void tc_pool_refill(struct tc_pool *p, int64_t now_ms)
@@ -233,4 +253,16 @@ void tc_pool_tick(struct tc_pool *p, int64_t now_ms)
     for (unsigned i = 0; i < TC_POOL_MAX; i++)
         if (p->e[i].used && !p->e[i].ready && now_ms - p->e[i].since_ms > JOIN_STUCK_MS)
             drop(p, i);
+    if (p->target > p->min && now_ms - p->last_change_ms >= p->shrink_ms) {
+        p->target--;
+        p->last_change_ms = now_ms;
+    }
+    /* one idle shell beyond the target at a time, never while one joins (v1: the rmdir
+     * would wait on the cgroup mutex that join holds) */
+    if (count(p) > p->target && !tc_pool_joining(p))
+        for (unsigned i = 0; i < TC_POOL_MAX; i++)
+            if (p->e[i].used && p->e[i].ready && !p->e[i].handed) {
+                drop(p, i);
+                break;
+            }
 }

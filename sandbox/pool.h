@@ -27,7 +27,10 @@
 
 #include "sandbox/child.h"
 
-#define TC_POOL_MAX 8
+#define TC_POOL_MAX 16
+
+/* How long the pool stays grown after its last miss before it gives one shell back. */
+#define TC_POOL_SHRINK_MS 60000
 
 struct tc_pool_entry {
     struct tc_shell sh;
@@ -38,9 +41,15 @@ struct tc_pool_entry {
     int64_t since_ms; /* created (or handed) at */
 };
 
+/* Sized by demand: `target` starts at `min`; each take that finds no shell ready (a miss:
+ * the call pays for its shell) raises it by one, up to `max`, so a burst bigger than the pool
+ * leaves behind a pool as big as the burst for the next one. After `shrink_ms` without a miss
+ * the target steps down by one (killing an idle shell beyond it), again every `shrink_ms`. */
 struct tc_pool {
     struct tc_shell_env env;
-    unsigned target;
+    unsigned min, max, target;
+    int64_t shrink_ms, last_change_ms; /* the last miss, or the last step down */
+    unsigned long misses;              /* since start */
     struct tc_pool_entry e[TC_POOL_MAX];
     int epfd;
     uint64_t (*epdata)(unsigned idx); /* epoll data for entry idx's sync_fd */
@@ -52,9 +61,11 @@ struct tc_pool {
     int64_t retry_at_ms; /* after a failed refill */
 };
 
-/* target 0 disables the pool (shells are then created on demand only). */
+/* min..max shells (max < min is taken as min; both 0: shells are made on demand only);
+ * shrink_ms 0: TC_POOL_SHRINK_MS. */
 int tc_pool_init(struct tc_pool *p, const struct tc_shell_env *env, uid_t uid_base, unsigned n_uids,
-                 unsigned target, int epfd, uint64_t (*epdata)(unsigned idx));
+                 unsigned min, unsigned max, int64_t shrink_ms, int epfd,
+                 uint64_t (*epdata)(unsigned idx));
 /* Kill every pooled shell and remove its groups. */
 void tc_pool_fini(struct tc_pool *p);
 
@@ -78,5 +89,6 @@ bool tc_pool_wants_refill(const struct tc_pool *p, int64_t now_ms);
 int64_t tc_pool_timeout(const struct tc_pool *p, int64_t now_ms);
 /* Create one shell (call when idle). */
 void tc_pool_refill(struct tc_pool *p, int64_t now_ms);
-/* Drop a shell stuck joining for seconds (it would block refills forever). */
+/* Drop a shell stuck joining for seconds (it would block refills forever); step the target
+ * down after shrink_ms without a miss. */
 void tc_pool_tick(struct tc_pool *p, int64_t now_ms);

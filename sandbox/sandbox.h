@@ -68,6 +68,11 @@ struct tc_launcher_options {
     const char *state_dir;    /* scratch space for the launcher */
     unsigned max_sandboxes;   /* concurrent sandboxes; submissions beyond get -EAGAIN */
     int pool;                 /* shells kept ready, 1..TC_POOL_MAX; 0: 2; TC_POOL_NONE: none */
+    int pool_max;             /* the most shells bursts grow the pool to, up to TC_POOL_MAX
+                                 (below pool: pool); 0: 8, or none with pool TC_POOL_NONE;
+                                 TC_POOL_NONE: never grown */
+    unsigned pool_shrink_ms;  /* a grown pool steps down by one shell after this long without
+                                 a miss; 0: TC_POOL_SHRINK_MS (a minute) */
     const char *uid_registry; /* NULL: TC_UID_REGISTRY (sandbox/uidrange.h) */
     const char *gvisor_platform; /* "ptrace" (NULL) or "kvm" */
     const char *egress_ca_file;  /* extra upstream CAs for the egress proxy's TLS, or NULL */

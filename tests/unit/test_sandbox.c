@@ -1211,6 +1211,90 @@ TEST(pool_shells_killed)
     check_clean();
 }
 
+static int idle_shells(void)
+{
+    int shells = 0;
+    launcher_children(&shells);
+    return shells;
+}
+
+/* A burst bigger than the pool leaves it as big as the burst (up to pool_max), refilled
+ * while the launcher is idle, so the next burst finds its shells ready; a minute (here
+ * 1.5 s) without a miss gives them back one at a time. */
+TEST(pool_sized_by_demand)
+{
+    struct tc_launcher *main_l = L, *l2 = NULL;
+    char state[128];
+    snprintf(state, sizeof(state), "/tmp/toolcage-test-%d-grow", (int)getpid());
+    struct tc_launcher_options o = {.exe = "/proc/self/exe",
+                                    .state_dir = state,
+                                    .max_sandboxes = 8,
+                                    .pool = 1,
+                                    .pool_max = 4,
+                                    .pool_shrink_ms = 1500};
+    int rc = tc_launcher_start(&o, &l2);
+    CHECK(rc == 0);
+    if (rc < 0)
+        return;
+    L = l2;
+    int saved_base = base_fds;
+    base_fds = settled_fds();
+    json_t *hi = tc_launcher_host_info(L);
+    CHECK(num(hi, "pool") == 1 && num(hi, "pool_max") == 4);
+    json_decref(hi);
+    CHECK(idle_shells() == 1);
+
+    /* a burst of 6: one shell was ready, five are made on the calls' path; the pool stops
+     * at 4 */
+    for (int round = 0; round < 2; round++) {
+        struct conc c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+        for (int i = 0; i < 6; i++) {
+            json_t *sp = spec_sh("sleep 0.2; echo ok");
+            CHECK(tc_launcher_submit(L, sp, conc_cb, &c) == 0);
+            json_decref(sp);
+        }
+        pthread_mutex_lock(&c.mu);
+        while (c.done < 6)
+            pthread_cond_wait(&c.cv, &c.mu);
+        pthread_mutex_unlock(&c.mu);
+        CHECK(c.ok == 6);
+        int most = 0, n = 0;
+        int64_t t0 = mono_ms();
+        while (mono_ms() - t0 < 1000) { /* grown within a second, and never beyond 4 */
+            n = idle_shells();
+            most = n > most ? n : most;
+            if (n == 4)
+                break;
+            usleep(5000);
+        }
+        fprintf(stderr, "    after burst %d: %d idle shells in %lld ms\n", round + 1, n,
+                (long long)(mono_ms() - t0));
+        CHECK(n == 4 && most <= 4);
+    }
+    /* at rest: back to 1, one shell per 1.5 s */
+    int64_t t0 = mono_ms(), at3 = -1;
+    int n = 4;
+    while (n > 1 && mono_ms() - t0 < 8000) {
+        usleep(20000);
+        n = idle_shells();
+        if (n == 3 && at3 < 0)
+            at3 = mono_ms() - t0;
+    }
+    fprintf(stderr, "    shrunk to %d in %lld ms (3 at %lld ms)\n", n, (long long)(mono_ms() - t0),
+            (long long)at3);
+    CHECK(n == 1);
+    CHECK(at3 >= 1000); /* not before the first 1.5 s (less what the polls above used) */
+    check_clean();
+
+    tc_launcher_stop(l2);
+    L = main_l;
+    base_fds = saved_base;
+    char run_dir[160];
+    snprintf(run_dir, sizeof(run_dir), "%s/run", state);
+    rmdir(run_dir);
+    rmdir(state);
+}
+
 TEST(fifty_concurrent)
 {
     struct conc c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
@@ -1648,8 +1732,9 @@ int main(int argc, char **argv)
     char state[128];
     snprintf(state, sizeof(state), "/tmp/toolcage-test-%d", (int)getpid());
     mkdir(state, 0700); /* root-only, like a real state directory */
+    /* a pool of the default size that bursts do not grow: check_clean() expects its size */
     struct tc_launcher_options o = {
-        .exe = "/proc/self/exe", .state_dir = state, .max_sandboxes = 64};
+        .exe = "/proc/self/exe", .state_dir = state, .max_sandboxes = 64, .pool_max = TC_POOL_NONE};
     int r = tc_launcher_start(&o, &L);
     if (r < 0) {
         printf("not ok - launcher_start (%s)\n0 passed, 1 failed\n", strerror(-r));
@@ -1686,6 +1771,7 @@ int main(int argc, char **argv)
     RUN(hold_go_cancel_reserve);
     RUN(session_input_interrupt);
     RUN(pool_shells_killed);
+    RUN(pool_sized_by_demand);
     RUN(fifty_concurrent);
     RUN(launcher_death_fails_pending_and_restarts);
     RUN(stop_with_running_sandboxes);
