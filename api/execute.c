@@ -769,6 +769,7 @@ enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
         goto out;
     }
     spec = tc_exec_build_spec(tool, &req, st->limits, st->id, image);
+    tc_exec_spec_tenant(spec, st->principal.tenant_id);
     json_decref(image);
     if (!spec) {
         ret = MHD_NO;

@@ -1068,7 +1068,7 @@ static json_t *session_spec(const struct tc_tool *tool, const char *id,
     t.plots = false; /* the driver saves figures itself */
     t.code_file = (char *)(py ? ".toolcage/session_driver.py" : ".toolcage/session_driver.sh");
     json_t *body = json_pack("{s:s, s:s}", "tool", tool->name, "code", driver);
-    struct tc_exec_request req = {.tool = tool->name, .body = body};
+    struct tc_exec_request req = {.tool = tool->name, .body = body, .driver = true};
     int64_t L[TC_LIMIT__COUNT];
     memcpy(L, limits, sizeof(L));
     L[TC_LIMIT_TIMEOUT_MS] = ttl_s * 1000; /* the sandbox's wall limit is the session's life */

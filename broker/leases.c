@@ -162,6 +162,9 @@ int tc_grant_apply_spec(const struct tc_grant *g, json_t *spec)
 {
     if (tc_grant_empty(g))
         return 0;
+    /* a warm sandbox is made from a call's spec and kept for a later one: never with these */
+    json_object_del(spec, "warm");
+    json_object_del(spec, "warm_group");
     json_t *env = json_object_get(spec, "env");
     if (!env) {
         env = json_array();

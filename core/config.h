@@ -49,6 +49,7 @@ struct tc_config {
     /* the launcher (sandbox/sandbox.h struct tc_launcher_options) */
     int64_t pool;           /* shells kept ready */
     int64_t pool_max;       /* ... grown by bursts up to this many */
+    int64_t warm;           /* warm sandboxes at most */
     char *uid_registry;     /* lock files of the host uid ranges */
     char *gvisor_platform;  /* "ptrace" or "kvm" */
     char *egress_ca_file;   /* extra upstream CAs for the egress proxy's TLS, or NULL */

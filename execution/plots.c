@@ -1,15 +1,18 @@
-/* The python runner of a tool with output.plots (docs/plots.md): written into the sandbox's
- * workspace and run in place of the code file, which it runs as __main__. Kept here as the
- * text it is; tests/integration/plots.test.mjs runs it. */
+/* The python tools' runner: written into the sandbox's workspace and run in place of the code
+ * file, which it runs as __main__. With --plots it is the matplotlib backend of a tool with
+ * output.plots (docs/plots.md); with --gate it waits for the call's first stdin byte, so that
+ * the launcher may start it before the call (docs/sandbox.md, Warm interpreters). Kept here as
+ * the text it is; tests/integration/plots.test.mjs runs it. */
 #include "execution/plots.h"
 
 /* The python text, one C line per line of it. */
 // clang-format off
 const char tc_plots_runner[] =
-    "# toolcage: figures drawn with matplotlib come back as PNG outputs (docs/plots.md). Run as the\n"
-    "# program, this sets up and runs the tool's code file (argv[1]) as __main__, as python would;\n"
-    "# imported by matplotlib (MPLBACKEND=module://toolcage_plots), it is the backend: show() and\n"
-    "# the end of the program save every figure as PNG in /workspace/.toolcage/outputs.\n"
+    "# toolcage: runs the tool's code file as __main__, as python would. With --plots, figures\n"
+    "# drawn with matplotlib come back as PNG outputs (docs/plots.md): imported by matplotlib\n"
+    "# (MPLBACKEND=module://toolcage_plots), this is the backend: show() and the end of the program\n"
+    "# save every figure as PNG in /workspace/.toolcage/outputs. With --gate, it waits for one byte\n"
+    "# on stdin first: it may have started before the call (a warm sandbox).\n"
     "import os\n"
     "import sys\n"
     "\n"
@@ -37,24 +40,33 @@ const char tc_plots_runner[] =
     "\n"
     "\n"
     "if __name__ == \"__main__\":\n"
+    "    # [--plots] [--gate] CODE_FILE [ARGS...] (execution/request.c)\n"
+    "    args = sys.argv[1:]\n"
+    "    flags = set()\n"
+    "    while args[:1] in ([\"--plots\"], [\"--gate\"]):\n"
+    "        flags.add(args.pop(0))\n"
+    "    if \"--plots\" in flags:\n"
     "\n"
-    "    class _Backend:\n"
-    "        \"\"\"Finds this file as the module toolcage_plots, when matplotlib asks for it.\"\"\"\n"
+    "        class _Backend:\n"
+    "            \"\"\"Finds this file as the module toolcage_plots, when matplotlib asks for it.\"\"\"\n"
     "\n"
-    "        @staticmethod\n"
-    "        def find_spec(name, path=None, target=None):\n"
-    "            if name == \"toolcage_plots\":\n"
-    "                import importlib.util  # only then: a program that draws nothing does not pay for it\n"
+    "            @staticmethod\n"
+    "            def find_spec(name, path=None, target=None):\n"
+    "                if name == \"toolcage_plots\":\n"
+    "                    import importlib.util  # only then: a program that draws nothing does not pay for it\n"
     "\n"
-    "                return importlib.util.spec_from_file_location(name, __file__)\n"
-    "            return None\n"
+    "                    return importlib.util.spec_from_file_location(name, __file__)\n"
+    "                return None\n"
     "\n"
-    "    sys.meta_path.append(_Backend)\n"
-    "    os.environ[\"MPLBACKEND\"] = \"module://toolcage_plots\"\n"
-    "    os.environ.setdefault(\"MPLCONFIGDIR\", \"/tmp/.matplotlib\")  # not the workspace\n"
-    "    os.environ.setdefault(\"XDG_CACHE_HOME\", \"/tmp/.cache\")  # fontconfig's, neither\n"
-    "    path = sys.argv[1]\n"
-    "    sys.argv = sys.argv[1:]\n"
+    "        sys.meta_path.append(_Backend)\n"
+    "        os.environ[\"MPLBACKEND\"] = \"module://toolcage_plots\"\n"
+    "        os.environ.setdefault(\"MPLCONFIGDIR\", \"/tmp/.matplotlib\")  # not the workspace\n"
+    "        os.environ.setdefault(\"XDG_CACHE_HOME\", \"/tmp/.cache\")  # fontconfig's, neither\n"
+    "    if \"--gate\" in flags:  # may have started before the call: wait for it (docs/sandbox.md)\n"
+    "        if os.read(0, 1) != b\"g\":  # no call is coming (the launcher is gone): run nothing\n"
+    "            os._exit(125)\n"
+    "    path = args[0]\n"
+    "    sys.argv = args\n"
     "    if not sys.flags.safe_path:  # python put this file's directory first: the program's instead\n"
     "        sys.path[0] = os.path.dirname(os.path.abspath(path))\n"
     "    with open(path, \"rb\") as f:\n"

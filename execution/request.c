@@ -382,12 +382,23 @@ json_t *tc_exec_build_spec(const struct tc_tool *tool, const struct tc_exec_requ
     char code_path[256], cwd[1100];
     snprintf(code_path, sizeof(code_path), "/workspace/%s", tool->code_file);
 
+    /* A python interpreter given the code file runs it through our runner (execution/plots.h):
+     * figures (plots), and the gate that lets the launcher start it before the call. */
+    const char *prog = tool->ncommand ? strrchr(tool->command[0], '/') : NULL;
+    bool runner = !req->driver && (tool->plots || (tool->language && prog &&
+                                                   strcmp(tool->language, "python") == 0 &&
+                                                   strncmp(prog + 1, "python", 6) == 0));
+    bool gated = false;
     json_t *argv = json_array();
     for (size_t i = 0; i < tool->ncommand; i++) {
         bool is_code = strcmp(tool->command[i], "{code_file}") == 0;
-        /* plots: the runner runs the code file (execution/plots.h) */
-        if (is_code && tool->plots)
+        if (is_code && runner) {
             json_array_append_new(argv, json_string("/workspace/" TC_PLOTS_RUNNER));
+            if (tool->plots)
+                json_array_append_new(argv, json_string("--plots"));
+            json_array_append_new(argv, json_string("--gate")); /* spec "gate", below */
+            gated = true;
+        }
         json_array_append_new(argv, json_string(is_code ? code_path : tool->command[i]));
     }
     json_t *env = json_array(), *ie;
@@ -425,7 +436,7 @@ json_t *tc_exec_build_spec(const struct tc_tool *tool, const struct tc_exec_requ
                                         "content_b64", b64, "mode", 0644));
     }
 
-    if (tool->plots) /* last: the runner is ours, whatever the request's files hold */
+    if (gated) /* last: the runner is ours, whatever the request's files hold */
         json_array_append_new(
             files, json_pack("{s:s, s:o, s:i}", "path", TC_PLOTS_RUNNER, "content_b64",
                              b64_string(tc_plots_runner, strlen(tc_plots_runner)), "mode", 0444));
@@ -472,6 +483,12 @@ json_t *tc_exec_build_spec(const struct tc_tool *tool, const struct tc_exec_requ
     if (image)
         json_object_set_new(spec, "image",
                             json_pack("{s:O}", "root", json_object_get(image, "root")));
+    /* the runner waits for the call (its first stdin byte), so the launcher may start it
+     * before the call: "warm" (dropped again when credentials are leased, they may be in env) */
+    if (gated) {
+        json_object_set_new(spec, "gate", json_true());
+        json_object_set_new(spec, "warm", json_true());
+    }
     json_t *collect = json_object_get(body, "collect");
     if (tool->plots) {
         json_t *c = collect ? json_copy(collect) : json_array();
@@ -485,6 +502,12 @@ json_t *tc_exec_build_spec(const struct tc_tool *tool, const struct tc_exec_requ
         json_object_set_new(spec, "stdin_b64",
                             b64_string(json_string_value(in), json_string_length(in)));
     return spec;
+}
+
+void tc_exec_spec_tenant(json_t *spec, const char *tenant_id)
+{
+    if (spec && json_is_true(json_object_get(spec, "warm")) && tenant_id)
+        json_object_set_new(spec, "warm_group", json_string(tenant_id));
 }
 
 int tc_exec_redactor(const struct tc_tool *tool, const char *state_dir,
@@ -869,6 +892,7 @@ json_t *tc_exec_view(const char *id, const char *tool, json_t *result,
                         json_boolean(json_is_true(json_object_get(result, "pids_limit_hit"))));
     json_object_set_new(v, "workspace_full",
                         json_boolean(json_is_true(json_object_get(result, "workspace_full"))));
+    json_object_set_new(v, "warm", json_boolean(json_is_true(json_object_get(result, "warm"))));
     static const char *const ints[] = {"duration_ms", "cpu_ms", "memory_peak_bytes"};
     for (size_t i = 0; i < TC_ARRAY_SIZE(ints); i++)
         json_object_set_new(v, ints[i],

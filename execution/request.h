@@ -20,6 +20,7 @@ struct tc_redactor;
 struct tc_exec_request {
     const char *tool; /* borrowed from body */
     json_t *body;     /* the validated request (a reference) */
+    bool driver;      /* the code is a session's driver (api/sessions.c): run as it is */
 };
 
 /* http(s)://host... without credentials, control characters or backslashes; <= 2048 bytes. */
@@ -30,6 +31,11 @@ bool tc_exec_callback_url_ok(const char *url);
 void tc_exec_check_files(json_t *files, json_t *errors);
 /* The bytes of one valid "files" entry (malloc'ed); -EINVAL, -ENOMEM. */
 int tc_exec_file_bytes(json_t *file, unsigned char **ret, size_t *ret_len);
+
+/* A spec that may go warm (sandbox.h "warm") goes warm only with the calls of its tenant: a
+ * warm sandbox made after one tenant's call is never another's, and whether a call was warm
+ * tells a tenant nothing of another's. */
+void tc_exec_spec_tenant(json_t *spec, const char *tenant_id);
 
 /* Validate a request body. 0, or -EINVAL with *ret_errors an array of {path, message}. */
 int tc_exec_request_parse(json_t *body, struct tc_exec_request *ret_req, json_t **ret_errors);

@@ -164,7 +164,8 @@ int tc_cmd_exec(int argc, char **argv)
     json_decref(image);
     /* one run: start only what it needs (no spare shells; no egress proxy without network) */
     struct tc_launcher_options lo = tc_cli_launcher_options(&cfg, 1);
-    lo.pool = lo.pool_max = TC_POOL_NONE; /* one call: a shell ahead of time is waste */
+    /* one call: a shell or an interpreter ahead of time is waste */
+    lo.pool = lo.pool_max = lo.warm = TC_POOL_NONE;
     lo.no_egress = tool->network_none;
     if (!spec || (r = tc_launcher_start(&lo, &launcher)) < 0) {
         fprintf(stderr, "toolcage exec: cannot start the launcher: %s\n", strerror(-r));

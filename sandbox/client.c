@@ -44,7 +44,7 @@ struct tc_launcher {
     int exe_fd; /* toolcage-launcher, opened (O_PATH) and checked once at start: every launcher
                    this server starts, after a respawn too, is that file, exec'ed by its fd */
     /* the launcher's settings, passed on its command line (struct tc_launcher_options) */
-    char pool[8], pool_max[8], pool_shrink_ms[16];
+    char pool[8], pool_max[8], pool_shrink_ms[16], warm[8];
     char *uid_registry, *gvisor_platform, *init_path, *egress_ca_file;
     bool no_cgroup, no_seccomp_notify, no_egress;
     unsigned max;
@@ -147,13 +147,26 @@ static int spawn_launcher(struct tc_launcher *l, int *ret_sock, pid_t *ret_pid)
 {
     int sv[2];
     char fdarg[] = "3", maxarg[16], ppidarg[24], one[] = "1";
-    /* 16 fixed, 7 optional pairs and the NULL: 31 */
-    char *argv[32] = {
-        "toolcage",       "launcher",    "--fd",       fdarg,       "--max",
-        maxarg,           "--state-dir", l->state_dir, "--ppid",    ppidarg,
-        "--pool",         l->pool,       "--pool-max", l->pool_max, "--pool-shrink-ms",
-        l->pool_shrink_ms};
-    size_t n = 16;
+    /* 18 fixed, 7 optional pairs and the NULL: 33 */
+    char *argv[34] = {"toolcage",
+                      "launcher",
+                      "--fd",
+                      fdarg,
+                      "--max",
+                      maxarg,
+                      "--state-dir",
+                      l->state_dir,
+                      "--ppid",
+                      ppidarg,
+                      "--pool",
+                      l->pool,
+                      "--pool-max",
+                      l->pool_max,
+                      "--pool-shrink-ms",
+                      l->pool_shrink_ms,
+                      "--warm",
+                      l->warm};
+    size_t n = 18;
     pid_t pid;
 
     if (l->uid_registry) {
@@ -589,7 +602,7 @@ int tc_launcher_start(const struct tc_launcher_options *opts, struct tc_launcher
         goto fail;
     }
     if (opts->pool < TC_POOL_NONE || opts->pool > TC_POOL_MAX || opts->pool_max < TC_POOL_NONE ||
-        opts->pool_max > TC_POOL_MAX) {
+        opts->pool_max > TC_POOL_MAX || opts->warm < TC_POOL_NONE || opts->warm > TC_POOL_MAX) {
         r = -EINVAL;
         goto fail;
     }
@@ -601,6 +614,10 @@ int tc_launcher_start(const struct tc_launcher_options *opts, struct tc_launcher
     snprintf(l->pool, sizeof(l->pool), "%d", pool);
     snprintf(l->pool_max, sizeof(l->pool_max), "%d", pool_max < pool ? pool : pool_max);
     snprintf(l->pool_shrink_ms, sizeof(l->pool_shrink_ms), "%u", opts->pool_shrink_ms);
+    snprintf(l->warm, sizeof(l->warm), "%d",
+             opts->warm == TC_POOL_NONE ? 0
+             : opts->warm               ? opts->warm
+                                        : 4);
     l->no_cgroup = opts->no_cgroup;
     l->no_seccomp_notify = opts->no_seccomp_notify;
     l->no_egress = opts->no_egress;

@@ -13,14 +13,9 @@ int64_t lc_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static uint64_t wdata(unsigned slot, enum wkind k)
-{
-    return ((uint64_t)slot << 8) | (uint64_t)k;
-}
-
 int lc_watch(struct launcher *L, int fd, uint32_t events, unsigned slot, enum wkind k)
 {
-    struct epoll_event ev = {.events = events, .data.u64 = wdata(slot, k)};
+    struct epoll_event ev = {.events = events, .data.u64 = lc_wdata(slot, k)};
     return epoll_ctl(L->epfd, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
 }
 
@@ -156,7 +151,7 @@ static void pump_stdin(struct launcher *L, struct sbx *s)
     }
     if (s->spec.session && !s->stdin_closing) {
         /* all written: stays open, unwatched until more comes (session_input) */
-        struct epoll_event ev = {.events = 0, .data.u64 = wdata(s->slot, W_STDIN)};
+        struct epoll_event ev = {.events = 0, .data.u64 = lc_wdata(s->slot, W_STDIN)};
         epoll_ctl(L->epfd, EPOLL_CTL_MOD, s->stdin_fd, &ev);
         free(s->stdin_data);
         s->stdin_data = NULL;
@@ -265,7 +260,7 @@ static void session_input(struct launcher *L, struct sbx *s, const char *data, s
         s->stdin_len = pending + len;
         s->stdin_off = 0;
     }
-    struct epoll_event ev = {.events = EPOLLOUT, .data.u64 = wdata(s->slot, W_STDIN)};
+    struct epoll_event ev = {.events = EPOLLOUT, .data.u64 = lc_wdata(s->slot, W_STDIN)};
     epoll_ctl(L->epfd, EPOLL_CTL_MOD, s->stdin_fd, &ev);
 }
 
@@ -461,6 +456,11 @@ static void tick(struct launcher *L)
         uint64_t cpu;
         if (!s->used || s->exited)
             continue;
+        if (s->warm_tmpl) { /* nothing of it runs yet: only its time is up, or not */
+            if (L->stopping || now >= s->deadline_ms)
+                lc_kill_sbx(L, s, "expired");
+            continue;
+        }
         if (s->held) {
             if (L->stopping)
                 lc_drop_held(L, s, "cancelled before the program started");
@@ -475,7 +475,7 @@ static void tick(struct launcher *L)
         else if (now >= s->deadline_ms)
             lc_kill_sbx(L, s, "timeout");
         else if (s->has_cg && tc_cg_cpu_ns(&s->cg, &cpu) == 0 &&
-                 cpu / 1000000 >= (uint64_t)s->spec.limits.cpu_ms)
+                 (cpu - s->cpu_base_ns) / 1000000 >= (uint64_t)s->spec.limits.cpu_ms)
             lc_kill_sbx(L, s, "cpu");
         else if (s->has_cg && tc_cg_oom_killed(&s->cg))
             lc_kill_sbx(L, s, "memory"); /* v1 kills one task; the contract kills the tree */
@@ -483,6 +483,7 @@ static void tick(struct launcher *L)
             lc_kill_sbx(L, s, "pids"); /* runsc's backstop, see TC_GV_PIDS_HEADROOM */
     }
     tc_pool_tick(&L->pool, now);
+    lc_warm_tick(L, now);
     if (L->n_dead_cgs)
         lc_retry_dead_cgs(L);
     lc_images_tick(L, now);
@@ -618,7 +619,7 @@ static int next_timeout(struct launcher *L)
             d = s->chunk_ms + CHUNK_EVERY_MS - now;
         if (d < 0)
             d = 0;
-        if (d > TICK_MS)
+        if (d > TICK_MS && !s->warm_tmpl) /* a warm one waiting uses no CPU: no polling */
             d = TICK_MS;
         if (t < 0 || d < t)
             t = d;
@@ -631,6 +632,9 @@ static int next_timeout(struct launcher *L)
     if (it >= 0 && (t < 0 || it < t))
         t = it;
     int64_t pt = L->stopping ? -1 : tc_pool_timeout(&L->pool, now);
+    int64_t wt = L->stopping ? -1 : lc_warm_timeout(L, now);
+    if (wt >= 0 && (pt < 0 || wt < pt))
+        pt = wt;
     if (pt == 0)
         pt = setting_up(L, now);
     if (pt >= 0 && (t < 0 || pt < t))
@@ -705,7 +709,7 @@ static void dispatch(struct launcher *L, struct epoll_event *ev)
 
 static uint64_t shell_wdata(unsigned idx)
 {
-    return wdata(idx, W_SHELL);
+    return lc_wdata(idx, W_SHELL);
 }
 
 static json_t *host_info(struct launcher *L)
@@ -723,15 +727,20 @@ static json_t *host_info(struct launcher *L)
         json_object_set_new(parents, names[c], json_string(L->cg.parent_path[c]));
     }
     json_t *hi = json_pack(
-        "{s:s, s:o, s:o, s:b, s:b, s:s, s:i, s:i, s:s, s:b, s:s?, s:i, s:i, s:i}", "cgroup",
+        "{s:s, s:o, s:o, s:b, s:b, s:s, s:i, s:i, s:s, s:b, s:s?, s:i, s:i, s:i, s:i}", "cgroup",
         L->cg.mode == TC_CG_V2   ? "v2"
         : L->cg.mode == TC_CG_V1 ? "v1"
                                  : "none",
         "controllers", ctl, "cgroup_parents", parents, "seccomp_notify", L->sc.notify, "memsw",
         L->cg.memsw, "kernel", u.release, "launcher_pid", (int)getpid(), "max_sandboxes",
-        (int)L->max, "backends", L->gv.available ? "native,gvisor" : "native", "userns", 1, "note",
-        L->cg.note[0] ? L->cg.note : NULL, "egress_pid", (int)tc_egress_link_pid(L->egress), "pool",
-        (int)L->pool.min, "pool_max", (int)L->pool.max);
+        (int)L->max_calls, "backends", L->gv.available ? "native,gvisor" : "native", "userns", 1,
+        "note", L->cg.note[0] ? L->cg.note : NULL, "egress_pid", (int)tc_egress_link_pid(L->egress),
+        "pool", (int)L->pool.min, "pool_max", (int)L->pool.max, "warm_max", (int)L->warm_max);
+    if (hi && L->warm_max) { /* in the launcher's mount namespace: /proc/<launcher_pid>/root */
+        char wl[PATH_MAX];
+        snprintf(wl, sizeof(wl), "%s/warm", L->scratch);
+        json_object_set_new(hi, "warm_list", json_string(wl));
+    }
     /* the host uids of this launcher's sandboxes: first .. first + count - 1 */
     if (hi)
         json_object_set_new(hi, "uid_range",
@@ -765,7 +774,7 @@ static int parse_uint(const char *s, unsigned long max, unsigned long *ret);
 /* What tc_launcher_main() reads off its command line (struct tc_launcher_options). */
 struct settings {
     char state_dir[PATH_MAX - 128];
-    unsigned long pool, pool_max, pool_shrink_ms;
+    unsigned long pool, pool_max, pool_shrink_ms, warm;
     char uid_registry[PATH_MAX - 200];
     char gvisor_platform[16];
     char init_path[PATH_MAX];
@@ -886,6 +895,7 @@ static void cleanup(struct launcher *L)
             lc_teardown(L, &L->slots[i]);
         }
     tc_pool_fini(&L->pool);
+    lc_warm_fini(L);
     for (int i = 0; i < 100 && L->n_dead_cgs; i++) {
         lc_retry_dead_cgs(L);
         nanosleep(&(struct timespec){0, 10000000}, NULL);
@@ -962,6 +972,7 @@ int tc_launcher_main(int argc, char **argv)
             (strcmp(a, "--pool-max") == 0 && parse_uint(v, TC_POOL_MAX, &set.pool_max) == 0) ||
             (strcmp(a, "--pool-shrink-ms") == 0 &&
              parse_uint(v, 86400000, &set.pool_shrink_ms) == 0) ||
+            (strcmp(a, "--warm") == 0 && parse_uint(v, TC_POOL_MAX, &set.warm) == 0) ||
             (strcmp(a, "--state-dir") == 0 && v[0] == '/' &&
              copy_arg(set.state_dir, sizeof(set.state_dir), v)) ||
             (strcmp(a, "--uid-registry") == 0 && v[0] == '/' &&
@@ -1011,7 +1022,10 @@ int tc_launcher_main(int argc, char **argv)
     }
     L.sock = (int)fd;
     fcntl(L.sock, F_SETFD, FD_CLOEXEC);
-    L.max = (unsigned)max;
+    /* warm sandboxes have slots of their own: they never keep a call out */
+    L.max_calls = (unsigned)max;
+    L.warm_max = set.warm < MAX_SLOTS - max ? (unsigned)set.warm : (unsigned)(MAX_SLOTS - max);
+    L.max = L.max_calls + L.warm_max;
     L.slots = calloc(L.max, sizeof(*L.slots));
     if (!L.slots)
         return 1;
@@ -1038,7 +1052,7 @@ int tc_launcher_main(int argc, char **argv)
         return 1;
     }
     /* The egress proxy (network allowlists). Without it, specs that allow network fail. */
-    if (set.no_egress || tc_egress_link_new(L.epfd, wdata(0, W_EGRESS),
+    if (set.no_egress || tc_egress_link_new(L.epfd, lc_wdata(0, W_EGRESS),
                                             set.egress_ca[0] ? set.egress_ca : NULL, &L.egress) < 0)
         L.egress = NULL;
     {
@@ -1068,9 +1082,15 @@ int tc_launcher_main(int argc, char **argv)
             dispatch(&L, &evs[i]);
         int64_t now = lc_now_ms();
         send_chunks(&L, now);
-        if (n == 0 && !L.stopping && tc_pool_wants_refill(&L.pool, now) && !setting_up(&L, now))
-            tc_pool_refill(&L.pool, now); /* idle: one more shell ahead of time */
+        lc_warm_publish(&L);
+        if (n == 0 && !L.stopping && !setting_up(&L, now)) {
+            if (tc_pool_wants_refill(&L.pool, now))
+                tc_pool_refill(&L.pool, now); /* idle: one more shell ahead of time */
+            else if (!tc_pool_joining(&L.pool))
+                lc_warm_refill(&L, now); /* or one more warm sandbox, from a ready shell */
+        }
         tick(&L);
+        lc_warm_publish(&L);
     }
     cleanup(&L);
     return 0;

@@ -68,6 +68,12 @@ enum wkind {
     W_SHELL
 };
 
+/* epoll data: the slot (or pool entry) and what its fd is */
+static inline uint64_t lc_wdata(unsigned slot, enum wkind k)
+{
+    return ((uint64_t)slot << 8) | (uint64_t)k;
+}
+
 struct stream {
     int fd;
     char *data;
@@ -84,6 +90,11 @@ struct violation {
 struct sbx {
     bool used;
     unsigned slot;
+    /* warm (launcher_warm.c): 1 + its template while it waits for a call (no caller: nothing
+     * of it is ever sent); warm_used once a call took it; cpu_base_ns its CPU before the call */
+    unsigned warm_tmpl;
+    bool warm_used;
+    uint64_t cpu_base_ns;
     unsigned image_ref; /* 1 + the slot of L->images its root is, 0 none */
     char id[72];
     json_t *spec_json;
@@ -140,6 +151,19 @@ struct sbx {
     char gv_error[384]; /* runsc failed before the program ran */
 };
 
+#define WARM_TEMPLATES 8     /* specs the launcher keeps warm sandboxes for */
+#define WARM_IDLE_MS   60000 /* a warm sandbox no call took by then is killed */
+
+/* What a call must match to take a warm sandbox: its spec without the per-call parts. */
+struct warm_tmpl {
+    char *key;        /* canonical JSON (launcher_warm.c, warm_key); NULL: a free entry */
+    json_t *spec;     /* the spec a warm sandbox of it starts with (id set at each start) */
+    unsigned target;  /* warm sandboxes to keep: raised by a call that found none */
+    int64_t used_ms;  /* the last call that matched (kept warm for WARM_IDLE_MS after) */
+    int64_t miss_ms;  /* the last call that found none ready (or the last step down) */
+    int64_t retry_ms; /* not before: one of its warm sandboxes ended by itself */
+};
+
 #define MAX_IMAGES    64    /* tool image roots one launcher keeps bound */
 #define IMAGE_IDLE_MS 60000 /* a root no sandbox used for this long is let go */
 
@@ -164,7 +188,12 @@ struct launcher {
     char init_path[PATH_MAX];
     char setup_error[PATH_MAX + 64]; /* why setup failed, when errno alone does not say */
     struct sbx *slots;
-    unsigned max, running;
+    unsigned max, running;     /* max: slots, calls' and warm ones' */
+    unsigned max_calls;        /* sandboxes for calls at once; the other slots are for warm ones */
+    unsigned warm_max, n_warm; /* warm sandboxes waiting for a call: at most, now */
+    unsigned warm_seq;
+    struct warm_tmpl warm[WARM_TEMPLATES];
+    bool warm_dirty; /* the warm list (lc_warm_publish) is out of date */
     uid_t uid_base;
     unsigned uid_index; /* the range in the uid registry (uidrange.h) */
     int uid_fd;         /* holds the range until we are gone */
@@ -210,6 +239,35 @@ void lc_flush_chunks(struct launcher *L, struct sbx *s);
 json_t *lc_violations_json(const struct sbx *s);
 
 void lc_fail_teardown(struct launcher *L, struct sbx *s, const char *msg);
+
+/* launcher_start.c: start a sandbox from a parsed spec in slot s (free); warm_tmpl 0 for a
+ * call, else 1 + the template of a warm sandbox (then nothing is ever sent for it). */
+void lc_start_in_slot(struct launcher *L, struct sbx *s, json_t *spec, struct tc_spec *parsed,
+                      unsigned warm_tmpl);
+/* launcher_warm.c (docs/sandbox.md, Warm interpreters). A "warm" call: hand it to a warm
+ * sandbox of its template, true when one took it (spec and parsed are then its); else the
+ * template is learned or its target raised, false (the call starts cold). */
+bool lc_warm_take(struct launcher *L, json_t *spec, struct tc_spec *parsed);
+/* A held call in a warm sandbox is let go: its gate byte and stdin go out from now. 0. */
+int lc_warm_go(struct launcher *L, struct sbx *s);
+/* Idle: start one warm sandbox a template wants. True when one was started. */
+bool lc_warm_refill(struct launcher *L, int64_t now);
+/* Milliseconds until the warm sandboxes want the loop (0: a refill is due), -1 for never. */
+int64_t lc_warm_timeout(const struct launcher *L, int64_t now);
+/* Templates not used for WARM_IDLE_MS are forgotten; targets step down. */
+void lc_warm_tick(struct launcher *L, int64_t now);
+void lc_warm_fini(struct launcher *L);
+/* A warm sandbox no call took is ending (torn down next): its template backs off a while if
+ * it died by itself (a template whose program cannot wait is not restarted in a loop). */
+void lc_warm_ended(struct launcher *L, struct sbx *s);
+/* scratch/warm, the warm sandboxes waiting for a call, one per line: "PID UID WS CGROUP" (PID
+ * 1's host pid, its host uid, its workspace's name under scratch/ws, its cgroups' name; "-"
+ * without). Rewritten (atomically) when warm_dirty, at the end of a loop turn: the host
+ * checks of the tests (tests/integration/attacks.test.mjs) read it through
+ * /proc/<launcher>/root to tell a warm sandbox from one left behind. */
+void lc_warm_publish(struct launcher *L);
+/* A slot for a call: free, and calls below max_calls. NULL if none. */
+struct sbx *lc_call_slot(struct launcher *L);
 int lc_watch(struct launcher *L, int fd, uint32_t events, unsigned slot, enum wkind k);
 void lc_send_error(struct launcher *L, const char *id, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

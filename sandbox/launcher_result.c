@@ -122,6 +122,10 @@ void lc_teardown(struct launcher *L, struct sbx *s)
     json_decref(s->spec_json);
     if (s->uid)
         tc_pool_release_uid(&L->pool, s->uid);
+    if (s->warm_tmpl) {
+        L->n_warm--;
+        L->warm_dirty = true;
+    }
     unsigned slot = s->slot;
     memset(s, 0, sizeof(*s));
     s->slot = slot;
@@ -160,9 +164,13 @@ static const char *sig_name(int sig, char *buf, size_t size)
 void lc_fail_teardown(struct launcher *L, struct sbx *s, const char *msg)
 {
     char id[sizeof(s->id)];
+    bool warm = s->warm_tmpl != 0; /* no call has it: no one to tell */
     memcpy(id, s->id, sizeof(id));
+    if (warm)
+        lc_warm_ended(L, s);
     lc_teardown(L, s);
-    lc_send_result(L, id, tc_result_error(id, msg));
+    if (!warm)
+        lc_send_result(L, id, tc_result_error(id, msg));
     lc_retry_dead_cgs(L);
 }
 
@@ -176,6 +184,12 @@ static void finish(struct launcher *L, struct sbx *s)
     char signame[32];
     int64_t cpu_ms;
 
+    if (s->warm_tmpl) { /* ended before a call took it: nothing to report, no one to tell */
+        lc_warm_ended(L, s);
+        lc_teardown(L, s);
+        lc_retry_dead_cgs(L);
+        return;
+    }
     if (s->ctl_fd >= 0)
         lc_read_ctl(L, s);
     lc_flush_chunks(L, s); /* a session's output exists only as chunks */
@@ -184,6 +198,8 @@ static void finish(struct launcher *L, struct sbx *s)
         cpu_ns =
             ((uint64_t)s->ru.ru_utime.tv_sec + (uint64_t)s->ru.ru_stime.tv_sec) * 1000000000ULL +
             ((uint64_t)s->ru.ru_utime.tv_usec + (uint64_t)s->ru.ru_stime.tv_usec) * 1000ULL;
+    else /* a warm sandbox's: from its call on (its program's start was before) */
+        cpu_ns -= cpu_ns >= s->cpu_base_ns ? s->cpu_base_ns : cpu_ns;
     cpu_ms = (int64_t)(cpu_ns / 1000000);
     if (!(s->has_cg && tc_cg_mem_peak(&s->cg, &peak) == 0))
         peak = (uint64_t)s->ru.ru_maxrss * 1024;
@@ -266,6 +282,8 @@ static void finish(struct launcher *L, struct sbx *s)
         json_object_set_new(res, "killed_reason", json_null());
     if (res && files_incomplete)
         json_object_set_new(res, "files_incomplete", json_true());
+    if (res && s->warm_used)
+        json_object_set_new(res, "warm", json_true());
     /* Tear down before answering: once the caller has the result, nothing of the
      * sandbox is left (processes, mounts, fds); its empty cgroups go right after. */
     char id[sizeof(s->id)];

@@ -46,7 +46,8 @@ static int watch_streams(struct launcher *L, struct sbx *s)
         (r = lc_watch(L, s->err.fd, EPOLLIN, s->slot, W_STDERR)) < 0 ||
         (r = lc_watch(L, s->ctl_fd, EPOLLIN, s->slot, W_CTL)) < 0)
         return r;
-    if (s->stdin_len > 0 || s->spec.session) /* a session's stays open (launcher.c) */
+    /* a session's stays open (launcher.c), a warm one's until its call (launcher_warm.c) */
+    if (s->stdin_len > 0 || s->spec.session || s->warm_tmpl)
         return lc_watch(L, s->stdin_fd, s->stdin_len > 0 ? EPOLLOUT : 0, s->slot, W_STDIN);
     close(s->stdin_fd);
     s->stdin_fd = -1;
@@ -386,26 +387,54 @@ void lc_start_sandbox(struct launcher *L, const char *hdr_id, char *payload)
         lc_send_error(L, hdr_id, "backend gvisor: network allowlists are not supported");
         goto fail_parsed;
     }
-    for (unsigned i = 0; i < L->max; i++) {
+    for (unsigned i = 0; i < L->max; i++)
         if (L->slots[i].used && strcmp(L->slots[i].id, parsed.id) == 0) {
             lc_send_error(L, hdr_id, "a sandbox with this id is running");
             goto fail_parsed;
         }
-        if (!L->slots[i].used && !s)
-            s = &L->slots[i];
-    }
-    if (!s || L->stopping) {
+    s = L->stopping ? NULL : lc_call_slot(L);
+    if (!s) {
         lc_send_error(L, hdr_id, "too many sandboxes");
         goto fail_parsed;
     }
+    if (parsed.warm && lc_warm_take(L, spec, &parsed))
+        return; /* a warm sandbox has it (and spec, parsed) */
+    lc_start_in_slot(L, s, spec, &parsed, 0);
+    return;
+fail_parsed:
+    tc_spec_release(&parsed);
+    json_decref(spec);
+}
+
+struct sbx *lc_call_slot(struct launcher *L)
+{
+    if (L->running - L->n_warm >= L->max_calls)
+        return NULL;
+    for (unsigned i = 0; i < L->max; i++)
+        if (!L->slots[i].used)
+            return &L->slots[i];
+    return NULL;
+}
+
+void lc_start_in_slot(struct launcher *L, struct sbx *s, json_t *spec, struct tc_spec *parsed,
+                      unsigned warm_tmpl)
+{
+    char err[256] = "";
+    int r;
+
     L->running++;
     s->used = true;
     s->spec_json = spec;
-    s->spec = parsed;
-    snprintf(s->id, sizeof(s->id), "%s", parsed.id);
-    s->gvisor = gvisor;
+    s->spec = *parsed;
+    snprintf(s->id, sizeof(s->id), "%s", parsed->id);
+    s->gvisor = strcmp(parsed->backend, "gvisor") == 0;
     s->start_ms = lc_now_ms();
     s->deadline_ms = s->start_ms + s->spec.limits.wall_ms;
+    if (warm_tmpl) { /* waits for a call that wants it, not longer */
+        s->warm_tmpl = warm_tmpl;
+        L->n_warm++;
+        s->deadline_ms = s->start_ms + WARM_IDLE_MS;
+    }
     if (s->spec.network_allow && tc_egress_spec_env(&s->spec) < 0) {
         start_fail(L, s, "out of memory");
         return;
@@ -426,6 +455,20 @@ void lc_start_sandbox(struct launcher *L, const char *hdr_id, char *payload)
         start_fail(L, s, "stdin_b64: invalid base64");
         return;
     }
+    /* gate: 'g' first, then the call's stdin; a warm sandbox gets them with its call */
+    if (s->spec.gate && !warm_tmpl) {
+        unsigned char *in = malloc(s->stdin_len + 1);
+        if (!in) {
+            start_fail(L, s, "out of memory");
+            return;
+        }
+        in[0] = 'g';
+        if (s->stdin_len)
+            memcpy(in + 1, s->stdin_data, s->stdin_len);
+        free(s->stdin_data);
+        s->stdin_data = in;
+        s->stdin_len++;
+    }
     /* The shell brings the sandbox's host uid; a gvisor sandbox takes one of its own. */
     if (s->gvisor) {
         if ((r = tc_pool_alloc_uid(&L->pool, &s->uid)) < 0) {
@@ -439,6 +482,7 @@ void lc_start_sandbox(struct launcher *L, const char *hdr_id, char *payload)
             return;
         }
         adopt(s, &sh);
+        L->warm_dirty |= warm_tmpl != 0; /* its pid, uid and groups are known now */
     }
     r = snprintf(s->ws_path, sizeof(s->ws_path), "%s/%s", L->wsdir, s->id);
     if (r < 0 || (size_t)r >= sizeof(s->ws_path) || mkdir(s->ws_path, 0700) < 0) {
@@ -474,10 +518,6 @@ void lc_start_sandbox(struct launcher *L, const char *hdr_id, char *payload)
         start_fail(L, s, "spawn: %s", strerror(-r));
         return;
     }
-    return;
-fail_parsed:
-    tc_spec_release(&parsed);
-    json_decref(spec);
 }
 
 /* TC_WIRE_GO: start a held sandbox's program, with its full wall time from now. */
@@ -490,7 +530,7 @@ void lc_go(struct launcher *L, const char *id)
         s->held = false;
         s->start_ms = lc_now_ms();
         s->deadline_ms = s->start_ms + s->spec.limits.wall_ms;
-        int r = s->gvisor ? spawn_gvisor(L, s) : release(L, s);
+        int r = s->warm_used ? lc_warm_go(L, s) : s->gvisor ? spawn_gvisor(L, s) : release(L, s);
         if (r < 0)
             start_fail(L, s, "spawn: %s", strerror(-r));
         return;

@@ -34,6 +34,17 @@
  *                dropped (a program writing faster than the server reads waits on its pipe)
  *                and not kept: the result's stdout/stderr are empty. tc_launcher_interrupt()
  *                sends SIGINT to the program's process group. wall_ms bounds the whole life.
+ *   gate         bool, optional (not with session): the program reads one byte from stdin, 'g',
+ *                before it runs the call's code (the python tools' runner, execution/plots.h,
+ *                given --gate); the launcher writes it, then stdin_b64.
+ *   warm         bool, optional (requires gate): the launcher may have started the program
+ *                before the call, in a sandbox of its own made from an earlier call's spec
+ *                (docs/sandbox.md, Warm interpreters). Used only for native specs without
+ *                network, credentials (the server leaves warm out when it leases any: they
+ *                may be in env) or session; one sandbox per call, never reused; with hold, the
+ *                gate opens at go.
+ *   warm_group   string, [A-Za-z0-9-]{1,64}, optional (with warm): only specs of the same group
+ *                share warm sandboxes (the server's: the tenant).
  *
  * Result (JSON object):
  *   id, status ("completed" exit 0 | "failed" exit != 0 | "timeout" | "killed" | "error"),
@@ -52,6 +63,7 @@
  *             resolved (string|null)}] (egress proxy attempts; [] for "none"),
  *   network_dropped (int, attempts beyond the 256 recorded; with "allow" only),
  *   network_error (string, only if the proxy could not report)
+ *   warm (true, only when the program was started before the call: "warm")
  */
 #pragma once
 
@@ -73,6 +85,8 @@ struct tc_launcher_options {
                                  TC_POOL_NONE: never grown */
     unsigned pool_shrink_ms;  /* a grown pool steps down by one shell after this long without
                                  a miss; 0: TC_POOL_SHRINK_MS (a minute) */
+    int warm;                 /* warm sandboxes at most (spec "warm"), up to TC_POOL_MAX; 0: 4;
+                                 TC_POOL_NONE: none */
     const char *uid_registry; /* NULL: TC_UID_REGISTRY (sandbox/uidrange.h) */
     const char *gvisor_platform; /* "ptrace" (NULL) or "kvm" */
     const char *egress_ca_file;  /* extra upstream CAs for the egress proxy's TLS, or NULL */

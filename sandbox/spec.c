@@ -328,9 +328,9 @@ static int parse_mounts(json_t *a, struct tc_spec *o, char *err, size_t errlen)
 int tc_spec_parse(json_t *spec, struct tc_spec *ret, char *err, size_t errlen)
 {
     static const char *const known[] = {
-        "id",           "backend", "argv",   "env",      "cwd",     "stdin_b64",
-        "files",        "collect", "mounts", "hostname", "network", "limits",
-        "secret_files", "hold",    "stream", "session",  "inject",  "image"};
+        "id",      "backend", "argv",     "env",     "cwd",    "stdin_b64",    "files",
+        "collect", "mounts",  "hostname", "network", "limits", "secret_files", "hold",
+        "stream",  "session", "inject",   "image",   "gate",   "warm",         "warm_group"};
     struct tc_spec s = {0};
     const char *key;
     json_t *val, *v;
@@ -381,6 +381,22 @@ int tc_spec_parse(json_t *spec, struct tc_spec *ret, char *err, size_t errlen)
     if (s.session && strcmp(s.backend, "native") != 0)
         return fail(err, errlen, "session: the native backend only");
     s.stream |= s.session;
+
+    v = json_object_get(spec, "gate");
+    if (v && !json_is_boolean(v))
+        return fail(err, errlen, "gate: boolean required");
+    s.gate = json_is_true(v);
+    v = json_object_get(spec, "warm");
+    if (v && !json_is_boolean(v))
+        return fail(err, errlen, "warm: boolean required");
+    s.warm = json_is_true(v);
+    if (s.gate && s.session)
+        return fail(err, errlen, "gate: not with session (its stdin is the session's)");
+    if (s.warm && !s.gate)
+        return fail(err, errlen, "warm: requires gate (the program waits for the call)");
+    v = json_object_get(spec, "warm_group");
+    if (v && (!json_is_string(v) || !tc_spec_id_valid(json_string_value(v)) || !s.warm))
+        return fail(err, errlen, "warm_group: [A-Za-z0-9-]{1,64} required, with warm");
 
     v = json_object_get(spec, "image");
     if (v) {

@@ -321,6 +321,8 @@ static void start_job(struct tc_worker *w, struct job *j)
             why = "the tool's image is not in this server's image store";
         else if (!(spec = tc_exec_build_spec(tool, &req, j->limits, j->id, image)))
             why = "out of memory";
+        else
+            tc_exec_spec_tenant(spec, j->tenant_id);
         json_decref(image);
     }
     char *lease_why = NULL;

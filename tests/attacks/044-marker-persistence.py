@@ -1,7 +1,7 @@
 # attack: leave marker files in /tmp, /dev/shm and /workspace for the next call or a concurrent one
 # runner: marker
 # expect: status=completed
-# expect: stdout~=^tmp=\[\] shm=\[\] ws=\['main\.py'\]$|^written$
+# expect: stdout~=^tmp=\[\] shm=\[\] ws=\[('\.toolcage', )?'main\.py'\]$|^written$
 #   In sessions (the runner's markerInSessions): the workspace holds the driver's directory
 #   (.toolcage), not main.py.
 # session-expect: status=completed

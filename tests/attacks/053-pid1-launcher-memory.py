@@ -7,7 +7,8 @@
 # expect: stdout~=^maps=(EACCES|EPERM|empty)$
 # gvisor-expect: status=completed
 #   PID 1 under gVisor is the program itself: no launcher or init memory exists there
-# gvisor-expect: stdout~=^cmdline=\['/usr/bin/python3', '-I', '-B', '/workspace/main.py'\]$
+#   (through toolcage's runner, which runs main.py: execution/plots.c)
+# gvisor-expect: stdout~=^cmdline=\['/usr/bin/python3', '-I', '-B', '/workspace/\.toolcage/toolcage_plots\.py', '--gate', '/workspace/main\.py'\]$
 import errno
 st = dict(l.split(":", 1) for l in open("/proc/1/status").read().splitlines() if ":" in l)
 print("name=" + st["Name"].strip())

@@ -73,8 +73,13 @@
 //
 // After every run, on the host: the launcher has no child left, no process runs under the
 // sandbox's host uid range, the sandbox's cgroup directories are gone, the launcher holds no
-// workspace mount for it, and /healthz answers quickly. The launcher's helpers (the egress
-// proxy) and the idle shells of its pool (and their groups) are not counted.
+// workspace mount for it (nor any other but a warm sandbox's), and /healthz answers quickly.
+// The launcher's helpers (the egress proxy), the idle shells of its pool (and their groups)
+// and its warm sandboxes waiting for a call (the list it keeps: warmSandboxes) are not counted.
+// The native runs of the python attacks each take a warm sandbox (docs/sandbox.md, Warm
+// interpreters): a call of the same tool and limits goes first, and the attack's result must
+// say warm; the egress and gvisor runs are cold (network, and gVisor, never go warm), the
+// image runs either.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -253,12 +258,12 @@ async function sandboxUids() {
 }
 
 /** Processes whose real uid lies in the launcher's sandbox uid range (see docs/sandbox.md). */
-function sandboxUidProcs(lpid, { first: base, count }) {
+function sandboxUidProcs(lpid, { first: base, count }, warm = NO_WARM) {
   const found = [];
   for (const d of fs.readdirSync('/proc')) {
     if (!/^\d+$/.test(d)) continue;
     const uid = procUid(d);
-    if (uid !== null && uid >= base && uid < base + count && !isIdleShell(Number(d), lpid)) {
+    if (uid !== null && uid >= base && uid < base + count && !warm.uids.has(uid) && !isIdleShell(Number(d), lpid)) {
       let cmd = '';
       try { cmd = fs.readFileSync(`/proc/${d}/cmdline`, 'utf8').replaceAll('\0', ' '); } catch (e) { gone(e); }
       found.push(`${d} uid=${uid} ${cmd}`);
@@ -272,31 +277,68 @@ function sandboxUidProcs(lpid, { first: base, count }) {
  * itself ("sandbox host support" in the server's log: host.cgroup_parents), not as this test
  * would compute them (the launcher may have used a fallback parent). {} without cgroups.
  */
-function cgroupParents(lpid) {
+function hostReport(lpid) {
   const lines = fs.readFileSync(server.logPath, 'utf8').split('\n').filter((l) => l.includes('"sandbox host support"'));
   for (const l of lines.reverse()) {
     const host = JSON.parse(l).host;
-    if (host?.launcher_pid === lpid) return host.cgroup_parents || {};
+    if (host?.launcher_pid === lpid) return host;
   }
   assert.fail(`the server log has no host report of launcher ${lpid}`);
 }
 
+function cgroupParents(lpid) {
+  return hostReport(lpid).cgroup_parents || {};
+}
+
+/**
+ * The launcher's warm sandboxes, each waiting for a call (docs/sandbox.md, Warm interpreters):
+ * PID 1s, host uids, workspace and cgroup names, from the list the launcher keeps in its own
+ * mount namespace (host report warm_list; sandbox/launcher_int.h, lc_warm_publish), where no
+ * sandbox can write. These, and only these, are not counted as left behind below. Read before
+ * the detectors look, so that one started in between is counted (and the check looks again).
+ */
+function warmSandboxes(lpid) {
+  const w = { pids: new Set(), uids: new Set(), ws: new Set(), cgs: new Set() };
+  const list = hostReport(lpid).warm_list;
+  if (!list) return w;
+  let text = '';
+  try {
+    text = fs.readFileSync(`/proc/${lpid}/root${list}`, 'utf8');
+  } catch (e) {
+    if (e.code !== 'ENOENT') throw e; // none started yet
+  }
+  for (const line of text.split('\n').filter(Boolean)) {
+    const [pid, uid, ws, cg] = line.split(' ');
+    w.pids.add(Number(pid));
+    w.uids.add(Number(uid));
+    w.ws.add(ws);
+    w.cgs.add(cg);
+  }
+  return w;
+}
+
+const NO_WARM = { pids: new Set(), uids: new Set(), ws: new Set(), cgs: new Set() };
+
 /** Sandbox groups (every subdirectory but the idle shells' own) under the launcher's parents. */
-function sandboxCgroups(lpid) {
+function sandboxCgroups(lpid, warm = NO_WARM) {
   const found = [];
   for (const dir of new Set(Object.values(cgroupParents(lpid)))) {
     let ents = [];
     try { ents = fs.readdirSync(dir, { withFileTypes: true }); } catch (e) { gone(e); continue; }
     for (const e of ents) {
-      if (e.isDirectory() && !isIdleShellGroup(path.join(dir, e.name), lpid)) found.push(path.join(dir, e.name));
+      if (e.isDirectory() && !warm.cgs.has(e.name) && !isIdleShellGroup(path.join(dir, e.name), lpid)) found.push(path.join(dir, e.name));
     }
   }
   return found;
 }
 
-function launcherMounts(lpid, id) {
+/** The launcher's mounts of sandbox id, and of any workspace but a warm sandbox's. */
+function launcherMounts(lpid, id, warm = NO_WARM) {
   try {
-    return fs.readFileSync(`/proc/${lpid}/mountinfo`, 'utf8').split('\n').filter((l) => l.includes(id));
+    return fs.readFileSync(`/proc/${lpid}/mountinfo`, 'utf8').split('\n').filter((l) => {
+      const ws = l.match(/\/run\/ws\/([^ /]+)/)?.[1];
+      return (id && l.includes(id)) || (ws && !warm.ws.has(ws));
+    });
   } catch (e) {
     gone(e);
     return [];
@@ -309,10 +351,11 @@ async function assertHostClean(lpid, id, where) {
   let left, cgs, mounts, kids;
   const uids = await sandboxUids();
   for (let i = 0; i < 40; i++) {
-    kids = childrenOf(lpid).filter((p) => !isHelper(p, lpid) && !isIdleShell(p, lpid));
-    left = sandboxUidProcs(lpid, uids);
-    cgs = sandboxCgroups(lpid);
-    mounts = id ? launcherMounts(lpid, id) : [];
+    const warm = warmSandboxes(lpid);
+    kids = childrenOf(lpid).filter((p) => !isHelper(p, lpid) && !isIdleShell(p, lpid) && !warm.pids.has(p));
+    left = sandboxUidProcs(lpid, uids, warm);
+    cgs = sandboxCgroups(lpid, warm);
+    mounts = launcherMounts(lpid, id, warm);
     if (!kids.length && !left.length && !cgs.length && !mounts.length) break;
     await sleep(50);
   }
@@ -508,28 +551,38 @@ test('the attack corpus has at least 40 attacks, each with a description and evi
 
 // The detectors above must be able to fail: while a sandbox runs, each one sees it. Only then
 // does an empty answer after an attack mean that nothing survived.
-test('positive control: every host detector sees a live sandbox', { timeout: 60_000 * SLOW }, async () => {
-  const lpid = launcherPid();
-  const t = crypto.randomBytes(6).toString('hex');
-  const call = server.execute({ tool: 'shell', code: `echo live-${t}; sleep 4; echo done-${t}` }, { timeout: 60_000 * SLOW });
-  const uids = await sandboxUids();
-  let seen = {};
-  for (let i = 0; i < 60 && !(seen.kids && seen.procs && seen.mounts && seen.cgroups); i++) {
-    const kids = childrenOf(lpid).filter((p) => !isHelper(p, lpid) && !isIdleShell(p, lpid));
-    const procs = sandboxUidProcs(lpid, uids);
-    const mounts = fs.readFileSync(`/proc/${lpid}/mountinfo`, 'utf8').split('\n').filter((l) => /\/ws\/[0-9a-f-]{36}/.test(l));
-    seen = { kids: kids.length > 0, procs: procs.length > 0, mounts: mounts.length > 0, cgroups: sandboxCgroups(lpid).length > 0 };
-    await sleep(50);
-  }
-  const parents = cgroupParents(lpid);
-  assert.ok(seen.kids, 'the launcher-children detector never saw the sandbox');
-  assert.ok(seen.procs, 'the uid-range detector never saw the sandbox\'s processes');
-  assert.ok(seen.mounts, 'the workspace-mount detector never saw the sandbox\'s workspace');
-  if (Object.keys(parents).length) assert.ok(seen.cgroups, `the cgroup detector never saw the sandbox's group under ${JSON.stringify(parents)}`);
-  const { json: r } = await call;
-  assert.equal(r.stdout, `live-${t}\ndone-${t}\n`);
-  await assertHostClean(lpid, r.id, 'after the control');
-});
+// A warm sandbox is not counted while it waits (warmSandboxes), so the control is made twice:
+// a cold sandbox (shell), and a python call that took a warm one (it is counted from then on).
+for (const kind of ['cold', 'warm']) {
+  test(`positive control: every host detector sees a live sandbox (${kind})`, { timeout: 60_000 * SLOW }, async () => {
+    const lpid = launcherPid();
+    const t = crypto.randomBytes(6).toString('hex');
+    const py = { file: 'control.py', limits: null };
+    const pyInst = { backend: 'native', code: `import time\nprint('live-${t}', flush=True)\ntime.sleep(4)\nprint('done-${t}')` };
+    if (kind === 'warm') await primeWarm(py, pyInst);
+    const call = server.execute(kind === 'warm' ? payload(py, pyInst)
+      : { tool: 'shell', code: `echo live-${t}; sleep 4; echo done-${t}` }, { timeout: 60_000 * SLOW });
+    const uids = await sandboxUids();
+    let seen = {};
+    for (let i = 0; i < 60 && !(seen.kids && seen.procs && seen.mounts && seen.cgroups); i++) {
+      const warm = warmSandboxes(lpid);
+      const kids = childrenOf(lpid).filter((p) => !isHelper(p, lpid) && !isIdleShell(p, lpid) && !warm.pids.has(p));
+      const procs = sandboxUidProcs(lpid, uids, warm);
+      const mounts = launcherMounts(lpid, null, warm);
+      seen = { kids: kids.length > 0, procs: procs.length > 0, mounts: mounts.length > 0, cgroups: sandboxCgroups(lpid, warm).length > 0 };
+      await sleep(50);
+    }
+    const parents = cgroupParents(lpid);
+    assert.ok(seen.kids, 'the launcher-children detector never saw the sandbox');
+    assert.ok(seen.procs, 'the uid-range detector never saw the sandbox\'s processes');
+    assert.ok(seen.mounts, 'the workspace-mount detector never saw the sandbox\'s workspace');
+    if (Object.keys(parents).length) assert.ok(seen.cgroups, `the cgroup detector never saw the sandbox's group under ${JSON.stringify(parents)}`);
+    const { json: r } = await call;
+    assert.equal(r.stdout, `live-${t}\ndone-${t}\n`);
+    assert.equal(r.warm, kind === 'warm', JSON.stringify(r));
+    await assertHostClean(lpid, r.id, 'after the control');
+  });
+}
 
 /** The companion of a concurrent attack: its own file's code and language, else a sleeper. */
 function companionOf(file) {
@@ -650,14 +703,14 @@ for (const [backend, file] of ['native', 'gvisor', 'egress', 'image', 'session']
       const c = await runOne(meta, inst, 'check', `${file} (concurrent run C)`);
       const ra = await a;
       assert.match(ra.stdout, /^written$/m);
-      assert.match(c.stdout, /^tmp=\[\] shm=\[\] ws=\['main\.py'\]$/m, 'run C sees run A\'s markers');
+      assert.match(c.stdout, /^tmp=\[\] shm=\[\] ws=\[('\.toolcage', )?'main\.py'\]$/m, 'run C sees run A\'s markers');
       // C looked while A's markers existed (wall clock of the host, printed by both)
       const w = ra.stdout.match(/^window ([\d.]+) ([\d.]+)$/m);
       const l = c.stdout.match(/^looked ([\d.]+)$/m);
       assert.ok(w && l, `no timestamps: A ${JSON.stringify(ra.stdout)} C ${JSON.stringify(c.stdout)}`);
       assert.ok(Number(w[1]) <= Number(l[1]) && Number(l[1]) <= Number(w[2]), `C looked at ${l[1]}, outside A's window ${w[1]}..${w[2]}`);
       const b = await runOne(meta, inst, 'check', `${file} (run B)`);
-      assert.match(b.stdout, /^tmp=\[\] shm=\[\] ws=\['main\.py'\]$/m, 'run B sees run A\'s markers');
+      assert.match(b.stdout, /^tmp=\[\] shm=\[\] ws=\[('\.toolcage', )?'main\.py'\]$/m, 'run B sees run A\'s markers');
       await hostChecks(meta, inst, b, file);
       return;
     }
@@ -685,9 +738,40 @@ for (const [backend, file] of ['native', 'gvisor', 'egress', 'image', 'session']
       await hostChecks(meta, inst, r, file);
       return;
     }
+    // The native python runs go through a warm sandbox (docs/sandbox.md, Warm interpreters):
+    // a call of the same tool and limits first, then the attack takes the sandbox that call
+    // left ready, and every expectation and host check below holds on that path.
+    const warm = inst.backend === 'native' && file.endsWith('.py');
+    if (warm) await primeWarm(meta, inst);
     const r = await runOne(meta, inst, undefined, file);
+    if (warm) assert.equal(r.warm, true, `${file}: the attack did not run in a warm sandbox`);
     await hostChecks(meta, inst, r, file);
   });
+}
+
+/**
+ * A call like the attack's (its tool and limits), then its warm sandbox is waiting. The warm
+ * list is let settle first (the refill after the last call), so that the one that appears
+ * after this call is this template's.
+ */
+async function primeWarm(meta, inst) {
+  const lpid = launcherPid();
+  const names = () => [...warmSandboxes(lpid).ws].sort().join(' ');
+  let before = names();
+  for (let i = 0, stable = 0; i < 100 && stable < 4; i++) {
+    await sleep(50);
+    const now = names();
+    stable = now === before ? stable + 1 : 0;
+    before = now;
+  }
+  const known = new Set(before.split(' '));
+  const r = await server.execute({ ...payload(meta, inst), code: 'pass' }, { timeout: 60_000 * SLOW });
+  assert.equal(r.json.status, 'completed', JSON.stringify(r.json));
+  for (let i = 0; i < 100; i++) {
+    if ([...warmSandboxes(lpid).ws].some((w) => !known.has(w))) return;
+    await sleep(30);
+  }
+  assert.fail('no warm sandbox after a python call');
 }
 
 // ---------------------------------------------------------------------------
@@ -802,13 +886,14 @@ test('positive control: every host detector sees an open session between its cal
   try {
     const r = await sessionCall(s.id, { code: '(sleep 600 &) ; echo started' });
     assert.equal(r.stdout, 'started\n');
-    const kids = childrenOf(lpid).filter((p) => !isHelper(p, lpid) && !isIdleShell(p, lpid));
-    const procs = sandboxUidProcs(lpid, uids);
+    const warm = warmSandboxes(lpid);
+    const kids = childrenOf(lpid).filter((p) => !isHelper(p, lpid) && !isIdleShell(p, lpid) && !warm.pids.has(p));
+    const procs = sandboxUidProcs(lpid, uids, warm);
     const parents = cgroupParents(lpid);
     assert.ok(kids.length > 0, 'the launcher-children detector does not see the session');
     assert.ok(procs.some((p) => / sleep 600/.test(p)), `the uid-range detector does not see the session's processes: ${JSON.stringify(procs)}`);
     assert.ok(launcherMounts(lpid, s.id).length > 0, 'the workspace-mount detector does not see the session\'s workspace');
-    if (Object.keys(parents).length) assert.ok(sandboxCgroups(lpid).length > 0, `the cgroup detector does not see the session's group under ${JSON.stringify(parents)}`);
+    if (Object.keys(parents).length) assert.ok(sandboxCgroups(lpid, warm).length > 0, `the cgroup detector does not see the session's group under ${JSON.stringify(parents)}`);
   } finally {
     assert.equal((await endSession(s.id)).ended_reason, 'deleted');
   }

@@ -1295,6 +1295,211 @@ TEST(pool_sized_by_demand)
     rmdir(state);
 }
 
+/* A gated program, as the python tools' runner (execution/plots.h): one byte from stdin, then
+ * the call's code. pre: what it does before the gate. */
+static json_t *spec_gated(const char *pre, const char *code, const char *in)
+{
+    char prog[512];
+    snprintf(prog, sizeof(prog),
+             "import os, sys\n%s\nif os.read(0, 1) != b'g': os._exit(125)\n"
+             "exec(compile(open('/workspace/main.py').read(), 'main.py', 'exec'))\n",
+             pre);
+    json_t *s = spec_py(prog);
+    size_t n = strlen(code);
+    char *b64 = tc_b64_encode(code, n);
+    json_object_set_new(s, "files",
+                        json_pack("[{s:s, s:s, s:i}, {s:s, s:s, s:i}]", "path", "main.py",
+                                  "content_b64", b64, "mode", 0644, "path", ".toolcage/x",
+                                  "content_b64", "eA==", "mode", 0444));
+    free(b64);
+    if (in) {
+        b64 = tc_b64_encode(in, strlen(in));
+        json_object_set_new(s, "stdin_b64", json_string(b64));
+        free(b64);
+    }
+    json_object_set_new(s, "gate", json_true());
+    json_object_set_new(s, "warm", json_true());
+    return s;
+}
+
+/* Children of the launcher that are neither idle shells nor its proxy: here, warm sandboxes. */
+static bool wait_children(int n, int ms)
+{
+    for (int i = 0; i < ms / 10; i++) {
+        if (launcher_children(NULL) == n)
+            return true;
+        usleep(10000);
+    }
+    return false;
+}
+
+/* Warm sandboxes (docs/sandbox.md, Warm interpreters): learned from a call, started ahead,
+ * each taken by one call that then has its own files, stdin, deadline and CPU from the
+ * moment it took it; nothing of one call is seen by the next; a warm sandbox that did
+ * anything before its call is never handed out; a spec with credentials never goes warm;
+ * a stopped launcher leaves none behind. */
+TEST(warm_sandboxes)
+{
+    struct tc_launcher *main_l = L, *l2 = NULL;
+    char state[128];
+    snprintf(state, sizeof(state), "/tmp/toolcage-test-%d-warm", (int)getpid());
+    struct tc_launcher_options o = {.exe = "/proc/self/exe",
+                                    .state_dir = state,
+                                    .max_sandboxes = 4,
+                                    .pool_max = TC_POOL_NONE,
+                                    .warm = 3};
+    int rc = tc_launcher_start(&o, &l2);
+    CHECK(rc == 0);
+    if (rc < 0)
+        return;
+    L = l2;
+    json_t *hi = tc_launcher_host_info(L);
+    CHECK(num(hi, "warm_max") == 3 && num(hi, "max_sandboxes") == 4);
+    int lpid = tc_launcher_pid(L);
+
+    /* the first call of its kind starts cold: gate byte, then its own stdin */
+    json_t *r = run(spec_gated("", "import sys\nprint('one', sys.stdin.read())\n", "in1"));
+    CHECK(strcmp(OUT(r), "one in1\n") == 0);
+    CHECK(!json_object_get(r, "warm"));
+    if (tap_case_failed)
+        dump(r);
+    json_decref(r);
+    /* ... and leaves one warm sandbox behind, its program waiting at the gate */
+    CHECK(wait_children(1, 3000));
+
+    /* another template (its limits differ): cold, and learned */
+    json_t *sp = spec_gated("",
+                            "import os, sys\n"
+                            "open('/tmp/mark', 'w').write('x'); open('/workspace/mark', 'w')\n"
+                            "print('two', sys.stdin.read(), sorted(os.listdir('/workspace')))\n",
+                            "in2");
+    set_limit(sp, "wall_ms", 1000);
+    set_limit(sp, "cpu_ms", 1000);
+    r = run(sp);
+    CHECK(strcmp(OUT(r), "two in2 ['.toolcage', 'main.py', 'mark']\n") == 0);
+    CHECK(!json_object_get(r, "warm"));
+    json_decref(r);
+    CHECK(wait_children(2, 3000));
+
+    /* its warm sandbox has waited longer than its wall limit: the limit counts from the call */
+    usleep(1300000);
+    sp = spec_gated("",
+                    "import os, sys, time\ntime.sleep(0.3)\n"
+                    "print('four', sys.stdin.read(), os.path.exists('/tmp/mark'), "
+                    "sorted(os.listdir('/workspace')))\n",
+                    "in4");
+    set_limit(sp, "wall_ms", 1000);
+    set_limit(sp, "cpu_ms", 1000);
+    r = run(sp);
+    CHECK(strcmp(str(r, "status"), "completed") == 0);
+    CHECK(json_is_true(json_object_get(r, "warm")));
+    CHECK(strcmp(OUT(r), "four in4 False ['.toolcage', 'main.py']\n") == 0);
+    CHECK(num(r, "duration_ms") < 1000);
+    CHECK(num(r, "cpu_ms") < 200); /* the call's CPU, not the interpreter's start */
+    if (tap_case_failed)
+        dump(r);
+    json_decref(r);
+
+    /* the first template's, taken now; made again after, each is used once */
+    for (int i = 0; i < 2; i++) {
+        CHECK(wait_children(2, 3000));
+        r = run(spec_gated("", "import os\nopen('/tmp/mark', 'w')\nprint('three')\n", NULL));
+        CHECK(json_is_true(json_object_get(r, "warm")));
+        CHECK(strcmp(OUT(r), "three\n") == 0);
+        json_decref(r);
+    }
+    /* a warm one that does not finish in its wall time is killed as a cold one is */
+    CHECK(wait_children(2, 3000));
+    sp = spec_gated("", "import time\ntime.sleep(5)\n", NULL);
+    set_limit(sp, "wall_ms", 1000);
+    set_limit(sp, "cpu_ms", 1000);
+    r = run(sp);
+    CHECK(json_is_true(json_object_get(r, "warm")));
+    CHECK(strcmp(str(r, "status"), "timeout") == 0);
+    CHECK(num(r, "duration_ms") >= 1000 && num(r, "duration_ms") < 2000);
+    json_decref(r);
+
+    /* held (the server's calls): the gate opens at go, not before; a cancel ends it unrun */
+    for (int i = 0; i < 2; i++) {
+        CHECK(wait_children(2, 3000));
+        struct held h = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+        sp = spec_gated("", "print('ran')\n", NULL);
+        json_object_set_new(sp, "hold", json_true());
+        char hid[80];
+        snprintf(hid, sizeof(hid), "%s", str(sp, "id"));
+        struct tc_launcher_job job = {.done = held_done, .ready = held_ready, .userdata = &h};
+        CHECK(tc_launcher_submit_job(L, sp, &job) == 0);
+        json_decref(sp);
+        held_wait(&h, false, 5000);
+        CHECK(h.ready == 1);
+        usleep(300000);
+        CHECK(h.res == NULL); /* the program would have printed and ended by now */
+        CHECK((i == 0 ? tc_launcher_go(L, hid) : tc_launcher_cancel(L, hid)) == 0);
+        held_wait(&h, true, 5000);
+        if (i == 0) {
+            CHECK(strcmp(str(h.res, "status"), "completed") == 0);
+            CHECK(strcmp(OUT(h.res), "ran\n") == 0);
+            CHECK(json_is_true(json_object_get(h.res, "warm")));
+        } else {
+            CHECK(strcmp(str(h.res, "status"), "error") == 0);
+            CHECK(strstr(str(h.res, "error"), "before the program started") != NULL);
+            CHECK(strcmp(OUT(h.res), "") == 0);
+        }
+        json_decref(h.res);
+    }
+
+    /* another group (the server's: another tenant) never takes this one's; a group is a
+     * template of its own */
+    CHECK(wait_children(2, 3000));
+    for (int i = 0; i < 3; i++) {
+        sp = spec_gated("", "print('g')\n", NULL);
+        json_object_set_new(sp, "warm_group", json_string("tenant-b"));
+        r = run(sp);
+        CHECK(strcmp(OUT(r), "g\n") == 0);
+        CHECK(json_is_true(json_object_get(r, "warm")) == (i > 0));
+        json_decref(r);
+        CHECK(wait_children(3, 3000));
+    }
+
+    /* a program that does anything before its call (here: writes) is never handed out: the
+     * call runs cold, once */
+    for (int i = 0; i < 2; i++) {
+        r = run(spec_gated("print('early', flush=True)", "print('five')\n", NULL));
+        CHECK(strcmp(OUT(r), "early\nfive\n") == 0);
+        CHECK(!json_object_get(r, "warm"));
+        json_decref(r);
+        usleep(300000);
+    }
+    /* credentials (here a leased file) never go warm */
+    for (int i = 0; i < 2; i++) {
+        sp = spec_gated("", "print(open('/run/secrets/k').read())\n", NULL);
+        json_object_set_new(sp, "secret_files",
+                            json_pack("[{s:s, s:s}]", "name", "k", "content_b64", "czM="));
+        r = run(sp);
+        CHECK(strcmp(OUT(r), "s3\n") == 0);
+        CHECK(!json_object_get(r, "warm"));
+        json_decref(r);
+        usleep(300000);
+    }
+
+    /* stopped: the warm ones go too, unreported; nothing is left */
+    tc_launcher_stop(l2);
+    CHECK(kill(lpid, 0) < 0 && errno == ESRCH);
+    const char *k;
+    json_t *v;
+    json_object_foreach(json_object_get(hi, "cgroup_parents"), k, v)
+    {
+        struct stat st;
+        CHECK(stat(json_string_value(v), &st) < 0 && errno == ENOENT);
+    }
+    json_decref(hi);
+    L = main_l;
+    char run_dir[160];
+    snprintf(run_dir, sizeof(run_dir), "%s/run", state);
+    rmdir(run_dir);
+    rmdir(state);
+}
+
 TEST(fifty_concurrent)
 {
     struct conc c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
@@ -1772,6 +1977,7 @@ int main(int argc, char **argv)
     RUN(session_input_interrupt);
     RUN(pool_shells_killed);
     RUN(pool_sized_by_demand);
+    RUN(warm_sandboxes);
     RUN(fifty_concurrent);
     RUN(launcher_death_fails_pending_and_restarts);
     RUN(stop_with_running_sandboxes);

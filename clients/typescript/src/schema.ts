@@ -1628,6 +1628,13 @@ export interface components {
             /** @description /workspace had no space left when the program ended. */
             workspace_full?: boolean;
             /**
+             * @description The tool's interpreter was started before the call, in a sandbox made for this
+             *     call alone from the tool's configuration, and waited for the code (docs/sandbox.md,
+             *     Warm interpreters). `duration_ms` and `cpu_ms` count from the call. Absent in
+             *     executions stored before this field.
+             */
+            warm?: boolean;
+            /**
              * @description Why the sandbox could not run the call (redacted), if it could not.
              *     `interrupted_before_start`: the server process running it died (or lost its
              *     database lock for good) before the program was released to run: it did not run.

@@ -1,0 +1,380 @@
+/* The launcher: warm sandboxes (docs/sandbox.md, Warm interpreters; sandbox/launcher_int.h).
+ *
+ * A "warm" spec (a python tool's runner, gated: it reads one byte from stdin before it runs
+ * the call's code) may be served by a sandbox started before the call. The launcher learns a
+ * template from a call (its spec without what belongs to the call: id, stdin, collect,
+ * stream, hold, and every file but toolcage's own under .toolcage/), and when idle starts sandboxes
+ * from it: a shell of the pool, the same configuration, limits and seccomp filter as the
+ * call would get, the program started and blocked on its gate. A later call whose template
+ * is byte for byte the same (canonical JSON) takes one: its files are written into the
+ * workspace, its stdin (after the gate byte) goes to the program, its id, deadline and CPU
+ * base are set from that moment. Nothing of the sandbox is shared: each is used by one call
+ * and torn down after it, as a cold one. Nothing untrusted runs in it before its call: the
+ * program (ours) waits on the gate; a warm sandbox that wrote anything, met the seccomp
+ * filter, lost its stdin or ended is never handed out. */
+#include <poll.h>
+
+#include "sandbox/launcher_int.h"
+
+static bool eligible(const struct launcher *L, const struct tc_spec *p)
+{
+    return L->warm_max > 0 && p->warm && p->gate && strcmp(p->backend, "native") == 0 &&
+           !p->network_allow && !p->inject && !p->secret_files && !p->session;
+}
+
+/* toolcage's own files (the runner): part of the template, not of the call */
+static bool own_file(json_t *f)
+{
+    const char *p = json_string_value(json_object_get(f, "path"));
+    return p && strncmp(p, ".toolcage/", 10) == 0;
+}
+
+/* The spec a warm sandbox of this call's template starts with (without an id). */
+static json_t *template_spec(json_t *spec)
+{
+    json_t *t = json_deep_copy(spec), *files = json_array(), *f;
+    size_t i;
+    if (!t || !files) {
+        json_decref(t);
+        json_decref(files);
+        return NULL;
+    }
+    static const char *const per_call[] = {"id", "stdin_b64", "collect", "stream", "hold"};
+    for (i = 0; i < sizeof(per_call) / sizeof(per_call[0]); i++)
+        json_object_del(t, per_call[i]);
+    json_array_foreach(json_object_get(spec, "files"), i, f) if (own_file(f))
+        json_array_append(files, f);
+    json_object_set_new(t, "files", files);
+    return t;
+}
+
+static char *template_key(json_t *tspec)
+{
+    return tspec ? json_dumps(tspec, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+}
+
+static unsigned count_of(const struct launcher *L, unsigned tmpl)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < L->max; i++)
+        n += L->slots[i].used && L->slots[i].warm_tmpl == tmpl;
+    return n;
+}
+
+static void forget(struct launcher *L, unsigned idx)
+{
+    struct warm_tmpl *t = &L->warm[idx];
+    for (unsigned i = 0; i < L->max; i++)
+        if (L->slots[i].used && L->slots[i].warm_tmpl == idx + 1)
+            lc_kill_sbx(L, &L->slots[i], "expired");
+    free(t->key);
+    json_decref(t->spec);
+    memset(t, 0, sizeof(*t));
+}
+
+/* Something is waiting on fd that the loop has not read yet (output, a seccomp notification,
+ * a control message, the end of PID 1). */
+static bool pending(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    return fd >= 0 && poll(&p, 1, 0) != 0;
+}
+
+/* Nothing happened in it but its program's start, and it is waiting at the gate: nothing
+ * read from it, and nothing waiting to be read. */
+static bool clean(const struct sbx *w)
+{
+    return !w->exited && !w->killed_reason && w->stdin_fd >= 0 && w->out.fd >= 0 &&
+           w->err.fd >= 0 && w->out.len == 0 && w->err.len == 0 && !w->out.dropped &&
+           !w->err.dropped && w->n_viol == 0 && !w->setup_err && !w->exec_err && w->sync_fd < 0 &&
+           !w->held && !pending(w->out.fd) && !pending(w->err.fd) && !pending(w->ctl_fd) &&
+           !pending(w->notify_fd) && !pending(w->pidfd);
+}
+
+/* The call takes warm sandbox w: 0, or -1 (w is to be discarded; the call starts cold and
+ * meets any error of its own there). */
+static int adopt(struct launcher *L, struct sbx *w, json_t *spec, struct tc_spec *parsed)
+{
+    unsigned char *in = NULL, *buf;
+    size_t n = 0, i;
+    char err[256];
+    json_t *files, *f;
+
+    if (!clean(w))
+        return -1;
+    if (parsed->stdin_b64 &&
+        tc_b64_decode(parsed->stdin_b64, strlen(parsed->stdin_b64), &in, &n) < 0)
+        return -1;
+    buf = malloc(n + 1);
+    if (!buf) {
+        free(in);
+        return -1;
+    }
+    buf[0] = 'g';
+    if (n)
+        memcpy(buf + 1, in, n);
+    free(in);
+    /* the call's files (toolcage's own are there: the template is the call's) */
+    files = json_array();
+    json_array_foreach(parsed->files, i, f) if (!own_file(f)) json_array_append(files, f);
+    if (!files || (json_array_size(files) &&
+                   tc_ws_write_files(w->ws_fd, files, w->uid, w->uid, err, sizeof(err)) < 0)) {
+        json_decref(files);
+        free(buf);
+        return -1;
+    }
+    json_decref(files);
+
+    /* from here on it is the call's sandbox */
+    tc_spec_release(&w->spec);
+    json_decref(w->spec_json);
+    w->spec_json = spec;
+    w->spec = *parsed;
+    snprintf(w->id, sizeof(w->id), "%s", parsed->id);
+    w->warm_tmpl = 0;
+    w->warm_used = true;
+    L->n_warm--;
+    L->warm_dirty = true;
+    w->stdin_data = buf;
+    w->stdin_len = n + 1;
+    w->stdin_off = 0;
+    w->start_ms = lc_now_ms();
+    if (w->spec.hold) { /* the server records the start first: the gate opens at TC_WIRE_GO */
+        w->held = true;
+        w->deadline_ms = w->start_ms + HOLD_MAX_MS;
+        (void)tc_wire_send(L->sock, TC_WIRE_READY, w->id, NULL, 0);
+        return 0;
+    }
+    return lc_warm_go(L, w);
+}
+
+int lc_warm_go(struct launcher *L, struct sbx *w)
+{
+    uint64_t cpu = 0;
+    if (w->has_cg && tc_cg_cpu_ns(&w->cg, &cpu) < 0)
+        cpu = 0;
+    w->cpu_base_ns = cpu;
+    w->start_ms = lc_now_ms();
+    w->deadline_ms = w->start_ms + w->spec.limits.wall_ms;
+    struct epoll_event ev = {.events = EPOLLOUT, .data.u64 = lc_wdata(w->slot, W_STDIN)};
+    epoll_ctl(L->epfd, EPOLL_CTL_MOD, w->stdin_fd, &ev);
+    return 0;
+}
+
+bool lc_warm_take(struct launcher *L, json_t *spec, struct tc_spec *parsed)
+{
+    if (!eligible(L, parsed))
+        return false;
+    json_t *tspec = template_spec(spec);
+    char *key = template_key(tspec);
+    int64_t now = lc_now_ms();
+    unsigned idx = WARM_TEMPLATES, lru = 0;
+
+    if (!key) {
+        json_decref(tspec);
+        return false;
+    }
+    for (unsigned i = 0; i < WARM_TEMPLATES && idx == WARM_TEMPLATES; i++)
+        if (L->warm[i].key && strcmp(L->warm[i].key, key) == 0)
+            idx = i;
+    if (idx < WARM_TEMPLATES) {
+        struct warm_tmpl *t = &L->warm[idx];
+        free(key);
+        json_decref(tspec);
+        t->used_ms = now;
+        /* the oldest first: it has waited longest */
+        for (;;) {
+            struct sbx *w = NULL;
+            for (unsigned i = 0; i < L->max; i++) {
+                struct sbx *c = &L->slots[i];
+                if (c->used && c->warm_tmpl == idx + 1 && !c->killed_reason &&
+                    (!w || c->start_ms < w->start_ms))
+                    w = c;
+            }
+            if (!w)
+                break;
+            if (adopt(L, w, spec, parsed) == 0)
+                return true;
+            lc_kill_sbx(L, w, "expired"); /* not fit for a call: it goes, unreported */
+        }
+        t->miss_ms = now; /* a call paid for a cold start: keep one more warm */
+        if (t->target < L->warm_max)
+            t->target++;
+        return false;
+    }
+    /* a new template: in a free entry, else the one used least recently */
+    for (unsigned i = 0; i < WARM_TEMPLATES && idx == WARM_TEMPLATES; i++)
+        if (!L->warm[i].key)
+            idx = i;
+        else if (L->warm[i].used_ms < L->warm[lru].used_ms)
+            lru = i;
+    if (idx == WARM_TEMPLATES) {
+        forget(L, lru);
+        idx = lru;
+    }
+    L->warm[idx] =
+        (struct warm_tmpl){.key = key, .spec = tspec, .target = 1, .used_ms = now, .miss_ms = now};
+    return false;
+}
+
+/* A template wants one more warm sandbox now. */
+static bool wants(const struct launcher *L, unsigned i, int64_t now)
+{
+    const struct warm_tmpl *t = &L->warm[i];
+    return t->key && now - t->used_ms < WARM_IDLE_MS && now >= t->retry_ms &&
+           count_of(L, i + 1) < t->target;
+}
+
+/* The template that wants a warm sandbox, the most recently used first (-1: none), and
+ * whether one can start now: below warm_max, or by evicting (*victim) a warm sandbox of a
+ * template used less recently (one at a time: none may be dying already). */
+static int pick(const struct launcher *L, int64_t now, bool *can, struct sbx **victim)
+{
+    int best = -1;
+    *can = false;
+    *victim = NULL;
+    if (!L->warm_max || L->stopping || tc_pool_joining(&L->pool))
+        return -1;
+    for (unsigned i = 0; i < WARM_TEMPLATES; i++)
+        if (wants(L, i, now) && (best < 0 || L->warm[i].used_ms > L->warm[best].used_ms))
+            best = (int)i;
+    if (best < 0)
+        return -1;
+    if (L->n_warm < L->warm_max) {
+        *can = true;
+        return best;
+    }
+    for (unsigned k = 0; k < L->max; k++) {
+        struct sbx *s = &L->slots[k];
+        if (!s->used || !s->warm_tmpl)
+            continue;
+        if (s->killed_reason)
+            return best; /* one is going already: its end wakes the loop */
+        const struct warm_tmpl *t = &L->warm[s->warm_tmpl - 1];
+        if (t->used_ms < L->warm[best].used_ms &&
+            (!*victim || t->used_ms < L->warm[(*victim)->warm_tmpl - 1].used_ms))
+            *victim = s;
+    }
+    *can = *victim != NULL;
+    return best;
+}
+
+bool lc_warm_refill(struct launcher *L, int64_t now)
+{
+    bool can;
+    struct sbx *victim, *s = NULL;
+    int i = pick(L, now, &can, &victim);
+    if (i < 0 || !can)
+        return false;
+    if (victim) { /* the slot goes to a template in use more recently */
+        lc_kill_sbx(L, victim, "expired");
+        return false;
+    }
+    for (unsigned k = 0; k < L->max && !s; k++)
+        if (!L->slots[k].used)
+            s = &L->slots[k];
+    json_t *spec = json_deep_copy(L->warm[i].spec);
+    char id[32], err[128];
+    struct tc_spec parsed;
+    snprintf(id, sizeof(id), "warm-%u", ++L->warm_seq);
+    if (!s || !spec || json_object_set_new(spec, "id", json_string(id)) < 0 ||
+        tc_spec_parse(spec, &parsed, err, sizeof(err)) < 0) {
+        json_decref(spec);
+        L->warm[i].retry_ms = now + 1000;
+        return false;
+    }
+    lc_start_in_slot(L, s, spec, &parsed, (unsigned)i + 1);
+    return true;
+}
+
+int64_t lc_warm_timeout(const struct launcher *L, int64_t now)
+{
+    int64_t t = -1;
+    bool can;
+    struct sbx *victim;
+    if (pick(L, now, &can, &victim) >= 0 && can)
+        return 0;
+    for (unsigned i = 0; i < WARM_TEMPLATES; i++) {
+        const struct warm_tmpl *w = &L->warm[i];
+        if (!w->key)
+            continue;
+        int64_t d = w->used_ms + WARM_IDLE_MS - now; /* forgotten */
+        if (w->target > 1 && w->miss_ms + WARM_IDLE_MS - now < d)
+            d = w->miss_ms + WARM_IDLE_MS - now; /* a step down */
+        if (w->retry_ms > now && w->retry_ms - now < d)
+            d = w->retry_ms - now; /* a start put off */
+        if (d < 0)
+            d = 0;
+        if (t < 0 || d < t)
+            t = d;
+    }
+    return t;
+}
+
+void lc_warm_tick(struct launcher *L, int64_t now)
+{
+    for (unsigned i = 0; i < WARM_TEMPLATES; i++) {
+        struct warm_tmpl *t = &L->warm[i];
+        if (!t->key)
+            continue;
+        if (now - t->used_ms >= WARM_IDLE_MS) {
+            forget(L, i);
+            continue;
+        }
+        if (t->target > 1 && now - t->miss_ms >= WARM_IDLE_MS) {
+            t->target--;
+            t->miss_ms = now;
+        }
+        if (count_of(L, i + 1) > t->target)
+            for (unsigned k = 0; k < L->max; k++) {
+                struct sbx *s = &L->slots[k];
+                if (s->used && s->warm_tmpl == i + 1 && !s->killed_reason) {
+                    lc_kill_sbx(L, s, "expired");
+                    break;
+                }
+            }
+    }
+}
+
+void lc_warm_ended(struct launcher *L, struct sbx *s)
+{
+    unsigned i = s->warm_tmpl - 1;
+    if (i < WARM_TEMPLATES && L->warm[i].key && !s->killed_reason)
+        L->warm[i].retry_ms = lc_now_ms() + 1000;
+}
+
+void lc_warm_fini(struct launcher *L)
+{
+    for (unsigned i = 0; i < WARM_TEMPLATES; i++) {
+        free(L->warm[i].key);
+        json_decref(L->warm[i].spec);
+        memset(&L->warm[i], 0, sizeof(L->warm[i]));
+    }
+}
+
+void lc_warm_publish(struct launcher *L)
+{
+    char path[PATH_MAX], tmp[PATH_MAX], line[256];
+    if (!L->warm_dirty)
+        return;
+    L->warm_dirty = false;
+    snprintf(path, sizeof(path), "%s/warm", L->scratch);
+    snprintf(tmp, sizeof(tmp), "%s/warm.new", L->scratch);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0)
+        return;
+    bool ok = true;
+    for (unsigned i = 0; i < L->max && ok; i++) {
+        const struct sbx *s = &L->slots[i];
+        if (!s->used || !s->warm_tmpl || s->pid <= 0)
+            continue;
+        const char *ws = strrchr(s->ws_path, '/');
+        int n = snprintf(line, sizeof(line), "%d %u %s %s\n", (int)s->pid, (unsigned)s->uid,
+                         ws ? ws + 1 : "-", s->has_cg && s->cg.name[0] ? s->cg.name : "-");
+        ok = n > 0 && (size_t)n < sizeof(line) && write(fd, line, (size_t)n) == n;
+    }
+    if (close(fd) < 0 || !ok || rename(tmp, path) < 0) {
+        unlink(tmp);
+        L->warm_dirty = true; /* the next turn tries again */
+    }
+}
