@@ -382,13 +382,28 @@ json_t *tc_exec_build_spec(const struct tc_tool *tool, const struct tc_exec_requ
     char code_path[256], cwd[1100];
     snprintf(code_path, sizeof(code_path), "/workspace/%s", tool->code_file);
 
-    /* A python interpreter given the code file runs it through our runner (execution/plots.h):
-     * figures (plots), and the gate that lets the launcher start it before the call. */
+    /* A python interpreter given the code file as its script runs it through our runner
+     * (execution/plots.h): figures (plots), and the gate that lets the launcher start it
+     * before the call: only when the file is the script (once, after interpreter options
+     * alone: not an argument of -m or -c). A plots tool gets the runner in any case. */
     const char *prog = tool->ncommand ? strrchr(tool->command[0], '/') : NULL;
-    bool runner = !req->driver && (tool->plots || (tool->language && prog &&
-                                                   strcmp(tool->language, "python") == 0 &&
-                                                   strncmp(prog + 1, "python", 6) == 0));
-    bool gated = false;
+    size_t ncode = 0;
+    bool script = true;
+    for (size_t i = 1; i < tool->ncommand; i++) {
+        const char *a = tool->command[i];
+        if (strcmp(a, "{code_file}") == 0)
+            ncode++;
+        else if (ncode)
+            continue;
+        else if (strcmp(a, "-X") == 0 || strcmp(a, "-W") == 0)
+            i++; /* an option and its value */
+        else if (strcmp(a, "-m") == 0 || strcmp(a, "-c") == 0 || a[0] != '-')
+            script = false; /* a module, a command, or an argument before the script */
+    }
+    bool python = tool->language && prog && strcmp(tool->language, "python") == 0 &&
+                  strncmp(prog + 1, "python", 6) == 0;
+    bool gated = !req->driver && ncode == 1 && script && (python || tool->plots);
+    bool runner = gated || tool->plots;
     json_t *argv = json_array();
     for (size_t i = 0; i < tool->ncommand; i++) {
         bool is_code = strcmp(tool->command[i], "{code_file}") == 0;
@@ -396,8 +411,8 @@ json_t *tc_exec_build_spec(const struct tc_tool *tool, const struct tc_exec_requ
             json_array_append_new(argv, json_string("/workspace/" TC_PLOTS_RUNNER));
             if (tool->plots)
                 json_array_append_new(argv, json_string("--plots"));
-            json_array_append_new(argv, json_string("--gate")); /* spec "gate", below */
-            gated = true;
+            if (gated)
+                json_array_append_new(argv, json_string("--gate")); /* spec "gate", below */
         }
         json_array_append_new(argv, json_string(is_code ? code_path : tool->command[i]));
     }
@@ -436,7 +451,7 @@ json_t *tc_exec_build_spec(const struct tc_tool *tool, const struct tc_exec_requ
                                         "content_b64", b64, "mode", 0644));
     }
 
-    if (gated) /* last: the runner is ours, whatever the request's files hold */
+    if (runner) /* last: the runner is ours, whatever the request's files hold */
         json_array_append_new(
             files, json_pack("{s:s, s:o, s:i}", "path", TC_PLOTS_RUNNER, "content_b64",
                              b64_string(tc_plots_runner, strlen(tc_plots_runner)), "mode", 0444));

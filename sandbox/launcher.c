@@ -624,7 +624,7 @@ static int next_timeout(struct launcher *L)
         if (t < 0 || d < t)
             t = d;
     }
-    if (t < 0 && L->n_dead_cgs)
+    if (L->n_dead_cgs && (t < 0 || t > 100)) /* (a warm sandbox waits for up to a minute) */
         t = 100;
     if (tc_egress_link_parked(L->egress) && (t < 0 || t > TICK_MS))
         t = TICK_MS;

@@ -92,7 +92,7 @@ struct sbx {
     unsigned slot;
     /* warm (launcher_warm.c): 1 + its template while it waits for a call (no caller: nothing
      * of it is ever sent); warm_used once a call took it; cpu_base_ns its CPU before the call */
-    unsigned warm_tmpl;
+    unsigned warm_tmpl, warm_gen; /* the template's entry, and which template held it then */
     bool warm_used;
     uint64_t cpu_base_ns;
     unsigned image_ref; /* 1 + the slot of L->images its root is, 0 none */
@@ -158,10 +158,12 @@ struct sbx {
 struct warm_tmpl {
     char *key;        /* canonical JSON (launcher_warm.c, warm_key); NULL: a free entry */
     json_t *spec;     /* the spec a warm sandbox of it starts with (id set at each start) */
-    unsigned target;  /* warm sandboxes to keep: raised by a call that found none */
+    unsigned target;  /* warm sandboxes to keep: 0 for a template seen once, raised by
+                       * each call that found none ready */
     int64_t used_ms;  /* the last call that matched (kept warm for WARM_IDLE_MS after) */
     int64_t miss_ms;  /* the last call that found none ready (or the last step down) */
     int64_t retry_ms; /* not before: one of its warm sandboxes ended by itself */
+    unsigned gen;     /* tells this template's sandboxes from a forgotten one's in the entry */
 };
 
 #define MAX_IMAGES    64    /* tool image roots one launcher keeps bound */
@@ -191,7 +193,8 @@ struct launcher {
     unsigned max, running;     /* max: slots, calls' and warm ones' */
     unsigned max_calls;        /* sandboxes for calls at once; the other slots are for warm ones */
     unsigned warm_max, n_warm; /* warm sandboxes waiting for a call: at most, now */
-    unsigned warm_seq;
+    unsigned warm_seq, warm_gens;
+    unsigned warm_for; /* 1 + the template a warm sandbox was evicted for: it starts next */
     struct warm_tmpl warm[WARM_TEMPLATES];
     bool warm_dirty; /* the warm list (lc_warm_publish) is out of date */
     uid_t uid_base;

@@ -190,6 +190,10 @@ static void finish(struct launcher *L, struct sbx *s)
         lc_retry_dead_cgs(L);
         return;
     }
+    if (s->held) { /* its call's program never ran (a warm sandbox's interpreter died) */
+        lc_fail_teardown(L, s, "the sandbox ended before the program started");
+        return;
+    }
     if (s->ctl_fd >= 0)
         lc_read_ctl(L, s);
     lc_flush_chunks(L, s); /* a session's output exists only as chunks */

@@ -432,6 +432,7 @@ void lc_start_in_slot(struct launcher *L, struct sbx *s, json_t *spec, struct tc
     s->deadline_ms = s->start_ms + s->spec.limits.wall_ms;
     if (warm_tmpl) { /* waits for a call that wants it, not longer */
         s->warm_tmpl = warm_tmpl;
+        s->warm_gen = L->warm[warm_tmpl - 1].gen;
         L->n_warm++;
         s->deadline_ms = s->start_ms + WARM_IDLE_MS;
     }
@@ -477,7 +478,8 @@ void lc_start_in_slot(struct launcher *L, struct sbx *s, json_t *spec, struct tc
         }
     } else {
         struct tc_shell sh;
-        if ((r = tc_pool_take(&L->pool, s->start_ms, &sh)) < 0) {
+        /* a warm start that finds no shell ready is no call paying for one: not a miss */
+        if ((r = tc_pool_take(&L->pool, s->start_ms, !warm_tmpl, &sh)) < 0) {
             start_fail(L, s, "spawn: %s", strerror(-r));
             return;
         }

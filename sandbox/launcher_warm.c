@@ -22,17 +22,20 @@ static bool eligible(const struct launcher *L, const struct tc_spec *p)
            !p->network_allow && !p->inject && !p->secret_files && !p->session;
 }
 
-/* toolcage's own files (the runner): part of the template, not of the call */
+/* toolcage's own files (the runner: read-only, under .toolcage/; a request's files are 0644):
+ * part of the template, not of the call */
 static bool own_file(json_t *f)
 {
     const char *p = json_string_value(json_object_get(f, "path"));
-    return p && strncmp(p, ".toolcage/", 10) == 0;
+    return p && strncmp(p, ".toolcage/", 10) == 0 &&
+           json_integer_value(json_object_get(f, "mode")) == 0444;
 }
 
 /* The spec a warm sandbox of this call's template starts with (without an id). */
 static json_t *template_spec(json_t *spec)
 {
-    json_t *t = json_deep_copy(spec), *files = json_array(), *f;
+    /* shallow: what it keeps of the call's (argv, env, limits...) is not changed after */
+    json_t *t = json_copy(spec), *files = json_array(), *f;
     size_t i;
     if (!t || !files) {
         json_decref(t);
@@ -53,20 +56,28 @@ static char *template_key(json_t *tspec)
     return tspec ? json_dumps(tspec, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 }
 
+/* s is a warm sandbox of template tmpl (1 + its entry), not of one the entry held before */
+static bool of(const struct launcher *L, const struct sbx *s, unsigned tmpl)
+{
+    return s->used && s->warm_tmpl == tmpl && s->warm_gen == L->warm[tmpl - 1].gen;
+}
+
 static unsigned count_of(const struct launcher *L, unsigned tmpl)
 {
     unsigned n = 0;
     for (unsigned i = 0; i < L->max; i++)
-        n += L->slots[i].used && L->slots[i].warm_tmpl == tmpl;
+        n += of(L, &L->slots[i], tmpl);
     return n;
 }
 
 static void forget(struct launcher *L, unsigned idx)
 {
     struct warm_tmpl *t = &L->warm[idx];
+    if (L->warm_for == idx + 1)
+        L->warm_for = 0;
     for (unsigned i = 0; i < L->max; i++)
-        if (L->slots[i].used && L->slots[i].warm_tmpl == idx + 1)
-            lc_kill_sbx(L, &L->slots[i], "expired");
+        if (of(L, &L->slots[i], idx + 1))
+            lc_kill_sbx(L, &L->slots[i], "forgotten");
     free(t->key);
     json_decref(t->spec);
     memset(t, 0, sizeof(*t));
@@ -91,8 +102,9 @@ static bool clean(const struct sbx *w)
            !pending(w->notify_fd) && !pending(w->pidfd);
 }
 
-/* The call takes warm sandbox w: 0, or -1 (w is to be discarded; the call starts cold and
- * meets any error of its own there). */
+/* The call takes warm sandbox w: 0; -1: w is not fit (something happened in it), it goes;
+ * -2: the call's own stdin or files do not go in (w goes if any file went in): the call
+ * starts cold and meets that error there. */
 static int adopt(struct launcher *L, struct sbx *w, json_t *spec, struct tc_spec *parsed)
 {
     unsigned char *in = NULL, *buf;
@@ -104,11 +116,11 @@ static int adopt(struct launcher *L, struct sbx *w, json_t *spec, struct tc_spec
         return -1;
     if (parsed->stdin_b64 &&
         tc_b64_decode(parsed->stdin_b64, strlen(parsed->stdin_b64), &in, &n) < 0)
-        return -1;
+        return -2;
     buf = malloc(n + 1);
     if (!buf) {
         free(in);
-        return -1;
+        return -2;
     }
     buf[0] = 'g';
     if (n)
@@ -119,9 +131,11 @@ static int adopt(struct launcher *L, struct sbx *w, json_t *spec, struct tc_spec
     json_array_foreach(parsed->files, i, f) if (!own_file(f)) json_array_append(files, f);
     if (!files || (json_array_size(files) &&
                    tc_ws_write_files(w->ws_fd, files, w->uid, w->uid, err, sizeof(err)) < 0)) {
+        if (files && json_array_size(files))
+            lc_kill_sbx(L, w, "spoilt"); /* some may be in it */
         json_decref(files);
         free(buf);
-        return -1;
+        return -2;
     }
     json_decref(files);
 
@@ -187,15 +201,20 @@ bool lc_warm_take(struct launcher *L, json_t *spec, struct tc_spec *parsed)
             struct sbx *w = NULL;
             for (unsigned i = 0; i < L->max; i++) {
                 struct sbx *c = &L->slots[i];
-                if (c->used && c->warm_tmpl == idx + 1 && !c->killed_reason &&
-                    (!w || c->start_ms < w->start_ms))
+                if (of(L, c, idx + 1) && !c->killed_reason && (!w || c->start_ms < w->start_ms))
                     w = c;
             }
             if (!w)
                 break;
-            if (adopt(L, w, spec, parsed) == 0)
+            int r = adopt(L, w, spec, parsed);
+            if (r == 0)
                 return true;
-            lc_kill_sbx(L, w, "expired"); /* not fit for a call: it goes, unreported */
+            if (r == -2)
+                return false; /* the call's fault, not the template's */
+            /* not fit for a call: it goes, unreported, and the template waits a while (its
+             * program may do something before its gate every time) */
+            lc_kill_sbx(L, w, "unclean");
+            t->retry_ms = now + 1000;
         }
         t->miss_ms = now; /* a call paid for a cold start: keep one more warm */
         if (t->target < L->warm_max)
@@ -212,8 +231,12 @@ bool lc_warm_take(struct launcher *L, json_t *spec, struct tc_spec *parsed)
         forget(L, lru);
         idx = lru;
     }
-    L->warm[idx] =
-        (struct warm_tmpl){.key = key, .spec = tspec, .target = 1, .used_ms = now, .miss_ms = now};
+    L->warm[idx] = (struct warm_tmpl){.key = key,
+                                      .spec = tspec,
+                                      .target = 0,
+                                      .used_ms = now,
+                                      .miss_ms = now,
+                                      .gen = ++L->warm_gens};
     return false;
 }
 
@@ -225,9 +248,14 @@ static bool wants(const struct launcher *L, unsigned i, int64_t now)
            count_of(L, i + 1) < t->target;
 }
 
+#define WARM_EVICT_IDLE_MS 1000 /* a template unused this long gives its warm ones up */
+
 /* The template that wants a warm sandbox, the most recently used first (-1: none), and
- * whether one can start now: below warm_max, or by evicting (*victim) a warm sandbox of a
- * template used less recently (one at a time: none may be dying already). */
+ * whether one can start now: below warm_max, or by evicting (*victim) a warm sandbox of
+ * another template that has two more than this one (a burst's template shares with the
+ * others), or, if this one is in use (a call in the last WARM_EVICT_IDLE_MS), of one that is
+ * not (two templates in use take turns, they do not evict each other's at every call: each
+ * eviction throws a started interpreter away). One at a time: none may be dying already. */
 static int pick(const struct launcher *L, int64_t now, bool *can, struct sbx **victim)
 {
     int best = -1;
@@ -238,22 +266,38 @@ static int pick(const struct launcher *L, int64_t now, bool *can, struct sbx **v
     for (unsigned i = 0; i < WARM_TEMPLATES; i++)
         if (wants(L, i, now) && (best < 0 || L->warm[i].used_ms > L->warm[best].used_ms))
             best = (int)i;
+    /* the one a sandbox was evicted for goes first (else the evicted one's template, used
+     * more recently, would take its place back, and round it would go) */
+    if (L->warm_for && wants(L, L->warm_for - 1, now))
+        best = (int)L->warm_for - 1;
     if (best < 0)
         return -1;
     if (L->n_warm < L->warm_max) {
         *can = true;
         return best;
     }
+    if (now - L->warm[best].used_ms >= WARM_EVICT_IDLE_MS)
+        return best; /* only a template in use takes another's */
+    unsigned mine = count_of(L, (unsigned)best + 1), most = 0;
     for (unsigned k = 0; k < L->max; k++) {
         struct sbx *s = &L->slots[k];
         if (!s->used || !s->warm_tmpl)
             continue;
         if (s->killed_reason)
             return best; /* one is going already: its end wakes the loop */
+        if (s->warm_tmpl == (unsigned)best + 1)
+            continue;
         const struct warm_tmpl *t = &L->warm[s->warm_tmpl - 1];
-        if (t->used_ms < L->warm[best].used_ms &&
-            (!*victim || t->used_ms < L->warm[(*victim)->warm_tmpl - 1].used_ms))
+        unsigned n = count_of(L, s->warm_tmpl);
+        /* an idle template's go to one in use (not the other way round: a template whose
+         * warm one was taken away would take another's back, and round it would go) */
+        bool idle = now - t->used_ms >= WARM_EVICT_IDLE_MS && t->used_ms < L->warm[best].used_ms;
+        if ((n >= mine + 2 || idle) &&
+            (n > most ||
+             (n == most && *victim && t->used_ms < L->warm[(*victim)->warm_tmpl - 1].used_ms))) {
             *victim = s;
+            most = n;
+        }
     }
     *can = *victim != NULL;
     return best;
@@ -266,10 +310,12 @@ bool lc_warm_refill(struct launcher *L, int64_t now)
     int i = pick(L, now, &can, &victim);
     if (i < 0 || !can)
         return false;
-    if (victim) { /* the slot goes to a template in use more recently */
-        lc_kill_sbx(L, victim, "expired");
+    if (victim) { /* the slot goes to template i */
+        lc_kill_sbx(L, victim, "evicted");
+        L->warm_for = (unsigned)i + 1;
         return false;
     }
+    L->warm_for = 0;
     for (unsigned k = 0; k < L->max && !s; k++)
         if (!L->slots[k].used)
             s = &L->slots[k];
@@ -328,8 +374,8 @@ void lc_warm_tick(struct launcher *L, int64_t now)
         if (count_of(L, i + 1) > t->target)
             for (unsigned k = 0; k < L->max; k++) {
                 struct sbx *s = &L->slots[k];
-                if (s->used && s->warm_tmpl == i + 1 && !s->killed_reason) {
-                    lc_kill_sbx(L, s, "expired");
+                if (of(L, s, i + 1) && !s->killed_reason) {
+                    lc_kill_sbx(L, s, "surplus");
                     break;
                 }
             }
@@ -339,7 +385,7 @@ void lc_warm_tick(struct launcher *L, int64_t now)
 void lc_warm_ended(struct launcher *L, struct sbx *s)
 {
     unsigned i = s->warm_tmpl - 1;
-    if (i < WARM_TEMPLATES && L->warm[i].key && !s->killed_reason)
+    if (i < WARM_TEMPLATES && L->warm[i].key && s->warm_gen == L->warm[i].gen && !s->killed_reason)
         L->warm[i].retry_ms = lc_now_ms() + 1000;
 }
 

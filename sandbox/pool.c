@@ -147,7 +147,7 @@ static void missed(struct tc_pool *p, int64_t now_ms)
         p->target++;
 }
 
-int tc_pool_take(struct tc_pool *p, int64_t now_ms, struct tc_shell *ret)
+int tc_pool_take(struct tc_pool *p, int64_t now_ms, bool count_miss, struct tc_shell *ret)
 {
     int joining = -1;
 
@@ -175,7 +175,8 @@ int tc_pool_take(struct tc_pool *p, int64_t now_ms, struct tc_shell *ret)
         }
         joining = (int)i;
     }
-    missed(p, now_ms);
+    if (count_miss)
+        missed(p, now_ms);
     if (joining >= 0) {
         take(p, (unsigned)joining, now_ms, ret);
         return 0;

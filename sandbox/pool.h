@@ -70,8 +70,8 @@ int tc_pool_init(struct tc_pool *p, const struct tc_shell_env *env, uid_t uid_ba
 void tc_pool_fini(struct tc_pool *p);
 
 /* A shell for a new sandbox: a ready one, else one still joining its cgroups (go is queued
- * behind the join), else a new one. */
-int tc_pool_take(struct tc_pool *p, int64_t now_ms, struct tc_shell *ret);
+ * behind the join), else a new one (a miss, if count_miss: a call waits for it). */
+int tc_pool_take(struct tc_pool *p, int64_t now_ms, bool count_miss, struct tc_shell *ret);
 /* A host uid for a sandbox that needs no shell (the gvisor backend). 0 or -EAGAIN. */
 int tc_pool_alloc_uid(struct tc_pool *p, uid_t *ret);
 /* A finished sandbox's uid is free again. */

@@ -60,6 +60,14 @@ test('the program runs as it would without the runner: traceback, argv, __main__
   assert.deepEqual(e.outputs, []);
   const exit = (await server.execute({ tool: 'python', code: 'import sys; sys.exit(7)' })).json;
   assert.equal(exit.exit_code, 7);
+  // the program is the __main__ module: what it defines pickles (and multiprocessing finds it)
+  const pk = (await server.execute({ tool: 'python', code: [
+    'import pickle, sys',
+    'class P:',
+    '    pass',
+    'print(type(pickle.loads(pickle.dumps(P()))).__name__, sys.modules["__main__"].__file__)',
+  ].join('\n') })).json;
+  assert.equal(pk.stdout, 'P /workspace/main.py\n', pk.stderr);
 });
 
 test('what the code writes under .toolcage is not a figure unless it is a PNG, and never a file', async () => {
