@@ -332,7 +332,10 @@ test('cursor pages are stable while new records arrive: no duplicates, no omissi
 });
 
 test('only auditors, admins and operators may read the trail (agent and reviewer: 403; no key: 401)', async () => {
-  const paths = ['/v1/audit', '/v1/audit/1', '/v1/audit/export', '/v1/audit/export?format=csv', '/v1/audit/verify'];
+  // a record of this tenant's (seq 1 may be the other tenant's: the harness makes its keys at
+  // once, and each key's creation is a record)
+  const seq = (await list()).records[0].seq;
+  const paths = ['/v1/audit', `/v1/audit/${seq}`, '/v1/audit/export', '/v1/audit/export?format=csv', '/v1/audit/verify'];
   for (const p of paths) {
     for (const role of ['agent', 'reviewer']) {
       assertProblem(await server.request('GET', p, { key: server.keys[role] }), 403, 'forbidden');
