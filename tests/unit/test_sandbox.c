@@ -1211,6 +1211,15 @@ TEST(pool_shells_killed)
     check_clean();
 }
 
+/* TOOLCAGE_SLOW (the cgroup v2 VM under TCG sets 10): every time below is stretched by it */
+static int64_t slow_factor(void)
+{
+    int64_t slow = 1;
+    if (getenv("TOOLCAGE_SLOW"))
+        (void)tc_parse_i64(getenv("TOOLCAGE_SLOW"), 1, 100, &slow);
+    return slow;
+}
+
 static int idle_shells(void)
 {
     int shells = 0;
@@ -1223,6 +1232,7 @@ static int idle_shells(void)
  * 1.5 s) without a miss gives them back one at a time. */
 TEST(pool_sized_by_demand)
 {
+    const int64_t slow = slow_factor();
     struct tc_launcher *main_l = L, *l2 = NULL;
     char state[128];
     snprintf(state, sizeof(state), "/tmp/toolcage-test-%d-grow", (int)getpid());
@@ -1231,7 +1241,7 @@ TEST(pool_sized_by_demand)
                                     .max_sandboxes = 8,
                                     .pool = 1,
                                     .pool_max = 4,
-                                    .pool_shrink_ms = 1500};
+                                    .pool_shrink_ms = (unsigned)(1500 * slow)};
     int rc = tc_launcher_start(&o, &l2);
     CHECK(rc == 0);
     if (rc < 0)
@@ -1260,7 +1270,7 @@ TEST(pool_sized_by_demand)
         CHECK(c.ok == 6);
         int most = 0, n = 0;
         int64_t t0 = mono_ms();
-        while (mono_ms() - t0 < 1000) { /* grown within a second, and never beyond 4 */
+        while (mono_ms() - t0 < 1000 * slow) { /* grown within a second, and never beyond 4 */
             n = idle_shells();
             most = n > most ? n : most;
             if (n == 4)
@@ -1274,7 +1284,7 @@ TEST(pool_sized_by_demand)
     /* at rest: back to 1, one shell per 1.5 s */
     int64_t t0 = mono_ms(), at3 = -1;
     int n = 4;
-    while (n > 1 && mono_ms() - t0 < 8000) {
+    while (n > 1 && mono_ms() - t0 < 8000 * slow) {
         usleep(20000);
         n = idle_shells();
         if (n == 3 && at3 < 0)
@@ -1283,7 +1293,7 @@ TEST(pool_sized_by_demand)
     fprintf(stderr, "    shrunk to %d in %lld ms (3 at %lld ms)\n", n, (long long)(mono_ms() - t0),
             (long long)at3);
     CHECK(n == 1);
-    CHECK(at3 >= 1000); /* not before the first 1.5 s (less what the polls above used) */
+    CHECK(at3 >= 1000 * slow); /* not before the first 1.5 s (less what the polls above used) */
     check_clean();
 
     tc_launcher_stop(l2);
@@ -1340,6 +1350,7 @@ static bool wait_children(int n, int ms)
  * a stopped launcher leaves none behind. */
 TEST(warm_sandboxes)
 {
+    const int64_t slow = slow_factor();
     struct tc_launcher *main_l = L, *l2 = NULL;
     char state[128];
     snprintf(state, sizeof(state), "/tmp/toolcage-test-%d-warm", (int)getpid());
@@ -1372,72 +1383,73 @@ TEST(warm_sandboxes)
     CHECK(!json_object_get(r, "warm"));
     json_decref(r);
     /* ... the second leaves one warm sandbox behind, its program waiting at the gate */
-    CHECK(wait_children(1, 3000));
+    CHECK(wait_children(1, (int)(3000 * slow)));
 
     /* another template (its limits differ): cold twice, and learned */
     for (int i = 0; i < 2; i++) {
         json_t *sp = spec_gated("", "pass\n", NULL);
-        set_limit(sp, "wall_ms", 1000);
-        set_limit(sp, "cpu_ms", 1000);
+        set_limit(sp, "wall_ms", 1000 * slow);
+        set_limit(sp, "cpu_ms", 1000 * slow);
         r = run(sp);
         CHECK(!json_object_get(r, "warm"));
         json_decref(r);
     }
-    CHECK(wait_children(2, 3000));
+    CHECK(wait_children(2, (int)(3000 * slow)));
     json_t *sp = spec_gated("",
                             "import os, sys\n"
                             "open('/tmp/mark', 'w').write('x'); open('/workspace/mark', 'w')\n"
                             "print('two', sys.stdin.read(), sorted(os.listdir('/workspace')))\n",
                             "in2");
-    set_limit(sp, "wall_ms", 1000);
-    set_limit(sp, "cpu_ms", 1000);
+    set_limit(sp, "wall_ms", 1000 * slow);
+    set_limit(sp, "cpu_ms", 1000 * slow);
     r = run(sp);
     CHECK(strcmp(OUT(r), "two in2 ['.toolcage', 'main.py', 'mark']\n") == 0);
     CHECK(json_is_true(json_object_get(r, "warm")));
     json_decref(r);
-    CHECK(wait_children(2, 3000));
+    CHECK(wait_children(2, (int)(3000 * slow)));
 
     /* its warm sandbox has waited longer than its wall limit: the limit counts from the call */
-    usleep(1300000);
+    usleep((useconds_t)(1300000 * slow));
     sp = spec_gated("",
                     "import os, sys, time\ntime.sleep(0.3)\n"
                     "print('four', sys.stdin.read(), os.path.exists('/tmp/mark'), "
                     "sorted(os.listdir('/workspace')))\n",
                     "in4");
-    set_limit(sp, "wall_ms", 1000);
-    set_limit(sp, "cpu_ms", 1000);
+    set_limit(sp, "wall_ms", 1000 * slow);
+    set_limit(sp, "cpu_ms", 1000 * slow);
     r = run(sp);
     CHECK(strcmp(str(r, "status"), "completed") == 0);
     CHECK(json_is_true(json_object_get(r, "warm")));
     CHECK(strcmp(OUT(r), "four in4 False ['.toolcage', 'main.py']\n") == 0);
-    CHECK(num(r, "duration_ms") < 1000);
-    CHECK(num(r, "cpu_ms") < 200); /* the call's CPU, not the interpreter's start */
+    CHECK(num(r, "duration_ms") < 1000 * slow);
+    CHECK(num(r, "cpu_ms") < 200 * slow); /* the call's CPU, not the interpreter's start */
     if (tap_case_failed)
         dump(r);
     json_decref(r);
 
     /* the first template's, taken now; made again after, each is used once */
     for (int i = 0; i < 2; i++) {
-        CHECK(wait_children(2, 3000));
+        CHECK(wait_children(2, (int)(3000 * slow)));
         r = run(spec_gated("", "import os\nopen('/tmp/mark', 'w')\nprint('three')\n", NULL));
         CHECK(json_is_true(json_object_get(r, "warm")));
         CHECK(strcmp(OUT(r), "three\n") == 0);
         json_decref(r);
     }
     /* a warm one that does not finish in its wall time is killed as a cold one is */
-    CHECK(wait_children(2, 3000));
-    sp = spec_gated("", "import time\ntime.sleep(5)\n", NULL);
-    set_limit(sp, "wall_ms", 1000);
-    set_limit(sp, "cpu_ms", 1000);
+    CHECK(wait_children(2, (int)(3000 * slow)));
+    sp = spec_gated("", slow > 1 ? "import time\ntime.sleep(50)\n" : "import time\ntime.sleep(5)\n",
+                    NULL);
+    set_limit(sp, "wall_ms", 1000 * slow);
+    set_limit(sp, "cpu_ms", 1000 * slow);
     r = run(sp);
     CHECK(json_is_true(json_object_get(r, "warm")));
     CHECK(strcmp(str(r, "status"), "timeout") == 0);
-    CHECK(num(r, "duration_ms") >= 1000 && num(r, "duration_ms") < 2000);
+    CHECK(num(r, "duration_ms") >= 1000 * slow && num(r, "duration_ms") < 2000 * slow);
     json_decref(r);
 
     /* held (the server's calls): the gate opens at go, not before; a cancel ends it unrun */
     for (int i = 0; i < 2; i++) {
-        CHECK(wait_children(2, 3000));
+        CHECK(wait_children(2, (int)(3000 * slow)));
         struct held h = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
         sp = spec_gated("", "print('ran')\n", NULL);
         json_object_set_new(sp, "hold", json_true());
@@ -1446,12 +1458,12 @@ TEST(warm_sandboxes)
         struct tc_launcher_job job = {.done = held_done, .ready = held_ready, .userdata = &h};
         CHECK(tc_launcher_submit_job(L, sp, &job) == 0);
         json_decref(sp);
-        held_wait(&h, false, 5000);
+        held_wait(&h, false, (int)(5000 * slow));
         CHECK(h.ready == 1);
         usleep(300000);
         CHECK(h.res == NULL); /* the program would have printed and ended by now */
         CHECK((i == 0 ? tc_launcher_go(L, hid) : tc_launcher_cancel(L, hid)) == 0);
-        held_wait(&h, true, 5000);
+        held_wait(&h, true, (int)(5000 * slow));
         if (i == 0) {
             CHECK(strcmp(str(h.res, "status"), "completed") == 0);
             CHECK(strcmp(OUT(h.res), "ran\n") == 0);
@@ -1466,7 +1478,7 @@ TEST(warm_sandboxes)
 
     /* another group (the server's: another tenant) never takes this one's; a group is a
      * template of its own */
-    CHECK(wait_children(2, 3000));
+    CHECK(wait_children(2, (int)(3000 * slow)));
     for (int i = 0; i < 3; i++) {
         sp = spec_gated("", "print('g')\n", NULL);
         json_object_set_new(sp, "warm_group", json_string("tenant-b"));
@@ -1475,7 +1487,7 @@ TEST(warm_sandboxes)
         CHECK(json_is_true(json_object_get(r, "warm")) == (i > 1));
         json_decref(r);
         if (i > 0)
-            CHECK(wait_children(3, 3000));
+            CHECK(wait_children(3, (int)(3000 * slow)));
     }
 
     /* a program that does anything before its call (here: writes) is never handed out: the
