@@ -134,9 +134,11 @@ static const struct opt options[] = {
     {"TOOLCAGE_POOL_MAX", OPT_INT, "8", 0, 16, OFF(pool_max),
      "shells the pool grows to after a burst bigger than it, for a minute after the last (below"
      " TOOLCAGE_POOL: TOOLCAGE_POOL; 0 with TOOLCAGE_POOL=0: never grown)"},
-    {"TOOLCAGE_WARM", OPT_INT, "4", 0, 16, OFF(warm),
+    {"TOOLCAGE_WARM", OPT_INT, "8", 0, 16, OFF(warm),
      "sandboxes with a python tool's interpreter started before the call, at most (0: none;"
      " docs/sandbox.md, Warm interpreters)"},
+    {"TOOLCAGE_WARM_PER_TENANT", OPT_INT, "2", 1, 16, OFF(warm_per_tenant),
+     "of TOOLCAGE_WARM, what one tenant's calls hold at most (no tenant's calls take another's)"},
     {"TOOLCAGE_UID_REGISTRY", OPT_PATH, "/run/toolcage/uids", 0, 0, OFF(uid_registry),
      "directory of lock files that gives each launcher on the host its own range of sandbox uids"},
     {"TOOLCAGE_GVISOR_PLATFORM", OPT_CHOICE, "ptrace", 0, 0, OFF(gvisor_platform),

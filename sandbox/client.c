@@ -44,7 +44,7 @@ struct tc_launcher {
     int exe_fd; /* toolcage-launcher, opened (O_PATH) and checked once at start: every launcher
                    this server starts, after a respawn too, is that file, exec'ed by its fd */
     /* the launcher's settings, passed on its command line (struct tc_launcher_options) */
-    char pool[8], pool_max[8], pool_shrink_ms[16], warm[8];
+    char pool[8], pool_max[8], pool_shrink_ms[16], warm[8], warm_group_max[8];
     char *uid_registry, *gvisor_platform, *init_path, *egress_ca_file;
     bool no_cgroup, no_seccomp_notify, no_egress;
     unsigned max;
@@ -165,8 +165,10 @@ static int spawn_launcher(struct tc_launcher *l, int *ret_sock, pid_t *ret_pid)
                       "--pool-shrink-ms",
                       l->pool_shrink_ms,
                       "--warm",
-                      l->warm};
-    size_t n = 18;
+                      l->warm,
+                      "--warm-group-max",
+                      l->warm_group_max};
+    size_t n = 20;
     pid_t pid;
 
     if (l->uid_registry) {
@@ -602,7 +604,8 @@ int tc_launcher_start(const struct tc_launcher_options *opts, struct tc_launcher
         goto fail;
     }
     if (opts->pool < TC_POOL_NONE || opts->pool > TC_POOL_MAX || opts->pool_max < TC_POOL_NONE ||
-        opts->pool_max > TC_POOL_MAX || opts->warm < TC_POOL_NONE || opts->warm > TC_POOL_MAX) {
+        opts->pool_max > TC_POOL_MAX || opts->warm < TC_POOL_NONE || opts->warm > TC_POOL_MAX ||
+        opts->warm_group_max < 0 || opts->warm_group_max > TC_POOL_MAX) {
         r = -EINVAL;
         goto fail;
     }
@@ -617,7 +620,9 @@ int tc_launcher_start(const struct tc_launcher_options *opts, struct tc_launcher
     snprintf(l->warm, sizeof(l->warm), "%d",
              opts->warm == TC_POOL_NONE ? 0
              : opts->warm               ? opts->warm
-                                        : 4);
+                                        : 8);
+    snprintf(l->warm_group_max, sizeof(l->warm_group_max), "%d",
+             opts->warm_group_max ? opts->warm_group_max : 2);
     l->no_cgroup = opts->no_cgroup;
     l->no_seccomp_notify = opts->no_seccomp_notify;
     l->no_egress = opts->no_egress;

@@ -727,7 +727,8 @@ static json_t *host_info(struct launcher *L)
         json_object_set_new(parents, names[c], json_string(L->cg.parent_path[c]));
     }
     json_t *hi = json_pack(
-        "{s:s, s:o, s:o, s:b, s:b, s:s, s:i, s:i, s:s, s:b, s:s?, s:i, s:i, s:i, s:i}", "cgroup",
+        "{s:s, s:o, s:o, s:b, s:b, s:s, s:i, s:i, s:s, s:b, s:s?, s:i, s:i, s:i, s:i, s:i}",
+        "cgroup",
         L->cg.mode == TC_CG_V2   ? "v2"
         : L->cg.mode == TC_CG_V1 ? "v1"
                                  : "none",
@@ -735,7 +736,8 @@ static json_t *host_info(struct launcher *L)
         L->cg.memsw, "kernel", u.release, "launcher_pid", (int)getpid(), "max_sandboxes",
         (int)L->max_calls, "backends", L->gv.available ? "native,gvisor" : "native", "userns", 1,
         "note", L->cg.note[0] ? L->cg.note : NULL, "egress_pid", (int)tc_egress_link_pid(L->egress),
-        "pool", (int)L->pool.min, "pool_max", (int)L->pool.max, "warm_max", (int)L->warm_max);
+        "pool", (int)L->pool.min, "pool_max", (int)L->pool.max, "warm_max", (int)L->warm_max,
+        "warm_group_max", (int)L->warm_group_max);
     if (hi && L->warm_max) { /* in the launcher's mount namespace: /proc/<launcher_pid>/root */
         char wl[PATH_MAX];
         snprintf(wl, sizeof(wl), "%s/warm", L->scratch);
@@ -774,7 +776,7 @@ static int parse_uint(const char *s, unsigned long max, unsigned long *ret);
 /* What tc_launcher_main() reads off its command line (struct tc_launcher_options). */
 struct settings {
     char state_dir[PATH_MAX - 128];
-    unsigned long pool, pool_max, pool_shrink_ms, warm;
+    unsigned long pool, pool_max, pool_shrink_ms, warm, warm_group_max;
     char uid_registry[PATH_MAX - 200];
     char gvisor_platform[16];
     char init_path[PATH_MAX];
@@ -942,6 +944,7 @@ int tc_launcher_main(int argc, char **argv)
     struct settings set = {.state_dir = "/run/toolcage",
                            .pool = 2,
                            .pool_max = 2,
+                           .warm_group_max = 2,
                            .uid_registry = TC_UID_REGISTRY,
                            .gvisor_platform = "ptrace"};
     unsigned long fd = 3, max = 64, ppid = 0, flag;
@@ -973,6 +976,8 @@ int tc_launcher_main(int argc, char **argv)
             (strcmp(a, "--pool-shrink-ms") == 0 &&
              parse_uint(v, 86400000, &set.pool_shrink_ms) == 0) ||
             (strcmp(a, "--warm") == 0 && parse_uint(v, TC_POOL_MAX, &set.warm) == 0) ||
+            (strcmp(a, "--warm-group-max") == 0 &&
+             parse_uint(v, TC_POOL_MAX, &set.warm_group_max) == 0 && set.warm_group_max > 0) ||
             (strcmp(a, "--state-dir") == 0 && v[0] == '/' &&
              copy_arg(set.state_dir, sizeof(set.state_dir), v)) ||
             (strcmp(a, "--uid-registry") == 0 && v[0] == '/' &&
@@ -1025,6 +1030,7 @@ int tc_launcher_main(int argc, char **argv)
     /* warm sandboxes have slots of their own: they never keep a call out */
     L.max_calls = (unsigned)max;
     L.warm_max = set.warm < MAX_SLOTS - max ? (unsigned)set.warm : (unsigned)(MAX_SLOTS - max);
+    L.warm_group_max = set.warm_group_max < L.warm_max ? (unsigned)set.warm_group_max : L.warm_max;
     L.max = L.max_calls + L.warm_max;
     L.slots = calloc(L.max, sizeof(*L.slots));
     if (!L.slots)

@@ -151,8 +151,9 @@ struct sbx {
     char gv_error[384]; /* runsc failed before the program ran */
 };
 
-#define WARM_TEMPLATES 8     /* specs the launcher keeps warm sandboxes for */
-#define WARM_IDLE_MS   60000 /* a warm sandbox no call took by then is killed */
+#define WARM_TEMPLATES       16    /* specs the launcher keeps warm sandboxes for */
+#define WARM_GROUP_TEMPLATES 4     /* of them, one group's (a tenant's) at most */
+#define WARM_IDLE_MS         60000 /* a warm sandbox no call took by then is killed */
 
 /* What a call must match to take a warm sandbox: its spec without the per-call parts. */
 struct warm_tmpl {
@@ -164,6 +165,7 @@ struct warm_tmpl {
     int64_t miss_ms;  /* the last call that found none ready (or the last step down) */
     int64_t retry_ms; /* not before: one of its warm sandboxes ended by itself */
     unsigned gen;     /* tells this template's sandboxes from a forgotten one's in the entry */
+    char group[65];   /* the spec's warm_group ("" without) */
 };
 
 #define MAX_IMAGES    64    /* tool image roots one launcher keeps bound */
@@ -193,6 +195,7 @@ struct launcher {
     unsigned max, running;     /* max: slots, calls' and warm ones' */
     unsigned max_calls;        /* sandboxes for calls at once; the other slots are for warm ones */
     unsigned warm_max, n_warm; /* warm sandboxes waiting for a call: at most, now */
+    unsigned warm_group_max;   /* of them, one group's at most (launcher_warm.c) */
     unsigned warm_seq, warm_gens;
     unsigned warm_for; /* 1 + the template a warm sandbox was evicted for: it starts next */
     struct warm_tmpl warm[WARM_TEMPLATES];

@@ -11,7 +11,14 @@
  * base are set from that moment. Nothing of the sandbox is shared: each is used by one call
  * and torn down after it, as a cold one. Nothing untrusted runs in it before its call: the
  * program (ours) waits on the gate; a warm sandbox that wrote anything, met the seccomp
- * filter, lost its stdin or ended is never handed out. */
+ * filter, lost its stdin or ended is never handed out.
+ *
+ * Groups (the spec's warm_group: the server's tenant) share nothing but the total: a template
+ * is one group's (the group is part of it), a group holds at most warm_group_max warm
+ * sandboxes and WARM_GROUP_TEMPLATES templates, and a group's templates evict (or forget) only
+ * that group's: another tenant's calls, however many and however varied, never take away a
+ * tenant's warm sandboxes or templates. What a tenant can see of the others is only that all
+ * of warm_max is held (its calls then run cold). */
 #include <poll.h>
 
 #include "sandbox/launcher_int.h"
@@ -68,6 +75,13 @@ static unsigned count_of(const struct launcher *L, unsigned tmpl)
     for (unsigned i = 0; i < L->max; i++)
         n += of(L, &L->slots[i], tmpl);
     return n;
+}
+
+/* s is a warm sandbox (waiting, or dying) of a template of group g */
+static bool of_group(const struct launcher *L, const struct sbx *s, const char *g)
+{
+    return s->used && s->warm_tmpl && of(L, s, s->warm_tmpl) &&
+           strcmp(L->warm[s->warm_tmpl - 1].group, g) == 0;
 }
 
 static void forget(struct launcher *L, unsigned idx)
@@ -221,15 +235,26 @@ bool lc_warm_take(struct launcher *L, json_t *spec, struct tc_spec *parsed)
             t->target++;
         return false;
     }
-    /* a new template: in a free entry, else the one used least recently */
+    /* a new template: its group's least recently used goes when the group has its share,
+     * else it takes a free entry; none free (other groups hold them all): not learned */
+    const char *g = json_string_value(json_object_get(spec, "warm_group"));
+    unsigned mine = 0;
+    g = g ? g : "";
+    for (unsigned i = 0; i < WARM_TEMPLATES; i++)
+        if (L->warm[i].key && strcmp(L->warm[i].group, g) == 0 &&
+            (mine++ == 0 || L->warm[i].used_ms < L->warm[lru].used_ms))
+            lru = i;
+    if (mine >= WARM_GROUP_TEMPLATES) {
+        forget(L, lru);
+        idx = lru;
+    }
     for (unsigned i = 0; i < WARM_TEMPLATES && idx == WARM_TEMPLATES; i++)
         if (!L->warm[i].key)
             idx = i;
-        else if (L->warm[i].used_ms < L->warm[lru].used_ms)
-            lru = i;
-    if (idx == WARM_TEMPLATES) {
-        forget(L, lru);
-        idx = lru;
+    if (idx == WARM_TEMPLATES || strlen(g) >= sizeof(L->warm[idx].group)) {
+        free(key);
+        json_decref(tspec);
+        return false;
     }
     L->warm[idx] = (struct warm_tmpl){.key = key,
                                       .spec = tspec,
@@ -237,61 +262,66 @@ bool lc_warm_take(struct launcher *L, json_t *spec, struct tc_spec *parsed)
                                       .used_ms = now,
                                       .miss_ms = now,
                                       .gen = ++L->warm_gens};
+    memcpy(L->warm[idx].group, g, strlen(g) + 1);
     return false;
 }
 
+/* The warm sandboxes of each template (waiting, or dying), and whether any is dying. */
+struct warm_counts {
+    unsigned n[WARM_TEMPLATES];
+    bool dying;
+};
+
+static void count_all(const struct launcher *L, struct warm_counts *c)
+{
+    memset(c, 0, sizeof(*c));
+    for (unsigned k = 0; k < L->max; k++) {
+        const struct sbx *s = &L->slots[k];
+        if (!s->used || !s->warm_tmpl)
+            continue;
+        c->dying |= s->killed_reason != NULL;
+        c->n[s->warm_tmpl - 1] += of(L, s, s->warm_tmpl);
+    }
+}
+
 /* A template wants one more warm sandbox now. */
-static bool wants(const struct launcher *L, unsigned i, int64_t now)
+static bool wants(const struct launcher *L, const struct warm_counts *c, unsigned i, int64_t now)
 {
     const struct warm_tmpl *t = &L->warm[i];
-    return t->key && now - t->used_ms < WARM_IDLE_MS && now >= t->retry_ms &&
-           count_of(L, i + 1) < t->target;
+    return t->key && now - t->used_ms < WARM_IDLE_MS && now >= t->retry_ms && c->n[i] < t->target;
 }
 
 #define WARM_EVICT_IDLE_MS 1000 /* a template unused this long gives its warm ones up */
 
-/* The template that wants a warm sandbox, the most recently used first (-1: none), and
- * whether one can start now: below warm_max, or by evicting (*victim) a warm sandbox of
- * another template that has two more than this one (a burst's template shares with the
- * others), or, if this one is in use (a call in the last WARM_EVICT_IDLE_MS), of one that is
- * not (two templates in use take turns, they do not evict each other's at every call: each
- * eviction throws a started interpreter away). One at a time: none may be dying already. */
-static int pick(const struct launcher *L, int64_t now, bool *can, struct sbx **victim)
+/* Whether template i can have one more warm sandbox now: below warm_max and its group below
+ * warm_group_max, or by evicting (*victim) a warm sandbox of another template of its group
+ * that has two more than this one (a burst's template shares with the others), or, if this
+ * one is in use (a call in the last WARM_EVICT_IDLE_MS), of one that is not (two templates in
+ * use take turns, they do not evict each other's at every call: each eviction throws a
+ * started interpreter away). One at a time: none may be dying already. Another group's are
+ * never evicted. */
+static bool can_start(const struct launcher *L, const struct warm_counts *c, unsigned i,
+                      int64_t now, struct sbx **victim)
 {
-    int best = -1;
-    *can = false;
+    const struct warm_tmpl *me = &L->warm[i];
+    unsigned group = 0, mine = c->n[i], most = 0;
     *victim = NULL;
-    if (!L->warm_max || L->stopping || tc_pool_joining(&L->pool))
-        return -1;
-    for (unsigned i = 0; i < WARM_TEMPLATES; i++)
-        if (wants(L, i, now) && (best < 0 || L->warm[i].used_ms > L->warm[best].used_ms))
-            best = (int)i;
-    /* the one a sandbox was evicted for goes first (else the evicted one's template, used
-     * more recently, would take its place back, and round it would go) */
-    if (L->warm_for && wants(L, L->warm_for - 1, now))
-        best = (int)L->warm_for - 1;
-    if (best < 0)
-        return -1;
-    if (L->n_warm < L->warm_max) {
-        *can = true;
-        return best;
-    }
-    if (now - L->warm[best].used_ms >= WARM_EVICT_IDLE_MS)
-        return best; /* only a template in use takes another's */
-    unsigned mine = count_of(L, (unsigned)best + 1), most = 0;
+    for (unsigned j = 0; j < WARM_TEMPLATES; j++)
+        if (L->warm[j].key && strcmp(L->warm[j].group, me->group) == 0)
+            group += c->n[j];
+    if (L->n_warm < L->warm_max && group < L->warm_group_max)
+        return true;
+    if (now - me->used_ms >= WARM_EVICT_IDLE_MS || c->dying)
+        return false; /* only a template in use takes another's; a dying one's end wakes us */
     for (unsigned k = 0; k < L->max; k++) {
         struct sbx *s = &L->slots[k];
-        if (!s->used || !s->warm_tmpl)
-            continue;
-        if (s->killed_reason)
-            return best; /* one is going already: its end wakes the loop */
-        if (s->warm_tmpl == (unsigned)best + 1)
+        if (s->warm_tmpl == i + 1 || !of_group(L, s, me->group))
             continue;
         const struct warm_tmpl *t = &L->warm[s->warm_tmpl - 1];
-        unsigned n = count_of(L, s->warm_tmpl);
+        unsigned n = c->n[s->warm_tmpl - 1];
         /* an idle template's go to one in use (not the other way round: a template whose
          * warm one was taken away would take another's back, and round it would go) */
-        bool idle = now - t->used_ms >= WARM_EVICT_IDLE_MS && t->used_ms < L->warm[best].used_ms;
+        bool idle = now - t->used_ms >= WARM_EVICT_IDLE_MS && t->used_ms < me->used_ms;
         if ((n >= mine + 2 || idle) &&
             (n > most ||
              (n == most && *victim && t->used_ms < L->warm[(*victim)->warm_tmpl - 1].used_ms))) {
@@ -299,8 +329,42 @@ static int pick(const struct launcher *L, int64_t now, bool *can, struct sbx **v
             most = n;
         }
     }
-    *can = *victim != NULL;
-    return best;
+    return *victim != NULL;
+}
+
+/* The template to start a warm sandbox for (-1: none wants one) and whether it can now
+ * (*can; *victim: by evicting that one first): the one a sandbox was evicted for first
+ * (else the evicted one's template, used more recently, would take its place back, and
+ * round it would go), then the most recently used that can. */
+static int pick(const struct launcher *L, int64_t now, bool *can, struct sbx **victim)
+{
+    struct warm_counts c;
+    bool tried[WARM_TEMPLATES] = {false};
+    int best = -1;
+    *can = false;
+    *victim = NULL;
+    if (!L->warm_max || L->stopping || tc_pool_joining(&L->pool))
+        return -1;
+    count_all(L, &c);
+    if (L->warm_for && wants(L, &c, L->warm_for - 1, now)) {
+        best = (int)L->warm_for - 1;
+        tried[best] = true;
+        if ((*can = can_start(L, &c, (unsigned)best, now, victim)))
+            return best;
+    }
+    for (;;) {
+        int i = -1;
+        for (unsigned j = 0; j < WARM_TEMPLATES; j++)
+            if (!tried[j] && wants(L, &c, j, now) &&
+                (i < 0 || L->warm[j].used_ms > L->warm[i].used_ms))
+                i = (int)j;
+        if (i < 0)
+            return best;
+        tried[i] = true;
+        best = best < 0 ? i : best;
+        if ((*can = can_start(L, &c, (unsigned)i, now, victim)))
+            return i;
+    }
 }
 
 bool lc_warm_refill(struct launcher *L, int64_t now)
@@ -315,7 +379,8 @@ bool lc_warm_refill(struct launcher *L, int64_t now)
         L->warm_for = (unsigned)i + 1;
         return false;
     }
-    L->warm_for = 0;
+    if (L->warm_for == (unsigned)i + 1)
+        L->warm_for = 0;
     for (unsigned k = 0; k < L->max && !s; k++)
         if (!L->slots[k].used)
             s = &L->slots[k];

@@ -44,7 +44,8 @@
  *                may be in env) or session; one sandbox per call, never reused; with hold, the
  *                gate opens at go.
  *   warm_group   string, [A-Za-z0-9-]{1,64}, optional (with warm): only specs of the same group
- *                share warm sandboxes (the server's: the tenant).
+ *                share warm sandboxes (the server's: the tenant); a group holds at most
+ *                warm_group_max of them and evicts only its own.
  *
  * Result (JSON object):
  *   id, status ("completed" exit 0 | "failed" exit != 0 | "timeout" | "killed" | "error"),
@@ -85,8 +86,10 @@ struct tc_launcher_options {
                                  TC_POOL_NONE: never grown */
     unsigned pool_shrink_ms;  /* a grown pool steps down by one shell after this long without
                                  a miss; 0: TC_POOL_SHRINK_MS (a minute) */
-    int warm;                 /* warm sandboxes at most (spec "warm"), up to TC_POOL_MAX; 0: 4;
+    int warm;                 /* warm sandboxes at most (spec "warm"), up to TC_POOL_MAX; 0: 8;
                                  TC_POOL_NONE: none */
+    int warm_group_max;       /* of them, what one warm_group (the server's: a tenant) holds
+                                 at most, 1..TC_POOL_MAX (above warm: warm); 0: 2 */
     const char *uid_registry; /* NULL: TC_UID_REGISTRY (sandbox/uidrange.h) */
     const char *gvisor_platform; /* "ptrace" (NULL) or "kvm" */
     const char *egress_ca_file;  /* extra upstream CAs for the egress proxy's TLS, or NULL */

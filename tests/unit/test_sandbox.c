@@ -1343,6 +1343,98 @@ static bool wait_children(int n, int ms)
     return false;
 }
 
+/* A gated spec of a warm group (a tenant), its template told apart by its wall limit. */
+static json_t *spec_tenant(const char *group, int64_t wall_ms)
+{
+    json_t *sp = spec_gated("", "print('t')\n", NULL);
+    json_object_set_new(sp, "warm_group", json_string(group));
+    set_limit(sp, "wall_ms", wall_ms);
+    return sp;
+}
+
+/* Calls the spec; true when it ran (output "t") in a warm sandbox. */
+static bool run_tenant(const char *group, int64_t wall_ms)
+{
+    json_t *r = run(spec_tenant(group, wall_ms));
+    CHECK(strcmp(OUT(r), "t\n") == 0);
+    bool warm = json_is_true(json_object_get(r, "warm"));
+    json_decref(r);
+    return warm;
+}
+
+/* The most warm sandboxes seen over ms. */
+static int most_children(int ms)
+{
+    int most = 0;
+    for (int i = 0; i < ms / 10; i++) {
+        int n = launcher_children(NULL);
+        most = n > most ? n : most;
+        usleep(10000);
+    }
+    return most;
+}
+
+/* Tenants share nothing of the warm sandboxes but their total: a tenant holds at most
+ * warm_group_max, whatever it runs, and another's calls never take its warm ones (the
+ * capacity side channel of docs/sandbox.md, Warm interpreters, "keeps tenants apart"). */
+TEST(warm_tenants_apart)
+{
+    const int64_t slow = slow_factor();
+    struct tc_launcher *main_l = L, *l2 = NULL;
+    char state[128];
+    snprintf(state, sizeof(state), "/tmp/toolcage-test-%d-tenants", (int)getpid());
+    struct tc_launcher_options o = {.exe = "/proc/self/exe",
+                                    .state_dir = state,
+                                    .max_sandboxes = 4,
+                                    .pool_max = TC_POOL_NONE,
+                                    .warm = 3,
+                                    .warm_group_max = 2};
+    int rc = tc_launcher_start(&o, &l2);
+    CHECK(rc == 0);
+    if (rc < 0)
+        return;
+    L = l2;
+    json_t *hi = tc_launcher_host_info(L);
+    CHECK(num(hi, "warm_max") == 3 && num(hi, "warm_group_max") == 2);
+    json_decref(hi);
+
+    /* tenant a, three templates, each called twice (each wants a warm sandbox): a holds two,
+     * never three, though the launcher has room for three */
+    for (int t = 0; t < 3; t++) {
+        for (int i = 0; i < 2; i++)
+            CHECK(!run_tenant("tenant-a", (2000 + t * 100) * slow));
+        CHECK(wait_children(t < 2 ? t + 1 : 2, (int)(3000 * slow)));
+    }
+    int most = most_children((int)(1500 * slow));
+    fprintf(stderr, "    tenant a: at most %d warm sandboxes\n", most);
+    CHECK(most == 2);
+
+    /* tenant b gets the third: a's share does not keep it out */
+    for (int i = 0; i < 2; i++)
+        CHECK(!run_tenant("tenant-b", 3000 * slow));
+    CHECK(wait_children(3, (int)(3000 * slow)));
+
+    /* all three are held, a's and b's idle for a second (any other template in use could
+     * take an idle one's of its own tenant): tenant c's calls, in use, run cold and take
+     * none of them */
+    usleep((useconds_t)(1100000 * slow));
+    for (int i = 0; i < 4; i++) {
+        CHECK(!run_tenant("tenant-c", 3100 * slow));
+        CHECK(launcher_children(NULL) == 3);
+        usleep((useconds_t)(300000 * slow));
+    }
+    CHECK(most_children((int)(500 * slow)) == 3);
+    /* b's is still there, and its next call takes it */
+    CHECK(run_tenant("tenant-b", 3000 * slow));
+
+    tc_launcher_stop(l2);
+    L = main_l;
+    char run_dir[160];
+    snprintf(run_dir, sizeof(run_dir), "%s/run", state);
+    rmdir(run_dir);
+    rmdir(state);
+}
+
 /* Warm sandboxes (docs/sandbox.md, Warm interpreters): learned from a call, started ahead,
  * each taken by one call that then has its own files, stdin, deadline and CPU from the
  * moment it took it; nothing of one call is seen by the next; a warm sandbox that did
@@ -2007,6 +2099,7 @@ int main(int argc, char **argv)
     RUN(pool_shells_killed);
     RUN(pool_sized_by_demand);
     RUN(warm_sandboxes);
+    RUN(warm_tenants_apart);
     RUN(fifty_concurrent);
     RUN(launcher_death_fails_pending_and_restarts);
     RUN(stop_with_running_sandboxes);
