@@ -415,14 +415,6 @@ int tc_cmd_secrets(int argc, char **argv)
     return rc;
 }
 
-int tc_cmd_version(int argc, char **argv)
-{
-    if (tc_cli_wants_help(argc, argv))
-        return tc_cli_usage_of("version");
-    printf("toolcage %s\n", TOOLCAGE_VERSION);
-    return 0;
-}
-
 /* tenants quota --tenant NAME [--max-concurrent N|default] [--rate-per-minute N|default]
  * [--cpu-seconds-per-day N|default] [--wall-seconds-per-day N|default]
  * [--max-sessions N|default]: print (and set) a

@@ -1,12 +1,24 @@
 /* The command line's shared pieces: each command is a function in one of main/'s files
- * (serve.c; exec.c: policy check and exec; admin.c: migrate, keys, users, secrets, audit,
- * version; images.c: the image store); main.c holds the table, the usage and main(). */
+ * (serve.c; exec.c: policy check and exec; admin.c: migrate, keys, users, secrets, audit;
+ * images.c: the image store; cli.c: version). Two binaries: `toolcage` (front.c, lean: only
+ * the libraries exec needs) runs exec, policy and version and execs `toolcage-server`
+ * (main.c: every command) for the others. cli.c holds the usage both print. */
 #pragma once
 #include <jansson.h>
 #include <stdbool.h>
+#include <stdio.h>
 
 #include "core/config.h"
 #include "sandbox/sandbox.h"
+
+/* Every command: its name, usage line(s) (alternatives joined by " | ") and help. */
+struct tc_cli_command {
+    const char *name, *usage, *help;
+};
+extern const struct tc_cli_command tc_cli_commands[];
+extern const size_t tc_cli_n_commands;
+/* The usage of every command and the environment's variables. */
+void tc_cli_usage(FILE *f);
 
 /* Exit status for a configuration the command cannot run with. */
 int tc_cli_fail_config(void);

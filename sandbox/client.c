@@ -143,6 +143,16 @@ static bool trusted_binary(int fd, const char *path)
            stat(d, &dir) == 0 && S_ISDIR(dir.st_mode) && trusted_by_owner(&dir);
 }
 
+int tc_find_trusted_program(const char *name, char *ret_path, size_t size)
+{
+    int fd = tc_child_find_binary(name, ret_path, size);
+    if (fd >= 0 && !trusted_binary(fd, ret_path)) {
+        close(fd);
+        return -EPERM;
+    }
+    return fd;
+}
+
 static int spawn_launcher(struct tc_launcher *l, int *ret_sock, pid_t *ret_pid)
 {
     int sv[2];
@@ -592,11 +602,7 @@ int tc_launcher_start(const struct tc_launcher_options *opts, struct tc_launcher
      * the libraries it uses) and root's (or ours) alone, else this very binary's `launcher`
      * subcommand */
     char found[PATH_MAX];
-    l->exe_fd = opts->exe ? -1 : tc_child_find_binary("toolcage-launcher", found, sizeof(found));
-    if (l->exe_fd >= 0 && !trusted_binary(l->exe_fd, found)) {
-        close(l->exe_fd);
-        l->exe_fd = -1;
-    }
+    l->exe_fd = opts->exe ? -1 : tc_find_trusted_program("toolcage-launcher", found, sizeof(found));
     l->exe = strdup(opts->exe ? opts->exe : l->exe_fd >= 0 ? found : "/proc/self/exe");
     l->state_dir = strdup(opts->state_dir ? opts->state_dir : "/run/toolcage");
     if (!l->exe || !l->state_dir || l->state_dir[0] != '/') {

@@ -198,5 +198,11 @@ int tc_launcher_pid(struct tc_launcher *l);
 /* Kills every sandbox, waits for the launcher, frees. NULL is a no-op. */
 void tc_launcher_stop(struct tc_launcher *l);
 
+/* A program of toolcage's installed beside the running binary (next to it, one folder up, or
+ * in ../libexec/toolcage/), used only if it and its folder are root's (or ours) and writable
+ * by no one else: an O_PATH fd to exec, its path in ret_path; -ENOENT, or -EPERM when others
+ * could have written it. */
+int tc_find_trusted_program(const char *name, char *ret_path, size_t size);
+
 /* Entry point of the launcher process: `toolcage launcher --fd N` (internal, not in --help). */
 int tc_launcher_main(int argc, char **argv);

@@ -37,8 +37,8 @@ function parseUnit(text) {
   return out;
 }
 
-test('cmake --install: the binary, toolcage-init and toolcage-launcher in libexec, the example policy and its schema', () => {
-  for (const f of ['bin/toolcage', 'libexec/toolcage/toolcage-init', 'libexec/toolcage/toolcage-launcher',
+test('cmake --install: the binary, toolcage-server, toolcage-init and toolcage-launcher in libexec, the example policy and its schema', () => {
+  for (const f of ['bin/toolcage', 'libexec/toolcage/toolcage-server', 'libexec/toolcage/toolcage-init', 'libexec/toolcage/toolcage-launcher',
     'share/toolcage/policy.json', 'share/toolcage/policy.schema.json', 'lib/systemd/system/toolcage.service']) {
     assert.ok(fs.existsSync(path.join(prefix, f)), `${f} installed`);
   }
@@ -51,7 +51,46 @@ test('cmake --install: the binary, toolcage-init and toolcage-launcher in libexe
     assert.ok(!needed.includes(lib), `toolcage-launcher needs ${lib}:\n${needed}`);
   }
   assert.ok(needed.trim().split('\n').length <= 12, needed);
+  // and so does the command users run (exec, policy check, version): a one-shot exec loads
+  // none of the server's libraries either
+  const front = execFileSync('ldd', [path.join(prefix, 'bin/toolcage')], { encoding: 'utf8' });
+  for (const lib of ['libpq', 'libmicrohttpd', 'libcurl', 'libarchive', 'libgnutls']) {
+    assert.ok(!front.includes(lib), `bin/toolcage needs ${lib}:\n${front}`);
+  }
+  assert.ok(front.trim().split('\n').length <= 12, front);
 });
+
+test('the other commands run as libexec/toolcage/toolcage-server (argv unchanged), and only if others than root could not have written it',
+  { skip: process.getuid() !== 0 && 'needs root' }, () => {
+    const bin = path.join(prefix, 'bin/toolcage');
+    const libexec = path.join(prefix, 'libexec/toolcage');
+    const run = (...args) => spawnSync('strace', ['-f', '-qq', '-y', '-e', 'trace=execve,execveat', '-e', 'signal=none', bin, ...args],
+      { cwd: os.tmpdir(), encoding: 'utf8' });
+    // exec, policy and version: in the binary itself
+    let r = run('policy', 'check', path.join(prefix, 'share/toolcage/policy.json'));
+    assert.equal(r.status, 0, r.stderr);
+    assert.match(r.stdout, /^ok: \d+ tools/);
+    assert.doesNotMatch(r.stderr, /toolcage-server/, r.stderr);
+    // migrate: the server binary, exec'ed by the fd checked
+    r = run('migrate', '--help');
+    assert.equal(r.status, 0, r.stderr);
+    assert.match(r.stdout, /^usage: toolcage migrate/);
+    assert.match(r.stderr, /execveat\(\d+<[^>]*\/libexec\/toolcage\/toolcage-server>, "", \[[^\]]*"migrate", "--help"\]/, r.stderr);
+    // a folder others may write: refused, and nothing from it runs
+    fs.chmodSync(libexec, 0o775);
+    try {
+      r = run('migrate', '--help');
+    } finally {
+      fs.chmodSync(libexec, 0o755);
+    }
+    assert.equal(r.status, 125, r.stdout);
+    assert.match(r.stderr, /migrate runs in toolcage-server, which others than root could have written/);
+    assert.doesNotMatch(r.stderr, /execveat\(\d+<[^>]*toolcage-server>/, r.stderr);
+    // an unknown command: the usage, from the binary itself
+    r = run('no-such-command');
+    assert.equal(r.status, 2);
+    assert.match(r.stderr, /unknown command 'no-such-command'/);
+  });
 
 test('the installed binary runs a sandbox from anywhere (it finds toolcage-init and toolcage-launcher itself; without the launcher binary, or with one others may write, its own `launcher`)',
   { skip: process.getuid() !== 0 && 'needs root' }, () => {

@@ -1,0 +1,68 @@
+/* toolcage: the command users run. It is lean: linked with only what `exec`, `policy check`
+ * and `version` use (no libpq, libmicrohttpd, libcurl, libarchive: 13 shared objects instead
+ * of 50), so a one-shot `toolcage exec` does not pay ~15 ms of dynamic loading for libraries
+ * it never calls. Every other command (serve, migrate, keys...) is exec'ed, argv unchanged,
+ * as toolcage-server: the same commands linked with everything, found beside this binary
+ * (or in ../libexec/toolcage/) and used only if root's (or ours) and writable by no one
+ * else (tc_find_trusted_program). `launcher` stays here: the fallback when toolcage-launcher
+ * is not installed (sandbox/client.c). */
+#include <errno.h>
+#include <fcntl.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "main/cli.h"
+#include "sandbox/sandbox.h"
+
+extern char **environ;
+
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+} here[] = {
+    {"exec", tc_cmd_exec},
+    {"policy", tc_cmd_policy},
+    {"version", tc_cmd_version},
+};
+
+int main(int argc, char **argv)
+{
+    if (sodium_init() < 0) {
+        fprintf(stderr, "toolcage: libsodium failed to initialise\n");
+        return 1;
+    }
+    if (argc < 2) {
+        tc_cli_usage(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        tc_cli_usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "launcher") == 0)
+        return tc_launcher_main(argc - 1, argv + 1);
+    for (size_t i = 0; i < sizeof(here) / sizeof(here[0]); i++)
+        if (strcmp(argv[1], here[i].name) == 0)
+            return here[i].run(argc - 1, argv + 1);
+    bool known = false;
+    for (size_t i = 0; i < tc_cli_n_commands && !known; i++)
+        known = strcmp(argv[1], tc_cli_commands[i].name) == 0;
+    if (!known) {
+        fprintf(stderr, "toolcage: unknown command '%s'\n\n", argv[1]);
+        tc_cli_usage(stderr);
+        return 2;
+    }
+    char path[4096];
+    int fd = tc_find_trusted_program("toolcage-server", path, sizeof(path));
+    if (fd >= 0) {
+        execveat(fd, "", argv, environ, AT_EMPTY_PATH);
+        fd = -errno;
+    }
+    fprintf(stderr, "toolcage: %s runs in toolcage-server, which %s (%s)\n", argv[1],
+            fd == -EPERM ? "others than root could have written" : "cannot be run",
+            fd == -EPERM ? path : strerror(-fd));
+    return 125;
+}
