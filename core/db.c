@@ -8,13 +8,22 @@
 #include <string.h>
 #include <time.h>
 
+/* A thread waiting for a connection: a released one is handed to the longest waiting, in
+ * order (no barging: a thread that releases and acquires in a loop, as an export's batches
+ * do, would otherwise take it back before a woken waiter runs, for as long as it likes). */
+struct waiter {
+    struct waiter *next;
+    PGconn *conn; /* handed over by tc_db_release */
+    pthread_cond_t cv;
+};
+
 struct tc_db {
     pthread_mutex_t lock;
-    pthread_cond_t cond;
     char *conninfo;
     unsigned size;
     unsigned nfree;
     PGconn **free_list;
+    struct waiter *wait_head, **wait_tail;
 };
 
 /* Every statement is bounded: a stuck query must not pin a worker forever. */
@@ -82,7 +91,7 @@ int tc_db_open(const char *conninfo, unsigned size, struct tc_db **ret_db, char 
         return -ENOMEM;
     }
     pthread_mutex_init(&db->lock, NULL);
-    pthread_cond_init(&db->cond, NULL);
+    db->wait_tail = &db->wait_head;
     db->size = size;
     for (unsigned i = 0; i < size; i++) {
         PGconn *c = tc_db_connect(conninfo, ret_error);
@@ -102,10 +111,8 @@ void tc_db_close(struct tc_db *db)
         return;
     for (unsigned i = 0; i < db->nfree; i++)
         PQfinish(db->free_list[i]);
-    if (db->size) {
+    if (db->size)
         pthread_mutex_destroy(&db->lock);
-        pthread_cond_destroy(&db->cond);
-    }
     free(db->free_list);
     free(db->conninfo);
     free(db);
@@ -121,15 +128,31 @@ PGconn *tc_db_acquire(struct tc_db *db, int timeout_ms)
         deadline.tv_sec++;
         deadline.tv_nsec -= 1000000000L;
     }
+    PGconn *c = NULL;
     pthread_mutex_lock(&db->lock);
-    while (db->nfree == 0) {
-        if (pthread_cond_timedwait(&db->cond, &db->lock, &deadline) == ETIMEDOUT) {
-            pthread_mutex_unlock(&db->lock);
-            return NULL;
+    if (db->nfree > 0 && !db->wait_head) {
+        c = db->free_list[--db->nfree];
+    } else { /* in line behind those already waiting */
+        struct waiter w = {.next = NULL, .conn = NULL};
+        pthread_cond_init(&w.cv, NULL); /* CLOCK_REALTIME, as the deadline */
+        *db->wait_tail = &w;
+        db->wait_tail = &w.next;
+        while (!w.conn && pthread_cond_timedwait(&w.cv, &db->lock, &deadline) != ETIMEDOUT)
+            ;
+        c = w.conn;
+        if (!c) { /* timed out: out of the line */
+            struct waiter **pp = &db->wait_head;
+            while (*pp != &w)
+                pp = &(*pp)->next;
+            *pp = w.next;
+            if (db->wait_tail == &w.next)
+                db->wait_tail = pp;
         }
+        pthread_cond_destroy(&w.cv);
     }
-    PGconn *c = db->free_list[--db->nfree];
     pthread_mutex_unlock(&db->lock);
+    if (!c)
+        return NULL;
 
     if (!tc_db_conn_ok(c)) {
         /* The database restarted, the backend was terminated or the socket broke: one
@@ -153,8 +176,16 @@ void tc_db_release(struct tc_db *db, PGconn *conn)
         PQclear(r);
     }
     pthread_mutex_lock(&db->lock);
-    db->free_list[db->nfree++] = conn;
-    pthread_cond_signal(&db->cond);
+    struct waiter *w = db->wait_head;
+    if (w) { /* straight to the longest waiting, out of the line */
+        db->wait_head = w->next;
+        if (!db->wait_head)
+            db->wait_tail = &db->wait_head;
+        w->conn = conn;
+        pthread_cond_signal(&w->cv);
+    } else {
+        db->free_list[db->nfree++] = conn;
+    }
     pthread_mutex_unlock(&db->lock);
 }
 
