@@ -191,10 +191,21 @@ try {
 
   try {
     const gv = executor(server, 'python-gvisor');
+    let gdistinct = 7000;
+    const gvCold = executor(server, 'python-gvisor', () => ({ cpu_ms: gdistinct++ }));
     await gv();
-    const g = [];
-    for (let i = 0; i < Math.min(N, 10); i++) g.push((await gv()).ms);
-    row('toolcage gvisor tool, 1 client', stats(g).median, bare.median, 'target <= 100 ms');
+    await gv();
+    const g = [], gc = [];
+    let gw = 0;
+    for (let i = 0; i < Math.min(N, 10); i++) { // turn about, as the python rows: cold, then warm after a rest
+      gc.push((await gvCold()).ms);
+      await new Promise((res) => setTimeout(res, 600)); // runsc boots the warm one meanwhile
+      const r = await gv();
+      g.push(r.ms);
+      gw += r.warm;
+    }
+    row('toolcage gvisor tool, 1 client (cold)', stats(gc).median, bare.median, 'runsc booted for the call');
+    row('toolcage gvisor tool, 1 client (warm)', stats(g).median, bare.median, `target <= 100 ms; ${gw} of ${g.length} warm`);
   } catch (e) {
     rows.push(`  toolcage gvisor tool: failed here (${e.message.slice(0, 120)})`);
   }

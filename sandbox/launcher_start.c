@@ -275,6 +275,7 @@ static int spawn_gvisor(struct launcher *L, struct sbx *s)
         tc_gv_child_main(&c);
     s->pid = pid;
     s->pidfd = pidfd;
+    L->warm_dirty |= s->warm_tmpl != 0; /* a warm one's pid is known now (scratch/warm) */
     s->stdin_fd = in[1];
     s->out.fd = out[0];
     s->err.fd = err[0];

@@ -36,12 +36,12 @@ echo "guest: ready in $(($(now) - t0)) s"
 # ---- test_sandbox ----
 # Under emulation (TCG) three cases cannot meet their timing, none of which is about cgroups:
 # startup_overhead (a benchmark: 200 interpreter starts), fifty_concurrent (50 sandboxes
-# within fixed time limits) and gvisor_backend (runsc's Go runtime under an emulated CPU
+# within fixed time limits) and gvisor_backend and warm_gvisor (runsc's Go runtime under an emulated CPU
 # exceeds the CPU limits); nor can pool_sized_by_demand (a pool refilled within a window) and
 # warm_sandboxes and warm_tenants_apart (interpreters started ahead, a second's windows), even stretched tenfold:
 # they run in both unit lanes on the host (cgroup v1). With KVM every case runs.
 skip=""
-[[ "$ACCEL" == TCG ]] && skip="startup_overhead,fifty_concurrent,gvisor_backend,pool_sized_by_demand,warm_sandboxes,warm_tenants_apart"
+[[ "$ACCEL" == TCG ]] && skip="startup_overhead,fifty_concurrent,gvisor_backend,warm_gvisor,pool_sized_by_demand,warm_sandboxes,warm_tenants_apart"
 t=$(now)
 # wall-clock budgets in the tests stretch under an emulated CPU (TOOLCAGE_SLOW)
 tslow=1

@@ -76,10 +76,9 @@
 // workspace mount for it (nor any other but a warm sandbox's), and /healthz answers quickly.
 // The launcher's helpers (the egress proxy), the idle shells of its pool (and their groups)
 // and its warm sandboxes waiting for a call (the list it keeps: warmSandboxes) are not counted.
-// The native runs of the python attacks each take a warm sandbox (docs/sandbox.md, Warm
-// interpreters): a call of the same tool and limits goes first, and the attack's result must
-// say warm; the egress and gvisor runs are cold (network, and gVisor, never go warm), the
-// image runs either.
+// The native and gvisor runs of the python attacks each take a warm sandbox (docs/sandbox.md,
+// Warm interpreters): a call of the same tool and limits goes first, and the attack's result
+// must say warm; the egress runs are cold (network never goes warm), the image runs either.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -745,10 +744,11 @@ for (const [backend, file] of ['native', 'gvisor', 'egress', 'image', 'session']
       await hostChecks(meta, inst, r, file);
       return;
     }
-    // The native python runs go through a warm sandbox (docs/sandbox.md, Warm interpreters):
-    // a call of the same tool and limits first, then the attack takes the sandbox that call
-    // left ready, and every expectation and host check below holds on that path.
-    const warm = inst.backend === 'native' && file.endsWith('.py');
+    // The native and gvisor python runs go through a warm sandbox (docs/sandbox.md, Warm
+    // interpreters): a call of the same tool and limits first, then the attack takes the
+    // sandbox that call left ready (for gVisor: runsc booted, the interpreter at its gate),
+    // and every expectation and host check below holds on that path.
+    const warm = (inst.backend === 'native' || inst.backend === 'gvisor') && file.endsWith('.py');
     if (warm) await primeWarm(meta, inst);
     const r = await runOne(meta, inst, undefined, file);
     if (warm) assert.equal(r.warm, true, `${file}: the attack did not run in a warm sandbox`);

@@ -1891,6 +1891,78 @@ static json_t *gv(json_t *spec)
     return spec;
 }
 
+/* Warm sandboxes under gVisor (docs/sandbox.md, Warm interpreters): runsc booted and the
+ * interpreter started up to its gate before the call; the call's files (written into the
+ * workspace on the host after the boot) and stdin are the call's; a second call gets a
+ * sandbox of its own. */
+TEST(warm_gvisor)
+{
+    if (!gvisor_available())
+        TAP_SKIP_HERE("runsc not installed: gvisor backend not tested");
+    const int64_t slow = slow_factor();
+    struct tc_launcher *main_l = L, *l2 = NULL;
+    char state[128];
+    snprintf(state, sizeof(state), "/tmp/toolcage-test-%d-warmgv", (int)getpid());
+    struct tc_launcher_options o = {.exe = "/proc/self/exe",
+                                    .state_dir = state,
+                                    .max_sandboxes = 4,
+                                    .pool_max = TC_POOL_NONE,
+                                    .warm = 2};
+    int rc = tc_launcher_start(&o, &l2);
+    CHECK(rc == 0);
+    if (rc < 0)
+        return;
+    L = l2;
+    json_t *hi = tc_launcher_host_info(L);
+    int lpid = tc_launcher_pid(L);
+    /* cold twice, the second leaves a warm one behind */
+    for (int i = 0; i < 2; i++) {
+        json_t *r = run(gv(spec_gated("", "print('cold')\n", NULL)));
+        CHECK(strcmp(OUT(r), "cold\n") == 0);
+        CHECK(!json_object_get(r, "warm"));
+        if (tap_case_failed)
+            dump(r);
+        json_decref(r);
+    }
+    CHECK(wait_children(1, (int)(10000 * slow)));
+    usleep(500000); /* booted, and the interpreter at its gate */
+    for (int i = 0; i < 2; i++) {
+        json_t *r = run(gv(spec_gated(
+            "",
+            "import os, sys\nprint('warm', sys.stdin.read(), os.path.exists('/tmp/mark'),"
+            " sorted(os.listdir('/workspace')))\n"
+            "open('/tmp/mark', 'w')\nopen('/workspace/mark', 'w')\n",
+            i ? "in2" : "in1")));
+        CHECK(strcmp(str(r, "status"), "completed") == 0);
+        CHECK(json_is_true(json_object_get(r, "warm")));
+        /* the call's files only, and nothing of the call before */
+        CHECK(strcmp(OUT(r), i ? "warm in2 False ['.toolcage', 'main.py']\n"
+                               : "warm in1 False ['.toolcage', 'main.py']\n") == 0);
+        fprintf(stderr, "    warm gvisor call %d: %lld ms, %lld ms CPU\n", i + 1,
+                (long long)num(r, "duration_ms"), (long long)num(r, "cpu_ms"));
+        if (tap_case_failed)
+            dump(r);
+        json_decref(r);
+        CHECK(wait_children(1, (int)(10000 * slow)));
+        usleep(500000);
+    }
+    tc_launcher_stop(l2);
+    CHECK(kill(lpid, 0) < 0 && errno == ESRCH);
+    const char *k;
+    json_t *v;
+    json_object_foreach(json_object_get(hi, "cgroup_parents"), k, v)
+    {
+        struct stat st;
+        CHECK(stat(json_string_value(v), &st) < 0 && errno == ENOENT);
+    }
+    json_decref(hi);
+    L = main_l;
+    char run_dir[160];
+    snprintf(run_dir, sizeof(run_dir), "%s/run", state);
+    rmdir(run_dir);
+    rmdir(state);
+}
+
 TEST(gvisor_backend)
 {
     if (!gvisor_available()) /* scripts/lib.sh installs it: a skip the allowlist does not have */
@@ -2106,6 +2178,7 @@ int main(int argc, char **argv)
     RUN(fallback_rlimits_and_errno);
     RUN(egress_helper_confined);
     RUN(gvisor_backend);
+    RUN(warm_gvisor);
     if (!getenv("TOOLCAGE_QUICK"))
         RUN(startup_overhead);
 
