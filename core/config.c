@@ -137,7 +137,7 @@ static const struct opt options[] = {
     {"TOOLCAGE_WARM", OPT_INT, "8", 0, 16, OFF(warm),
      "sandboxes with a python tool's interpreter started before the call, at most (0: none;"
      " docs/sandbox.md, Warm interpreters)"},
-    {"TOOLCAGE_WARM_PER_TENANT", OPT_INT, "2", 1, 16, OFF(warm_per_tenant),
+    {"TOOLCAGE_WARM_PER_TENANT", OPT_INT, "4", 1, 16, OFF(warm_per_tenant),
      "of TOOLCAGE_WARM, what one tenant's calls hold at most (no tenant's calls take another's)"},
     {"TOOLCAGE_UID_REGISTRY", OPT_PATH, "/run/toolcage/uids", 0, 0, OFF(uid_registry),
      "directory of lock files that gives each launcher on the host its own range of sandbox uids"},

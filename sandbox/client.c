@@ -628,7 +628,7 @@ int tc_launcher_start(const struct tc_launcher_options *opts, struct tc_launcher
              : opts->warm               ? opts->warm
                                         : 8);
     snprintf(l->warm_group_max, sizeof(l->warm_group_max), "%d",
-             opts->warm_group_max ? opts->warm_group_max : 2);
+             opts->warm_group_max ? opts->warm_group_max : 4);
     l->no_cgroup = opts->no_cgroup;
     l->no_seccomp_notify = opts->no_seccomp_notify;
     l->no_egress = opts->no_egress;

@@ -944,7 +944,7 @@ int tc_launcher_main(int argc, char **argv)
     struct settings set = {.state_dir = "/run/toolcage",
                            .pool = 2,
                            .pool_max = 2,
-                           .warm_group_max = 2,
+                           .warm_group_max = 4,
                            .uid_registry = TC_UID_REGISTRY,
                            .gvisor_platform = "ptrace"};
     unsigned long fd = 3, max = 64, ppid = 0, flag;

@@ -89,7 +89,7 @@ struct tc_launcher_options {
     int warm;                 /* warm sandboxes at most (spec "warm"), up to TC_POOL_MAX; 0: 8;
                                  TC_POOL_NONE: none */
     int warm_group_max;       /* of them, what one warm_group (the server's: a tenant) holds
-                                 at most, 1..TC_POOL_MAX (above warm: warm); 0: 2 */
+                                 at most, 1..TC_POOL_MAX (above warm: warm); 0: 4 */
     const char *uid_registry; /* NULL: TC_UID_REGISTRY (sandbox/uidrange.h) */
     const char *gvisor_platform; /* "ptrace" (NULL) or "kvm" */
     const char *egress_ca_file;  /* extra upstream CAs for the egress proxy's TLS, or NULL */
