@@ -491,16 +491,23 @@ static void tick(struct launcher *L)
 }
 
 /* A sandbox is between go and its program's exec (at most SETUP_QUIET_MS, for hosts without
- * seccomp notification, whose NOTIFY_FD message marks the exec): milliseconds left, else 0.
- * The pool is not refilled meanwhile, so that creating a shell (~1 ms of kernel work, and
- * locks such as the network namespace's) does not slow a sandbox's start. */
+ * seccomp notification, whose NOTIFY_FD message marks the exec), or a call's program started
+ * less than CALL_QUIET_MS ago and runs: milliseconds left, else 0. Neither the pool nor the
+ * warm sandboxes are refilled meanwhile, so that creating a shell (~1 ms of kernel work, and
+ * locks such as the network namespace's) or starting an interpreter (~30 ms of CPU) does not
+ * slow a sandbox's start, nor a short call (most end within CALL_QUIET_MS: its result goes
+ * out first, and the refill after it). A longer call lets them go on. */
 static int64_t setting_up(struct launcher *L, int64_t now)
 {
     int64_t w = 0;
     for (unsigned i = 0; i < L->max; i++) {
         struct sbx *s = &L->slots[i];
-        if (s->used && !s->exited && s->setup_until_ms - now > w)
+        if (!s->used || s->exited)
+            continue;
+        if (s->setup_until_ms - now > w)
             w = s->setup_until_ms - now;
+        if (!s->warm_tmpl && !s->held && s->start_ms + CALL_QUIET_MS - now > w)
+            w = s->start_ms + CALL_QUIET_MS - now;
     }
     return w;
 }

@@ -50,6 +50,7 @@
 #define MAX_SLOTS           1024
 _Static_assert(MAX_SLOTS <= TC_UID_RANGE_SIZE, "one host uid per slot, from the launcher's range");
 #define SETUP_QUIET_MS  5           /* see setting_up() */
+#define CALL_QUIET_MS   50          /* a call this young: no refill meanwhile (setting_up()) */
 #define HOLD_MAX_MS     60000       /* a held sandbox the server never released (see hold()) */
 #define CHUNK_EVERY_MS  20          /* a "stream" sandbox's output goes out at most this often */
 #define SESSION_OUT_BUF (1u << 20)  /* a session's unsent output per stream (never dropped) */
