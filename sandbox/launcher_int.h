@@ -95,6 +95,7 @@ struct sbx {
      * of it is ever sent); warm_used once a call took it; cpu_base_ns its CPU before the call */
     unsigned warm_tmpl, warm_gen; /* the template's entry, and which template held it then */
     bool warm_used;
+    bool warm_skip; /* passed over by the call being matched (launcher_warm.c): still starting */
     uint64_t cpu_base_ns;
     unsigned image_ref; /* 1 + the slot of L->images its root is, 0 none */
     char id[72];

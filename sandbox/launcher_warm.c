@@ -106,20 +106,27 @@ static bool pending(int fd)
     return fd >= 0 && poll(&p, 1, 0) != 0;
 }
 
-/* Nothing happened in it but its program's start, and it is waiting at the gate: nothing
- * read from it, and nothing waiting to be read. */
-static bool clean(const struct sbx *w)
+/* Something happened in it besides its program's start (it wrote, met the filter, ended,
+ * failed to start, lost its stdin): it is never handed out. */
+static bool dirty(const struct sbx *w)
 {
-    return !w->exited && !w->killed_reason && w->stdin_fd >= 0 && w->out.fd >= 0 &&
-           w->err.fd >= 0 && w->out.len == 0 && w->err.len == 0 && !w->out.dropped &&
-           !w->err.dropped && w->n_viol == 0 && !w->setup_err && !w->exec_err && w->sync_fd < 0 &&
-           !w->held && !pending(w->out.fd) && !pending(w->err.fd) && !pending(w->ctl_fd) &&
-           !pending(w->notify_fd) && !pending(w->pidfd);
+    return w->exited || w->killed_reason || w->stdin_fd < 0 || w->out.fd < 0 || w->err.fd < 0 ||
+           w->out.len || w->err.len || w->out.dropped || w->err.dropped || w->n_viol ||
+           w->setup_err || w->exec_err || w->held;
 }
 
-/* The call takes warm sandbox w: 0; -1: w is not fit (something happened in it), it goes;
- * -2: the call's own stdin or files do not go in (w goes if any file went in): the call
- * starts cold and meets that error there. */
+/* Its start is over as far as the loop can tell (the set-up done, the exec reported), and
+ * nothing is waiting to be read from it: else it is still starting (or something happened
+ * that the loop has not read yet), and a call goes by it, leaving it be. */
+static bool settled(const struct sbx *w, int64_t now)
+{
+    return w->sync_fd < 0 && w->setup_until_ms <= now && !pending(w->out.fd) &&
+           !pending(w->err.fd) && !pending(w->ctl_fd) && !pending(w->notify_fd) &&
+           !pending(w->pidfd);
+}
+
+/* The call takes warm sandbox w (settled, not dirty): 0; -2: the call's own stdin or files do
+ * not go in (w goes if any file went in): the call starts cold and meets that error there. */
 static int adopt(struct launcher *L, struct sbx *w, json_t *spec, struct tc_spec *parsed)
 {
     unsigned char *in = NULL, *buf;
@@ -127,8 +134,6 @@ static int adopt(struct launcher *L, struct sbx *w, json_t *spec, struct tc_spec
     char err[256];
     json_t *files, *f;
 
-    if (!clean(w))
-        return -1;
     if (parsed->stdin_b64 &&
         tc_b64_decode(parsed->stdin_b64, strlen(parsed->stdin_b64), &in, &n) < 0)
         return -2;
@@ -211,26 +216,42 @@ bool lc_warm_take(struct launcher *L, json_t *spec, struct tc_spec *parsed)
         free(key);
         json_decref(tspec);
         t->used_ms = now;
-        /* the oldest first: it has waited longest */
+        /* the oldest settled one first: it has waited longest */
         for (;;) {
             struct sbx *w = NULL;
             for (unsigned i = 0; i < L->max; i++) {
                 struct sbx *c = &L->slots[i];
-                if (of(L, c, idx + 1) && !c->killed_reason && (!w || c->start_ms < w->start_ms))
+                if (of(L, c, idx + 1) && !c->killed_reason && !c->warm_skip &&
+                    (!w || c->start_ms < w->start_ms))
                     w = c;
             }
             if (!w)
                 break;
+            if (dirty(w)) {
+                /* not fit for a call: it goes, unreported, and the template waits a while
+                 * (its program may do something before its gate every time) */
+                lc_kill_sbx(L, w, "unclean");
+                t->retry_ms = now + 1000;
+                continue;
+            }
+            if (!settled(w, now)) { /* still starting: this call goes cold, it stays */
+                w->warm_skip = true;
+                continue;
+            }
             int r = adopt(L, w, spec, parsed);
-            if (r == 0)
-                return true;
-            if (r == -2)
-                return false; /* the call's fault, not the template's */
-            /* not fit for a call: it goes, unreported, and the template waits a while (its
-             * program may do something before its gate every time) */
-            lc_kill_sbx(L, w, "unclean");
-            t->retry_ms = now + 1000;
+            if (r == 0 || r == -2) { /* -2: the call's fault, not the template's */
+                for (unsigned i = 0; i < L->max; i++)
+                    L->slots[i].warm_skip = false;
+                return r == 0;
+            }
         }
+        bool starting = false;
+        for (unsigned i = 0; i < L->max; i++) {
+            starting |= L->slots[i].warm_skip;
+            L->slots[i].warm_skip = false;
+        }
+        if (starting) /* one is on its way: no more are wanted for that */
+            return false;
         t->miss_ms = now; /* a call paid for a cold start: keep one more warm */
         if (t->target < L->warm_max)
             t->target++;
@@ -404,12 +425,18 @@ int64_t lc_warm_timeout(const struct launcher *L, int64_t now)
     int64_t t = -1;
     bool can;
     struct sbx *victim;
-    if (pick(L, now, &can, &victim) >= 0 && can)
+    int want = pick(L, now, &can, &victim);
+    if (want >= 0 && can)
         return 0;
     for (unsigned i = 0; i < WARM_TEMPLATES; i++) {
         const struct warm_tmpl *w = &L->warm[i];
         if (!w->key)
             continue;
+        /* a template that wants a start it cannot have may evict this one's once it has been
+         * idle for WARM_EVICT_IDLE_MS: nothing else may happen meanwhile to wake us */
+        int64_t e = w->used_ms + WARM_EVICT_IDLE_MS - now;
+        if (want >= 0 && (int)i != want && e > 0 && (t < 0 || e < t))
+            t = e;
         int64_t d = w->used_ms + WARM_IDLE_MS - now; /* forgotten */
         if (w->target > 1 && w->miss_ms + WARM_IDLE_MS - now < d)
             d = w->miss_ms + WARM_IDLE_MS - now; /* a step down */

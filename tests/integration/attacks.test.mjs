@@ -757,9 +757,32 @@ for (const [backend, file] of ['native', 'gvisor', 'egress', 'image', 'session']
 }
 
 /**
- * Calls like the attack's (its tool and limits), then its warm sandbox is waiting. The warm
- * list is let settle first (the refill after the last call), so that the one that appears
- * after this call is this template's.
+ * The warm sandbox whose PID 1 is pid has its program at the gate (blocked reading fd 0); a
+ * gVisor one (runsc: its program is inside gVisor) after a fixed wait for its boot.
+ */
+async function atGate(pid) {
+  let exe = '';
+  try { exe = fs.readlinkSync(`/proc/${pid}/exe`); } catch (e) { gone(e); return; }
+  if (!exe.endsWith('toolcage-init')) {
+    await sleep(800 * SLOW);
+    return;
+  }
+  for (let i = 0; i < 200; i++) {
+    let kid = '', sc = '';
+    try {
+      kid = fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/)[0];
+      sc = kid ? fs.readFileSync(`/proc/${kid}/syscall`, 'utf8') : '';
+    } catch (e) { gone(e); }
+    if (sc.startsWith('0 0x0 ')) return;
+    await sleep(20);
+  }
+}
+
+/**
+ * Calls like the attack's (its tool and limits), then its warm sandbox is waiting at its gate
+ * (a call that finds one still starting goes cold). The warm list is let settle first (the
+ * refill after the last call), so that the one that appears after this call is this
+ * template's.
  */
 async function primeWarm(meta, inst) {
   const lpid = launcherPid();
@@ -777,7 +800,10 @@ async function primeWarm(meta, inst) {
     assert.equal(r.json.status, 'completed', JSON.stringify(r.json));
   }
   for (let i = 0; i < 100; i++) {
-    if ([...warmSandboxes(lpid).ws].some((w) => !known.has(w))) return;
+    const list = hostReport(lpid).warm_list;
+    const text = list ? (() => { try { return fs.readFileSync(`/proc/${lpid}/root${list}`, 'utf8'); } catch (e) { gone(e); return ''; } })() : '';
+    const fresh = text.split('\n').filter(Boolean).map((l) => l.split(' ')).find(([, , ws]) => !known.has(ws));
+    if (fresh) return atGate(Number(fresh[0]));
     await sleep(30);
   }
   assert.fail('no warm sandbox after a python call');

@@ -1350,12 +1350,47 @@ static int warm_waiting(void)
     return n;
 }
 
-/* n warm sandboxes wait, and the launcher has no other child but idle shells and its proxy
- * (a shell being made, before its exec, is one for a moment: a refill after a call). */
+/* Every warm sandbox's program is at its gate: blocked reading its stdin (fd 0), the
+ * sandbox's PID 1's child (gVisor's: runsc's, not looked into). */
+static bool warm_at_gate(void)
+{
+    json_t *hi = tc_launcher_host_info(L);
+    char path[PATH_MAX], line[256], buf[256];
+    snprintf(path, sizeof(path), "/proc/%d/root%s", tc_launcher_pid(L),
+             json_string_value(json_object_get(hi, "warm_list")));
+    json_decref(hi);
+    FILE *f = fopen(path, "re");
+    bool ok = f != NULL;
+    while (ok && fgets(line, sizeof(line), f)) {
+        long pid = strtol(line, NULL, 10), kid = 0;
+        snprintf(path, sizeof(path), "/proc/%ld/task/%ld/children", pid, pid);
+        FILE *k = fopen(path, "re");
+        if (k && fgets(buf, sizeof(buf), k))
+            kid = strtol(buf, NULL, 10);
+        if (k)
+            fclose(k);
+        snprintf(path, sizeof(path), "/proc/%ld/exe", pid);
+        ssize_t n = readlink(path, buf, sizeof(buf) - 1);
+        if (n <= 0 || !strstr((buf[n] = '\0', buf), "toolcage-init"))
+            continue; /* runsc */
+        snprintf(path, sizeof(path), "/proc/%ld/syscall", kid);
+        k = kid > 0 ? fopen(path, "re") : NULL;
+        ok = k && fgets(buf, sizeof(buf), k) && strncmp(buf, "0 0x0 ", 6) == 0;
+        if (k)
+            fclose(k);
+    }
+    if (f)
+        fclose(f);
+    return ok;
+}
+
+/* n warm sandboxes wait, each at its gate, and the launcher has no other child but idle
+ * shells and its proxy (a shell being made, before its exec, is one for a moment: a refill
+ * after a call). */
 static bool wait_children(int n, int ms)
 {
     for (int i = 0; i < ms / 10; i++) {
-        if (warm_waiting() == n && launcher_children(NULL) == n)
+        if (warm_waiting() == n && launcher_children(NULL) == n && warm_at_gate())
             return true;
         usleep(10000);
     }
@@ -1427,6 +1462,10 @@ TEST(warm_tenants_apart)
     int most = most_children((int)(1500 * slow));
     fprintf(stderr, "    tenant a: at most %d warm sandboxes\n", most);
     CHECK(most == 2);
+    /* the third, in use, took the slot of the first once that one was idle for a second
+     * (nothing else happened meanwhile: the launcher woke up for it) */
+    CHECK(run_tenant("tenant-a", (2000 + 2 * 100) * slow));
+    CHECK(wait_children(2, (int)(3000 * slow)));
 
     /* tenant b gets the third: a's share does not keep it out */
     for (int i = 0; i < 2; i++)
