@@ -1,5 +1,5 @@
 /* toolcage: the command users run. It is lean: linked with only what `exec`, `policy check`
- * and `version` use (no libpq, libmicrohttpd, libcurl, libarchive: 13 shared objects instead
+ * and `version` use (no libpq, libmicrohttpd, libcurl, libarchive: 9 shared objects instead
  * of 50), so a one-shot `toolcage exec` does not pay ~15 ms of dynamic loading for libraries
  * it never calls. Every other command (serve, migrate, keys...) is exec'ed, argv unchanged,
  * as toolcage-server: the same commands linked with everything, found beside this binary

@@ -157,29 +157,30 @@ static int spawn_launcher(struct tc_launcher *l, int *ret_sock, pid_t *ret_pid)
 {
     int sv[2];
     char fdarg[] = "3", maxarg[16], ppidarg[24], one[] = "1";
-    /* 18 fixed, 7 optional pairs and the NULL: 33 */
-    char *argv[34] = {"toolcage",
-                      "launcher",
-                      "--fd",
-                      fdarg,
-                      "--max",
-                      maxarg,
-                      "--state-dir",
-                      l->state_dir,
-                      "--ppid",
-                      ppidarg,
-                      "--pool",
-                      l->pool,
-                      "--pool-max",
-                      l->pool_max,
-                      "--pool-shrink-ms",
-                      l->pool_shrink_ms,
-                      "--warm",
-                      l->warm,
-                      "--warm-group-max",
-                      l->warm_group_max};
-    size_t n = 20;
+    enum { FIXED = 20, OPTIONAL_PAIRS = 7 }; /* (twice too small before: count them) */
+    char *argv[FIXED + 2 * OPTIONAL_PAIRS + 1] = {"toolcage",
+                                                  "launcher",
+                                                  "--fd",
+                                                  fdarg,
+                                                  "--max",
+                                                  maxarg,
+                                                  "--state-dir",
+                                                  l->state_dir,
+                                                  "--ppid",
+                                                  ppidarg,
+                                                  "--pool",
+                                                  l->pool,
+                                                  "--pool-max",
+                                                  l->pool_max,
+                                                  "--pool-shrink-ms",
+                                                  l->pool_shrink_ms,
+                                                  "--warm",
+                                                  l->warm,
+                                                  "--warm-group-max",
+                                                  l->warm_group_max};
+    size_t n = FIXED;
     pid_t pid;
+    _Static_assert(FIXED + 2 * OPTIONAL_PAIRS + 1 == 35, "argv: 20 fixed, 7 optional pairs, NULL");
 
     if (l->uid_registry) {
         argv[n++] = "--uid-registry";
@@ -209,6 +210,8 @@ static int spawn_launcher(struct tc_launcher *l, int *ret_sock, pid_t *ret_pid)
         argv[n++] = "--no-seccomp-notify";
         argv[n++] = one;
     }
+    if (n >= sizeof(argv) / sizeof(argv[0]))
+        abort(); /* an option added above without its room */
     argv[n] = NULL;
 
     snprintf(maxarg, sizeof(maxarg), "%u", l->max);

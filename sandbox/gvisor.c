@@ -385,6 +385,9 @@ void tc_gv_argv(const struct tc_gv_host *h, const char *bundle, const char *id,
     argv[n++] = bufs[2];
     argv[n++] = "--network=none";
     argv[n++] = "--ignore-cgroups";
+    /* the workspace is revalidated against the host at each access (the default, said here):
+     * a warm sandbox's call writes its files there after runsc started */
+    argv[n++] = "--file-access-mounts=shared";
     argv[n++] = "run";
     argv[n++] = "--bundle";
     argv[n++] = bufs[3];

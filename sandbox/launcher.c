@@ -496,19 +496,30 @@ static void tick(struct launcher *L)
  * warm sandboxes are refilled meanwhile, so that creating a shell (~1 ms of kernel work, and
  * locks such as the network namespace's) or starting an interpreter (~30 ms of CPU) does not
  * slow a sandbox's start, nor a short call (most end within CALL_QUIET_MS: its result goes
- * out first, and the refill after it). A longer call lets them go on. */
+ * out first, and the refill after it). A longer call lets them go on, and so does a steady
+ * load: young calls put refills off for CALL_QUIET_MS at most since the first of them (with
+ * a call always young, refills would never come, and every call would make its shell). */
 static int64_t setting_up(struct launcher *L, int64_t now)
 {
-    int64_t w = 0;
+    int64_t w = 0, c = 0;
     for (unsigned i = 0; i < L->max; i++) {
         struct sbx *s = &L->slots[i];
         if (!s->used || s->exited)
             continue;
         if (s->setup_until_ms - now > w)
             w = s->setup_until_ms - now;
-        if (!s->warm_tmpl && !s->held && s->start_ms + CALL_QUIET_MS - now > w)
-            w = s->start_ms + CALL_QUIET_MS - now;
+        if (!s->warm_tmpl && !s->held && s->start_ms + CALL_QUIET_MS - now > c)
+            c = s->start_ms + CALL_QUIET_MS - now;
     }
+    if (c == 0) {
+        L->quiet_from_ms = 0;
+        return w;
+    }
+    if (!L->quiet_from_ms)
+        L->quiet_from_ms = now;
+    int64_t left = L->quiet_from_ms + CALL_QUIET_MS - now;
+    if (left > 0 && (c < left ? c : left) > w)
+        w = c < left ? c : left;
     return w;
 }
 

@@ -198,6 +198,7 @@ struct launcher {
     unsigned max_calls;        /* sandboxes for calls at once; the other slots are for warm ones */
     unsigned warm_max, n_warm; /* warm sandboxes waiting for a call: at most, now */
     unsigned warm_group_max;   /* of them, one group's at most (launcher_warm.c) */
+    int64_t quiet_from_ms;     /* young calls have put refills off since (setting_up()) */
     unsigned warm_seq, warm_gens;
     unsigned warm_for; /* 1 + the template a warm sandbox was evicted for: it starts next */
     struct warm_tmpl warm[WARM_TEMPLATES];

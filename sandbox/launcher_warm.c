@@ -245,15 +245,17 @@ bool lc_warm_take(struct launcher *L, json_t *spec, struct tc_spec *parsed)
                 return r == 0;
             }
         }
-        bool starting = false;
+        unsigned starting = 0;
         for (unsigned i = 0; i < L->max; i++) {
-            starting |= L->slots[i].warm_skip;
+            starting += L->slots[i].warm_skip;
             L->slots[i].warm_skip = false;
         }
-        if (starting) /* one is on its way: no more are wanted for that */
+        /* a call paid for a cold start: keep one more warm, up to what its group may hold
+         * (unless more than the target are on their way already: they are the raise) */
+        if (starting > t->target)
             return false;
-        t->miss_ms = now; /* a call paid for a cold start: keep one more warm */
-        if (t->target < L->warm_max)
+        t->miss_ms = now;
+        if (t->target < L->warm_group_max)
             t->target++;
         return false;
     }
@@ -262,6 +264,11 @@ bool lc_warm_take(struct launcher *L, json_t *spec, struct tc_spec *parsed)
     const char *g = json_string_value(json_object_get(spec, "warm_group"));
     unsigned mine = 0;
     g = g ? g : "";
+    if (strlen(g) >= sizeof(L->warm[0].group)) { /* (the spec's syntax keeps it to 64) */
+        free(key);
+        json_decref(tspec);
+        return false;
+    }
     for (unsigned i = 0; i < WARM_TEMPLATES; i++)
         if (L->warm[i].key && strcmp(L->warm[i].group, g) == 0 &&
             (mine++ == 0 || L->warm[i].used_ms < L->warm[lru].used_ms))
@@ -273,7 +280,7 @@ bool lc_warm_take(struct launcher *L, json_t *spec, struct tc_spec *parsed)
     for (unsigned i = 0; i < WARM_TEMPLATES && idx == WARM_TEMPLATES; i++)
         if (!L->warm[i].key)
             idx = i;
-    if (idx == WARM_TEMPLATES || strlen(g) >= sizeof(L->warm[idx].group)) {
+    if (idx == WARM_TEMPLATES) {
         free(key);
         json_decref(tspec);
         return false;

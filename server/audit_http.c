@@ -309,10 +309,13 @@ static ssize_t export_read(void *cls, uint64_t pos, char *buf, size_t max)
         /* One pooled connection per batch, not per stream: a client that stops reading
          * must not pin a connection (eight such clients would starve the pool). */
         st->conn = st->phase == 0 ? NULL : tc_db_acquire(st->srv->db, TC_DB_WAIT_MS);
-        int rc = (st->phase == 0 || st->conn) ? export_fill(st) : -EIO;
+        bool had = st->phase == 0 || st->conn; /* (a batch gives it back once fetched) */
+        int rc = had ? export_fill(st) : -EIO;
         if (rc < 0)
             tc_log(TC_LOG_ERROR, "audit export failed", "{s:s}", "error",
-                   st->conn ? PQerrorMessage(st->conn) : "no database connection");
+                   st->conn ? PQerrorMessage(st->conn)
+                   : !had   ? "no database connection"
+                            : strerror(-rc));
         tc_db_release(st->srv->db, st->conn);
         st->conn = NULL;
         if (rc < 0)

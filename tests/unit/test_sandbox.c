@@ -22,6 +22,7 @@
 #include "sandbox/sandbox.h"
 #include "sandbox/spec.h"
 #include "sandbox/workspace.h"
+#include "sandbox/uidrange.h"
 #include "tap.h"
 
 static struct tc_launcher *L;
@@ -1783,11 +1784,24 @@ TEST(fallback_rlimits_and_errno)
     struct tc_launcher *main_l = L, *l2 = NULL;
     char state[128];
     snprintf(state, sizeof(state), "/tmp/toolcage-test-%d-fb", (int)getpid());
+    /* and every option the launcher's command line can carry (its argv had room for fewer,
+     * twice: ASan sees an overflow here) */
+    char init[PATH_MAX];
+    ssize_t k = readlink("/proc/self/exe", init, sizeof(init) - 32);
+    CHECK(k > 0);
+    init[k > 0 ? k : 0] = '\0';
+    char *slash = strrchr(init, '/');
+    snprintf(slash ? slash : init, 32, "/toolcage-init");
     struct tc_launcher_options o = {.exe = "/proc/self/exe",
                                     .state_dir = state,
                                     .max_sandboxes = 4,
                                     .no_cgroup = true,
                                     .no_seccomp_notify = true,
+                                    .no_egress = true,
+                                    .uid_registry = TC_UID_REGISTRY,
+                                    .gvisor_platform = "ptrace",
+                                    .init_path = init,
+                                    .egress_ca_file = "/etc/ssl/certs/ca-certificates.crt",
                                     .pool = TC_POOL_NONE}; /* every shell created on demand */
     int rc = tc_launcher_start(&o, &l2);
     CHECK(rc == 0);
