@@ -2,6 +2,7 @@
 #include "server/audit_http.h"
 
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -11,7 +12,7 @@
 #include "core/log.h"
 #include "server/auth.h"
 
-#define EXPORT_BATCH 1000
+#define EXPORT_BATCH 200 /* rows per query: records can be megabytes each, all held at once */
 
 /* clause: SQL with "?" where the parameter goes (each "?" becomes the same $N). */
 int tc_audit_filter_add(struct tc_audit_filter *f, const char *clause, const char *value)
@@ -146,11 +147,14 @@ struct export_state {
     char end[24];
     struct tc_buf out; /* pending bytes */
     size_t off;
+    bool counted; /* in srv->exports */
 };
 
 static void export_free(void *cls)
 {
     struct export_state *st = cls;
+    if (st->counted)
+        atomic_fetch_sub(&st->srv->exports, 1);
     tc_db_release(st->srv->db, st->conn);
     tc_buf_free(&st->f.where);
     tc_buf_free(&st->out);
@@ -379,9 +383,25 @@ enum MHD_Result tc_audit_export_respond(struct tc_request *r)
     if (format && strcmp(format, "jsonl") && strcmp(format, "csv"))
         return tc_respond_problem(r, 400, "validation", "Invalid request", NULL,
                                   "format must be jsonl or csv");
+    /* Exports at once: at most half the HTTP threads (and of the database pool). A stream's
+     * batches are fetched and formatted on an HTTP thread, in its turn: twelve exports that
+     * their clients had stopped reading kept every thread and connection busy, and a plain
+     * request on the same thread waited seconds. */
+    int most = (int)(r->srv->cfg->threads < r->srv->cfg->db_pool ? r->srv->cfg->threads
+                                                                 : r->srv->cfg->db_pool) /
+               2;
+    if (atomic_fetch_add(&r->srv->exports, 1) >= (most > 0 ? most : 1)) {
+        atomic_fetch_sub(&r->srv->exports, 1);
+        return tc_respond_problem(r, 503, "overloaded", "Too many exports", NULL,
+                                  "%d audit exports are streaming; retry when one has ended",
+                                  most > 0 ? most : 1);
+    }
     struct export_state *st = calloc(1, sizeof(*st));
-    if (!st)
+    if (!st) {
+        atomic_fetch_sub(&r->srv->exports, 1);
         return MHD_NO;
+    }
+    st->counted = true;
     st->srv = r->srv;
     st->csv = format && strcmp(format, "csv") == 0;
     tc_buf_init(&st->out, 64 << 20);

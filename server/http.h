@@ -47,6 +47,7 @@ struct tc_server {
     pthread_rwlock_t run_lock;
     bool stopping;
     _Atomic int suspended;        /* connections suspended now (drained before the daemon stops) */
+    _Atomic int exports;          /* audit exports streaming now (server/audit_http.c) */
     struct tc_policy *policy;     /* swap under policy_lock; readers take a reference */
     struct tc_verifier *verifier; /* audit chain walks (server/verifier.h) */
     /* A cancel for an execution that no sandbox of its own runs: a session's call (installed

@@ -566,6 +566,25 @@ test('12 audit exports that the client does not read do not starve the DB pool (
       assert.equal(r.status, 200, `with 12 stalled exports: ${r.status} after ${r.ms.toFixed(0)} ms: ${r.text.slice(0, 200)}`);
       assert.ok(r.ms < 1000 * SLOW, `with 12 stalled exports (${pause} ms after) /v1/tools took ${r.ms.toFixed(0)} ms`);
     }
+    // two of them stream (half the 4 HTTP threads); the others were refused at once, with
+    // the stable type and a Retry-After, and lost nothing (nothing was started)
+    const heads = await Promise.all(socks.map((s) => new Promise((resolve) => {
+      let got = '';
+      const done = () => resolve(got);
+      s.on('data', (d) => { got += d.toString('latin1'); if (got.length > 4096) { s.pause(); done(); } });
+      s.on('end', done);
+      s.on('close', done);
+      setTimeout(done, 3000 * SLOW);
+      s.resume();
+    })));
+    const ok = heads.filter((h) => h.startsWith('HTTP/1.1 200'));
+    const refused = heads.filter((h) => h.startsWith('HTTP/1.1 503'));
+    assert.equal(ok.length, 2, heads.map((h) => h.split('\r\n')[0]).join(' | '));
+    assert.equal(refused.length, 10, heads.map((h) => h.split('\r\n')[0]).join(' | '));
+    for (const h of refused) {
+      assert.match(h, /\r\nretry-after: \d+\r\n/i);
+      assert.match(h, /urn:toolcage:problem:overloaded/);
+    }
   } finally {
     for (const s of socks) s.destroy();
     await sleep(500);
