@@ -456,6 +456,13 @@ static void tick(struct launcher *L)
         uint64_t cpu;
         if (!s->used || s->exited)
             continue;
+        /* killed and not dead yet (its PID 1's end comes on its pidfd): killed again every
+         * KILL_AGAIN_MS, not at every turn of the loop (a timeout's teardown spun a core) */
+        if (s->killed_reason) {
+            if (now - s->kill_ms >= KILL_AGAIN_MS)
+                lc_kill_sbx(L, s, s->killed_reason);
+            continue;
+        }
         if (s->warm_tmpl) { /* nothing of it runs yet: only its time is up, or not */
             if (L->stopping || now >= s->deadline_ms)
                 lc_kill_sbx(L, s, "expired");
@@ -632,7 +639,7 @@ static int next_timeout(struct launcher *L)
         struct sbx *s = &L->slots[i];
         if (!s->used || s->exited)
             continue;
-        int64_t d = s->deadline_ms - now;
+        int64_t d = s->killed_reason ? s->kill_ms + KILL_AGAIN_MS - now : s->deadline_ms - now;
         if (chunk_due(s) && s->chunk_ms + CHUNK_EVERY_MS - now < d)
             d = s->chunk_ms + CHUNK_EVERY_MS - now;
         if (d < 0)

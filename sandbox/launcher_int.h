@@ -51,6 +51,7 @@
 _Static_assert(MAX_SLOTS <= TC_UID_RANGE_SIZE, "one host uid per slot, from the launcher's range");
 #define SETUP_QUIET_MS  5           /* see setting_up() */
 #define CALL_QUIET_MS   50          /* a call this young: no refill meanwhile (setting_up()) */
+#define KILL_AGAIN_MS   5           /* a killed sandbox not dead yet is killed again this often */
 #define HOLD_MAX_MS     60000       /* a held sandbox the server never released (see hold()) */
 #define CHUNK_EVERY_MS  20          /* a "stream" sandbox's output goes out at most this often */
 #define SESSION_OUT_BUF (1u << 20)  /* a session's unsent output per stream (never dropped) */
@@ -131,6 +132,7 @@ struct sbx {
     bool ws_mounted, ws_dir;
 
     int64_t start_ms, end_ms, deadline_ms;
+    int64_t kill_ms;        /* the last kill (lc_kill_sbx): its end is awaited on its pidfd */
     int64_t setup_until_ms; /* between go and the program's exec; see setting_up() */
     const char *killed_reason;
     bool have_exit;

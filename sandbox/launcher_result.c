@@ -8,6 +8,7 @@ void lc_kill_sbx(struct launcher *L, struct sbx *s, const char *reason)
     (void)L;
     if (!s->killed_reason)
         s->killed_reason = reason;
+    s->kill_ms = lc_now_ms();
     if (!s->exited && s->pidfd >= 0)
         syscall(SYS_pidfd_send_signal, s->pidfd, SIGKILL, NULL, 0);
     /* gvisor: runsc leads its own session (setsid), which its gofer and sandbox inherit; this
