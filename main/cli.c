@@ -1,6 +1,7 @@
 /* The command line's pieces both binaries share (main/cli.h): the commands' usage, the
  * configuration, the launcher's options. Nothing here needs the server's libraries: the
  * lean `toolcage` (main/front.c) links it. */
+#include <sodium.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -138,4 +139,24 @@ int tc_cmd_version(int argc, char **argv)
         return tc_cli_usage_of("version");
     printf("toolcage %s\n", TOOLCAGE_VERSION);
     return 0;
+}
+
+int tc_cli_begin(int argc, char **argv)
+{
+    if (sodium_init() < 0) {
+        fprintf(stderr, "toolcage: libsodium failed to initialise\n");
+        return 1;
+    }
+    if (argc < 2) {
+        tc_cli_usage(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        tc_cli_usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "launcher") == 0)
+        return tc_launcher_main(argc - 1, argv + 1);
+    return -1;
 }

@@ -19,6 +19,9 @@ extern const struct tc_cli_command tc_cli_commands[];
 extern const size_t tc_cli_n_commands;
 /* The usage of every command and the environment's variables. */
 void tc_cli_usage(FILE *f);
+/* What both binaries' main() does first: libsodium, the usage (no command, help) and the
+ * internal `launcher`: its exit status, or -1 when argv[1] is a command to look up. */
+int tc_cli_begin(int argc, char **argv);
 
 /* Exit status for a configuration the command cannot run with. */
 int tc_cli_fail_config(void);

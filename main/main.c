@@ -84,21 +84,9 @@ int main(int argc, char **argv)
     /* exec'ed by the front through its fd, the name would be the fd's number on older
      * kernels: the process is "toolcage", as before the split (ps -C, systemd, monitoring) */
     prctl(PR_SET_NAME, "toolcage");
-    if (sodium_init() < 0) {
-        fprintf(stderr, "toolcage: libsodium failed to initialise\n");
-        return 1;
-    }
-    if (argc < 2) {
-        tc_cli_usage(stderr);
-        return 2;
-    }
-    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
-        strcmp(argv[1], "help") == 0) {
-        tc_cli_usage(stdout);
-        return 0;
-    }
-    if (strcmp(argv[1], "launcher") == 0)
-        return tc_launcher_main(argc - 1, argv + 1);
+    int rc = tc_cli_begin(argc, argv);
+    if (rc >= 0)
+        return rc;
     for (size_t i = 0; i < TC_ARRAY_SIZE(commands); i++)
         if (strcmp(argv[1], commands[i].name) == 0)
             return commands[i].run(argc - 1, argv + 1);

@@ -1228,6 +1228,30 @@ static int idle_shells(void)
     return shells;
 }
 
+/* A case's second launcher (state dir state) stops; the main one is L again. With its host
+ * report hi (taken, freed here): its process and cgroup parents are gone, nothing is left. */
+static void second_stop(struct tc_launcher *l2, struct tc_launcher *main_l, const char *state,
+                        json_t *hi)
+{
+    tc_launcher_stop(l2);
+    if (hi) {
+        CHECK(kill((pid_t)num(hi, "launcher_pid"), 0) < 0 && errno == ESRCH);
+        const char *k;
+        json_t *v;
+        json_object_foreach(json_object_get(hi, "cgroup_parents"), k, v)
+        {
+            struct stat st;
+            CHECK(stat(json_string_value(v), &st) < 0 && errno == ENOENT);
+        }
+        json_decref(hi);
+    }
+    L = main_l;
+    char run_dir[160];
+    snprintf(run_dir, sizeof(run_dir), "%s/run", state);
+    rmdir(run_dir);
+    rmdir(state);
+}
+
 /* A burst bigger than the pool leaves it as big as the burst (up to pool_max), refilled
  * while the launcher is idle, so the next burst finds its shells ready; a minute (here
  * 1.5 s) without a miss gives them back one at a time. */
@@ -1297,13 +1321,8 @@ TEST(pool_sized_by_demand)
     CHECK(at3 >= 1000 * slow); /* not before the first 1.5 s (less what the polls above used) */
     check_clean();
 
-    tc_launcher_stop(l2);
-    L = main_l;
     base_fds = saved_base;
-    char run_dir[160];
-    snprintf(run_dir, sizeof(run_dir), "%s/run", state);
-    rmdir(run_dir);
-    rmdir(state);
+    second_stop(l2, main_l, state, NULL);
 }
 
 /* A gated program, as the python tools' runner (execution/plots.h): one byte from stdin, then
@@ -1486,12 +1505,7 @@ TEST(warm_tenants_apart)
     /* b's is still there, and its next call takes it */
     CHECK(run_tenant("tenant-b", 3000 * slow));
 
-    tc_launcher_stop(l2);
-    L = main_l;
-    char run_dir[160];
-    snprintf(run_dir, sizeof(run_dir), "%s/run", state);
-    rmdir(run_dir);
-    rmdir(state);
+    second_stop(l2, main_l, state, NULL);
 }
 
 /* Warm sandboxes (docs/sandbox.md, Warm interpreters): learned from a call, started ahead,
@@ -1517,7 +1531,6 @@ TEST(warm_sandboxes)
     L = l2;
     json_t *hi = tc_launcher_host_info(L);
     CHECK(num(hi, "warm_max") == 3 && num(hi, "max_sandboxes") == 4);
-    int lpid = tc_launcher_pid(L);
 
     /* the first two calls of a kind start cold (gate byte, then their own stdin); the first
      * leaves nothing behind (a spec seen once is not worth a warm start) */
@@ -1663,21 +1676,7 @@ TEST(warm_sandboxes)
     }
 
     /* stopped: the warm ones go too, unreported; nothing is left */
-    tc_launcher_stop(l2);
-    CHECK(kill(lpid, 0) < 0 && errno == ESRCH);
-    const char *k;
-    json_t *v;
-    json_object_foreach(json_object_get(hi, "cgroup_parents"), k, v)
-    {
-        struct stat st;
-        CHECK(stat(json_string_value(v), &st) < 0 && errno == ENOENT);
-    }
-    json_decref(hi);
-    L = main_l;
-    char run_dir[160];
-    snprintf(run_dir, sizeof(run_dir), "%s/run", state);
-    rmdir(run_dir);
-    rmdir(state);
+    second_stop(l2, main_l, state, hi);
 }
 
 TEST(fifty_concurrent)
@@ -1852,13 +1851,8 @@ TEST(fallback_rlimits_and_errno)
     json_decref(r);
     check_clean();
 
-    tc_launcher_stop(l2);
-    L = main_l;
     base_fds = saved_base;
-    char run_dir[160];
-    snprintf(run_dir, sizeof(run_dir), "%s/run", state);
-    rmdir(run_dir);
-    rmdir(state);
+    second_stop(l2, main_l, state, NULL);
 }
 
 TEST(startup_overhead)
@@ -1986,7 +1980,6 @@ TEST(warm_gvisor)
         return;
     L = l2;
     json_t *hi = tc_launcher_host_info(L);
-    int lpid = tc_launcher_pid(L);
     /* cold twice, the second leaves a warm one behind */
     for (int i = 0; i < 2; i++) {
         json_t *r = run(gv(spec_gated("", "print('cold')\n", NULL)));
@@ -2018,21 +2011,7 @@ TEST(warm_gvisor)
         CHECK(wait_children(1, (int)(10000 * slow)));
         usleep(500000);
     }
-    tc_launcher_stop(l2);
-    CHECK(kill(lpid, 0) < 0 && errno == ESRCH);
-    const char *k;
-    json_t *v;
-    json_object_foreach(json_object_get(hi, "cgroup_parents"), k, v)
-    {
-        struct stat st;
-        CHECK(stat(json_string_value(v), &st) < 0 && errno == ENOENT);
-    }
-    json_decref(hi);
-    L = main_l;
-    char run_dir[160];
-    snprintf(run_dir, sizeof(run_dir), "%s/run", state);
-    rmdir(run_dir);
-    rmdir(state);
+    second_stop(l2, main_l, state, hi);
 }
 
 TEST(gvisor_backend)
