@@ -70,14 +70,6 @@ static bool of(const struct launcher *L, const struct sbx *s, unsigned tmpl)
     return s->used && s->warm_tmpl == tmpl && s->warm_gen == L->warm[tmpl - 1].gen;
 }
 
-static unsigned count_of(const struct launcher *L, unsigned tmpl)
-{
-    unsigned n = 0;
-    for (unsigned i = 0; i < L->max; i++)
-        n += of(L, &L->slots[i], tmpl);
-    return n;
-}
-
 /* s is a warm sandbox (waiting, or dying) of a template of group g */
 static bool of_group(const struct launcher *L, const struct sbx *s, const char *g)
 {
@@ -459,6 +451,8 @@ int64_t lc_warm_timeout(const struct launcher *L, int64_t now)
 
 void lc_warm_tick(struct launcher *L, int64_t now)
 {
+    struct warm_counts c; /* once, not once per template (a forgotten one's are not looked at) */
+    count_all(L, &c);
     for (unsigned i = 0; i < WARM_TEMPLATES; i++) {
         struct warm_tmpl *t = &L->warm[i];
         if (!t->key)
@@ -471,7 +465,7 @@ void lc_warm_tick(struct launcher *L, int64_t now)
             t->target--;
             t->miss_ms = now;
         }
-        if (count_of(L, i + 1) > t->target)
+        if (c.n[i] > t->target)
             for (unsigned k = 0; k < L->max; k++) {
                 struct sbx *s = &L->slots[k];
                 if (of(L, s, i + 1) && !s->killed_reason) {
