@@ -208,15 +208,19 @@ static int64_t iso_ms(const char *s)
 int tc_token_issue_tx(PGconn *c, const struct tc_keys *keys, const struct tc_token_request *req,
                       const json_t *actor, char **ret_token, json_t **ret_info)
 {
-    char jti[37], iat[32], exp[32], ttl[24];
+    char jti[37], iat[32], nbf[32], exp[32], ttl[24];
     tc_uuid7(jti);
-    int64_t now = tc_wall_ms() / 1000 * 1000; /* whole seconds: what verifiers compare */
+    /* The token lives ttl_seconds from now, to the millisecond: truncating "now" to whole
+     * seconds made a 1 s token dead on arrival when issued at x.999. nbf is the whole second
+     * before, so a verifier that compares whole seconds does not see it in the future. */
+    int64_t now = tc_wall_ms();
     tc_iso8601(now, iat);
+    tc_iso8601(now / 1000 * 1000, nbf);
     tc_iso8601(now + req->ttl_seconds * 1000, exp);
     snprintf(ttl, sizeof(ttl), "%lld", (long long)req->ttl_seconds);
     json_t *claims = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "iss", "toolcage",
                                "sub", req->tenant_id, "aud", req->audience, "exp", exp, "iat", iat,
-                               "nbf", iat, "jti", jti, "scope", req->scope, "tool", req->tool);
+                               "nbf", nbf, "jti", jti, "scope", req->scope, "tool", req->tool);
     if (claims && req->execution_id)
         json_object_set_new(claims, "execution_id", json_string(req->execution_id));
     json_t *footer = json_pack("{s:s}", "kid", keys->token_key_id);
