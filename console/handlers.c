@@ -183,7 +183,9 @@ static json_t *policy_words(struct tc_request *r, const char *tool_name, const j
         json_object_set_new(o, "tier", json_string(tiers[t->tier]));
         json_object_set_new(o, "irreversible", json_boolean(t->irreversible));
         json_object_set_new(o, "backend",
-                            json_string(t->backend == TC_BACKEND_GVISOR ? "gVisor" : "native"));
+                            json_string(t->backend == TC_BACKEND_GVISOR    ? "gVisor"
+                                        : t->backend == TC_BACKEND_MICROVM ? "microVM"
+                                                                           : "native"));
         json_object_set_new(o, "description", json_string(t->description ? t->description : ""));
         if (t->image) { /* what runs: the image as this server's store has it now */
             json_t *entry = NULL;

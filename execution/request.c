@@ -488,11 +488,13 @@ json_t *tc_exec_build_spec(const struct tc_tool *tool, const struct tc_exec_requ
             json_object_set_new(network, "ask_private", json_true());
     }
 
-    json_t *spec =
-        json_pack("{s:s, s:s, s:o, s:o, s:s, s:o, s:o, s:s, s:o, s:o}", "id", id, "backend",
-                  tool->backend == TC_BACKEND_GVISOR ? "gvisor" : "native", "argv", argv, "env",
-                  env, "cwd", image_cwd(tool, image, cwd, sizeof(cwd)), "files", files, "mounts",
-                  mounts, "hostname", "toolcage", "network", network, "limits", limits);
+    json_t *spec = json_pack(
+        "{s:s, s:s, s:o, s:o, s:s, s:o, s:o, s:s, s:o, s:o}", "id", id, "backend",
+        tool->backend == TC_BACKEND_GVISOR    ? "gvisor"
+        : tool->backend == TC_BACKEND_MICROVM ? "microvm"
+                                              : "native",
+        "argv", argv, "env", env, "cwd", image_cwd(tool, image, cwd, sizeof(cwd)), "files", files,
+        "mounts", mounts, "hostname", "toolcage", "network", network, "limits", limits);
     if (!spec)
         return NULL;
     if (image)
@@ -931,6 +933,9 @@ json_t *tc_exec_view(const char *id, const char *tool, json_t *result,
         if (json_is_string(m))
             json_object_set(en, tc_limit_names[i], m);
     }
+    json_t *iso = json_object_get(enforced, "isolation"); /* microvm_kvm, microvm_tcg */
+    if (json_is_string(iso))
+        json_object_set(en, "isolation", iso);
     json_object_set_new(v, "enforced", en);
     json_t *pv = json_object_get(result, "policy_violations");
     json_object_set_new(v, "policy_violations", json_is_array(pv) ? json_incref(pv) : json_array());

@@ -71,7 +71,7 @@ static const char *const default_env[][2] = {
 };
 
 static const char *const languages[] = {"python", "shell", "javascript", "other", NULL};
-static const char *const backends[] = {"native", "gvisor", NULL};
+static const char *const backends[] = {"native", "gvisor", "microvm", NULL};
 static const char *const tiers[] = {"auto", "assisted", "human_approve", "manual_only", NULL};
 /* Sandbox paths the sandbox itself owns: a mount there would hide or subvert them. */
 static const char *const reserved_targets[] = {"/proc",      "/dev", "/sys",
@@ -1299,6 +1299,28 @@ static void parse_tool(struct ctx *c, const char *name, json_t *obj, struct tc_t
         /* runsc runs with --network=none; the egress proxy serves native sandboxes only */
         path_key(p, sizeof(p), path, "network");
         add_err(c, p, "the gvisor backend supports \"none\" only (allowlists need \"native\")");
+    }
+    if (t->backend == TC_BACKEND_MICROVM) {
+        /* the guest has no network device; its filesystem is /usr and the workspace */
+        if (!t->network_none) {
+            path_key(p, sizeof(p), path, "network");
+            add_err(c, p,
+                    "the microvm backend supports \"none\" only (allowlists need \"native\")");
+        }
+        if (json_object_get(obj, "image")) {
+            path_key(p, sizeof(p), path, "image");
+            add_err(c, p, "the microvm backend runs the host's /usr: no tool image yet");
+        }
+        if (json_array_size(json_object_get(obj, "filesystem")) > 0) {
+            path_key(p, sizeof(p), path, "filesystem");
+            add_err(c, p, "the microvm backend shares only /usr and the workspace with its guest");
+        }
+        if (access("/usr/bin/qemu-system-x86_64", X_OK) != 0) {
+            path_key(p, sizeof(p), path, "backend");
+            add_err(c, p,
+                    "qemu-system-x86_64 not found in /usr/bin (install qemu-system-x86 "
+                    "and linux-image-amd64, or use \"native\")");
+        }
     }
     check_prescreen(c, path, obj);
     check_approval(c, path, obj);

@@ -30,7 +30,7 @@ struct tc_limit {
     int64_t max; /* a request above this is refused (422) */
 };
 
-enum tc_backend { TC_BACKEND_NATIVE, TC_BACKEND_GVISOR };
+enum tc_backend { TC_BACKEND_NATIVE, TC_BACKEND_GVISOR, TC_BACKEND_MICROVM };
 enum tc_tier { TC_TIER_AUTO, TC_TIER_ASSISTED, TC_TIER_HUMAN_APPROVE, TC_TIER_MANUAL_ONLY };
 
 struct tc_mount {

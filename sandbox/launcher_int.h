@@ -35,6 +35,7 @@
 #include "sandbox/egress_link.h"
 #include "sandbox/egress_tls.h"
 #include "sandbox/gvisor.h"
+#include "sandbox/microvm.h"
 #include "sandbox/launcher.h"
 #include "sandbox/pool.h"
 #include "sandbox/sandbox.h"
@@ -149,6 +150,7 @@ struct sbx {
 
     /* gvisor backend: pid/pidfd are runsc's; the bundle is a tmpfs of its own */
     bool gvisor;
+    bool vm; /* microvm backend: a native sandbox whose program is toolcage-vmrun (microvm.h) */
     char gv_path[PATH_MAX];
     int gv_fd;
     bool gv_mounted, gv_dir;
@@ -215,6 +217,7 @@ struct launcher {
     struct tc_egress_link *egress; /* the egress proxy, NULL if it could not be started */
     struct tc_pool pool;           /* shells created ahead of time, and the sandboxes' uids */
     struct tc_gv_host gv;
+    struct tc_vm_host vm;
     unsigned gv_seq; /* gvisor cgroups are named g<seq> */
 };
 

@@ -272,17 +272,19 @@ static void finish(struct launcher *L, struct sbx *s)
         struct statfs sf;
         ws_full = fstatfs(s->ws_fd, &sf) == 0 && sf.f_bavail == 0;
     }
-    res = json_pack("{s:s, s:s, s:o, s:o, s:s, s:s, s:b, s:b, s:I, s:I, s:I, s:s?, s:o, s:o, s:o,"
-                    " s:b, s:b}",
-                    "id", s->id, "status", status, "exit_code", exit_code, "signal", signal,
-                    "stdout_b64", out_b64 ? out_b64 : "", "stderr_b64", err_b64 ? err_b64 : "",
-                    "stdout_truncated", s->out.dropped > 0, "stderr_truncated", s->err.dropped > 0,
-                    "duration_ms", (json_int_t)(s->end_ms - s->start_ms), "cpu_ms",
-                    (json_int_t)cpu_ms, "memory_peak_bytes", (json_int_t)peak, "killed_reason",
-                    s->killed_reason, "enforced",
-                    s->gvisor ? tc_gv_enforced(&L->cg) : enforced_json(L), "policy_violations",
-                    viol, "files", files ? files : json_array(), "pids_limit_hit",
-                    s->has_cg && tc_cg_pids_hit(&s->cg), "workspace_full", ws_full);
+    res = json_pack(
+        "{s:s, s:s, s:o, s:o, s:s, s:s, s:b, s:b, s:I, s:I, s:I, s:s?, s:o, s:o, s:o,"
+        " s:b, s:b}",
+        "id", s->id, "status", status, "exit_code", exit_code, "signal", signal, "stdout_b64",
+        out_b64 ? out_b64 : "", "stderr_b64", err_b64 ? err_b64 : "", "stdout_truncated",
+        s->out.dropped > 0, "stderr_truncated", s->err.dropped > 0, "duration_ms",
+        (json_int_t)(s->end_ms - s->start_ms), "cpu_ms", (json_int_t)cpu_ms, "memory_peak_bytes",
+        (json_int_t)peak, "killed_reason", s->killed_reason, "enforced",
+        s->gvisor ? tc_gv_enforced(&L->cg)
+        : s->vm   ? tc_vm_enforced(&L->vm)
+                  : enforced_json(L),
+        "policy_violations", viol, "files", files ? files : json_array(), "pids_limit_hit",
+        s->has_cg && tc_cg_pids_hit(&s->cg), "workspace_full", ws_full);
     if (res && !s->killed_reason)
         json_object_set_new(res, "killed_reason", json_null());
     if (res && files_incomplete)

@@ -374,6 +374,23 @@ void lc_start_sandbox(struct launcher *L, const char *hdr_id, char *payload)
         json_decref(spec);
         return;
     }
+    if (strcmp(parsed.backend, "microvm") == 0) {
+        /* from here on a native sandbox that runs the guest (microvm.h) */
+        tc_vm_poll(&L->vm, lc_now_ms());
+        json_t *native = tc_vm_rewrite(&L->vm, spec, err, sizeof(err));
+        tc_spec_release(&parsed);
+        json_decref(spec);
+        if (!native) {
+            lc_send_error(L, hdr_id, "%s", err);
+            return;
+        }
+        spec = native;
+        if ((r = tc_spec_parse(spec, &parsed, err, sizeof(err))) < 0) {
+            lc_send_error(L, hdr_id, "invalid spec: %s", err);
+            json_decref(spec);
+            return;
+        }
+    }
     bool gvisor = strcmp(parsed.backend, "gvisor") == 0;
     if (strcmp(parsed.id, hdr_id) != 0) {
         lc_send_error(L, hdr_id, "spec id does not match the message");
@@ -429,6 +446,7 @@ void lc_start_in_slot(struct launcher *L, struct sbx *s, json_t *spec, struct tc
     s->spec = *parsed;
     snprintf(s->id, sizeof(s->id), "%s", parsed->id);
     s->gvisor = strcmp(parsed->backend, "gvisor") == 0;
+    s->vm = strcmp(parsed->backend, "microvm") == 0;
     s->start_ms = lc_now_ms();
     s->deadline_ms = s->start_ms + s->spec.limits.wall_ms;
     if (warm_tmpl) { /* waits for a call that wants it, not longer */

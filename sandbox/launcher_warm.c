@@ -26,7 +26,8 @@
 static bool eligible(const struct launcher *L, const struct tc_spec *p)
 {
     return L->warm_max > 0 && p->warm && p->gate &&
-           (strcmp(p->backend, "native") == 0 || strcmp(p->backend, "gvisor") == 0) &&
+           (strcmp(p->backend, "native") == 0 || strcmp(p->backend, "gvisor") == 0 ||
+            strcmp(p->backend, "microvm") == 0) &&
            !p->network_allow && !p->inject && !p->secret_files && !p->session;
 }
 

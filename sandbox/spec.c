@@ -355,8 +355,9 @@ int tc_spec_parse(json_t *spec, struct tc_spec *ret, char *err, size_t errlen)
 
     v = json_object_get(spec, "backend");
     if (!json_is_string(v) || (strcmp(json_string_value(v), "native") != 0 &&
-                               strcmp(json_string_value(v), "gvisor") != 0))
-        return fail(err, errlen, "backend: \"native\" or \"gvisor\" required");
+                               strcmp(json_string_value(v), "gvisor") != 0 &&
+                               strcmp(json_string_value(v), "microvm") != 0))
+        return fail(err, errlen, "backend: \"native\", \"gvisor\" or \"microvm\" required");
     s.backend = json_string_value(v);
 
     v = json_object_get(spec, "network");

@@ -191,6 +191,8 @@ static int launcher_children(int *ret_shells)
     int pid = tc_launcher_pid(L), n = 0, shells = 0;
     json_t *hi = tc_launcher_host_info(L);
     long egress = (long)json_integer_value(json_object_get(hi, "egress_pid"));
+    long probe =
+        (long)json_integer_value(json_object_get(json_object_get(hi, "microvm"), "probe_pid"));
     FILE *f;
     json_decref(hi);
     snprintf(path, sizeof(path), "/proc/%d/task/%d/children", pid, pid);
@@ -202,7 +204,7 @@ static int launcher_children(int *ret_shells)
             long child = strtol(p, &end, 10);
             if (end == p)
                 break;
-            if (child == egress)
+            if (child == egress || (probe > 0 && child == probe)) /* the KVM probe: microvm.h */
                 continue;
             if (is_idle_shell(pid, child))
                 shells++;
@@ -1799,6 +1801,7 @@ TEST(fallback_rlimits_and_errno)
                                     .no_egress = true,
                                     .uid_registry = TC_UID_REGISTRY,
                                     .gvisor_platform = "ptrace",
+                                    .microvm_accel = "tcg",
                                     .init_path = init,
                                     .egress_ca_file = "/etc/ssl/certs/ca-certificates.crt",
                                     .pool = TC_POOL_NONE}; /* every shell created on demand */
@@ -1813,6 +1816,9 @@ TEST(fallback_rlimits_and_errno)
     json_t *hi = tc_launcher_host_info(L);
     CHECK(strcmp(str(hi, "cgroup"), "none") == 0);
     CHECK(json_is_false(json_object_get(hi, "seccomp_notify")));
+    json_t *mv = json_object_get(hi, "microvm"); /* the option reached it */
+    CHECK(!json_is_true(json_object_get(mv, "available")) ||
+          (strcmp(str(mv, "setting"), "tcg") == 0 && strcmp(str(mv, "accel"), "tcg") == 0));
     json_decref(hi);
 
     json_t *r = run(spec_py(
@@ -2010,6 +2016,221 @@ TEST(warm_gvisor)
         json_decref(r);
         CHECK(wait_children(1, (int)(10000 * slow)));
         usleep(500000);
+    }
+    second_stop(l2, main_l, state, hi);
+}
+
+/* ---- microvm backend (qemu, a guest kernel: sandbox/microvm.h) ---- */
+
+static bool under_asan(void)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    return true;
+#else
+    return false;
+#endif
+}
+
+static bool microvm_available(void)
+{
+    json_t *hi = tc_launcher_host_info(L);
+    const char *b = json_string_value(json_object_get(hi, "backends"));
+    bool ok = b && strstr(b, "microvm");
+    json_decref(hi);
+    return ok;
+}
+
+/* A guest boots in seconds under KVM, in 5 to 30 under TCG on a loaded 2-core machine: the
+ * wall limit of a cold call covers the boot (docs/sandbox.md). */
+static json_t *vm(json_t *spec, int64_t wall_ms)
+{
+    json_object_set_new(spec, "backend", json_string("microvm"));
+    set_limit(spec, "wall_ms", wall_ms * slow_factor());
+    set_limit(spec, "cpu_ms", 20000);
+    return spec;
+}
+
+/* Output, status and files as for the other backends; inside, a kernel of its own: no host
+ * process, file or network device to be seen, PID 1 is the guest's init. */
+TEST(microvm_backend)
+{
+    if (getenv("TOOLCAGE_TEST_NO_MICROVM"))
+        TAP_SKIP_HERE("microvm cases off here (TOOLCAGE_TEST_NO_MICROVM)");
+    if (!microvm_available()) /* scripts/lib.sh installs qemu and a kernel */
+        TAP_SKIP_HERE("qemu or a guest kernel missing: microvm backend not tested");
+    char marker[64], script[2048];
+    snprintf(marker, sizeof(marker), "/tmp/toolcage-test-%d-hostmark", (int)getpid());
+    int mfd = open(marker, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    CHECK(mfd >= 0);
+    if (mfd >= 0)
+        close(mfd);
+    snprintf(script, sizeof(script),
+             "tr a-z A-Z; echo oops >&2; id -u; hostname; cat in/data.txt; echo result > out.txt;"
+             " echo procs $(for p in /proc/[0-9]*; do read -r -d '' a < $p/cmdline && echo;"
+             " done 2>/dev/null | wc -l);"
+             " echo init $(tr '\\0' ' ' < /proc/1/cmdline);"
+             " echo net $(ls /sys/class/net); test -e /etc/shadow && echo SHADOW;"
+             " test -e %s && echo HOSTMARK; test -e /boot && echo BOOT;"
+             " cat /sys/fs/cgroup/program/memory.max /sys/fs/cgroup/program/pids.max;"
+             " (echo x > /usr/x) 2>/dev/null && echo WROTE_USR;"
+             " echo $SECRET_ENV; exit 3",
+             marker);
+    json_t *s = vm(spec_sh(script), 120000);
+    json_object_set_new(s, "stdin_b64", json_string("aGVsbG8K")); /* "hello\n" */
+    json_object_set_new(
+        s, "files", json_pack("[{s:s, s:s}]", "path", "in/data.txt", "content_b64", "ZGF0YQo="));
+    json_object_set_new(s, "collect", json_pack("[s]", "*.txt"));
+    json_array_append_new(json_object_get(s, "env"), json_string("SECRET_ENV=from-env"));
+    set_limit(s, "memory_bytes", 200 << 20);
+    set_limit(s, "pids", 40);
+    json_t *r = run(s);
+    const char *out = OUT(r);
+    CHECK(strcmp(str(r, "status"), "failed") == 0);
+    CHECK(num(r, "exit_code") == 3);
+    CHECK(strncmp(out, "HELLO\n", 6) == 0);
+    CHECK(strstr(out, "\n1000\n") != NULL); /* not root inside */
+    CHECK(strstr(out, "\ndata\n") != NULL);
+    /* the guest's processes only (its kernel threads have no command line): init, bash and
+     * the commands of the line; the host has hundreds */
+    CHECK(strstr(out, "\nprocs ") != NULL && atoi(strstr(out, "\nprocs ") + 7) < 10);
+    CHECK(strstr(out, "\ninit /init\n") != NULL);
+    CHECK(strstr(out, "\nnet lo\n") != NULL); /* no network device but loopback */
+    CHECK(!strstr(out, "SHADOW") && !strstr(out, "HOSTMARK") && !strstr(out, "BOOT"));
+    CHECK(!strstr(out, "WROTE_USR"));
+    CHECK(strstr(out, "\n209715200\n40\n") != NULL); /* the guest's cgroup has the limits */
+    CHECK(strstr(out, "\nfrom-env\n") != NULL);
+    CHECK(strcmp(ERR(r), "oops\n") == 0);
+    json_t *files = json_object_get(r, "files");
+    CHECK(json_array_size(files) == 2 &&
+          strcmp(str(json_array_get(files, 0), "path"), "out.txt") == 0);
+    json_t *enf = json_object_get(r, "enforced");
+    CHECK(strncmp(str(enf, "isolation"), "microvm_", 8) == 0);
+    CHECK(strcmp(str(enf, "memory_bytes"), "guest_cgroup_v2") == 0);
+    CHECK(json_array_size(json_object_get(r, "policy_violations")) == 0);
+    fprintf(stderr, "    microvm (%s) cold call: %lld ms\n", str(enf, "isolation"),
+            (long long)num(r, "duration_ms"));
+    if (tap_case_failed)
+        dump(r);
+    json_decref(r);
+    unlink(marker);
+    check_clean();
+
+    /* a program that cannot start is reported as the native backend does: 127 */
+    r = run(vm(spec_argv(json_pack("[s]", "/nonexistent")), 120000));
+    CHECK(num(r, "exit_code") == 127);
+    CHECK(strstr(ERR(r), "exec /nonexistent: No such file or directory") != NULL);
+    json_decref(r);
+    check_clean();
+}
+
+/* Attacks on the guest's limits, each with its evidence, in one boot: a fork bomb meets the
+ * guest's pids limit, a memory bomb (in a child) the guest's memory limit (OOM-killed there,
+ * the host's qemu unharmed), and a program that never ends meets the wall clock: qemu is
+ * killed on the host and nothing of it is left. */
+TEST(microvm_limits)
+{
+    if (getenv("TOOLCAGE_TEST_NO_MICROVM"))
+        TAP_SKIP_HERE("microvm cases off here (TOOLCAGE_TEST_NO_MICROVM)");
+    if (under_asan()) /* the launcher's microvm code ran under ASan in microvm_backend */
+        TAP_SKIP_HERE("guests' limits run in the release unit lane (a minute of TCG boots)");
+    if (!microvm_available())
+        TAP_SKIP_HERE("qemu or a guest kernel missing: microvm backend not tested");
+    json_t *s = vm(spec_py("import os, signal, sys, time\n"
+                           "kids, err = [], 0\n"
+                           "for i in range(100):\n"
+                           "    try:\n        pid = os.fork()\n"
+                           "    except BlockingIOError:\n        err += 1\n        continue\n"
+                           "    if pid == 0:\n        time.sleep(30)\n        os._exit(0)\n"
+                           "    kids.append(pid)\n"
+                           "print('forks', len(kids), err, flush=True)\n"
+                           "for k in kids:\n    os.kill(k, signal.SIGKILL)\n    os.waitpid(k, 0)\n"
+                           "pid = os.fork()\n"
+                           "if pid == 0:\n"
+                           "    b = []\n"
+                           "    for i in range(64):\n        b.append(bytearray(16 << 20))\n"
+                           "    os._exit(0)\n"
+                           "_, st = os.waitpid(pid, 0)\n"
+                           "print('bomb', os.WIFSIGNALED(st) and os.WTERMSIG(st), flush=True)\n"
+                           "time.sleep(3600)\n"),
+                   0);
+    int64_t wall = 60000 * slow_factor();
+    set_limit(s, "wall_ms", wall);
+    set_limit(s, "memory_bytes", 256 << 20);
+    set_limit(s, "pids", 32);
+    json_t *r = run(s);
+    const char *out = OUT(r);
+    int ok = -1, err = -1;
+    const char *f = strstr(out, "forks ");
+    CHECK(f && sscanf(f, "forks %d %d", &ok, &err) == 2);
+    CHECK(ok > 0 && ok < 32 && err > 0);      /* the guest's pids limit, not the host's */
+    CHECK(strstr(out, "\nbomb 9\n") != NULL); /* OOM-killed in the guest */
+    CHECK(strcmp(str(r, "status"), "timeout") == 0);
+    CHECK(strcmp(str(r, "killed_reason"), "timeout") == 0);
+    CHECK(num(r, "duration_ms") < wall + 5000);
+    /* qemu's own memory on the host stayed within the guest's and its own */
+    CHECK(num(r, "memory_peak_bytes") < ((256 + 96 + 192) << 20) + (64 << 20));
+    if (tap_case_failed)
+        dump(r);
+    json_decref(r);
+    check_clean();
+}
+
+/* Warm guests: booted, the interpreter started up to its gate in the guest, before the
+ * call; the call's files (written on the host after the boot) and stdin are the call's, and
+ * the next call gets a guest of its own. */
+TEST(warm_microvm)
+{
+    if (getenv("TOOLCAGE_TEST_NO_MICROVM"))
+        TAP_SKIP_HERE("microvm cases off here (TOOLCAGE_TEST_NO_MICROVM)");
+    if (under_asan())
+        TAP_SKIP_HERE("warm guests run in the release unit lane (a minute of TCG boots)");
+    if (!microvm_available())
+        TAP_SKIP_HERE("qemu or a guest kernel missing: microvm backend not tested");
+    const int64_t slow = slow_factor();
+    struct tc_launcher *main_l = L, *l2 = NULL;
+    char state[128];
+    snprintf(state, sizeof(state), "/tmp/toolcage-test-%d-warmvm", (int)getpid());
+    struct tc_launcher_options o = {.exe = "/proc/self/exe",
+                                    .state_dir = state,
+                                    .max_sandboxes = 4,
+                                    .pool_max = TC_POOL_NONE,
+                                    .warm = 1};
+    int rc = tc_launcher_start(&o, &l2);
+    CHECK(rc == 0);
+    if (rc < 0)
+        return;
+    L = l2;
+    json_t *hi = tc_launcher_host_info(L);
+    /* cold twice: the first teaches the template, the second (a miss) asks for a warm one */
+    for (int i = 0; i < 2; i++) {
+        json_t *r = run(vm(spec_gated("", "print('cold')\n", NULL), 120000));
+        CHECK(strcmp(OUT(r), "cold\n") == 0);
+        CHECK(!json_object_get(r, "warm"));
+        if (tap_case_failed)
+            dump(r);
+        json_decref(r);
+    }
+    for (int i = 0; i < 2; i++) {
+        /* taken as soon as it waits: the call meets the guest booting, or booted */
+        for (int k = 0; k < 1000 * slow && warm_waiting() != 1; k++)
+            usleep(10000);
+        CHECK(warm_waiting() == 1);
+        json_t *r =
+            run(vm(spec_gated("",
+                              "import os, sys\nprint('warm', sys.stdin.read(),"
+                              " os.path.exists('/tmp/mark'), sorted(os.listdir('/workspace')))\n"
+                              "open('/tmp/mark', 'w')\nopen('/workspace/mark', 'w')\n",
+                              i ? "in2" : "in1"),
+                   120000));
+        CHECK(strcmp(str(r, "status"), "completed") == 0);
+        CHECK(json_is_true(json_object_get(r, "warm")));
+        CHECK(strcmp(OUT(r), i ? "warm in2 False ['.toolcage', 'main.py']\n"
+                               : "warm in1 False ['.toolcage', 'main.py']\n") == 0);
+        fprintf(stderr, "    warm microvm call %d: %lld ms\n", i + 1,
+                (long long)num(r, "duration_ms"));
+        if (tap_case_failed)
+            dump(r);
+        json_decref(r);
     }
     second_stop(l2, main_l, state, hi);
 }
@@ -2229,6 +2450,9 @@ int main(int argc, char **argv)
     RUN(fallback_rlimits_and_errno);
     RUN(egress_helper_confined);
     RUN(gvisor_backend);
+    RUN(microvm_backend);
+    RUN(microvm_limits);
+    RUN(warm_microvm);
     RUN(warm_gvisor);
     if (!getenv("TOOLCAGE_QUICK"))
         RUN(startup_overhead);
