@@ -13,7 +13,7 @@ WORKDIR /src
 COPY . .
 RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_INSTALL_PREFIX=/usr \
       -DTOOLCAGE_WERROR=ON \
- && cmake --build /build -j"$(nproc)" --target toolcage toolcage-server toolcage-init toolcage-launcher \
+ && cmake --build /build -j"$(nproc)" --target toolcage toolcage-server toolcage-init toolcage-vminit toolcage-vmrun toolcage-launcher \
  && DESTDIR=/out cmake --install /build --strip
 
 FROM debian:bookworm-slim

@@ -33,7 +33,6 @@ static const struct {
     const char *env, *choices;
 } choices[] = {
     {"TOOLCAGE_GVISOR_PLATFORM", "ptrace|kvm"},
-    {"TOOLCAGE_MICROVM_ACCEL", "auto|kvm|tcg"},
 };
 
 static const char *choices_of(const char *env)
@@ -144,9 +143,6 @@ static const struct opt options[] = {
      "directory of lock files that gives each launcher on the host its own range of sandbox uids"},
     {"TOOLCAGE_GVISOR_PLATFORM", OPT_CHOICE, "ptrace", 0, 0, OFF(gvisor_platform),
      "platform of the gvisor backend: ptrace or kvm"},
-    {"TOOLCAGE_MICROVM_ACCEL", OPT_CHOICE, "auto", 0, 0, OFF(microvm_accel),
-     "how microvm guests run: kvm, tcg (qemu's emulation) or auto (kvm when a probe guest"
-     " boots under it, else tcg)"},
     {"TOOLCAGE_EGRESS_CA_FILE", OPT_PATH, NULL, 0, 0, OFF(egress_ca_file),
      "PEM certificates the egress proxy trusts for upstreams besides the system's (credentials"
      " injected at egress verify the upstream)"},
@@ -318,7 +314,6 @@ void tc_config_free(struct tc_config *cfg)
     free(cfg->previous_master_key_files);
     free(cfg->uid_registry);
     free(cfg->gvisor_platform);
-    free(cfg->microvm_accel);
     free(cfg->egress_ca_file);
     free(cfg->init_path);
     free(cfg->public_url);

@@ -45,7 +45,7 @@ struct tc_launcher {
                    this server starts, after a respawn too, is that file, exec'ed by its fd */
     /* the launcher's settings, passed on its command line (struct tc_launcher_options) */
     char pool[8], pool_max[8], pool_shrink_ms[16], warm[8], warm_group_max[8];
-    char *uid_registry, *gvisor_platform, *microvm_accel, *init_path, *egress_ca_file;
+    char *uid_registry, *gvisor_platform, *init_path, *egress_ca_file;
     bool no_cgroup, no_seccomp_notify, no_egress;
     unsigned max;
 
@@ -157,7 +157,7 @@ static int spawn_launcher(struct tc_launcher *l, int *ret_sock, pid_t *ret_pid)
 {
     int sv[2];
     char fdarg[] = "3", maxarg[16], ppidarg[24], one[] = "1";
-    enum { FIXED = 20, OPTIONAL_PAIRS = 8 }; /* (twice too small before: count them) */
+    enum { FIXED = 20, OPTIONAL_PAIRS = 7 }; /* (twice too small before: count them) */
     char *argv[FIXED + 2 * OPTIONAL_PAIRS + 1] = {"toolcage",
                                                   "launcher",
                                                   "--fd",
@@ -180,7 +180,7 @@ static int spawn_launcher(struct tc_launcher *l, int *ret_sock, pid_t *ret_pid)
                                                   l->warm_group_max};
     size_t n = FIXED;
     pid_t pid;
-    _Static_assert(FIXED + 2 * OPTIONAL_PAIRS + 1 == 37, "argv: 20 fixed, 8 optional pairs, NULL");
+    _Static_assert(FIXED + 2 * OPTIONAL_PAIRS + 1 == 35, "argv: 20 fixed, 7 optional pairs, NULL");
 
     if (l->uid_registry) {
         argv[n++] = "--uid-registry";
@@ -189,10 +189,6 @@ static int spawn_launcher(struct tc_launcher *l, int *ret_sock, pid_t *ret_pid)
     if (l->gvisor_platform) {
         argv[n++] = "--gvisor-platform";
         argv[n++] = l->gvisor_platform;
-    }
-    if (l->microvm_accel) {
-        argv[n++] = "--microvm-accel";
-        argv[n++] = l->microvm_accel;
     }
     if (l->init_path) {
         argv[n++] = "--init";
@@ -641,7 +637,6 @@ int tc_launcher_start(const struct tc_launcher_options *opts, struct tc_launcher
     l->no_egress = opts->no_egress;
     if ((opts->uid_registry && !(l->uid_registry = strdup(opts->uid_registry))) ||
         (opts->gvisor_platform && !(l->gvisor_platform = strdup(opts->gvisor_platform))) ||
-        (opts->microvm_accel && !(l->microvm_accel = strdup(opts->microvm_accel))) ||
         (opts->init_path && !(l->init_path = strdup(opts->init_path))) ||
         (opts->egress_ca_file && !(l->egress_ca_file = strdup(opts->egress_ca_file)))) {
         r = -ENOMEM;
@@ -689,7 +684,6 @@ fail:
     free(l->state_dir);
     free(l->uid_registry);
     free(l->gvisor_platform);
-    free(l->microvm_accel);
     free(l->egress_ca_file);
     free(l->init_path);
     free(l);
@@ -1087,7 +1081,6 @@ void tc_launcher_stop(struct tc_launcher *l)
     free(l->state_dir);
     free(l->uid_registry);
     free(l->gvisor_platform);
-    free(l->microvm_accel);
     free(l->egress_ca_file);
     free(l->init_path);
     free(l);

@@ -654,8 +654,6 @@ static int next_timeout(struct launcher *L)
         t = 100;
     if (tc_egress_link_parked(L->egress) && (t < 0 || t > TICK_MS))
         t = TICK_MS;
-    if (L->vm.probe_pid > 0 && (t < 0 || t > 100)) /* the KVM probe: reaped within 100 ms */
-        t = 100;
     int64_t it = lc_images_timeout(L, now);
     if (it >= 0 && (t < 0 || it < t))
         t = it;
@@ -744,7 +742,6 @@ static json_t *host_info(struct launcher *L)
 {
     struct utsname u;
     char backends[32];
-    tc_vm_poll(&L->vm, lc_now_ms());
     snprintf(backends, sizeof(backends), "native%s%s", L->gv.available ? ",gvisor" : "",
              L->vm.available ? ",microvm" : "");
     json_t *ctl = json_array(), *parents = json_object();
@@ -813,7 +810,6 @@ struct settings {
     unsigned long pool, pool_max, pool_shrink_ms, warm, warm_group_max;
     char uid_registry[PATH_MAX - 200];
     char gvisor_platform[16];
-    char microvm_accel[8];
     char init_path[PATH_MAX];
     char egress_ca[PATH_MAX];
     bool no_cgroup, no_seccomp_notify, no_egress;
@@ -879,7 +875,7 @@ static int setup(struct launcher *L, const struct settings *set)
         mount(NULL, L->imgdir, NULL, MS_SHARED, NULL) < 0)
         return -errno;
     tc_gv_detect(&L->gv, set->gvisor_platform);
-    tc_vm_setup(&L->vm, L->scratch, set->microvm_accel);
+    tc_vm_setup(&L->vm, L->scratch);
 
     L->init_fd = tc_child_open_init(set->init_path[0] ? set->init_path : NULL, L->init_path,
                                     sizeof(L->init_path));
@@ -983,8 +979,7 @@ int tc_launcher_main(int argc, char **argv)
                            .pool_max = 2,
                            .warm_group_max = 4,
                            .uid_registry = TC_UID_REGISTRY,
-                           .gvisor_platform = "ptrace",
-                           .microvm_accel = "auto"};
+                           .gvisor_platform = "ptrace"};
     unsigned long fd = 3, max = 64, ppid = 0, flag;
     int r;
 
@@ -1026,10 +1021,7 @@ int tc_launcher_main(int argc, char **argv)
              copy_arg(set.egress_ca, sizeof(set.egress_ca), v)) ||
             (strcmp(a, "--gvisor-platform") == 0 &&
              (strcmp(v, "ptrace") == 0 || strcmp(v, "kvm") == 0) &&
-             copy_arg(set.gvisor_platform, sizeof(set.gvisor_platform), v)) ||
-            (strcmp(a, "--microvm-accel") == 0 &&
-             (strcmp(v, "auto") == 0 || strcmp(v, "kvm") == 0 || strcmp(v, "tcg") == 0) &&
-             copy_arg(set.microvm_accel, sizeof(set.microvm_accel), v));
+             copy_arg(set.gvisor_platform, sizeof(set.gvisor_platform), v));
         if (!ok && strcmp(a, "--no-cgroup") == 0 && parse_uint(v, 1, &flag) == 0) {
             set.no_cgroup = flag;
             ok = true;
@@ -1128,7 +1120,6 @@ int tc_launcher_main(int argc, char **argv)
         for (int i = 0; i < n; i++)
             dispatch(&L, &evs[i]);
         int64_t now = lc_now_ms();
-        tc_vm_poll(&L.vm, now);
         send_chunks(&L, now);
         lc_warm_publish(&L);
         if (n == 0 && !L.stopping && !setting_up(&L, now)) {

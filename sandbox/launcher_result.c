@@ -248,8 +248,11 @@ static void finish(struct launcher *L, struct sbx *s)
         lc_fail_teardown(L, s, msg);
         return;
     }
-    if (s->killed_reason && strcmp(s->killed_reason, "cpu") == 0 && cpu_ms < s->spec.limits.cpu_ms)
-        cpu_ms = s->spec.limits.cpu_ms; /* RLIMIT_CPU is per process: show the limit hit */
+    /* RLIMIT_CPU is per process: show the limit hit (a microvm's cpu_ms is qemu's on the
+     * host, its limit the host's bound on qemu: not the program's, which is in the guest) */
+    if (s->killed_reason && strcmp(s->killed_reason, "cpu") == 0 &&
+        cpu_ms < s->spec.limits.cpu_ms && !s->vm)
+        cpu_ms = s->spec.limits.cpu_ms;
 
     if (s->cancel_requested && s->killed_reason && strcmp(s->killed_reason, "cancelled") == 0)
         status = "cancelled"; /* the server asked (POST /v1/executions/{id}/cancel) */
@@ -281,7 +284,7 @@ static void finish(struct launcher *L, struct sbx *s)
         (json_int_t)(s->end_ms - s->start_ms), "cpu_ms", (json_int_t)cpu_ms, "memory_peak_bytes",
         (json_int_t)peak, "killed_reason", s->killed_reason, "enforced",
         s->gvisor ? tc_gv_enforced(&L->cg)
-        : s->vm   ? tc_vm_enforced(&L->vm)
+        : s->vm   ? tc_vm_enforced(L->vm.accel)
                   : enforced_json(L),
         "policy_violations", viol, "files", files ? files : json_array(), "pids_limit_hit",
         s->has_cg && tc_cg_pids_hit(&s->cg), "workspace_full", ws_full);

@@ -376,7 +376,6 @@ void lc_start_sandbox(struct launcher *L, const char *hdr_id, char *payload)
     }
     if (strcmp(parsed.backend, "microvm") == 0) {
         /* from here on a native sandbox that runs the guest (microvm.h) */
-        tc_vm_poll(&L->vm, lc_now_ms());
         json_t *native = tc_vm_rewrite(&L->vm, spec, err, sizeof(err));
         tc_spec_release(&parsed);
         json_decref(spec);

@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <linux/kvm.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +21,7 @@
 
 #include "common/util.h"
 #include "sandbox/child.h"
+#include "sandbox/spec.h"
 
 #define QEMU "/usr/bin/qemu-system-x86_64"
 /* What the guest kernel and init take of the guest's memory, beyond the program's limit,
@@ -31,17 +31,12 @@
 #define QEMU_EXTRA_MB  192
 #define QEMU_PIDS      256
 #define QEMU_NOFILE    1024
-#define PROBE_MS       15000
+/* qemu's CPU time on the host: its wall clock bounds it; this only keeps within the spec's
+ * bounds (a day) */
+#define TC_VM_CPU_MS_MAX (24LL * 3600 * 1000)
 
 /* The modules the guest needs, in the order modules.dep gives; built-in ones are skipped. */
 static const char *const wanted[] = {"virtio_mmio", "virtio_console", "9pnet_virtio", "9p"};
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void unavailable(struct tc_vm_host *h, const char *what, const char *arg)
 {
@@ -137,12 +132,14 @@ static int add_module(const char *moddir, const char *dep, const char *rel, char
     if (depth > 16)
         return -ELOOP;
     snprintf(line_start, sizeof(line_start), "\n%s:", rel);
-    const char *line = strstr(dep, line_start);
-    if (!line && strncmp(dep, line_start + 1, strlen(line_start) - 1) == 0)
-        line = dep - 1;
-    if (!line)
+    const char *deps = NULL, *line = strstr(dep, line_start);
+    if (line)
+        deps = line + strlen(line_start);
+    else if (strncmp(dep, line_start + 1, strlen(line_start) - 1) == 0) /* the first line */
+        deps = dep + strlen(line_start) - 1;
+    if (!deps)
         return -ENOENT;
-    const char *deps = line + strlen(line_start), *eol = strchr(deps, '\n');
+    const char *eol = strchr(deps, '\n');
     size_t dlen = eol ? (size_t)(eol - deps) : strlen(deps);
     char list[4096];
     if (dlen >= sizeof(list))
@@ -152,9 +149,11 @@ static int add_module(const char *moddir, const char *dep, const char *rel, char
     /* modules.dep lists every dependency, the last to load last: load them in reverse */
     char *items[64];
     int n = 0;
-    for (char *save = NULL, *t = strtok_r(list, " ", &save); t && n < 64;
-         t = strtok_r(NULL, " ", &save))
+    for (char *save = NULL, *t = strtok_r(list, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
+        if (n == 64)
+            return -E2BIG;
         items[n++] = t;
+    }
     for (int i = n - 1; i >= 0; i--) {
         int r = add_module(moddir, dep, items[i], order, ordersz, c, depth + 1);
         if (r < 0)
@@ -282,97 +281,11 @@ static bool find_kernel(char *ver, size_t versz)
     return best[0] != '\0';
 }
 
-static bool kvm_answers(void)
-{
-    _cleanup_close_ int fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
-    if (fd < 0 || ioctl(fd, KVM_GET_API_VERSION, 0) != KVM_API_VERSION)
-        return false;
-    int vm = ioctl(fd, KVM_CREATE_VM, 0);
-    if (vm < 0)
-        return false;
-    close(vm);
-    return true;
-}
-
-/* A guest booted under KVM that powers off at once (vminit: toolcage.probe): KVM may answer
- * its ioctls and still not run a guest (seen: a kernel that hangs, an MSR qemu cannot set). */
-static void start_probe(struct tc_vm_host *h)
-{
-    char kernel[PATH_MAX], initrd[PATH_MAX];
-    snprintf(kernel, sizeof(kernel), "%s/vmlinuz", h->dir);
-    snprintf(initrd, sizeof(initrd), "%s/initrd", h->dir);
-    pid_t parent = getpid(), pid = fork();
-    if (pid < 0)
-        return;
-    if (pid == 0) {
-        static char *const envp[] = {"PATH=/usr/bin:/bin", NULL};
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent)
-            _exit(125);
-        int null = open("/dev/null", O_RDWR);
-        if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0)
-            _exit(125);
-        syscall(SYS_close_range, 3U, ~0U, 0U);
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        const char *argv[] = {QEMU,
-                              "-M",
-                              "microvm,pit=on,pic=on,rtc=on",
-                              "-accel",
-                              "kvm",
-                              "-cpu",
-                              "host",
-                              "-m",
-                              "128",
-                              "-nodefaults",
-                              "-no-user-config",
-                              "-display",
-                              "none",
-                              "-net",
-                              "none",
-                              "-no-reboot",
-                              "-kernel",
-                              kernel,
-                              "-initrd",
-                              initrd,
-                              "-append",
-                              "quiet loglevel=0 panic=-1 rdinit=/init toolcage.probe=1",
-                              NULL};
-        execve(QEMU, (char *const *)argv, envp);
-        _exit(125);
-    }
-    h->probe_pid = pid;
-    h->probe_until_ms = now_ms() + PROBE_MS;
-}
-
-void tc_vm_poll(struct tc_vm_host *h, int64_t now)
-{
-    int st;
-    if (h->probe_pid <= 0)
-        return;
-    pid_t r = waitpid(h->probe_pid, &st, WNOHANG);
-    if (r == 0 && now < h->probe_until_ms)
-        return;
-    if (r == 0) {
-        kill(h->probe_pid, SIGKILL);
-        waitpid(h->probe_pid, &st, 0);
-        st = -1;
-    }
-    h->probe_pid = 0;
-    snprintf(h->accel, sizeof(h->accel), "%s",
-             r > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? "kvm" : "tcg");
-}
-
-void tc_vm_setup(struct tc_vm_host *h, const char *scratch, const char *accel_setting)
+void tc_vm_setup(struct tc_vm_host *h, const char *scratch)
 {
     char moddir[PATH_MAX], p[PATH_MAX + 64], src[PATH_MAX];
     memset(h, 0, sizeof(*h));
-    snprintf(h->setting, sizeof(h->setting), "%s",
-             accel_setting && (!strcmp(accel_setting, "kvm") || !strcmp(accel_setting, "tcg"))
-                 ? accel_setting
-                 : "auto");
-    snprintf(h->accel, sizeof(h->accel), "%s", !strcmp(h->setting, "kvm") ? "kvm" : "tcg");
+    snprintf(h->accel, sizeof(h->accel), "tcg");
     if (access(QEMU, X_OK) != 0)
         return unavailable(h, "not found (package qemu-system-x86): ", QEMU);
     if (!find_kernel(h->kernel, sizeof(h->kernel)))
@@ -411,17 +324,10 @@ void tc_vm_setup(struct tc_vm_host *h, const char *scratch, const char *accel_se
     if (mount(NULL, h->dir, NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
         return unavailable(h, "cannot make read-only: ", h->dir);
     h->available = true;
-    if (!strcmp(h->setting, "auto") && kvm_answers())
-        start_probe(h);
 }
 
 void tc_vm_teardown(struct tc_vm_host *h)
 {
-    if (h->probe_pid > 0) {
-        kill(h->probe_pid, SIGKILL);
-        waitpid(h->probe_pid, NULL, 0);
-        h->probe_pid = 0;
-    }
     if (h->dir_mounted)
         umount2(h->dir, MNT_DETACH);
     h->dir_mounted = false;
@@ -458,6 +364,12 @@ json_t *tc_vm_rewrite(const struct tc_vm_host *h, json_t *spec, char *err, size_
         snprintf(err, errlen, "backend microvm: sessions are not supported");
         return NULL;
     }
+    /* what the rewrite adds must still fit the spec's bounds (spec.h) */
+    if (json_array_size(json_object_get(spec, "argv")) > TC_SPEC_MAX_ARGS - 32 ||
+        json_array_size(json_object_get(spec, "mounts")) >= TC_SPEC_MAX_MOUNTS) {
+        snprintf(err, errlen, "backend microvm: too many arguments or mounts");
+        return NULL;
+    }
     json_t *out = json_deep_copy(spec);
     json_t *limits = out ? json_object_get(out, "limits") : NULL;
     json_t *argv = json_array();
@@ -468,6 +380,12 @@ json_t *tc_vm_rewrite(const struct tc_vm_host *h, json_t *spec, char *err, size_
         return NULL;
     }
     int64_t mem = lim(limits, "memory_bytes"), wall = lim(limits, "wall_ms");
+    if (mem > (int64_t)1000 << 30) { /* guest + qemu must stay under the spec's 1 TiB */
+        json_decref(out);
+        json_decref(argv);
+        snprintf(err, errlen, "backend microvm: memory_bytes above 1000 GiB");
+        return NULL;
+    }
     int64_t guest_mb = (mem + (1 << 20) - 1) / (1 << 20) + GUEST_EXTRA_MB;
     char buf[12][32], vmrun[PATH_MAX];
     snprintf(vmrun, sizeof(vmrun), "%s/toolcage-vmrun", TC_VM_MOUNT);
@@ -476,11 +394,11 @@ json_t *tc_vm_rewrite(const struct tc_vm_host *h, json_t *spec, char *err, size_
     snprintf(buf[2], sizeof(buf[2]), "%" PRId64, lim(limits, "pids"));
     snprintf(buf[3], sizeof(buf[3]), "%" PRId64, lim(limits, "nofile"));
     snprintf(buf[4], sizeof(buf[4]), "%" PRId64, lim(limits, "file_size_bytes"));
-    snprintf(buf[5], sizeof(buf[5]), "%" PRId64, (lim(limits, "cpu_ms") + 999) / 1000);
+    snprintf(buf[5], sizeof(buf[5]), "%" PRId64, lim(limits, "cpu_ms"));
     snprintf(buf[6], sizeof(buf[6]), "%" PRId64, lim(limits, "tmp_bytes"));
     const char *pre[] = {vmrun,  "--dir",       TC_VM_MOUNT, "--accel",  h->accel, "--guest-mb",
                          buf[0], "--cpus",      "1",         "--memory", buf[1],   "--pids",
-                         buf[2], "--nofile",    buf[3],      "--fsize",  buf[4],   "--cpu-s",
+                         buf[2], "--nofile",    buf[3],      "--fsize",  buf[4],   "--cpu-ms",
                          buf[5], "--tmp-bytes", buf[6]};
     for (size_t i = 0; i < TC_ARRAY_SIZE(pre); i++)
         json_array_append_new(argv, json_string(pre[i]));
@@ -506,18 +424,19 @@ json_t *tc_vm_rewrite(const struct tc_vm_host *h, json_t *spec, char *err, size_
     set_lim(limits, "memory_bytes", (guest_mb + QEMU_EXTRA_MB) << 20);
     set_lim(limits, "pids", QEMU_PIDS);
     set_lim(limits, "nofile", QEMU_NOFILE);
-    set_lim(limits, "cpu_ms", wall * 2 + 1000);
+    int64_t host_cpu = wall * 2 + 1000;
+    set_lim(limits, "cpu_ms", host_cpu < TC_VM_CPU_MS_MAX ? host_cpu : TC_VM_CPU_MS_MAX);
     return out;
 }
 
-json_t *tc_vm_enforced(const struct tc_vm_host *h)
+json_t *tc_vm_enforced(const char *accel)
 {
     char iso[24];
-    snprintf(iso, sizeof(iso), "microvm_%s", h->accel);
+    snprintf(iso, sizeof(iso), "microvm_%s", accel);
     /* the program's limits are the guest kernel's (its cgroup v2, its rlimits, its tmpfs);
      * qemu around it is bounded on the host as a native sandbox is */
     return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "wall_ms", "launcher",
-                     "cpu_ms", "guest_rlimit", "memory_bytes", "guest_cgroup_v2", "pids",
+                     "cpu_ms", "guest_cgroup_v2", "memory_bytes", "guest_cgroup_v2", "pids",
                      "guest_cgroup_v2", "file_size_bytes", "guest_rlimit", "nofile", "guest_rlimit",
                      "output_bytes", "launcher", "workspace_bytes", "tmpfs", "tmp_bytes",
                      "guest_tmpfs", "isolation", iso);
@@ -527,9 +446,9 @@ json_t *tc_vm_report(const struct tc_vm_host *h)
 {
     if (!h->available)
         return json_pack("{s:b, s:s}", "available", 0, "why", h->why);
-    return json_pack("{s:b, s:s, s:s, s:s, s:b, s:i}", "available", 1, "accel", h->accel, "setting",
-                     h->setting, "kernel", h->kernel, "probing", h->probe_pid > 0, "probe_pid",
-                     (int)h->probe_pid);
+    return json_pack("{s:b, s:s, s:s, s:s}", "available", 1, "accel", h->accel, "kernel", h->kernel,
+                     "kvm",
+                     "not used: qemu runs in a native sandbox without /dev/kvm (docs/sandbox.md)");
 }
 
 bool tc_vm_qemu_probe(const char *name)

@@ -1,5 +1,7 @@
 /* microvm backend (docs/sandbox.md): a separate guest kernel under qemu's microvm machine,
- * KVM when the host has a usable /dev/kvm, TCG emulation otherwise.
+ * under TCG (qemu's emulation). KVM needs /dev/kvm inside the native sandbox qemu runs in,
+ * open to the sandbox's uid: not done yet (docs/sandbox.md says what it takes), so every
+ * guest is emulated today and says so (enforced.isolation "microvm_tcg").
  *
  * The launcher runs a microvm call as a native sandbox whose program is toolcage-vmrun
  * (sandbox/vm/vmrun.c): qemu stays inside every native boundary (namespaces, cgroup,
@@ -25,24 +27,19 @@ struct tc_vm_host {
     char kernel[64];         /* the guest kernel's release */
     char dir[PATH_MAX - 64]; /* vmlinuz, initrd, toolcage-vmrun; read-only */
     bool dir_mounted;
-    pid_t probe_pid; /* auto: a KVM boot that tells whether KVM works here */
-    int64_t probe_until_ms;
 };
 
 /* Builds dir (a tmpfs mounted at scratch/vm: the guest kernel, an initramfs with
- * toolcage-vminit and the modules it needs, toolcage-vmrun) and, for "auto" on a host whose
- * /dev/kvm answers, starts the KVM probe. Never fails the launcher: a host without qemu or a
- * kernel has no microvm backend (h->available false, h->why says why). */
-void tc_vm_setup(struct tc_vm_host *h, const char *scratch, const char *accel_setting);
-/* The probe's outcome, once it is known (cheap: a waitpid). */
-void tc_vm_poll(struct tc_vm_host *h, int64_t now_ms);
+ * toolcage-vminit and the modules it needs, toolcage-vmrun). Never fails the launcher: a host
+ * without qemu or a kernel has no microvm backend (h->available false, h->why says why). */
+void tc_vm_setup(struct tc_vm_host *h, const char *scratch);
 void tc_vm_teardown(struct tc_vm_host *h);
 
 /* The native spec that runs spec (a "microvm" one) in a guest; NULL with err set. */
 json_t *tc_vm_rewrite(const struct tc_vm_host *h, json_t *spec, char *err, size_t errlen);
 
-/* enforced (sandbox.h) for a microvm call; host report's "microvm" object. */
-json_t *tc_vm_enforced(const struct tc_vm_host *h);
+/* enforced (sandbox.h) for a microvm call that ran under accel; host report's "microvm". */
+json_t *tc_vm_enforced(const char *accel);
 json_t *tc_vm_report(const struct tc_vm_host *h);
 
 /* qemu's own probes that our seccomp filter denies (it falls back): not the program's. */

@@ -92,7 +92,6 @@ struct tc_launcher_options {
                                  at most, 1..TC_POOL_MAX (above warm: warm); 0: 4 */
     const char *uid_registry; /* NULL: TC_UID_REGISTRY (sandbox/uidrange.h) */
     const char *gvisor_platform; /* "ptrace" (NULL) or "kvm" */
-    const char *microvm_accel;   /* "auto" (NULL), "kvm" or "tcg" (sandbox/microvm.h) */
     const char *egress_ca_file;  /* extra upstream CAs for the egress proxy's TLS, or NULL */
     const char *init_path;       /* NULL: toolcage-init next to the binary (sandbox/child.h) */
     bool no_cgroup;              /* limits by rlimits only */

@@ -10,11 +10,11 @@
  * u32 value: kind 0 = exited with value, 1 = killed by signal value) or FAIL (a message:
  * the guest could not start the program; vmrun prints it and exits 125).
  *
- * CONFIG: "key=value\0" strings for the limits (uid, memory, pids, nofile, fsize, cpu_s,
- * tmp_bytes, cwd, hostname, secrets), then "argv\0" followed by the argv strings, "env\0"
- * and the environment strings, "end\0". Everything the guest reads is bounded by
- * TC_VM_FRAME_MAX; a guest is one call's, so it trusts the host, and the host trusts
- * nothing of the guest but frame boundaries (vmrun checks every length). */
+ * CONFIG: "key=value\0" strings (uid, memory, pids, nofile, fsize, cpu_ms, tmp_bytes, cwd,
+ * hostname, secrets), "argc=N\0" and "envc=M\0" last, then exactly N argv strings and M
+ * environment strings (counted: no string of the program's is ever read as a key). Everything the
+ * guest reads is bounded by TC_VM_FRAME_MAX; a guest is one call's, so it trusts the host, and the
+ * host trusts nothing of the guest but frame boundaries (vmrun checks every length). */
 #pragma once
 
 #include <stdint.h>

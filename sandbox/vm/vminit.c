@@ -182,7 +182,7 @@ static void write_file(const char *path, const char *text, mode_t mode)
 
 struct cfg {
     unsigned long uid;
-    long long memory, pids, nofile, fsize, cpu_s, tmp_bytes;
+    long long memory, pids, nofile, fsize, cpu_ms, tmp_bytes;
     const char *cwd, *hostname;
     bool secrets;
     char *argv[MAX_ARGS + 1], *envp[MAX_ARGS + 1];
@@ -191,7 +191,8 @@ struct cfg {
 static void parse_cfg(char *buf, uint32_t len, struct cfg *c)
 {
     char *p = buf, *end = buf + len;
-    int na = 0, ne = 0, part = 0; /* 0: keys, 1: argv, 2: env */
+    long long argc = -1, envc = -1;
+    int na = 0, ne = 0;
     memset(c, 0, sizeof(*c));
     c->uid = 1000;
     c->cwd = "/workspace";
@@ -202,26 +203,17 @@ static void parse_cfg(char *buf, uint32_t len, struct cfg *c)
         if (!z)
             die("configuration", EINVAL);
         p = z + 1;
-        if (strcmp(s, "end") == 0)
-            break;
-        if (strcmp(s, "argv") == 0 && part == 0) {
-            part = 1;
-            continue;
-        }
-        if (strcmp(s, "env") == 0 && part == 1) {
-            part = 2;
-            continue;
-        }
-        if (part == 1 && na < MAX_ARGS) {
-            c->argv[na++] = s;
-            continue;
-        }
-        if (part == 2 && ne < MAX_ARGS) {
-            c->envp[ne++] = s;
+        if (argc >= 0 && envc >= 0) { /* after the counts: the strings, counted */
+            if (na < argc)
+                c->argv[na++] = s;
+            else if (ne < envc)
+                c->envp[ne++] = s;
+            else
+                die("configuration", EINVAL);
             continue;
         }
         char *eq = strchr(s, '=');
-        if (part != 0 || !eq)
+        if (!eq)
             die("configuration", EINVAL);
         *eq = '\0';
         const char *v = eq + 1;
@@ -235,8 +227,8 @@ static void parse_cfg(char *buf, uint32_t len, struct cfg *c)
             c->nofile = strtoll(v, NULL, 10);
         else if (strcmp(s, "fsize") == 0)
             c->fsize = strtoll(v, NULL, 10);
-        else if (strcmp(s, "cpu_s") == 0)
-            c->cpu_s = strtoll(v, NULL, 10);
+        else if (strcmp(s, "cpu_ms") == 0)
+            c->cpu_ms = strtoll(v, NULL, 10);
         else if (strcmp(s, "tmp_bytes") == 0)
             c->tmp_bytes = strtoll(v, NULL, 10);
         else if (strcmp(s, "cwd") == 0)
@@ -245,10 +237,16 @@ static void parse_cfg(char *buf, uint32_t len, struct cfg *c)
             c->hostname = v;
         else if (strcmp(s, "secrets") == 0)
             c->secrets = strcmp(v, "1") == 0;
+        else if (strcmp(s, "argc") == 0)
+            argc = strtoll(v, NULL, 10);
+        else if (strcmp(s, "envc") == 0)
+            envc = strtoll(v, NULL, 10);
+        if (argc > MAX_ARGS || envc > MAX_ARGS)
+            die("configuration", E2BIG);
     }
     c->argv[na] = NULL;
     c->envp[ne] = NULL;
-    if (na == 0 || c->uid == 0)
+    if (na == 0 || na != argc || ne != envc || c->uid == 0)
         die("configuration", EINVAL);
 }
 
@@ -275,9 +273,7 @@ static void program_cgroup(const struct cfg *c)
 
 static void set_limit(int res, long long v)
 {
-    if (v <= 0)
-        return;
-    struct rlimit rl = {(rlim_t)v, (rlim_t)v};
+    struct rlimit rl = {(rlim_t)(v < 0 ? 0 : v), (rlim_t)(v < 0 ? 0 : v)};
     setrlimit(res, &rl);
 }
 
@@ -301,13 +297,20 @@ static _Noreturn void child(const struct cfg *c, int in, int out, int err, int e
     errpipe = 3;
     fcntl(errpipe, F_SETFD, FD_CLOEXEC); /* closed by the exec: EOF means it ran */
     syscall(SYS_close_range, 4U, ~0U, 0U);
-    set_limit(RLIMIT_NOFILE, c->nofile);
-    set_limit(RLIMIT_FSIZE, c->fsize);
-    set_limit(RLIMIT_NPROC, c->pids);
+    /* as the native backend's (init.c); 0 from the host means "not given": left as is */
+    if (c->nofile > 0)
+        set_limit(RLIMIT_NOFILE, c->nofile);
+    if (c->fsize > 0)
+        set_limit(RLIMIT_FSIZE, c->fsize);
+    if (c->pids > 0)
+        set_limit(RLIMIT_NPROC, c->pids);
     set_limit(RLIMIT_CORE, 0);
     set_limit(RLIMIT_MEMLOCK, 0);
-    if (c->cpu_s > 0) {
-        struct rlimit rl = {(rlim_t)c->cpu_s, (rlim_t)c->cpu_s + 1};
+    set_limit(RLIMIT_MSGQUEUE, 0);
+    if (c->memory > 0)
+        set_limit(RLIMIT_STACK, c->memory < (8 << 20) ? c->memory : 8 << 20);
+    if (c->cpu_ms > 0) { /* a backstop per process behind the cgroup's total (main) */
+        struct rlimit rl = {(rlim_t)(c->cpu_ms + 999) / 1000, (rlim_t)(c->cpu_ms + 999) / 1000 + 1};
         setrlimit(RLIMIT_CPU, &rl);
     }
     if (setgroups(0, NULL) < 0 || setresgid(c->uid, c->uid, c->uid) < 0 ||
@@ -333,21 +336,32 @@ static void nonblock(int fd)
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 }
 
-/* Send what a pipe holds now; 1 while open, 0 at EOF. */
+/* Send one buffer of what a pipe holds (a writer that never stops must not keep the loop
+ * from the program's end); 1 while open, 0 at EOF. */
 static int pump(int fd, int type)
 {
     static char buf[65536];
-    for (;;) {
-        ssize_t n = read(fd, buf, sizeof(buf));
-        if (n > 0) {
-            if (send_frame(type, buf, (uint32_t)n) < 0)
-                power_off();
-            continue;
-        }
-        if (n < 0 && errno == EINTR)
-            continue;
-        return n == 0 ? 0 : 1;
-    }
+    ssize_t n;
+    while ((n = read(fd, buf, sizeof(buf))) < 0 && errno == EINTR)
+        ;
+    if (n > 0 && send_frame(type, buf, (uint32_t)n) < 0)
+        power_off();
+    return n == 0 ? 0 : 1;
+}
+
+/* The program's CPU time so far (its cgroup: every process it made), in ms; -1 unknown. */
+static long long cgroup_cpu_ms(void)
+{
+    char buf[512];
+    int fd = open("/sys/fs/cgroup/program/cpu.stat", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    const char *u = strstr(buf, "usage_usec ");
+    return u ? strtoll(u + 11, NULL, 10) / 1000 : -1;
 }
 
 int main(void)
@@ -359,17 +373,16 @@ int main(void)
     sigset_t mask;
 
     mount("devtmpfs", "/dev", "devtmpfs", MS_NOSUID | MS_NOEXEC, NULL);
+    /* the kernel gave us no stdin, stdout, stderr (no /dev/console in the initramfs): fill
+     * 0-2, so that no descriptor opened below is taken for one */
+    int nfd;
+    while ((nfd = open("/dev/null", O_RDWR)) >= 0 && nfd < 3)
+        ;
+    if (nfd >= 3)
+        close(nfd);
     mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
     mount("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
     signal(SIGPIPE, SIG_IGN);
-    char cmdline[1024];
-    int cfd = open("/proc/cmdline", O_RDONLY | O_CLOEXEC);
-    ssize_t cn = cfd < 0 ? -1 : read(cfd, cmdline, sizeof(cmdline) - 1);
-    if (cfd >= 0)
-        close(cfd);
-    cmdline[cn > 0 ? cn : 0] = '\0';
-    if (strstr(cmdline, "toolcage.probe=1"))
-        power_off(); /* the launcher's KVM probe (sandbox/microvm.c): the boot was the test */
     load_modules();
     if ((port = open_port()) < 0)
         power_off();
@@ -456,30 +469,36 @@ int main(void)
 
     int in_fd = pin[1], out_fd = pout[0], err_fd = perr[0], status = 0;
     size_t in_len = 0, in_off = 0;
-    bool in_eof = false, done = false;
+    bool in_eof = false, done = false, cpu_out = false;
     while (!done) {
-        struct pollfd p[4] = {
+        struct pollfd p[5] = {
             {.fd = (in_len == in_off && !in_eof) ? port : -1, .events = POLLIN},
             {.fd = in_len > in_off && in_fd >= 0 ? in_fd : -1, .events = POLLOUT},
             {.fd = out_fd, .events = POLLIN},
             {.fd = err_fd, .events = POLLIN},
+            {.fd = sfd, .events = POLLIN},
         };
-        struct pollfd ps = {.fd = sfd, .events = POLLIN};
-        struct pollfd all[5] = {p[0], p[1], p[2], p[3], ps};
-        if (poll(all, 5, -1) < 0 && errno != EINTR)
+        /* the CPU budget is the cgroup's (every process of the program), looked at ten times
+         * a second: when spent, the whole cgroup is killed */
+        if (poll(p, 5, c.cpu_ms > 0 ? 100 : -1) < 0 && errno != EINTR)
             break;
-        if (all[0].revents) {
+        if (c.cpu_ms > 0 && !cpu_out && cgroup_cpu_ms() > c.cpu_ms) {
+            write_file("/sys/fs/cgroup/program/cgroup.kill", "1", 0644);
+            cpu_out = true;
+        }
+        if (p[0].revents) {
+            uint32_t n;
             if (read_all(port, h, sizeof(h)) < 0)
                 in_eof = true; /* the host went away: the wall clock ends us */
-            else if (h[0] == TC_VM_STDIN && tc_vm_len(h) <= sizeof(inbuf)) {
-                if (read_all(port, inbuf, tc_vm_len(h)) < 0)
+            else if (h[0] == TC_VM_STDIN && (n = tc_vm_len(h)) <= sizeof(inbuf)) {
+                if (read_all(port, inbuf, n) < 0)
                     in_eof = true;
-                in_len = tc_vm_len(h);
-                in_off = 0;
-            } else if (h[0] == TC_VM_STDIN_EOF) {
-                in_eof = true;
+                else {
+                    in_len = n;
+                    in_off = 0;
+                }
             } else {
-                in_eof = true;
+                in_eof = true; /* STDIN_EOF, or nothing we know */
             }
         }
         if (in_len > in_off && in_fd >= 0) {
@@ -493,15 +512,15 @@ int main(void)
             close(in_fd);
             in_fd = -1;
         }
-        if (out_fd >= 0 && all[2].revents && pump(out_fd, TC_VM_STDOUT) == 0) {
+        if (out_fd >= 0 && p[2].revents && pump(out_fd, TC_VM_STDOUT) == 0) {
             close(out_fd);
             out_fd = -1;
         }
-        if (err_fd >= 0 && all[3].revents && pump(err_fd, TC_VM_STDERR) == 0) {
+        if (err_fd >= 0 && p[3].revents && pump(err_fd, TC_VM_STDERR) == 0) {
             close(err_fd);
             err_fd = -1;
         }
-        if (all[4].revents) {
+        if (p[4].revents) {
             struct signalfd_siginfo si;
             while (read(sfd, &si, sizeof(si)) > 0)
                 ;
@@ -514,12 +533,19 @@ int main(void)
                 }
         }
     }
-    /* The program ended (as in the native backend, that ends the sandbox): what its pipes
-     * still hold goes out, then how it ended. */
-    if (out_fd >= 0)
-        pump(out_fd, TC_VM_STDOUT);
-    if (err_fd >= 0)
-        pump(err_fd, TC_VM_STDERR);
+    /* The program ended: as in the native backend, that ends the sandbox. Everything it left
+     * is killed first (no writer is left), then what its pipes still hold goes out, then how
+     * it ended. */
+    kill(-1, SIGKILL);
+    for (int i = 0; i < 2; i++) {
+        int fd = i ? err_fd : out_fd;
+        if (fd >= 0)
+            fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK); /* to EOF: writers die */
+    }
+    while (out_fd >= 0 && pump(out_fd, TC_VM_STDOUT) == 1)
+        ;
+    while (err_fd >= 0 && pump(err_fd, TC_VM_STDERR) == 1)
+        ;
     unsigned char x[8];
     uint32_t kind = WIFSIGNALED(status) ? 1 : 0;
     uint32_t val = WIFSIGNALED(status) ? (uint32_t)WTERMSIG(status) : (uint32_t)WEXITSTATUS(status);
@@ -528,6 +554,5 @@ int main(void)
         x[4 + i] = (unsigned char)(val >> (8 * i));
     }
     send_frame(TC_VM_EXIT, x, sizeof(x));
-    kill(-1, SIGKILL);
     power_off();
 }

@@ -32,7 +32,7 @@
 extern char **environ;
 
 struct opts {
-    const char *dir, *accel, *guest_mb, *cpus, *memory, *pids, *nofile, *fsize, *cpu_s, *tmp_bytes;
+    const char *dir, *accel, *guest_mb, *cpus, *memory, *pids, *nofile, *fsize, *cpu_ms, *tmp_bytes;
     bool secrets;
     char **argv;
 };
@@ -40,7 +40,7 @@ struct opts {
 static _Noreturn void usage(void)
 {
     fprintf(stderr, "usage: toolcage-vmrun --dir DIR --accel tcg|kvm --guest-mb N --cpus N "
-                    "[--memory B --pids N --nofile N --fsize B --cpu-s S --tmp-bytes B "
+                    "[--memory B --pids N --nofile N --fsize B --cpu-ms MS --tmp-bytes B "
                     "--secrets] -- PROGRAM [ARG...]\n");
     exit(2);
 }
@@ -59,7 +59,7 @@ static void parse(int argc, char **argv, struct opts *o)
                            : !strcmp(a, "--pids")      ? &o->pids
                            : !strcmp(a, "--nofile")    ? &o->nofile
                            : !strcmp(a, "--fsize")     ? &o->fsize
-                           : !strcmp(a, "--cpu-s")     ? &o->cpu_s
+                           : !strcmp(a, "--cpu-ms")    ? &o->cpu_ms
                            : !strcmp(a, "--tmp-bytes") ? &o->tmp_bytes
                                                        : NULL;
         if (!strcmp(a, "--secrets")) {
@@ -191,7 +191,7 @@ static void queue_config(const struct opts *o)
     host[sizeof(host) - 1] = '\0';
     const char *keys[][2] = {{"memory", o->memory}, {"pids", o->pids},
                              {"nofile", o->nofile}, {"fsize", o->fsize},
-                             {"cpu_s", o->cpu_s},   {"tmp_bytes", o->tmp_bytes}};
+                             {"cpu_ms", o->cpu_ms}, {"tmp_bytes", o->tmp_bytes}};
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
         if (keys[i][1]) {
             snprintf(kv, sizeof(kv), "%s=%s", keys[i][0], keys[i][1]);
@@ -211,13 +211,20 @@ static void queue_config(const struct opts *o)
         PUT(s);
         free(s);
     }
-    PUT("argv");
-    for (char **a = o->argv; *a; a++)
-        PUT(*a);
-    PUT("env");
-    for (char **e = environ; e && *e; e++)
-        PUT(*e);
-    PUT("end");
+    /* counts, then exactly that many strings: no marker can be mistaken for an argument */
+    size_t argc = 0, envc = 0;
+    while (o->argv[argc])
+        argc++;
+    while (environ && environ[envc])
+        envc++;
+    snprintf(kv, sizeof(kv), "argc=%zu", argc);
+    PUT(kv);
+    snprintf(kv, sizeof(kv), "envc=%zu", envc);
+    PUT(kv);
+    for (size_t i = 0; i < argc; i++)
+        PUT(o->argv[i]);
+    for (size_t i = 0; i < envc; i++)
+        PUT(environ[i]);
     queue(TC_VM_CONFIG, c, (uint32_t)len);
     free(c);
     return;
@@ -245,28 +252,55 @@ static int write_all(int fd, const void *buf, size_t len)
 
 static pid_t qemu_pid;
 
-static _Noreturn void finish(int kind, int val, const char *why, const char *qerr, size_t qlen)
+static int qfd = -1;
+
+/* A signal whose default action ends the process (a stop signal would leave us stopped, one
+ * ignored by default would do nothing: those become exit 128 + n). */
+static bool terminates(int sig)
+{
+    switch (sig) {
+    case SIGSTOP:
+    case SIGTSTP:
+    case SIGTTIN:
+    case SIGTTOU:
+    case SIGCONT:
+    case SIGCHLD:
+    case SIGURG:
+    case SIGWINCH:
+        return false;
+    default:
+        return sig > 0 && sig < 32;
+    }
+}
+
+static _Noreturn void finish(int kind, int val, const char *why, char *qerr, size_t qlen)
 {
     if (qemu_pid > 0) {
         kill(qemu_pid, SIGKILL);
         waitpid(qemu_pid, NULL, 0);
     }
     if (why) {
+        /* qemu is gone: what it said before is all in the pipe now */
+        while (qfd >= 0 && qerr && qlen < 8192) {
+            ssize_t n = read(qfd, qerr + qlen, 8192 - qlen);
+            if (n <= 0)
+                break;
+            qlen += (size_t)n;
+        }
         fprintf(stderr, "microvm: %s\n", why);
         if (qlen)
             fprintf(stderr, "%.*s", (int)qlen, qerr);
         exit(125);
     }
-    if (kind == 1 && val > 0 && val < 65) {
+    if (kind == 1 && terminates(val)) {
         signal(val, SIG_DFL);
         sigset_t s;
         sigemptyset(&s);
         sigaddset(&s, val);
         sigprocmask(SIG_UNBLOCK, &s, NULL);
         raise(val);
-        exit(128 + val);
     }
-    exit(val & 0xff);
+    exit(kind == 1 ? 128 + (val & 0x7f) : val & 0xff);
 }
 
 int main(int argc, char **argv)
@@ -294,7 +328,8 @@ int main(int argc, char **argv)
         exec_qemu(&o, sp[1], qe[1]);
     close(sp[1]);
     close(qe[1]);
-    int s = sp[0], qfd = qe[0];
+    int s = sp[0];
+    qfd = qe[0];
     fcntl(s, F_SETFL, O_NONBLOCK);
 
     for (;;) {
@@ -381,7 +416,9 @@ int main(int argc, char **argv)
             }
             off += TC_VM_HDR + len;
         }
-        memmove(rbuf, rbuf + off, rlen - off);
-        rlen -= off;
+        if (off > 0) { /* (a frame still arriving stays where it is) */
+            memmove(rbuf, rbuf + off, rlen - off);
+            rlen -= off;
+        }
     }
 }

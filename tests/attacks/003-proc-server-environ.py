@@ -2,6 +2,9 @@
 # expect: status=completed
 # expect: stdout~=^leaks=0$
 # expect: stdout~=^foreign=0$
+# microvm-expect: status=completed
+# microvm-expect: stdout~=^leaks=0$
+# microvm-expect: stdout~=^foreign=0$
 import os
 leaks = 0
 foreign = 0

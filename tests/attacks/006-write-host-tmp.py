@@ -2,5 +2,7 @@
 # expect: status=completed
 # expect: stdout~=^written$
 # host: absent={PWNED}
+# microvm-expect: status=completed
+# microvm-expect: stdout~=^written$
 open("{PWNED}", "w").write("pwned\n")
 print("written")

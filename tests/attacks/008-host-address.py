@@ -6,6 +6,9 @@
 # gvisor-expect: status=completed
 # gvisor-expect: stdout~=^{HOSTIP} (ENETUNREACH|EHOSTUNREACH)$
 # gvisor-expect: stdout~=^routes=lo-only$
+# microvm-expect: status=completed
+# microvm-expect: stdout~=^{HOSTIP} (ENETUNREACH|EHOSTUNREACH)$
+# microvm-expect: stdout~=^routes=lo-only$
 import errno, socket
 s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
 s.settimeout(2)

@@ -2,6 +2,8 @@
 # limits: {"pids": 32, "timeout_ms": 20000}
 # expect: status=completed
 # expect: stdout~=^stopped EAGAIN after ([1-9]|[12][0-9]|3[01]) forks$
+# microvm-expect: status=completed
+# microvm-expect: stdout~=^stopped EAGAIN after ([1-9]|[12][0-9]|3[01]) forks$
 import errno, os, time
 n = 0
 while True:

@@ -11,6 +11,9 @@
 # session-expect: killed_reason=timeout
 # session-expect: stdout_truncated=true
 # session-expect: stdout!~=^[\s\S]{65537}
+# microvm-expect: status=killed
+# microvm-expect: killed_reason=output
+# microvm-expect: stdout_truncated=true
 import os
 buf = b"A" * 65536
 while True:

@@ -2,6 +2,9 @@
 # expect: status=completed
 # expect: stdout~=^daemon \d+ started$
 # expect: stdout~=^parent done$
+# microvm-expect: status=completed
+# microvm-expect: stdout~=^daemon \d+ started$
+# microvm-expect: stdout~=^parent done$
 #   The daemon announces itself before it closes its stdio, so the run proves it existed; the
 #   host checks after every run (no process in the sandbox uid range, no child of the
 #   launcher, no cgroup: each shown able to fire by the positive control) prove it is gone.

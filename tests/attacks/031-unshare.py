@@ -7,6 +7,9 @@
 # gvisor-expect: stdout~=^kernel \S+$
 # gvisor-expect: stdout!~=^kernel {HOSTKERNEL}$
 # host: absent={PWNED}
+# microvm-expect: status=completed
+# microvm-expect: stdout~=^unshare (EPERM|OK)$
+# microvm-expect: stdout~=^kernel \S+$
 #   Under gVisor an OK comes from gVisor's kernel (its release is not the host's, asserted):
 #   a namespace of its own, whose "root" then writes to the host's /tmp in vain (the host
 #   check); what else it may do is checked by 030/033/052. Natively the call is refused.

@@ -9,6 +9,9 @@
 # gvisor-expect: stdout~=^kernel \S+$
 # gvisor-expect: stdout!~=^kernel {HOSTKERNEL}$
 # host: absent={PWNED}
+# microvm-expect: status=completed
+# microvm-expect: stdout~=^clone-newuser (EPERM|OK)$
+# microvm-expect: stdout~=^kernel \S+$
 #   Under gVisor user namespaces are gVisor's own (the kernel that answered is not the
 #   host's, asserted); the child, "root" in it, writes to the host's /tmp in vain (the host
 #   check). clone3 is refused by both.

@@ -12,6 +12,10 @@
 # gvisor-expect: stdout~=^self-exe-w (EACCES|EROFS|ETXTBSY)$
 # gvisor-expect: stdout~=^python-w (EACCES|EROFS)$
 # gvisor-expect: stdout~=^libc-w (EACCES|EROFS)$
+# microvm-expect: status=completed
+# microvm-expect: stdout~=^self-exe-w (EACCES|EROFS)$
+# microvm-expect: stdout~=^python-w (EACCES|EROFS)$
+# microvm-expect: stdout~=^libc-w (EACCES|EROFS)$
 #   EROFS where the host itself is read-only (the cgroup v2 VM mounts it so). The host checks
 #   hash the files before and after the run: whatever the open calls said, the bytes on the
 #   host did not change.

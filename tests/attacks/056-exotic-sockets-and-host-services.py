@@ -15,6 +15,11 @@
 # gvisor-expect: stdout~=^AF_ALG (EPERM|EAFNOSUPPORT)$
 # gvisor-expect: stdout~=^abstract ECONNREFUSED$
 # gvisor-expect: stdout!~=CONNECTED|OPEN
+# microvm-expect: status=completed
+# microvm-expect: stdout~=^unix /run/postgresql/\.s\.PGSQL\.5432 ENOENT$
+# microvm-expect: stdout~=^unix /var/run/docker\.sock ENOENT$
+# microvm-expect: stdout~=^abstract ECONNREFUSED$
+# microvm-expect: stdout!~=CONNECTED
 import errno, socket
 for name in ("AF_VSOCK", "AF_ALG", "AF_RDS", "AF_TIPC", "AF_BLUETOOTH", "AF_CAN"):
     fam = getattr(socket, name)

@@ -37,13 +37,18 @@ function parseUnit(text) {
   return out;
 }
 
-test('cmake --install: the binary, toolcage-server, toolcage-init and toolcage-launcher in libexec, the example policy and its schema', () => {
+test('cmake --install: the binary, toolcage-server, toolcage-init, the microvm programs and toolcage-launcher in libexec, the example policy and its schema', () => {
   for (const f of ['bin/toolcage', 'libexec/toolcage/toolcage-server', 'libexec/toolcage/toolcage-init', 'libexec/toolcage/toolcage-launcher',
+    'libexec/toolcage/toolcage-vminit', 'libexec/toolcage/toolcage-vmrun',
     'share/toolcage/policy.json', 'share/toolcage/policy.schema.json', 'lib/systemd/system/toolcage.service']) {
     assert.ok(fs.existsSync(path.join(prefix, f)), `${f} installed`);
   }
   assert.ok(fs.statSync(path.join(prefix, 'libexec/toolcage/toolcage-init')).mode & 0o111);
   assert.ok(fs.statSync(path.join(prefix, 'libexec/toolcage/toolcage-launcher')).mode & 0o111);
+  for (const p of ['toolcage-vminit', 'toolcage-vmrun']) { // static: they run in a guest and in any sandbox root
+    const l = spawnSync('ldd', [path.join(prefix, 'libexec/toolcage', p)], { encoding: 'utf8' });
+    assert.match(l.stdout + l.stderr, /not a dynamic executable|statically linked/, p);
+  }
   // the launcher alone links only what it uses: none of the server's libraries (PostgreSQL,
   // HTTP, curl, archives) is loaded by the process that forks every sandbox
   const needed = execFileSync('ldd', [path.join(prefix, 'libexec/toolcage/toolcage-launcher')], { encoding: 'utf8' });

@@ -27,6 +27,8 @@
 //   # session-limits: {...}                     for the run in a session, replaces the limits line
 //   # session: skip REASON                      not run in a session
 //   # image-expect: ... / # image: skip REASON   for the run under a tool image, as gvisor-expect
+//   # microvm-expect: ...                       for the microvm run (MICROVM below), the only
+//                                               expectations asserted there
 //   # probe: ... / # probe-refused-expect: ...  a host probe (tests/attacks/hostprobe.mjs): when the
 //                                               attack, run unsandboxed, does not get this far, the
 //                                               host itself refuses it and the refused-expect lines
@@ -65,6 +67,14 @@
 // an open session between its calls. The session runs are made in the ASan lane (about 75 s,
 // most of it the fixed waits of the attacks themselves): what they add over the native run is
 // the server's session code, and that is where the sanitizers are worth their time.
+// A sixth run, release lane only, is in a microvm guest ("python-microvm", "shell-microvm":
+// docs/sandbox.md, microvm backend) for the attacks in MICROVM: those whose evidence is on the
+// host (a host path, the host's listener, host binaries unchanged, nothing left running) or in
+// what any backend must show (limits). Inside the guest the guest kernel is the boundary, so
+// the native expectations (seccomp violations, the host kernel's answers) do not apply; only
+// the file's microvm-expect lines are asserted, with every host check, and the result must be
+// a real outcome of a guest (enforced.isolation microvm_*). A cold guest's boot counts against
+// the wall clock (under TCG 5 to 30 s here), so those runs get BOOT_MS more of it.
 // Placeholders in the code and the headers: {PWNED} (a unique /tmp path on the host), {PORT}
 // (the listener's port), {HOSTIP} (a non-loopback address of this host, or 127.0.0.1),
 // {ABSTRACT} (the name of an abstract Unix socket the host listens on, without the NUL; its
@@ -110,15 +120,16 @@ const HOSTIP = hostIp();
 
 function parse(file) {
   const text = fs.readFileSync(path.join(DIR, file), 'utf8');
-  const meta = { file, attack: null, expect: [], gvExpect: [], gvSkip: null, sesExpect: [], sesSkip: null, sesLimits: undefined, imgExpect: [], imgSkip: null, probe: [], probeRefused: [], limits: undefined, host: [], runner: null, code: text };
+  const meta = { file, attack: null, expect: [], gvExpect: [], gvSkip: null, vmExpect: [], sesExpect: [], sesSkip: null, sesLimits: undefined, imgExpect: [], imgSkip: null, probe: [], probeRefused: [], limits: undefined, host: [], runner: null, code: text };
   for (const line of text.split('\n')) {
     if (!line.startsWith('#')) break;
-    const m = line.match(/^#\s*(attack|expect|limits|host|runner|gvisor-expect|gvisor|session-expect|session-limits|session|image-expect|image|probe|probe-refused-expect):\s*(.*)$/);
+    const m = line.match(/^#\s*(attack|expect|limits|host|runner|gvisor-expect|gvisor|microvm-expect|session-expect|session-limits|session|image-expect|image|probe|probe-refused-expect):\s*(.*)$/);
     if (!m) continue;
     const [, key, value] = m;
     if (key === 'attack') meta.attack = value;
     else if (key === 'expect') meta.expect.push(value);
     else if (key === 'gvisor-expect') meta.gvExpect.push(value);
+    else if (key === 'microvm-expect') meta.vmExpect.push(value);
     else if (key === 'probe') meta.probe.push(value);
     else if (key === 'probe-refused-expect') meta.probeRefused.push(value);
     else if (key === 'gvisor') meta.gvSkip = value.replace(/^skip\s*/, '') || 'skipped';
@@ -412,10 +423,11 @@ function instantiate(meta, backend) {
     .replaceAll('{HOSTKERNEL}', os.release());
   let expect = meta.expect;
   let refused = false;
-  if (backend === 'gvisor' && meta.gvExpect.length) expect = meta.gvExpect;
+  if (backend === 'microvm') expect = meta.vmExpect;
+  else if (backend === 'gvisor' && meta.gvExpect.length) expect = meta.gvExpect;
   else if (backend === 'session' && meta.sesExpect.length) expect = meta.sesExpect;
   else if (backend === 'image' && meta.imgExpect.length) expect = meta.imgExpect;
-  else if (backend !== 'gvisor') {
+  else if (backend !== 'gvisor' && backend !== 'microvm') {
     const meets = (r, e) => { try { checkExpect(r, e, 'probe'); return true; } catch { return false; } };
     ({ expect, refused } = hostExpect(meta, meets));
   }
@@ -443,6 +455,8 @@ function payload(meta, inst, stdin) {
   // an attack with no limits of its own gets the tool's, scaled like every timing bound here
   // (a slow machine must not turn a refused attack into a timeout)
   else if (SLOW > 1) p.limits = { timeout_ms: Math.min(10_000 * SLOW, 60_000), cpu_ms: Math.min(10_000 * SLOW, 60_000) };
+  // a cold guest boots within its wall clock
+  if (inst.backend === 'microvm') p.limits = { ...p.limits, timeout_ms: Math.min((p.limits?.timeout_ms ?? 10_000) + BOOT_MS, 120_000) };
   if (stdin !== undefined) p.stdin = stdin;
   return p;
 }
@@ -680,7 +694,14 @@ test('gvisor: runsc is installed here (scripts/lib.sh installs it), so both back
   assert.ok(RUNSC, 'runsc not found: the gvisor half of the corpus would be skipped');
 });
 
-for (const [backend, file] of ['native', 'gvisor', 'egress', 'image', 'session'].flatMap((b) => files.map((f) => [b, f]))) {
+// The microvm run's attacks (see above): host paths (006, 031, 051), the host's listener (007,
+// 008, 056), host binaries (054), the server's secrets (003), limits (013, 016, 018, 021) and
+// what is left behind (026).
+const MICROVM = ['003', '006', '007', '008', '013', '016', '018', '021', '026', '031', '051', '054', '056'];
+const BOOT_MS = 45_000;
+const QEMU = fs.existsSync('/usr/bin/qemu-system-x86_64');
+
+for (const [backend, file] of ['native', 'gvisor', 'egress', 'image', 'session', 'microvm'].flatMap((b) => files.filter((f) => b !== 'microvm' || MICROVM.includes(f.slice(0, 3))).map((f) => [b, f]))) {
   const meta = parse(file);
   // Under ASan the gvisor, egress and image runs repeat what the release run proved (the C code
   // on those paths is covered under ASan by test_sandbox, gvisor.test.mjs, egress.test.mjs and
@@ -690,7 +711,8 @@ for (const [backend, file] of ['native', 'gvisor', 'egress', 'image', 'session']
   const release = process.env.TOOLCAGE_IT_LABEL === 'release' ? `the ${backend} run is in the ASan build` : null;
   const skip = (backend === 'gvisor' && (!RUNSC ? 'runsc not installed' : meta.gvSkip || asan)) ||
     (backend === 'egress' && asan) || (backend === 'image' && (meta.imgSkip || asan)) ||
-    (backend === 'session' && (meta.sesSkip || release)) || false;
+    (backend === 'session' && (meta.sesSkip || release)) ||
+    (backend === 'microvm' && (!QEMU ? 'qemu not installed' : asan)) || false;
   test(`attack ${file} [${backend}]: ${meta.attack}`, { timeout: 180_000 * SLOW, skip }, async (t) => {
     connections = [];
     const inst = instantiate(meta, backend);
@@ -752,6 +774,10 @@ for (const [backend, file] of ['native', 'gvisor', 'egress', 'image', 'session']
     if (warm) await primeWarm(meta, inst);
     const r = await runOne(meta, inst, undefined, file);
     if (warm) assert.equal(r.warm, true, `${file}: the attack did not run in a warm sandbox`);
+    if (inst.backend === 'microvm') {
+      assert.match(r.enforced?.isolation ?? '', /^microvm_(kvm|tcg)$/, `${file}: not a guest's outcome: ${JSON.stringify(r).slice(0, 2000)}`);
+      assert.notEqual(r.status, 'error', `${file}: ${JSON.stringify(r).slice(0, 2000)}`);
+    }
     await hostChecks(meta, inst, r, file);
   });
 }
