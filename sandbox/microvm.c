@@ -273,7 +273,7 @@ static bool find_kernel(char *ver, size_t versz)
         if (access(p, R_OK) != 0)
             continue;
         if (!best[0] || strverscmp(de->d_name, best) > 0)
-            snprintf(best, sizeof(best), "%s", de->d_name);
+            memcpy(best, de->d_name, strlen(de->d_name) + 1); /* (shorter than best: above) */
     }
     if (d)
         closedir(d);
