@@ -414,7 +414,7 @@ static bool test_required_and_types(void)
     CHECK(tool_fails_with("\"code_file\": \".bashrc\"",
                           "tools.t.code_file: must not start with '.' or '-'"));
     CHECK(tool_fails_with("\"backend\": \"docker\"",
-                          "tools.t.backend: must be one of \"native\" or \"gvisor\""));
+                          "tools.t.backend: must be one of \"native\", \"gvisor\" or \"microvm\""));
     CHECK(tool_fails_with(
         "\"irreversible\": true",
         "tools.t.tier: an irreversible tool needs tier \"human_approve\" or \"manual_only\""));
@@ -820,6 +820,25 @@ static bool runsc_installed(void)
     return false;
 }
 
+/* microvm: network none only, no image, no filesystem mounts (the guest sees /usr and the
+ * workspace); loading does not depend on qemu being installed (the launcher says so per call) */
+static bool test_microvm_backend(void)
+{
+    bool ok = tool_loads("\"backend\": \"microvm\", \"network\": \"none\"");
+    ok = ok && tool_fails_with(
+                   "\"backend\": \"microvm\", \"network\": {\"allow\": [\"example.com:443\"]}",
+                   "tools.t.network: the microvm backend supports \"none\" only "
+                   "(allowlists need \"native\")");
+    ok = ok &&
+         tool_fails_with("\"backend\": \"microvm\", \"filesystem\": [{\"source\": \"/usr/share\", "
+                         "\"target\": \"/data\", \"mode\": \"ro\"}]",
+                         "tools.t.filesystem: the microvm backend shares only /usr and the "
+                         "workspace with its guest");
+    ok = ok && tool_fails_with("\"backend\": \"microvm\", \"session\": {\"enabled\": true}",
+                               "tools.t.session.enabled: sessions need the \"native\" backend");
+    return ok;
+}
+
 static bool test_gvisor_needs_runsc(void)
 {
     char dir[] = "/tmp/test_policy.XXXXXX";
@@ -1114,6 +1133,7 @@ int main(void)
     run("refcount and unref(NULL)", test_refcount);
     run("lookup of a missing tool returns NULL", test_lookup);
     run("gvisor backend needs runsc", test_gvisor_needs_runsc);
+    run("microvm backend: network none, no mounts, no sessions", test_microvm_backend);
     run("huge file refused", test_huge_file);
     run("I/O errors name the file", test_io_errors);
     run("digest is BLAKE2b-256 of the bytes, stable", test_digest);
