@@ -1535,6 +1535,10 @@ export interface components {
              *     several mechanisms joined by `+` (e.g. `cgroup_v1+rlimit`). `none` means
              *     this host could not enforce that limit. `server`: a session call's time,
              *     kept by the server (an interrupt, then the session's sandbox killed).
+             *     A microvm tool's program is bounded by its guest's kernel (`guest_cgroup_v2`,
+             *     `guest_rlimit`, `guest_tmpfs`), and `isolation` says which guest ran:
+             *     `microvm_kvm` (hardware virtualisation) or `microvm_tcg` (qemu's emulation, on
+             *     hosts without a usable /dev/kvm).
              */
             enforced: {
                 [key: string]: string;
@@ -2092,7 +2096,7 @@ export interface components {
             /** @description Selects the pre-screen rules (python, shell, javascript, other). */
             language: string;
             /** @enum {string} */
-            backend: "native" | "gvisor";
+            backend: "native" | "gvisor" | "microvm";
             /** @enum {string} */
             tier: "auto" | "assisted" | "human_approve" | "manual_only";
             irreversible: boolean;
