@@ -246,7 +246,7 @@ static void parse_cfg(char *buf, uint32_t len, struct cfg *c)
     }
     c->argv[na] = NULL;
     c->envp[ne] = NULL;
-    if (na == 0 || na != argc || ne != envc || c->uid == 0)
+    if (na == 0 || na != argc || ne != envc || c->uid == 0 || c->uid > 65534)
         die("configuration", EINVAL);
 }
 
@@ -310,7 +310,9 @@ static _Noreturn void child(const struct cfg *c, int in, int out, int err, int e
     if (c->memory > 0)
         set_limit(RLIMIT_STACK, c->memory < (8 << 20) ? c->memory : 8 << 20);
     if (c->cpu_ms > 0) { /* a backstop per process behind the cgroup's total (main) */
-        struct rlimit rl = {(rlim_t)(c->cpu_ms + 999) / 1000, (rlim_t)(c->cpu_ms + 999) / 1000 + 1};
+        /* a second past the budget: the cgroup's look acts first, this only if it could not */
+        struct rlimit rl = {(rlim_t)(c->cpu_ms + 999) / 1000 + 1,
+                            (rlim_t)(c->cpu_ms + 999) / 1000 + 2};
         setrlimit(RLIMIT_CPU, &rl);
     }
     if (setgroups(0, NULL) < 0 || setresgid(c->uid, c->uid, c->uid) < 0 ||
@@ -320,6 +322,9 @@ static _Noreturn void child(const struct cfg *c, int in, int out, int err, int e
         snprintf(msg, sizeof(msg), "chdir %s: %s", c->cwd, strerror(errno));
         goto fail;
     }
+    for (char *const *ev = c->envp; *ev; ev++) /* a bare name is looked up in the program's PATH */
+        if (strncmp(*ev, "PATH=", 5) == 0)
+            setenv("PATH", *ev + 5, 1);
     execvpe(c->argv[0], c->argv, c->envp);
     snprintf(msg, sizeof(msg), "exec %s: %s", c->argv[0], strerror(errno));
     goto fail;
@@ -346,7 +351,7 @@ static int pump(int fd, int type)
         ;
     if (n > 0 && send_frame(type, buf, (uint32_t)n) < 0)
         power_off();
-    return n == 0 ? 0 : 1;
+    return n == 0 || (n < 0 && errno != EAGAIN) ? 0 : 1;
 }
 
 /* The program's CPU time so far (its cgroup: every process it made), in ms; -1 unknown. */
@@ -480,10 +485,16 @@ int main(void)
         };
         /* the CPU budget is the cgroup's (every process of the program), looked at ten times
          * a second: when spent, the whole cgroup is killed */
-        if (poll(p, 5, c.cpu_ms > 0 ? 100 : -1) < 0 && errno != EINTR)
+        if (poll(p, 5, c.cpu_ms > 0 ? 100 : -1) < 0 && errno != EINTR) {
+            status = SIGKILL; /* (a wait status: killed) we cannot watch it: it ends */
             break;
+        }
         if (c.cpu_ms > 0 && !cpu_out && cgroup_cpu_ms() > c.cpu_ms) {
-            write_file("/sys/fs/cgroup/program/cgroup.kill", "1", 0644);
+            int kfd = open("/sys/fs/cgroup/program/cgroup.kill", O_WRONLY | O_CLOEXEC);
+            if (kfd < 0 || write(kfd, "1", 1) != 1)
+                kill(-pid, SIGKILL); /* (no cgroup.kill: its process group at least) */
+            if (kfd >= 0)
+                close(kfd);
             cpu_out = true;
         }
         if (p[0].revents) {
@@ -537,18 +548,23 @@ int main(void)
      * is killed first (no writer is left), then what its pipes still hold goes out, then how
      * it ended. */
     kill(-1, SIGKILL);
-    for (int i = 0; i < 2; i++) {
-        int fd = i ? err_fd : out_fd;
-        if (fd >= 0)
-            fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK); /* to EOF: writers die */
+    /* to EOF, or for 2 s at most (a task stuck in the kernel may hold a pipe) */
+    for (int i = 0; i < 200 && (out_fd >= 0 || err_fd >= 0); i++) {
+        struct pollfd d[2] = {{.fd = out_fd, .events = POLLIN}, {.fd = err_fd, .events = POLLIN}};
+        if (poll(d, 2, 10) < 0 && errno != EINTR)
+            break;
+        if (out_fd >= 0 && d[0].revents && pump(out_fd, TC_VM_STDOUT) == 0)
+            out_fd = -1;
+        if (err_fd >= 0 && d[1].revents && pump(err_fd, TC_VM_STDERR) == 0)
+            err_fd = -1;
     }
-    while (out_fd >= 0 && pump(out_fd, TC_VM_STDOUT) == 1)
-        ;
-    while (err_fd >= 0 && pump(err_fd, TC_VM_STDERR) == 1)
-        ;
     unsigned char x[8];
     uint32_t kind = WIFSIGNALED(status) ? 1 : 0;
     uint32_t val = WIFSIGNALED(status) ? (uint32_t)WTERMSIG(status) : (uint32_t)WEXITSTATUS(status);
+    if (cpu_out) { /* the CPU budget ended it: said as the native backend's rlimit says it */
+        kind = 1;
+        val = SIGXCPU;
+    }
     for (int i = 0; i < 4; i++) {
         x[i] = (unsigned char)(kind >> (8 * i));
         x[4 + i] = (unsigned char)(val >> (8 * i));

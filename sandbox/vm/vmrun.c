@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -177,7 +178,7 @@ static void queue_config(const struct opts *o)
         size_t l_ = strlen(s) + 1;                                                                 \
         while (len + l_ > cap && (c = realloc(c, cap *= 2)))                                       \
             ;                                                                                      \
-        if (!c || len + l_ > TC_VM_FRAME_MAX)                                                      \
+        if (!c || len + l_ >= TC_VM_FRAME_MAX)                                                     \
             goto big;                                                                              \
         memcpy(c + len, s, l_);                                                                    \
         len += l_;                                                                                 \
@@ -298,6 +299,7 @@ static _Noreturn void finish(int kind, int val, const char *why, char *qerr, siz
         sigemptyset(&s);
         sigaddset(&s, val);
         sigprocmask(SIG_UNBLOCK, &s, NULL);
+        prctl(PR_SET_DUMPABLE, 0); /* the guest picks the signal: no core of ours for it */
         raise(val);
     }
     exit(kind == 1 ? 128 + (val & 0x7f) : val & 0xff);

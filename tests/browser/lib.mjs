@@ -14,6 +14,8 @@ export const CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
 
 /** `toolcage users add` with the password on stdin; resolves the unique name it created. */
 export async function addUser(server, role, { name, password = PASSWORD } = {}) {
+  // (CI once created these users in a tenant named "undefined": say so if it happens again)
+  assert.equal(typeof server.tenants.a, 'string', `the server's tenants are not made yet: ${JSON.stringify(server.tenants)}`);
   const unique = name ?? `${role}-${crypto.randomBytes(4).toString('hex')}`;
   const child = spawn(BIN, ['users', 'add', '--name', unique, '--role', role, '--tenant', server.tenants.a], {
     env: { ...process.env, ...server.env },
