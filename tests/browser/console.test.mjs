@@ -29,6 +29,7 @@ const CODE = [
 ].join('\n');
 
 before(async () => {
+  await server.ready();
   browser = await launch();
   users.reviewer = await addUser(server, 'reviewer');
   users.auditor = await addUser(server, 'auditor');

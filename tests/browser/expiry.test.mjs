@@ -13,6 +13,7 @@ server.env.TOOLCAGE_SESSION_MAX_SECONDS = '6';
 let user;
 
 before(async () => {
+  await server.ready();
   browser = await launch();
   user = await addUser(server, 'reviewer');
 }, { timeout: 60_000 });

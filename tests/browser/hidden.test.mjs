@@ -14,6 +14,7 @@ const server = setup('console-hidden');
 let user;
 
 before(async () => {
+  await server.ready();
   browser = await launch();
   user = await addUser(server, 'reviewer');
 }, { timeout: 120_000 });

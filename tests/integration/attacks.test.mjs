@@ -407,7 +407,11 @@ before(async () => {
   });
   await new Promise((resolve) => abstract.listen(`\0${ABSTRACT}`, resolve));
   // the image run's root: Python and bash from this host's packages, as an OCI image
-  if (!ASAN) await imagesCli(server, ['import', await corpusImage()]);
+  if (!ASAN) {
+    const image = await corpusImage();
+    await server.ready(); // (setup's hook starts the server beside this one)
+    await imagesCli(server, ['import', image]);
+  }
 });
 after(async () => {
   await new Promise((resolve) => listener.close(resolve));

@@ -317,6 +317,12 @@ class Server {
     this.exit = null;
   }
 
+  /** Resolves when the file's server has started (setup's hook runs beside the file's own). */
+  async ready() {
+    while (!this.starting) await sleep(10);
+    await this.starting;
+  }
+
   async start() {
     const artifacts = path.join(ROOT, 'tests/artifacts', LABEL);
     fs.mkdirSync(artifacts, { recursive: true });
@@ -603,7 +609,10 @@ export { Server };
 
 export function setup(name = caller(), opts = {}) {
   const server = new Server(name, opts);
-  before(async () => { await server.start(); }, { timeout: 120_000 * SLOW });
+  // node:test (Node 20) runs a file's top-level before hooks at once, not one after the
+  // other: a file's own hook that needs the server awaits server.ready() (CI's browser lane
+  // once made its console users before the tenants existed, in a tenant named "undefined")
+  before(async () => { await (server.starting = server.start()); }, { timeout: 120_000 * SLOW });
   after(async () => { await server.stop(); }, { timeout: 60_000 * SLOW });
   return server;
 }
