@@ -420,7 +420,7 @@ int tc_child_base_config(const struct tc_rootfs_info *ri, const char *newroot)
 }
 
 int tc_child_config(const struct tc_spec *spec, const struct tc_seccomp_prog *sc,
-                    const char *ws_path, const char *image, bool rlimit_as, bool rlimit_nproc)
+                    const char *ws_path, const char *image, unsigned flags)
 {
     struct tc_buf_ b = {0};
     struct tc_init_hdr h;
@@ -430,8 +430,7 @@ int tc_child_config(const struct tc_spec *spec, const struct tc_seccomp_prog *sc
 
     memset(&h, 0, sizeof(h));
     h.magic = TC_INIT_MAGIC;
-    h.flags = (sc->notify ? TC_INIT_F_NOTIFY : 0) | (rlimit_as ? TC_INIT_F_RLIMIT_AS : 0) |
-              (rlimit_nproc ? TC_INIT_F_RLIMIT_NPROC : 0);
+    h.flags = flags | (sc->notify ? TC_INIT_F_NOTIFY : 0);
     h.cpu_ms = spec->limits.cpu_ms;
     h.memory_bytes = spec->limits.memory_bytes;
     h.pids = spec->limits.pids;

@@ -106,10 +106,11 @@ void tc_shell_kill(struct tc_shell *sh);
 int tc_child_base_config(const struct tc_rootfs_info *rootfs, const char *newroot);
 
 /* PID 1's configuration for one sandbox (init_proto.h), handed over with go. ws_path and
- * image (NULL: the host's /usr) are relative to the scratch directory. Returns a sealed memfd or
- * -errno. */
+ * image (NULL: the host's /usr) are relative to the scratch directory; flags are
+ * TC_INIT_F_RLIMIT_AS, _RLIMIT_NPROC and _VERDICT (NOTIFY comes from seccomp). Returns a sealed
+ * memfd or -errno. */
 int tc_child_config(const struct tc_spec *spec, const struct tc_seccomp_prog *seccomp,
-                    const char *ws_path, const char *image, bool rlimit_as, bool rlimit_nproc);
+                    const char *ws_path, const char *image, unsigned flags);
 
 /* Open the toolcage-init binary for fexecve: path (TOOLCAGE_INIT) when not NULL, else next
  * to our own executable, else ../libexec/toolcage/ relative to it; the path opened goes to

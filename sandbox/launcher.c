@@ -336,6 +336,10 @@ void lc_read_ctl(struct launcher *L, struct sbx *s)
         case TC_CTL_EXIT:
             s->have_exit = true;
             s->exit_status = m.wstatus;
+            if (s->vm) { /* the verdict pipe's line (TC_INIT_F_VERDICT), as vmrun wrote it */
+                m.what[sizeof(m.what) - 1] = '\0';
+                snprintf(s->vm_verdict, sizeof(s->vm_verdict), "%s", m.what);
+            }
             break;
         default:
             break;

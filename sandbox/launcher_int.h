@@ -151,6 +151,7 @@ struct sbx {
     /* gvisor backend: pid/pidfd are runsc's; the bundle is a tmpfs of its own */
     bool gvisor;
     bool vm; /* microvm backend: a native sandbox whose program is toolcage-vmrun (microvm.h) */
+    char vm_verdict[96]; /* what the guest's kernel saw (vm_proto.h TC_VM_VERDICT_FMT), "" none */
     char gv_path[PATH_MAX];
     int gv_fd;
     bool gv_mounted, gv_dir;

@@ -1,5 +1,6 @@
 /* The launcher: killing a sandbox, tearing it down, and its result (sandbox/launcher_int.h). */
 #include "sandbox/launcher_int.h"
+#include "sandbox/vm/vm_proto.h"
 
 /* ---------------- kill / teardown ---------------- */
 
@@ -210,6 +211,25 @@ static void finish(struct launcher *L, struct sbx *s)
         peak = (uint64_t)s->ru.ru_maxrss * 1024;
     if (s->has_cg && tc_cg_oom_killed(&s->cg) && !s->killed_reason)
         s->killed_reason = "memory";
+    bool pids_hit = s->has_cg && tc_cg_pids_hit(&s->cg);
+    if (s->vm && s->have_exit) {
+        /* a microvm's program ran under the guest's kernel: its cgroup there is the one that
+         * counts (vminit, through vmrun's verdict); the host's above measured qemu. Bounded:
+         * it comes from the guest. Without a verdict (qemu died, the guest broke the
+         * protocol) qemu's figures stand. */
+        unsigned oom = 0, pids = 0;
+        unsigned long long g_cpu_us = 0, g_peak = 0;
+        if (sscanf(s->vm_verdict, TC_VM_VERDICT_FMT, &oom, &pids, &g_cpu_us, &g_peak) == 4) {
+            if (oom && !s->killed_reason)
+                s->killed_reason = "memory";
+            pids_hit |= pids != 0;
+            cpu_ms = (int64_t)(g_cpu_us / 1000 < (unsigned long long)INT32_MAX ? g_cpu_us / 1000
+                                                                               : INT32_MAX);
+            peak = g_peak < (uint64_t)s->spec.limits.memory_bytes
+                       ? g_peak
+                       : (uint64_t)s->spec.limits.memory_bytes;
+        }
+    }
     /* gvisor: the host pids cgroup is only a backstop for runsc's own threads; when it
      * bites, gVisor could not run the program faithfully (the Go runtime dies). */
     if (s->gvisor && s->has_cg && tc_cg_pids_hit(&s->cg) && !s->killed_reason)
@@ -275,19 +295,19 @@ static void finish(struct launcher *L, struct sbx *s)
         struct statfs sf;
         ws_full = fstatfs(s->ws_fd, &sf) == 0 && sf.f_bavail == 0;
     }
-    res = json_pack(
-        "{s:s, s:s, s:o, s:o, s:s, s:s, s:b, s:b, s:I, s:I, s:I, s:s?, s:o, s:o, s:o,"
-        " s:b, s:b}",
-        "id", s->id, "status", status, "exit_code", exit_code, "signal", signal, "stdout_b64",
-        out_b64 ? out_b64 : "", "stderr_b64", err_b64 ? err_b64 : "", "stdout_truncated",
-        s->out.dropped > 0, "stderr_truncated", s->err.dropped > 0, "duration_ms",
-        (json_int_t)(s->end_ms - s->start_ms), "cpu_ms", (json_int_t)cpu_ms, "memory_peak_bytes",
-        (json_int_t)peak, "killed_reason", s->killed_reason, "enforced",
-        s->gvisor ? tc_gv_enforced(&L->cg)
-        : s->vm   ? tc_vm_enforced(L->vm.accel)
-                  : enforced_json(L),
-        "policy_violations", viol, "files", files ? files : json_array(), "pids_limit_hit",
-        s->has_cg && tc_cg_pids_hit(&s->cg), "workspace_full", ws_full);
+    res = json_pack("{s:s, s:s, s:o, s:o, s:s, s:s, s:b, s:b, s:I, s:I, s:I, s:s?, s:o, s:o, s:o,"
+                    " s:b, s:b}",
+                    "id", s->id, "status", status, "exit_code", exit_code, "signal", signal,
+                    "stdout_b64", out_b64 ? out_b64 : "", "stderr_b64", err_b64 ? err_b64 : "",
+                    "stdout_truncated", s->out.dropped > 0, "stderr_truncated", s->err.dropped > 0,
+                    "duration_ms", (json_int_t)(s->end_ms - s->start_ms), "cpu_ms",
+                    (json_int_t)cpu_ms, "memory_peak_bytes", (json_int_t)peak, "killed_reason",
+                    s->killed_reason, "enforced",
+                    s->gvisor ? tc_gv_enforced(&L->cg)
+                    : s->vm   ? tc_vm_enforced(L->vm.accel)
+                              : enforced_json(L),
+                    "policy_violations", viol, "files", files ? files : json_array(),
+                    "pids_limit_hit", pids_hit, "workspace_full", ws_full);
     if (res && !s->killed_reason)
         json_object_set_new(res, "killed_reason", json_null());
     if (res && files_incomplete)

@@ -176,7 +176,9 @@ static int prepare(struct launcher *L, struct sbx *s)
     /* PID 1 exec's toolcage-init and reads everything it needs from this memfd. */
     s->cfg_fd = tc_child_config(
         &s->spec, &L->sc, s->ws_path + strlen(L->scratch) + 1 /* "ws/<id>" */,
-        s->spec.image_root ? image : NULL, !L->cg.has[TC_CG_MEMORY], !L->cg.has[TC_CG_PIDS]);
+        s->spec.image_root ? image : NULL,
+        (L->cg.has[TC_CG_MEMORY] ? 0 : TC_INIT_F_RLIMIT_AS) |
+            (L->cg.has[TC_CG_PIDS] ? 0 : TC_INIT_F_RLIMIT_NPROC) | (s->vm ? TC_INIT_F_VERDICT : 0));
     if (s->cfg_fd < 0) {
         r = s->cfg_fd;
         s->cfg_fd = -1;

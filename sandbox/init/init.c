@@ -720,7 +720,7 @@ static void wait_for_go(void)
 
 /* ---- the program ---- */
 
-static _Noreturn void exec_program(const struct cfg *cfg)
+static _Noreturn void exec_program(const struct cfg *cfg, int verdict)
 {
     struct tc_ctl_msg m;
     sigset_t none;
@@ -729,6 +729,10 @@ static _Noreturn void exec_program(const struct cfg *cfg)
 
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL); /* dispositions: default since drop_for_exec() */
+    /* the verdict pipe's write end at fd 3 across the exec (the sync socket's number, closed
+     * since go), the only descriptor of ours the program gets */
+    if (verdict >= 0 && (verdict == 3 ? fcntl(3, F_SETFD, 0) : dup2(verdict, 3)) < 0)
+        die(cfg, errno, "verdict pipe");
     if (setsid() < 0)
         die(cfg, errno, "setsid");
     if (chdir(cfg->cwd) < 0)
@@ -793,7 +797,7 @@ int main(int argc, char **argv)
     struct sigaction sa;
     sigset_t none;
     pid_t prog;
-    int status = 0;
+    int status = 0, verdict[2] = {-1, -1};
 
     (void)argc;
     (void)argv;
@@ -827,12 +831,16 @@ int main(int argc, char **argv)
     setup_root(&cfg);
     CHECK(&cfg, sethostname(cfg.hostname, strlen(cfg.hostname)), "sethostname");
 
+    if ((cfg.h->flags & TC_INIT_F_VERDICT) && pipe2(verdict, O_CLOEXEC) < 0)
+        die(&cfg, errno, "verdict pipe");
     prog = fork();
     if (prog < 0)
         die(&cfg, errno, "fork program");
     if (prog == 0)
-        exec_program(&cfg);
+        exec_program(&cfg, verdict[1]);
     g_program_pid = prog;
+    if (verdict[1] >= 0)
+        close(verdict[1]);
 
     /* PID 1 keeps nothing it does not need. */
     close(0);
@@ -862,6 +870,11 @@ int main(int argc, char **argv)
     m.kind = TC_CTL_EXIT;
     m.wstatus = status;
     getrusage(RUSAGE_CHILDREN, &m.ru);
+    if (verdict[0] >= 0) { /* written before the program's end, or never */
+        fcntl(verdict[0], F_SETFL, O_NONBLOCK);
+        ssize_t n = read(verdict[0], m.what, sizeof(m.what) - 1);
+        m.what[n > 0 ? n : 0] = '\0';
+    }
     (void)send(cfg.ctl_fd, &m, sizeof(m), MSG_NOSIGNAL);
     /* Exiting as PID 1 kills every remaining process of the namespace. */
     _exit(0);

@@ -47,6 +47,10 @@ enum {
     TC_INIT_F_NOTIFY = 1u << 0,       /* seccomp filter uses user notification */
     TC_INIT_F_RLIMIT_AS = 1u << 1,    /* no memory cgroup: bound the address space */
     TC_INIT_F_RLIMIT_NPROC = 1u << 2, /* no pids cgroup: bound processes per host uid */
+    TC_INIT_F_VERDICT = 1u << 3,      /* the program gets a pipe at fd 3 to say how it ended
+                                       * (the microvm backend's toolcage-vmrun: what the guest's
+                                       * kernel saw); PID 1 passes what it wrote, at most 95
+                                       * bytes, in TC_CTL_EXIT's what */
 };
 
 struct tc_init_base_hdr {
@@ -72,7 +76,7 @@ enum tc_ctl_kind {
     TC_CTL_SETUP_ERROR = 1, /* err + what: sandbox setup failed, nothing ran */
     TC_CTL_NOTIFY_FD,       /* seccomp listener attached */
     TC_CTL_EXEC_ERROR,      /* err: execve failed */
-    TC_CTL_EXIT,            /* wstatus + rusage of the program tree */
+    TC_CTL_EXIT,            /* wstatus + rusage of the program tree (+ what: the verdict) */
 };
 
 struct tc_ctl_msg {

@@ -6,9 +6,9 @@
  *
  * host -> guest: CONFIG once (the program: NUL-terminated strings, see below), then STDIN
  * data and one STDIN_EOF. guest -> host: READY when the guest is up and waits for CONFIG,
- * STARTED when the program was exec'ed, STDOUT and STDERR data, then one EXIT (u32 kind,
- * u32 value: kind 0 = exited with value, 1 = killed by signal value) or FAIL (a message:
- * the guest could not start the program; vmrun prints it and exits 125).
+ * STARTED when the program was exec'ed, STDOUT and STDERR data, then one EXIT (struct
+ * tc_vm_exit, little endian) or FAIL (a message: the guest could not start the program; vmrun
+ * prints it and exits 125).
  *
  * CONFIG: "key=value\0" strings (uid, memory, pids, nofile, fsize, cpu_ms, tmp_bytes, cwd,
  * hostname, secrets), "argc=N\0" and "envc=M\0" last, then exactly N argv strings and M
@@ -36,6 +36,23 @@ enum {
 
 #define TC_VM_HDR 5
 
+/* EXIT: how the program ended and what the guest's kernel saw of it (its cgroup). */
+struct tc_vm_exit {
+    uint32_t kind; /* 0: exited with value; 1: killed by signal value */
+    uint32_t value;
+    uint32_t oom;    /* memory.events oom_kill > 0: the memory limit killed a process */
+    uint32_t pids;   /* pids.events max > 0: a fork met the pids limit */
+    uint64_t cpu_us; /* cpu.stat usage_usec: every process of the program */
+    uint64_t peak;   /* memory.peak, bytes */
+};
+#define TC_VM_EXIT_LEN 32
+
+/* What toolcage-vmrun hands the launcher about the guest, through the sandbox's PID 1 (the
+ * verdict pipe, init_proto.h TC_INIT_F_VERDICT): one line, "v1 <oom> <pids> <cpu_us> <peak>".
+ * As trusted as the guest's kernel and qemu: it explains an outcome (killed_reason, cpu_ms,
+ * memory_peak_bytes, pids_limit_hit), it enforces nothing. */
+#define TC_VM_VERDICT_FMT "v1 %u %u %llu %llu"
+
 static inline void tc_vm_hdr(unsigned char h[TC_VM_HDR], int type, uint32_t len)
 {
     h[0] = (unsigned char)type;
@@ -45,7 +62,40 @@ static inline void tc_vm_hdr(unsigned char h[TC_VM_HDR], int type, uint32_t len)
     h[4] = (unsigned char)((len >> 24) & 0xff);
 }
 
+static inline void tc_vm_put32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static inline uint32_t tc_vm_get32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static inline void tc_vm_exit_pack(unsigned char b[TC_VM_EXIT_LEN], const struct tc_vm_exit *x)
+{
+    tc_vm_put32(b, x->kind);
+    tc_vm_put32(b + 4, x->value);
+    tc_vm_put32(b + 8, x->oom);
+    tc_vm_put32(b + 12, x->pids);
+    tc_vm_put32(b + 16, (uint32_t)x->cpu_us);
+    tc_vm_put32(b + 20, (uint32_t)(x->cpu_us >> 32));
+    tc_vm_put32(b + 24, (uint32_t)x->peak);
+    tc_vm_put32(b + 28, (uint32_t)(x->peak >> 32));
+}
+
+static inline void tc_vm_exit_unpack(const unsigned char b[TC_VM_EXIT_LEN], struct tc_vm_exit *x)
+{
+    x->kind = tc_vm_get32(b);
+    x->value = tc_vm_get32(b + 4);
+    x->oom = tc_vm_get32(b + 8);
+    x->pids = tc_vm_get32(b + 12);
+    x->cpu_us = tc_vm_get32(b + 16) | (uint64_t)tc_vm_get32(b + 20) << 32;
+    x->peak = tc_vm_get32(b + 24) | (uint64_t)tc_vm_get32(b + 28) << 32;
+}
+
 static inline uint32_t tc_vm_len(const unsigned char h[TC_VM_HDR])
 {
-    return (uint32_t)h[1] | (uint32_t)h[2] << 8 | (uint32_t)h[3] << 16 | (uint32_t)h[4] << 24;
+    return tc_vm_get32(h + 1);
 }

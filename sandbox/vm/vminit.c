@@ -302,8 +302,8 @@ static _Noreturn void child(const struct cfg *c, int in, int out, int err, int e
         set_limit(RLIMIT_NOFILE, c->nofile);
     if (c->fsize > 0)
         set_limit(RLIMIT_FSIZE, c->fsize);
-    if (c->pids > 0)
-        set_limit(RLIMIT_NPROC, c->pids);
+    /* no RLIMIT_NPROC: as in a native sandbox with a pids cgroup, the cgroup is the limit (an
+     * rlimit at the same count would act first, and the cgroup could not say it was hit) */
     set_limit(RLIMIT_CORE, 0);
     set_limit(RLIMIT_MEMLOCK, 0);
     set_limit(RLIMIT_MSGQUEUE, 0);
@@ -354,19 +354,33 @@ static int pump(int fd, int type)
     return n == 0 || (n < 0 && errno != EAGAIN) ? 0 : 1;
 }
 
-/* The program's CPU time so far (its cgroup: every process it made), in ms; -1 unknown. */
-static long long cgroup_cpu_ms(void)
+/* A number from one of the program's cgroup files: the value after "key " (key NULL: the
+ * file's first number); -1 unknown. */
+static long long cg_value(const char *file, const char *key)
 {
-    char buf[512];
-    int fd = open("/sys/fs/cgroup/program/cpu.stat", O_RDONLY | O_CLOEXEC);
+    char path[96], buf[512];
+    snprintf(path, sizeof(path), "/sys/fs/cgroup/program/%s", file);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
     ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
     if (fd >= 0)
         close(fd);
     if (n <= 0)
         return -1;
     buf[n] = '\0';
-    const char *u = strstr(buf, "usage_usec ");
-    return u ? strtoll(u + 11, NULL, 10) / 1000 : -1;
+    if (!key)
+        return strtoll(buf, NULL, 10);
+    size_t kl = strlen(key);
+    for (const char *l = buf; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL)
+        if (strncmp(l, key, kl) == 0 && l[kl] == ' ')
+            return strtoll(l + kl + 1, NULL, 10);
+    return -1;
+}
+
+/* The program's CPU time so far (its cgroup: every process it made), in ms; -1 unknown. */
+static long long cgroup_cpu_ms(void)
+{
+    long long us = cg_value("cpu.stat", "usage_usec");
+    return us < 0 ? -1 : us / 1000;
 }
 
 int main(void)
@@ -558,17 +572,23 @@ int main(void)
         if (err_fd >= 0 && d[1].revents && pump(err_fd, TC_VM_STDERR) == 0)
             err_fd = -1;
     }
-    unsigned char x[8];
-    uint32_t kind = WIFSIGNALED(status) ? 1 : 0;
-    uint32_t val = WIFSIGNALED(status) ? (uint32_t)WTERMSIG(status) : (uint32_t)WEXITSTATUS(status);
+    /* how it ended, and what this kernel saw of it (the launcher reports it as the native
+     * backend reports its host cgroup's: killed_reason, cpu_ms, memory_peak_bytes) */
+    struct tc_vm_exit xs = {
+        .kind = WIFSIGNALED(status) ? 1 : 0,
+        .value = WIFSIGNALED(status) ? (uint32_t)WTERMSIG(status) : (uint32_t)WEXITSTATUS(status),
+        .oom = cg_value("memory.events", "oom_kill") > 0,
+        .pids = cg_value("pids.events", "max") > 0,
+    };
+    long long cpu_us = cg_value("cpu.stat", "usage_usec"), peak = cg_value("memory.peak", NULL);
+    xs.cpu_us = cpu_us > 0 ? (uint64_t)cpu_us : 0;
+    xs.peak = peak > 0 ? (uint64_t)peak : 0;
     if (cpu_out) { /* the CPU budget ended it: said as the native backend's rlimit says it */
-        kind = 1;
-        val = SIGXCPU;
+        xs.kind = 1;
+        xs.value = SIGXCPU;
     }
-    for (int i = 0; i < 4; i++) {
-        x[i] = (unsigned char)(kind >> (8 * i));
-        x[4 + i] = (unsigned char)(val >> (8 * i));
-    }
+    unsigned char x[TC_VM_EXIT_LEN];
+    tc_vm_exit_pack(x, &xs);
     send_frame(TC_VM_EXIT, x, sizeof(x));
     power_off();
 }

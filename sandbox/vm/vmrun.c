@@ -9,7 +9,9 @@
  * limits from its options) when the guest says READY, relays stdin to the guest and the
  * guest's stdout and stderr to its own, and ends as the guest's program ended: the same exit
  * code, or killed by the same signal. qemu's own messages are shown only when the guest gives
- * no status (they would otherwise be the program's stderr). */
+ * no status (they would otherwise be the program's stderr). What the guest's kernel saw of the
+ * program (its cgroup: a memory kill, the pids limit, CPU time, peak memory) goes to the
+ * verdict pipe at fd 3 when the sandbox's PID 1 gave one (vm_proto.h, TC_VM_VERDICT_FMT). */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -22,6 +24,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -253,7 +256,7 @@ static int write_all(int fd, const void *buf, size_t len)
 
 static pid_t qemu_pid;
 
-static int qfd = -1;
+static int qfd = -1, verdict_fd = -1;
 
 /* A signal whose default action ends the process (a stop signal would leave us stopped, one
  * ignored by default would do nothing: those become exit 128 + n). */
@@ -317,6 +320,9 @@ int main(int argc, char **argv)
 
     parse(argc, argv, &o);
     signal(SIGPIPE, SIG_IGN);
+    struct stat vst; /* the verdict pipe: ours only, not qemu's */
+    if (fstat(3, &vst) == 0 && S_ISFIFO(vst.st_mode) && fcntl(3, F_SETFD, FD_CLOEXEC) == 0)
+        verdict_fd = 3;
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0 || pipe2(qe, O_CLOEXEC) < 0) {
         perror("microvm: socketpair");
         return 125;
@@ -399,11 +405,23 @@ int main(int argc, char **argv)
                 if (write_all(h[0] == TC_VM_STDOUT ? 1 : 2, d, len) < 0 && errno != EPIPE)
                     finish(0, 0, "output failed", NULL, 0);
                 break;
-            case TC_VM_EXIT:
-                if (len != 8)
+            case TC_VM_EXIT: {
+                struct tc_vm_exit x;
+                if (len != TC_VM_EXIT_LEN)
                     finish(0, 0, "the guest broke the protocol", NULL, 0);
-                finish((int)(d[0] | d[1] << 8), (int)(d[4] | d[5] << 8 | d[6] << 16), NULL, NULL,
-                       0);
+                tc_vm_exit_unpack(d, &x);
+                if (verdict_fd >= 0) { /* one write, under PIPE_BUF: whole or not at all */
+                    char v[96];
+                    int vn =
+                        snprintf(v, sizeof(v), TC_VM_VERDICT_FMT, x.oom ? 1u : 0u, x.pids ? 1u : 0u,
+                                 (unsigned long long)x.cpu_us, (unsigned long long)x.peak);
+                    /* (a failure leaves the launcher with qemu's figures; nothing to say on
+                     * the program's stderr) */
+                    if (vn > 0 && (size_t)vn < sizeof(v))
+                        (void)!write(verdict_fd, v, (size_t)vn);
+                }
+                finish(x.kind == 1 ? 1 : 0, (int)(x.value & 0xffff), NULL, NULL, 0);
+            }
             case TC_VM_FAIL: {
                 int l = (int)(len > 512 ? 512 : len);
                 fprintf(stderr, "%.*s\n", l, (const char *)d);

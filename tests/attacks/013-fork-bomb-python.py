@@ -4,6 +4,7 @@
 # expect: stdout~=^stopped EAGAIN after ([1-9]|[12][0-9]|3[01]) forks$
 # microvm-expect: status=completed
 # microvm-expect: stdout~=^stopped EAGAIN after ([1-9]|[12][0-9]|3[01]) forks$
+# microvm-expect: pids_limit_hit=true
 import errno, os, time
 n = 0
 while True:

@@ -27,7 +27,8 @@ int main(int argc, char **argv)
     if (argc != 2 || !j || tc_spec_parse(j, &spec, err, sizeof(err)) < 0 ||
         tc_seccomp_build(false, &sc) < 0)
         return 1;
-    int fd = tc_child_config(&spec, &sc, "ws/seed", NULL, true, true);
+    int fd =
+        tc_child_config(&spec, &sc, "ws/seed", NULL, TC_INIT_F_RLIMIT_AS | TC_INIT_F_RLIMIT_NPROC);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) < 0)
         return 1;

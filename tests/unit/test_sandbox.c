@@ -1196,15 +1196,34 @@ TEST(pool_shells_killed)
         buf[0] = '\0';
     if (f)
         fclose(f);
+    pid_t dead[64];
     for (char *p = buf, *end; *p; p = end) {
         long child = strtol(p, &end, 10);
         if (end == p)
             break;
-        if (is_idle_shell(lpid, child) && kill((pid_t)child, SIGKILL) == 0)
-            killed++;
+        if (is_idle_shell(lpid, child) && killed < 64 && kill((pid_t)child, SIGKILL) == 0)
+            dead[killed++] = (pid_t)child;
     }
     CHECK(killed == pool_target());
-    usleep(20000);
+    /* SIGKILL is delivered at once but a process ends when it ends (a second or more in the
+     * cgroup v2 guest under TCG): what is asserted is that a shell that died waiting is never
+     * handed a call, so the call goes once they are gone (the launcher may not have reaped
+     * them yet: their sockets are closed, which is what it looks at) */
+    for (int i = 0, gone = 0; i < 1000 && !gone; i++) {
+        gone = 1;
+        for (int k = 0; k < killed; k++) {
+            char st[64], line[256];
+            snprintf(st, sizeof(st), "/proc/%d/stat", (int)dead[k]);
+            FILE *sf = fopen(st, "re");
+            const char *rp = sf && fgets(line, sizeof(line), sf) ? strrchr(line, ')') : NULL;
+            if (rp && rp[1] == ' ' && rp[2] != 'Z') /* alive (a zombie has closed its fds) */
+                gone = 0;
+            if (sf)
+                fclose(sf);
+        }
+        if (!gone)
+            usleep(10000);
+    }
     json_t *r = run(spec_sh("echo ok"));
     CHECK(strcmp(str(r, "status"), "completed") == 0);
     CHECK(strcmp(OUT(r), "ok\n") == 0);
@@ -2104,6 +2123,12 @@ TEST(microvm_backend)
     CHECK(strncmp(str(enf, "isolation"), "microvm_", 8) == 0);
     CHECK(strcmp(str(enf, "memory_bytes"), "guest_cgroup_v2") == 0);
     CHECK(json_array_size(json_object_get(r, "policy_violations")) == 0);
+    /* the figures are the guest program's (its cgroup there), not qemu's: bash and a few
+     * commands, well under the guest's 200 MiB (qemu alone holds more on the host) */
+    CHECK(json_is_null(json_object_get(r, "killed_reason")));
+    CHECK(json_is_false(json_object_get(r, "pids_limit_hit")));
+    CHECK(num(r, "memory_peak_bytes") > 0 && num(r, "memory_peak_bytes") < (64 << 20));
+    CHECK(num(r, "cpu_ms") >= 0 && num(r, "cpu_ms") < num(r, "duration_ms"));
     fprintf(stderr, "    microvm (%s) cold call: %lld ms\n", str(enf, "isolation"),
             (long long)num(r, "duration_ms"));
     if (tap_case_failed)
@@ -2167,19 +2192,25 @@ TEST(microvm_limits)
     CHECK(strstr(out, "\nbomb 9\n") != NULL); /* OOM-killed in the guest */
     /* the spin met the CPU budget of the guest's cgroup: killed there, well before the wall */
     CHECK(!strstr(out, "SPUN"));
-    /* reported as the native backend reports a CPU limit: killed, "cpu" */
-    CHECK(strcmp(str(r, "status"), "killed") == 0 && strcmp(str(r, "killed_reason"), "cpu") == 0);
+    /* reported as the native backend reports its own cgroup's findings: the guest's OOM kill
+     * came first (killed, "memory"; native also keeps the first reason), the fork bomb met the
+     * pids limit, the CPU budget's kill is the signal; the figures are the guest's */
+    CHECK(strcmp(str(r, "status"), "killed") == 0 &&
+          strcmp(str(r, "killed_reason"), "memory") == 0);
     CHECK(strcmp(str(r, "signal"), "SIGXCPU") == 0);
+    CHECK(json_is_true(json_object_get(r, "pids_limit_hit")));
+    CHECK(num(r, "cpu_ms") > 12000 && num(r, "cpu_ms") < num(r, "duration_ms"));
+    /* (the guest kernel charges in batches: a few pages past memory.max at the kill) */
+    CHECK(num(r, "memory_peak_bytes") > (64 << 20) && num(r, "memory_peak_bytes") < (260 << 20));
     CHECK(num(r, "duration_ms") < wall - 5000);
-    /* qemu's own memory on the host stayed within the guest's and its own */
-    CHECK(num(r, "memory_peak_bytes") < ((256 + 96 + 192) << 20) + (64 << 20));
     if (tap_case_failed)
         dump(r);
     json_decref(r);
     check_clean();
 
-    /* a program that never ends meets the wall clock: qemu is killed on the host */
-    wall = 40000 * slow_factor();
+    /* a program that never ends meets the wall clock: qemu is killed on the host (booted or
+     * still booting: the same kill; its end is the evidence) */
+    wall = 15000 * slow_factor();
     s = vm(spec_sh("echo started; exec sleep 3600"), 0);
     set_limit(s, "wall_ms", wall);
     r = run(s);
