@@ -7,7 +7,7 @@ FROM debian:bookworm AS build
 RUN apt-get update \
  && apt-get install -y --no-install-recommends build-essential cmake pkg-config \
       libmicrohttpd-dev libjansson-dev libseccomp-dev libsodium-dev libpcre2-dev libpq-dev \
-      libcurl4-openssl-dev libssl-dev libarchive-dev \
+      libcurl4-openssl-dev libssl-dev libarchive-dev liblzma-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -20,7 +20,7 @@ FROM debian:bookworm-slim
 # Runtime libraries of toolcage, and what the tools of the example policy execute.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends libmicrohttpd12 libjansson4 libseccomp2 \
-      libsodium23 libpcre2-8-0 libpq5 libcurl4 libssl3 libarchive13 ca-certificates python3 runsc \
+      libsodium23 libpcre2-8-0 libpq5 libcurl4 libssl3 libarchive13 liblzma5 ca-certificates python3 runsc \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 999 --user-group --home-dir /var/lib/toolcage --no-create-home \
       --shell /usr/sbin/nologin toolcage \

@@ -53,6 +53,7 @@ struct tc_config {
     int64_t warm_per_tenant; /* of them, one tenant's at most */
     char *uid_registry;      /* lock files of the host uid ranges */
     char *gvisor_platform;   /* "ptrace" or "kvm" */
+    char *microvm_boot;      /* "kaslr" or "fast" (sandbox.h, microvm_fast) */
     char *egress_ca_file;    /* extra upstream CAs for the egress proxy's TLS, or NULL */
     char *init_path;         /* toolcage-init; NULL: found next to the binary */
     bool no_cgroup;          /* tests of the rlimit fallback */

@@ -816,7 +816,7 @@ struct settings {
     char gvisor_platform[16];
     char init_path[PATH_MAX];
     char egress_ca[PATH_MAX];
-    bool no_cgroup, no_seccomp_notify, no_egress;
+    bool no_cgroup, no_seccomp_notify, no_egress, microvm_fast;
 };
 
 static int setup(struct launcher *L, const struct settings *set)
@@ -879,7 +879,9 @@ static int setup(struct launcher *L, const struct settings *set)
         mount(NULL, L->imgdir, NULL, MS_SHARED, NULL) < 0)
         return -errno;
     tc_gv_detect(&L->gv, set->gvisor_platform);
-    tc_vm_setup(&L->vm, L->scratch);
+    char vm_cache[PATH_MAX];
+    snprintf(vm_cache, sizeof(vm_cache), "%s/vm", state_dir);
+    tc_vm_setup(&L->vm, L->scratch, vm_cache, set->microvm_fast);
 
     L->init_fd = tc_child_open_init(set->init_path[0] ? set->init_path : NULL, L->init_path,
                                     sizeof(L->init_path));
@@ -1036,6 +1038,10 @@ int tc_launcher_main(int argc, char **argv)
         }
         if (!ok && strcmp(a, "--no-egress") == 0 && parse_uint(v, 1, &flag) == 0) {
             set.no_egress = flag;
+            ok = true;
+        }
+        if (!ok && strcmp(a, "--microvm-fast") == 0 && parse_uint(v, 1, &flag) == 0) {
+            set.microvm_fast = flag;
             ok = true;
         }
         if (!ok) {

@@ -281,11 +281,56 @@ static bool find_kernel(char *ver, size_t versz)
     return best[0] != '\0';
 }
 
-void tc_vm_setup(struct tc_vm_host *h, const char *scratch)
+static int no_fast(struct tc_vm_host *h, int err, const char *what, const char *arg)
+{
+    snprintf(h->boot_why, sizeof(h->boot_why), "%s%.100s", what, arg ? arg : "");
+    return err;
+}
+
+/* The unpacked kernel for the fast boot, in cache_dir (made by the first launcher that needs
+ * it: ~1 s; named by the image's release, size and time, so a reinstalled kernel is unpacked
+ * again), bound read-only on dst (a file in the VM directory). 0, or -errno with h->boot_why. */
+static int fast_kernel(struct tc_vm_host *h, const char *bzimage, const char *cache_dir,
+                       const char *dst)
+{
+    struct stat st, cst;
+    char cached[PATH_MAX];
+    if (!cache_dir || !cache_dir[0])
+        return no_fast(h, -EINVAL, "no state directory", NULL);
+    if (stat(bzimage, &st) < 0)
+        return no_fast(h, -errno, "cannot read ", bzimage);
+    if (mkdir(cache_dir, 0700) < 0 && errno != EEXIST)
+        return no_fast(h, -errno, "cannot make ", cache_dir);
+    if ((size_t)snprintf(cached, sizeof(cached), "%s/vmlinux-%s-%lld-%lld", cache_dir, h->kernel,
+                         (long long)st.st_size, (long long)st.st_mtime) >= sizeof(cached))
+        return no_fast(h, -ENAMETOOLONG, "path too long", NULL);
+    /* ours only: a regular file of our user's that no one may write */
+    if (lstat(cached, &cst) < 0 || !S_ISREG(cst.st_mode) || cst.st_uid != geteuid() ||
+        (cst.st_mode & 0222)) {
+        char why[96];
+        unlink(cached);
+        int r = tc_vm_kernel_unpack(bzimage, cached, why, sizeof(why));
+        if (r < 0)
+            return no_fast(h, r, why, NULL);
+    }
+    int fd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
+    if (fd < 0)
+        return no_fast(h, -errno, "cannot make ", dst);
+    close(fd);
+    if (mount(cached, dst, NULL, MS_BIND, NULL) < 0) {
+        int r = no_fast(h, -errno, "cannot bind ", cached);
+        unlink(dst);
+        return r;
+    }
+    return 0;
+}
+
+void tc_vm_setup(struct tc_vm_host *h, const char *scratch, const char *cache_dir, bool fast)
 {
     char moddir[PATH_MAX], p[PATH_MAX + 64], src[PATH_MAX];
     memset(h, 0, sizeof(*h));
     snprintf(h->accel, sizeof(h->accel), "tcg");
+    snprintf(h->boot, sizeof(h->boot), "kaslr");
     if (access(QEMU, X_OK) != 0)
         return unavailable(h, "not found (package qemu-system-x86): ", QEMU);
     if (!find_kernel(h->kernel, sizeof(h->kernel)))
@@ -300,8 +345,10 @@ void tc_vm_setup(struct tc_vm_host *h, const char *scratch)
     snprintf(moddir, sizeof(moddir), "/lib/modules/%s", h->kernel);
 
     snprintf(src, sizeof(src), "/boot/vmlinuz-%s", h->kernel);
-    snprintf(p, sizeof(p), "%s/vmlinuz", h->dir);
-    if (copy_file(src, p, 0444) < 0)
+    snprintf(p, sizeof(p), "%s/kernel", h->dir);
+    if (fast && fast_kernel(h, src, cache_dir, p) == 0)
+        snprintf(h->boot, sizeof(h->boot), "fast");
+    else if (copy_file(src, p, 0444) < 0)
         return unavailable(h, "cannot read ", src);
     int fd = tc_child_find_binary("toolcage-vminit", src, sizeof(src));
     if (fd < 0)
@@ -446,9 +493,13 @@ json_t *tc_vm_report(const struct tc_vm_host *h)
 {
     if (!h->available)
         return json_pack("{s:b, s:s}", "available", 0, "why", h->why);
-    return json_pack("{s:b, s:s, s:s, s:s}", "available", 1, "accel", h->accel, "kernel", h->kernel,
-                     "kvm",
-                     "not used: qemu runs in a native sandbox without /dev/kvm (docs/sandbox.md)");
+    json_t *r =
+        json_pack("{s:b, s:s, s:s, s:s, s:s}", "available", 1, "accel", h->accel, "kernel",
+                  h->kernel, "boot", h->boot, "kvm",
+                  "not used: qemu runs in a native sandbox without /dev/kvm (docs/sandbox.md)");
+    if (r && h->boot_why[0])
+        json_object_set_new(r, "boot_why", json_string(h->boot_why));
+    return r;
 }
 
 bool tc_vm_qemu_probe(const char *name)

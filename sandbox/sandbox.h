@@ -98,6 +98,8 @@ struct tc_launcher_options {
     bool no_seccomp_notify;      /* the filter kills without reporting the call */
     bool no_egress;              /* no egress proxy: specs with network fail (one-shot runs of a
                                   * tool with "network": "none" start only what they need) */
+    bool microvm_fast;           /* microvm guests boot the kernel unpacked once, at its PVH
+                                  * entry: no decompressor, no guest KASLR (microvm.h) */
 };
 /* No shell kept ready: each is made on demand, on the request's path. */
 #define TC_POOL_NONE (-1)

@@ -14,7 +14,7 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 # Dependencies
 
 RUNTIME_PACKAGES=(build-essential cmake pkg-config libmicrohttpd-dev libjansson-dev
-  libseccomp-dev libsodium-dev libpcre2-dev libpq-dev libcurl4-openssl-dev libssl-dev libarchive-dev postgresql-15 curl ca-certificates
+  libseccomp-dev libsodium-dev libpcre2-dev libpq-dev libcurl4-openssl-dev libssl-dev libarchive-dev liblzma-dev postgresql-15 curl ca-certificates
   runsc)
 # nodejs/npm are checked as commands, not packages: a machine may have Node from
 # another source (whose nodejs package conflicts with Debian's npm package).

@@ -84,7 +84,7 @@ static _Noreturn void exec_qemu(const struct opts *o, int sock, int errfd)
     static char *const envp[] = {"PATH=/usr/bin:/bin", NULL};
     char kernel[512], initrd[512], append[256], machine[128];
     bool kvm = strcmp(o->accel, "kvm") == 0;
-    snprintf(kernel, sizeof(kernel), "%s/vmlinuz", o->dir);
+    snprintf(kernel, sizeof(kernel), "%s/kernel", o->dir); /* a bzImage, or an ELF (PVH) */
     snprintf(initrd, sizeof(initrd), "%s/initrd", o->dir);
     /* TCG: the kernel cannot calibrate the TSC against microvm's timers; tell it a rate (it
      * only paces the boot's delays). KVM has kvmclock. */

@@ -19,6 +19,7 @@
 
 #include "common/util.h"
 #include "sandbox/egress.h"
+#include "sandbox/microvm.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/spec.h"
 #include "sandbox/workspace.h"
@@ -1249,6 +1250,40 @@ static int idle_shells(void)
 
 /* A case's second launcher (state dir state) stops; the main one is L again. With its host
  * report hi (taken, freed here): its process and cgroup parents are gone, nothing is left. */
+/* the microvm fast boot's unpacked kernels (microvm.h): state/vm */
+static void rm_vm_cache(const char *state)
+{
+    char dir[192], p[512];
+    snprintf(dir, sizeof(dir), "%s/vm", state);
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    while (d && (de = readdir(d)))
+        if (de->d_name[0] != '.') {
+            snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+            unlink(p);
+        }
+    if (d)
+        closedir(d);
+    rmdir(dir);
+}
+
+/* A launcher of its own for a case (options o, state directory /tmp/toolcage-test-PID-tag):
+ * it becomes L until second_stop(). */
+static struct tc_launcher *second_start(struct tc_launcher_options o, const char *tag, char *state,
+                                        size_t statesz)
+{
+    struct tc_launcher *l2 = NULL;
+    snprintf(state, statesz, "/tmp/toolcage-test-%d-%s", (int)getpid(), tag);
+    o.exe = "/proc/self/exe";
+    o.state_dir = state;
+    int rc = tc_launcher_start(&o, &l2);
+    CHECK(rc == 0);
+    if (rc < 0)
+        return NULL;
+    L = l2;
+    return l2;
+}
+
 static void second_stop(struct tc_launcher *l2, struct tc_launcher *main_l, const char *state,
                         json_t *hi)
 {
@@ -1268,6 +1303,7 @@ static void second_stop(struct tc_launcher *l2, struct tc_launcher *main_l, cons
     char run_dir[160];
     snprintf(run_dir, sizeof(run_dir), "%s/run", state);
     rmdir(run_dir);
+    rm_vm_cache(state);
     rmdir(state);
 }
 
@@ -2158,6 +2194,16 @@ TEST(microvm_limits)
         TAP_SKIP_HERE("guests' limits run in the release unit lane (a minute of TCG boots)");
     if (!microvm_available())
         TAP_SKIP_HERE("qemu or a guest kernel missing: microvm backend not tested");
+    struct tc_launcher *main_l = L, *l2;
+    char state[128];
+    /* (the fast boot: microvm_backend boots the kaslr way) */
+    if (!(l2 = second_start((struct tc_launcher_options){.max_sandboxes = 4,
+                                                         .pool_max = TC_POOL_NONE,
+                                                         .microvm_fast = true},
+                            "vmlimits", state, sizeof(state))))
+        return;
+    json_t *hi = tc_launcher_host_info(L);
+    CHECK(strcmp(str(json_object_get(hi, "microvm"), "boot"), "fast") == 0);
     json_t *s = vm(spec_py("import os, signal, sys, time\n"
                            "kids, err = [], 0\n"
                            "for i in range(100):\n"
@@ -2221,6 +2267,63 @@ TEST(microvm_limits)
         dump(r);
     json_decref(r);
     check_clean();
+    second_stop(l2, main_l, state, hi);
+}
+
+/* The fast boot's kernel (microvm.h tc_vm_kernel_unpack): the host's bzImage unpacks to an ELF
+ * with a PVH entry; a truncated, foreign or corrupted image is refused and leaves no file. */
+TEST(microvm_kernel_unpack)
+{
+    char ver[64] = "", bz[160], out[160], bad[160], why[96];
+    DIR *d = opendir("/lib/modules");
+    struct dirent *de;
+    while (d && (de = readdir(d))) { /* any kernel with an image: the probe */
+        snprintf(bz, sizeof(bz), "/boot/vmlinuz-%.64s", de->d_name);
+        if (de->d_name[0] != '.' && access(bz, R_OK) == 0)
+            snprintf(ver, sizeof(ver), "%.63s", de->d_name);
+    }
+    if (d)
+        closedir(d);
+    if (!ver[0])
+        TAP_SKIP_HERE("no kernel image in /boot: nothing to unpack");
+    snprintf(bz, sizeof(bz), "/boot/vmlinuz-%s", ver);
+    snprintf(out, sizeof(out), "/tmp/toolcage-test-%d-vmlinux", (int)getpid());
+    snprintf(bad, sizeof(bad), "/tmp/toolcage-test-%d-badimage", (int)getpid());
+    int r = tc_vm_kernel_unpack(bz, out, why, sizeof(why));
+    struct stat st;
+    if (r == -ENOTSUP) /* (a kernel packed otherwise boots compressed: said, not failed) */
+        TAP_SKIP_HERE("this host's kernel is not XZ with a PVH entry: the kaslr boot only");
+    CHECK(r == 0);
+    CHECK(stat(out, &st) == 0 && st.st_size > (8 << 20) && (st.st_mode & 0777) == 0444);
+    unlink(out);
+
+    /* the same image cut short, its payload corrupted, and not a kernel at all */
+    unsigned char *img = NULL;
+    size_t len = 0;
+    FILE *f = fopen(bz, "rb");
+    if (f && fseek(f, 0, SEEK_END) == 0 && (len = (size_t)ftell(f)) > 0 && (img = malloc(len)) &&
+        fseek(f, 0, SEEK_SET) == 0 && fread(img, 1, len, f) != len)
+        len = 0;
+    if (f)
+        fclose(f);
+    CHECK(img && len > 4096);
+    for (int k = 0; img && len > 4096 && k < 3; k++) {
+        FILE *w = fopen(bad, "wb");
+        size_t n = k == 0 ? len / 2 : len;
+        if (k == 1)
+            memset(img + len / 2, 0x5a, 64); /* inside the XZ stream: its check fails */
+        if (k == 2)
+            memcpy(img + 0x202, "NoHd", 4);
+        CHECK(w && fwrite(img, 1, n, w) == n);
+        if (w)
+            fclose(w);
+        why[0] = '\0';
+        CHECK(tc_vm_kernel_unpack(bad, out, why, sizeof(why)) < 0 && why[0]);
+        CHECK(access(out, F_OK) < 0);
+    }
+    free(img);
+    unlink(bad);
+    unlink(out);
 }
 
 /* Warm guests: booted, the interpreter started up to its gate in the guest, before the
@@ -2235,20 +2338,16 @@ TEST(warm_microvm)
     if (!microvm_available())
         TAP_SKIP_HERE("qemu or a guest kernel missing: microvm backend not tested");
     const int64_t slow = slow_factor();
-    struct tc_launcher *main_l = L, *l2 = NULL;
+    struct tc_launcher *main_l = L, *l2;
     char state[128];
-    snprintf(state, sizeof(state), "/tmp/toolcage-test-%d-warmvm", (int)getpid());
-    struct tc_launcher_options o = {.exe = "/proc/self/exe",
-                                    .state_dir = state,
-                                    .max_sandboxes = 4,
-                                    .pool_max = TC_POOL_NONE,
-                                    .warm = 1};
-    int rc = tc_launcher_start(&o, &l2);
-    CHECK(rc == 0);
-    if (rc < 0)
+    /* (the fast boot: microvm_backend boots the kaslr way) */
+    if (!(l2 = second_start(
+              (struct tc_launcher_options){
+                  .max_sandboxes = 4, .pool_max = TC_POOL_NONE, .warm = 1, .microvm_fast = true},
+              "warmvm", state, sizeof(state))))
         return;
-    L = l2;
     json_t *hi = tc_launcher_host_info(L);
+    CHECK(strcmp(str(json_object_get(hi, "microvm"), "boot"), "fast") == 0);
     /* cold twice: the first teaches the template, the second (a miss) asks for a warm one */
     for (int i = 0; i < 2; i++) {
         json_t *r = run(vm(spec_gated("", "print('cold')\n", NULL), 120000));
@@ -2500,6 +2599,7 @@ int main(int argc, char **argv)
     RUN(gvisor_backend);
     RUN(microvm_backend);
     RUN(microvm_limits);
+    RUN(microvm_kernel_unpack);
     RUN(warm_microvm);
     RUN(warm_gvisor);
     if (!getenv("TOOLCAGE_QUICK"))
