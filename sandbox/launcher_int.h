@@ -161,13 +161,18 @@ struct sbx {
 #define WARM_TEMPLATES       16    /* specs the launcher keeps warm sandboxes for */
 #define WARM_GROUP_TEMPLATES 4     /* of them, one group's (a tenant's) at most */
 #define WARM_IDLE_MS         60000 /* a warm sandbox no call took by then is killed */
+/* a microvm template keeps one booted guest at most, however many calls miss: each holds its
+ * memory_mb + ~250 MiB on the host, and its boot a core for seconds under TCG */
+#define WARM_VM_PER_TEMPLATE 1
 
 /* What a call must match to take a warm sandbox: its spec without the per-call parts. */
 struct warm_tmpl {
     char *key;        /* canonical JSON (launcher_warm.c, warm_key); NULL: a free entry */
     json_t *spec;     /* the spec a warm sandbox of it starts with (id set at each start) */
     unsigned target;  /* warm sandboxes to keep: 0 for a template seen once, raised by
-                       * each call that found none ready */
+                       * each call that found none ready (a microvm one's to
+                       * WARM_VM_PER_TEMPLATE at most) */
+    bool vm;          /* a microvm template */
     int64_t used_ms;  /* the last call that matched (kept warm for WARM_IDLE_MS after) */
     int64_t miss_ms;  /* the last call that found none ready (or the last step down) */
     int64_t retry_ms; /* not before: one of its warm sandboxes ended by itself */

@@ -248,7 +248,7 @@ bool lc_warm_take(struct launcher *L, json_t *spec, struct tc_spec *parsed)
         if (starting > t->target)
             return false;
         t->miss_ms = now;
-        if (t->target < L->warm_group_max)
+        if (t->target < (t->vm ? WARM_VM_PER_TEMPLATE : L->warm_group_max))
             t->target++;
         return false;
     }
@@ -281,6 +281,7 @@ bool lc_warm_take(struct launcher *L, json_t *spec, struct tc_spec *parsed)
     L->warm[idx] = (struct warm_tmpl){.key = key,
                                       .spec = tspec,
                                       .target = 0,
+                                      .vm = strcmp(parsed->backend, "microvm") == 0,
                                       .used_ms = now,
                                       .miss_ms = now,
                                       .gen = ++L->warm_gens};

@@ -2343,7 +2343,7 @@ TEST(warm_microvm)
     /* (the fast boot: microvm_backend boots the kaslr way) */
     if (!(l2 = second_start(
               (struct tc_launcher_options){
-                  .max_sandboxes = 4, .pool_max = TC_POOL_NONE, .warm = 1, .microvm_fast = true},
+                  .max_sandboxes = 6, .pool_max = TC_POOL_NONE, .warm = 4, .microvm_fast = true},
               "warmvm", state, sizeof(state))))
         return;
     json_t *hi = tc_launcher_host_info(L);
@@ -2379,6 +2379,29 @@ TEST(warm_microvm)
             dump(r);
         json_decref(r);
     }
+    /* three calls at once: one takes the waiting guest, the others miss and boot cold; the
+     * template's target stays at one guest (WARM_VM_PER_TEMPLATE; a native template's would
+     * rise to three): no second guest is started after, though the launcher may hold four */
+    for (int k = 0; k < 1000 * slow && warm_waiting() != 1; k++)
+        usleep(10000);
+    struct conc c = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+    for (int i = 0; i < 3; i++) {
+        json_t *sp = vm(spec_gated("", "print('burst')\n", NULL), 120000);
+        CHECK(tc_launcher_submit(L, sp, conc_cb, &c) == 0);
+        json_decref(sp);
+    }
+    pthread_mutex_lock(&c.mu);
+    while (c.done < 3)
+        pthread_cond_wait(&c.cv, &c.mu);
+    pthread_mutex_unlock(&c.mu);
+    CHECK(c.ok == 3);
+    int most = 0; /* a raised target shows within moments: a sandbox waits in ms, booting */
+    for (int k = 0; k < 300 * slow; k++) {
+        int w = warm_waiting();
+        most = w > most ? w : most;
+        usleep(10000);
+    }
+    CHECK(most == 1);
     second_stop(l2, main_l, state, hi);
 }
 
