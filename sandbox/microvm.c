@@ -327,57 +327,101 @@ static int fast_kernel(struct tc_vm_host *h, const char *bzimage, const char *ca
 
 void tc_vm_setup(struct tc_vm_host *h, const char *scratch, const char *cache_dir, bool fast)
 {
-    char moddir[PATH_MAX], p[PATH_MAX + 64], src[PATH_MAX];
+    char src[PATH_MAX];
     memset(h, 0, sizeof(*h));
     snprintf(h->accel, sizeof(h->accel), "tcg");
-    snprintf(h->boot, sizeof(h->boot), "kaslr");
+    snprintf(h->boot, sizeof(h->boot), "%s", fast ? "fast" : "kaslr");
+    h->fast = fast;
+    snprintf(h->cache_dir, sizeof(h->cache_dir), "%s", cache_dir ? cache_dir : "");
     if (access(QEMU, X_OK) != 0)
         return unavailable(h, "not found (package qemu-system-x86): ", QEMU);
     if (!find_kernel(h->kernel, sizeof(h->kernel)))
         return unavailable(h, "no kernel in /boot with modules in /lib/modules ",
                            "(package linux-image-amd64)");
+    static const char *const bins[] = {"toolcage-vminit", "toolcage-vmrun"};
+    for (size_t i = 0; i < TC_ARRAY_SIZE(bins); i++) {
+        int fd = tc_child_find_binary(bins[i], src, sizeof(src));
+        if (fd < 0)
+            return unavailable(h, "not found: ", src);
+        close(fd);
+    }
+    if (fast) { /* the header and the payload's magic now; the unpack at the first call */
+        char why[96];
+        snprintf(src, sizeof(src), "/boot/vmlinuz-%s", h->kernel);
+        if (!cache_dir || !cache_dir[0])
+            snprintf(h->boot_why, sizeof(h->boot_why), "no state directory");
+        else if (tc_vm_kernel_check(src, why, sizeof(why)) < 0)
+            snprintf(h->boot_why, sizeof(h->boot_why), "%s", why);
+        h->fast = !h->boot_why[0];
+        snprintf(h->boot, sizeof(h->boot), "%s", h->fast ? "fast" : "kaslr");
+    }
+    /* A shared mount point, as the launcher's ws and img: the tmpfs mounted on it at the
+     * first microvm call (tc_vm_prepare) appears in every shell's mount namespace, also in
+     * those of the shells the pool made before. */
     snprintf(h->dir, sizeof(h->dir), "%s/vm", scratch);
     if (mkdir(h->dir, 0755) < 0 && errno != EEXIST)
         return unavailable(h, "cannot make ", h->dir);
+    if (mount(h->dir, h->dir, NULL, MS_BIND, NULL) < 0)
+        return unavailable(h, "cannot bind ", h->dir);
+    h->dir_bound = true;
+    if (mount(NULL, h->dir, NULL, MS_SHARED, NULL) < 0)
+        return unavailable(h, "cannot share ", h->dir);
+    h->available = true;
+}
+
+int tc_vm_prepare(struct tc_vm_host *h)
+{
+    char moddir[PATH_MAX], p[PATH_MAX + 64], src[PATH_MAX];
+    if (!h->available)
+        return -ENOENT;
+    if (h->dir_mounted)
+        return 0;
     if (mount("tcvm", h->dir, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64m") < 0)
-        return unavailable(h, "cannot mount a tmpfs on ", h->dir);
+        return unavailable(h, "cannot mount a tmpfs on ", h->dir), -ENOENT;
     h->dir_mounted = true;
     snprintf(moddir, sizeof(moddir), "/lib/modules/%s", h->kernel);
 
     snprintf(src, sizeof(src), "/boot/vmlinuz-%s", h->kernel);
     snprintf(p, sizeof(p), "%s/kernel", h->dir);
-    if (fast && fast_kernel(h, src, cache_dir, p) == 0)
-        snprintf(h->boot, sizeof(h->boot), "fast");
-    else if (copy_file(src, p, 0444) < 0)
-        return unavailable(h, "cannot read ", src);
+    if (h->fast && fast_kernel(h, src, h->cache_dir, p) < 0) {
+        /* (the check at start passed: a corrupt payload, no PVH entry; the report said fast) */
+        fprintf(stderr, "toolcage launcher: microvm: the fast boot failed (%s): kaslr\n",
+                h->boot_why);
+        h->fast = false;
+        snprintf(h->boot, sizeof(h->boot), "kaslr");
+    }
+    if (!h->fast && copy_file(src, p, 0444) < 0)
+        return unavailable(h, "cannot read ", src), -ENOENT;
     int fd = tc_child_find_binary("toolcage-vminit", src, sizeof(src));
     if (fd < 0)
-        return unavailable(h, "not found: ", src);
+        return unavailable(h, "not found: ", src), -ENOENT;
     close(fd);
     snprintf(p, sizeof(p), "%s/initrd", h->dir);
     int r = write_initrd(p, src, moddir);
     if (r < 0) {
         char why[96];
         snprintf(why, sizeof(why), "%s", strerror(-r));
-        return unavailable(h, "cannot build the guest's initramfs: ", why);
+        return unavailable(h, "cannot build the guest's initramfs: ", why), -ENOENT;
     }
     fd = tc_child_find_binary("toolcage-vmrun", src, sizeof(src));
     if (fd < 0)
-        return unavailable(h, "not found: ", src);
+        return unavailable(h, "not found: ", src), -ENOENT;
     close(fd);
     snprintf(p, sizeof(p), "%s/toolcage-vmrun", h->dir);
     if (copy_file(src, p, 0555) < 0)
-        return unavailable(h, "cannot copy ", src);
+        return unavailable(h, "cannot copy ", src), -ENOENT;
     if (mount(NULL, h->dir, NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
-        return unavailable(h, "cannot make read-only: ", h->dir);
-    h->available = true;
+        return unavailable(h, "cannot make read-only: ", h->dir), -ENOENT;
+    return 0;
 }
 
 void tc_vm_teardown(struct tc_vm_host *h)
 {
-    if (h->dir_mounted)
+    if (h->dir_mounted) /* (the kernel's bind, under it, goes with it) */
         umount2(h->dir, MNT_DETACH);
-    h->dir_mounted = false;
+    if (h->dir_bound)
+        umount2(h->dir, MNT_DETACH);
+    h->dir_mounted = h->dir_bound = false;
 }
 
 /* ---- the call's spec ---- */
@@ -392,9 +436,9 @@ static void set_lim(json_t *limits, const char *k, int64_t v)
     json_object_set_new(limits, k, json_integer(v));
 }
 
-json_t *tc_vm_rewrite(const struct tc_vm_host *h, json_t *spec, char *err, size_t errlen)
+json_t *tc_vm_rewrite(struct tc_vm_host *h, json_t *spec, char *err, size_t errlen)
 {
-    if (!h->available) {
+    if (!h->available || tc_vm_prepare(h) < 0) {
         snprintf(err, errlen, "backend microvm: %s", h->why);
         return NULL;
     }
@@ -493,10 +537,10 @@ json_t *tc_vm_report(const struct tc_vm_host *h)
 {
     if (!h->available)
         return json_pack("{s:b, s:s}", "available", 0, "why", h->why);
-    json_t *r =
-        json_pack("{s:b, s:s, s:s, s:s, s:s}", "available", 1, "accel", h->accel, "kernel",
-                  h->kernel, "boot", h->boot, "kvm",
-                  "not used: qemu runs in a native sandbox without /dev/kvm (docs/sandbox.md)");
+    json_t *r = json_pack("{s:b, s:s, s:s, s:s, s:s}", "available", 1, "accel", h->accel, "kernel",
+                          h->kernel, "boot", h->boot, "kvm",
+                          "not used: qemu runs in a native sandbox without /dev/kvm "
+                          "(docs/sandbox.md)");
     if (r && h->boot_why[0])
         json_object_set_new(r, "boot_why", json_string(h->boot_why));
     return r;

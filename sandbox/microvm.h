@@ -25,15 +25,21 @@ struct tc_vm_host {
     char accel[8];           /* "kvm" or "tcg" (what a call started now gets) */
     char setting[8];         /* "auto", "kvm" or "tcg" */
     char kernel[64];         /* the guest kernel's release */
-    char boot[8];            /* "fast": the unpacked kernel's PVH entry; "kaslr": the bzImage */
+    char boot[8];            /* "fast": the unpacked kernel's PVH entry; "kaslr": the bzImage
+                              * (until prepared: what was asked for) */
     char boot_why[128];      /* fast asked for, kaslr used: why */
     char dir[PATH_MAX - 64]; /* kernel, initrd, toolcage-vmrun; read-only */
-    bool dir_mounted;
+    char cache_dir[PATH_MAX - 64];
+    bool fast;
+    bool dir_bound, dir_mounted;
 };
 
-/* Builds dir (a tmpfs mounted at scratch/vm: the guest kernel, an initramfs with
- * toolcage-vminit and the modules it needs, toolcage-vmrun). Never fails the launcher: a host
- * without qemu or a kernel has no microvm backend (h->available false, h->why says why).
+/* Finds what a guest needs (qemu, a kernel, toolcage-vminit and -vmrun) and makes dir
+ * (scratch/vm) a shared mount point: cheap, as every launcher start (the one-shot CLI's too)
+ * pays it. Never fails the launcher: a host without qemu or a kernel has no microvm backend
+ * (h->available false, h->why says why). tc_vm_prepare() builds dir at the first microvm
+ * call (a tmpfs: the guest kernel, an initramfs with toolcage-vminit and the modules it
+ * needs, toolcage-vmrun; ~10-30 ms, the first fast boot on a host ~1 s more), once.
  *
  * The guest kernel: with fast, the kernel ELF unpacked from the bzImage once
  * (tc_vm_kernel_unpack, kept in cache_dir for the next launcher), booted at its PVH entry: no
@@ -42,14 +48,20 @@ struct tc_vm_host {
  * kernel cannot be unpacked (h->boot_why), the bzImage itself: the guest kernel randomises its
  * address as on hardware. */
 void tc_vm_setup(struct tc_vm_host *h, const char *scratch, const char *cache_dir, bool fast);
+int tc_vm_prepare(struct tc_vm_host *h);
 void tc_vm_teardown(struct tc_vm_host *h);
 
-/* The native spec that runs spec (a "microvm" one) in a guest; NULL with err set. */
-json_t *tc_vm_rewrite(const struct tc_vm_host *h, json_t *spec, char *err, size_t errlen);
+/* The native spec that runs spec (a "microvm" one) in a guest (dir prepared first); NULL with
+ * err set. */
+json_t *tc_vm_rewrite(struct tc_vm_host *h, json_t *spec, char *err, size_t errlen);
 
 /* enforced (sandbox.h) for a microvm call that ran under accel; host report's "microvm". */
 json_t *tc_vm_enforced(const char *accel);
 json_t *tc_vm_report(const struct tc_vm_host *h);
+
+/* Whether bzimage can be unpacked for the fast boot, from its header and the payload's magic
+ * (cheap: a launcher's start): 0, -ENOTSUP (not XZ) or -errno, with why. */
+int tc_vm_kernel_check(const char *bzimage, char *why, size_t whylen);
 
 /* Unpacks the kernel ELF from bzimage (XZ payload, boot protocol 2.08+) into out (written
  * beside and renamed: whole or absent), checking it has a PVH entry. 0, or -errno with why. */

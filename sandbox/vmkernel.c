@@ -110,6 +110,47 @@ static int write_all(int fd, const unsigned char *p, size_t len)
     return 0;
 }
 
+#define XZ_MAGIC                                                                                   \
+    "\xfd"                                                                                         \
+    "7zXZ" /* (6 bytes with its NUL) */
+
+/* Where a bzImage's compressed kernel is (head: the file's first bytes, at least 0x250 of
+ * them; len: the file's size): the setup header (Documentation/arch/x86/boot.rst), "HdrS",
+ * boot protocol 2.08+ for payload_offset/payload_length. *off is from the file's start. */
+static int payload_at(const unsigned char *head, size_t len, size_t *off, size_t *plen, char *why,
+                      size_t whylen)
+{
+    if (len < 0x250 || memcmp(head + 0x202, "HdrS", 4) != 0 ||
+        (head[0x206] | head[0x207] << 8) < 0x0208)
+        return fail(why, whylen, -EINVAL, "not a bzImage of boot protocol 2.08 or later");
+    size_t setup = ((size_t)(head[0x1f1] ? head[0x1f1] : 4) + 1) * 512;
+    size_t poff = get32(head + 0x248), pl = get32(head + 0x24c);
+    if (setup > len || poff > len - setup || pl > len - setup - poff || pl < 6)
+        return fail(why, whylen, -EINVAL, "the payload is outside the image");
+    *off = setup + poff;
+    *plen = pl;
+    return 0;
+}
+
+int tc_vm_kernel_check(const char *bzimage, char *why, size_t whylen)
+{
+    unsigned char head[0x250], magic[6];
+    struct stat st;
+    size_t off, plen;
+    int r, fd = open(bzimage, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return fail(why, whylen, -errno, "cannot read the kernel image");
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+        pread(fd, head, sizeof(head), 0) != sizeof(head))
+        r = fail(why, whylen, -EINVAL, "not a bzImage of boot protocol 2.08 or later");
+    else if ((r = payload_at(head, (size_t)st.st_size, &off, &plen, why, whylen)) == 0 &&
+             (pread(fd, magic, sizeof(magic), (off_t)off) != sizeof(magic) ||
+              memcmp(magic, XZ_MAGIC, 6) != 0))
+        r = fail(why, whylen, -ENOTSUP, "the payload is not XZ");
+    close(fd);
+    return r;
+}
+
 int tc_vm_kernel_unpack(const char *bzimage, const char *out, char *why, size_t whylen)
 {
     unsigned char *img = NULL, *elf = NULL;
@@ -119,23 +160,11 @@ int tc_vm_kernel_unpack(const char *bzimage, const char *out, char *why, size_t 
 
     if ((r = read_file(bzimage, &img, &len)) < 0)
         return fail(why, whylen, r, "cannot read the kernel image");
-    /* the setup header (Documentation/arch/x86/boot.rst): "HdrS", protocol >= 2.08 */
-    if (len < 0x250 || memcmp(img + 0x202, "HdrS", 4) != 0 ||
-        (img[0x206] | img[0x207] << 8) < 0x0208) {
-        r = fail(why, whylen, -EINVAL, "not a bzImage of boot protocol 2.08 or later");
+    size_t poff, plen;
+    if ((r = payload_at(img, len, &poff, &plen, why, whylen)) < 0)
         goto out;
-    }
-    size_t setup = ((size_t)(img[0x1f1] ? img[0x1f1] : 4) + 1) * 512;
-    size_t poff = get32(img + 0x248), plen = get32(img + 0x24c);
-    if (setup > len || poff > len - setup || plen > len - setup - poff || plen < 6) {
-        r = fail(why, whylen, -EINVAL, "the payload is outside the image");
-        goto out;
-    }
-    const unsigned char *payload = img + setup + poff;
-    if (memcmp(payload,
-               "\xfd"
-               "7zXZ\0",
-               6) != 0) { /* (Debian 12's; others boot compressed) */
+    const unsigned char *payload = img + poff;
+    if (memcmp(payload, XZ_MAGIC, 6) != 0) { /* (Debian 12's; others boot compressed) */
         r = fail(why, whylen, -ENOTSUP, "the payload is not XZ");
         goto out;
     }

@@ -2101,6 +2101,20 @@ static json_t *vm(json_t *spec, int64_t wall_ms)
 
 /* Output, status and files as for the other backends; inside, a kernel of its own: no host
  * process, file or network device to be seen, PID 1 is the guest's init. */
+/* The launcher's VM directory (microvm.h) is mounted: a tmpfs "tcvm" in its mount namespace */
+static bool vm_dir_mounted(void)
+{
+    char path[64], line[1024];
+    bool found = false;
+    snprintf(path, sizeof(path), "/proc/%d/mountinfo", tc_launcher_pid(L));
+    FILE *f = fopen(path, "re");
+    while (f && fgets(line, sizeof(line), f))
+        found |= strstr(line, " - tmpfs tcvm ") != NULL;
+    if (f)
+        fclose(f);
+    return found;
+}
+
 TEST(microvm_backend)
 {
     if (getenv("TOOLCAGE_TEST_NO_MICROVM"))
@@ -2124,6 +2138,9 @@ TEST(microvm_backend)
              " (echo x > /usr/x) 2>/dev/null && echo WROTE_USR;"
              " echo $SECRET_ENV; echo \"args $0 $1 [$ENDMARK]\"; exit 3",
              marker);
+    /* a launcher's start does not build the VM directory (the one-shot CLI's start would pay
+     * it): the first microvm call does */
+    CHECK(!vm_dir_mounted());
     json_t *s = vm(spec_sh(script), 120000);
     json_object_set_new(s, "stdin_b64", json_string("aGVsbG8K")); /* "hello\n" */
     json_object_set_new(
@@ -2165,6 +2182,10 @@ TEST(microvm_backend)
     CHECK(json_is_false(json_object_get(r, "pids_limit_hit")));
     CHECK(num(r, "memory_peak_bytes") > 0 && num(r, "memory_peak_bytes") < (64 << 20));
     CHECK(num(r, "cpu_ms") >= 0 && num(r, "cpu_ms") < num(r, "duration_ms"));
+    CHECK(vm_dir_mounted());
+    json_t *hi = tc_launcher_host_info(L);
+    CHECK(strcmp(str(json_object_get(hi, "microvm"), "boot"), "kaslr") == 0);
+    json_decref(hi);
     fprintf(stderr, "    microvm (%s) cold call: %lld ms\n", str(enf, "isolation"),
             (long long)num(r, "duration_ms"));
     if (tap_case_failed)
@@ -2203,7 +2224,6 @@ TEST(microvm_limits)
                             "vmlimits", state, sizeof(state))))
         return;
     json_t *hi = tc_launcher_host_info(L);
-    CHECK(strcmp(str(json_object_get(hi, "microvm"), "boot"), "fast") == 0);
     json_t *s = vm(spec_py("import os, signal, sys, time\n"
                            "kids, err = [], 0\n"
                            "for i in range(100):\n"
@@ -2230,6 +2250,8 @@ TEST(microvm_limits)
     set_limit(s, "memory_bytes", 256 << 20);
     set_limit(s, "pids", 32);
     json_t *r = run(s);
+    CHECK(strcmp(str(json_object_get(hi, "microvm"), "boot"), "fast") == 0);
+    CHECK(vm_dir_mounted());
     const char *out = OUT(r);
     int ok = -1, err = -1;
     const char *f = strstr(out, "forks ");
@@ -2289,6 +2311,7 @@ TEST(microvm_kernel_unpack)
     snprintf(bz, sizeof(bz), "/boot/vmlinuz-%s", ver);
     snprintf(out, sizeof(out), "/tmp/toolcage-test-%d-vmlinux", (int)getpid());
     snprintf(bad, sizeof(bad), "/tmp/toolcage-test-%d-badimage", (int)getpid());
+    CHECK(tc_vm_kernel_check(bz, why, sizeof(why)) == 0 || strstr(why, "not XZ"));
     int r = tc_vm_kernel_unpack(bz, out, why, sizeof(why));
     struct stat st;
     if (r == -ENOTSUP) /* (a kernel packed otherwise boots compressed: said, not failed) */
@@ -2318,6 +2341,8 @@ TEST(microvm_kernel_unpack)
         if (w)
             fclose(w);
         why[0] = '\0';
+        /* the cheap check at a launcher's start sees the header, the bounds and the magic */
+        CHECK((tc_vm_kernel_check(bad, why, sizeof(why)) < 0) == (k != 1));
         CHECK(tc_vm_kernel_unpack(bad, out, why, sizeof(why)) < 0 && why[0]);
         CHECK(access(out, F_OK) < 0);
     }
@@ -2347,7 +2372,6 @@ TEST(warm_microvm)
               "warmvm", state, sizeof(state))))
         return;
     json_t *hi = tc_launcher_host_info(L);
-    CHECK(strcmp(str(json_object_get(hi, "microvm"), "boot"), "fast") == 0);
     /* cold twice: the first teaches the template, the second (a miss) asks for a warm one */
     for (int i = 0; i < 2; i++) {
         json_t *r = run(vm(spec_gated("", "print('cold')\n", NULL), 120000));
