@@ -18,6 +18,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/util.h"
+
 #define BZIMAGE_MAX              (64u << 20)  /* Debian's are ~8 MiB */
 #define KERNEL_MAX               (512u << 20) /* the unpacked ELF: Debian's is 63 MiB */
 #define XEN_ELFNOTE_PHYS32_ENTRY 18
@@ -93,20 +95,6 @@ static int read_file(const char *path, unsigned char **ret, size_t *ret_len)
     }
     *ret = b;
     *ret_len = got;
-    return 0;
-}
-
-static int write_all(int fd, const unsigned char *p, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return n < 0 ? -errno : -EIO;
-        p += n;
-        len -= (size_t)n;
-    }
     return 0;
 }
 
@@ -207,7 +195,7 @@ int tc_vm_kernel_unpack(const char *bzimage, const char *out, char *why, size_t 
     fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
     if (fd < 0)
         r = -errno;
-    else if ((r = write_all(fd, elf, elf_len)) == 0 && (fsync(fd) < 0 || rename(tmp, out) < 0))
+    else if ((r = tc_write_all(fd, elf, elf_len)) == 0 && (fsync(fd) < 0 || rename(tmp, out) < 0))
         r = -errno;
     if (r < 0) {
         unlink(tmp);

@@ -17,7 +17,10 @@
  * host trusts nothing of the guest but frame boundaries (vmrun checks every length). */
 #pragma once
 
+#include <errno.h>
 #include <stdint.h>
+#include <time.h>
+#include <unistd.h>
 
 #define TC_VM_PORT      "toolcage"
 #define TC_VM_FRAME_MAX (1u << 20)
@@ -98,4 +101,42 @@ static inline void tc_vm_exit_unpack(const unsigned char b[TC_VM_EXIT_LEN], stru
 static inline uint32_t tc_vm_len(const unsigned char h[TC_VM_HDR])
 {
     return tc_vm_get32(h + 1);
+}
+
+/* Both programs' (static, without the project's libraries) I/O on the port and the streams:
+ * all of it, through EINTR, short counts and (a non-blocking fd) EAGAIN; -1 otherwise. */
+static inline int tc_vm_write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0 && (errno == EINTR || errno == EAGAIN)) {
+            if (errno == EAGAIN) {
+                struct timespec ts = {0, 1000000L};
+                nanosleep(&ts, NULL);
+            }
+            continue;
+        }
+        if (w <= 0)
+            return -1;
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+/* exactly len bytes: -1 at EOF or an error before */
+static inline int tc_vm_read_all(int fd, void *buf, size_t len)
+{
+    char *p = buf;
+    while (len > 0) {
+        ssize_t r = read(fd, p, len);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        p += r;
+        len -= (size_t)r;
+    }
+    return 0;
 }

@@ -51,46 +51,13 @@ static _Noreturn void power_off(void)
         pause();
 }
 
-static int write_all(int fd, const void *buf, size_t len)
-{
-    const char *p = buf;
-    while (len > 0) {
-        ssize_t w = write(fd, p, len);
-        if (w < 0 && (errno == EINTR || errno == EAGAIN)) {
-            if (errno == EAGAIN)
-                msleep(1);
-            continue;
-        }
-        if (w <= 0)
-            return -1;
-        p += w;
-        len -= (size_t)w;
-    }
-    return 0;
-}
-
-static int read_all(int fd, void *buf, size_t len)
-{
-    char *p = buf;
-    while (len > 0) {
-        ssize_t r = read(fd, p, len);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
-        p += r;
-        len -= (size_t)r;
-    }
-    return 0;
-}
-
 static int send_frame(int type, const void *data, uint32_t len)
 {
     unsigned char h[TC_VM_HDR];
     tc_vm_hdr(h, type, len);
-    if (port < 0 || write_all(port, h, sizeof(h)) < 0)
+    if (port < 0 || tc_vm_write_all(port, h, sizeof(h)) < 0)
         return -1;
-    return len ? write_all(port, data, len) : 0;
+    return len ? tc_vm_write_all(port, data, len) : 0;
 }
 
 /* Before the port is open there is nobody to tell: power off (vmrun reports "no guest"). */
@@ -175,7 +142,7 @@ static void mount_9p(const char *tag, const char *dst, bool ro, const char *cach
 static void write_file(const char *path, const char *text, mode_t mode)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-    if (fd < 0 || write_all(fd, text, strlen(text)) < 0)
+    if (fd < 0 || tc_vm_write_all(fd, text, strlen(text)) < 0)
         die(path, errno);
     close(fd);
 }
@@ -433,8 +400,8 @@ int main(void)
 
     if (send_frame(TC_VM_READY, NULL, 0) < 0)
         power_off();
-    if (read_all(port, h, sizeof(h)) < 0 || h[0] != TC_VM_CONFIG ||
-        tc_vm_len(h) >= sizeof(cfgbuf) || read_all(port, cfgbuf, tc_vm_len(h)) < 0)
+    if (tc_vm_read_all(port, h, sizeof(h)) < 0 || h[0] != TC_VM_CONFIG ||
+        tc_vm_len(h) >= sizeof(cfgbuf) || tc_vm_read_all(port, cfgbuf, tc_vm_len(h)) < 0)
         die("no configuration", EPROTO);
     parse_cfg(cfgbuf, tc_vm_len(h), &c);
 
@@ -513,10 +480,10 @@ int main(void)
         }
         if (p[0].revents) {
             uint32_t n;
-            if (read_all(port, h, sizeof(h)) < 0)
+            if (tc_vm_read_all(port, h, sizeof(h)) < 0)
                 in_eof = true; /* the host went away: the wall clock ends us */
             else if (h[0] == TC_VM_STDIN && (n = tc_vm_len(h)) <= sizeof(inbuf)) {
-                if (read_all(port, inbuf, n) < 0)
+                if (tc_vm_read_all(port, inbuf, n) < 0)
                     in_eof = true;
                 else {
                     in_len = n;

@@ -239,21 +239,6 @@ big:
 #undef PUT
 }
 
-static int write_all(int fd, const void *buf, size_t len)
-{
-    const char *p = buf;
-    while (len > 0) {
-        ssize_t w = write(fd, p, len);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        len -= (size_t)w;
-    }
-    return 0;
-}
-
 static pid_t qemu_pid;
 
 static int qfd = -1, verdict_fd = -1;
@@ -402,7 +387,7 @@ int main(int argc, char **argv)
                 break;
             case TC_VM_STDOUT:
             case TC_VM_STDERR:
-                if (write_all(h[0] == TC_VM_STDOUT ? 1 : 2, d, len) < 0 && errno != EPIPE)
+                if (tc_vm_write_all(h[0] == TC_VM_STDOUT ? 1 : 2, d, len) < 0 && errno != EPIPE)
                     finish(0, 0, "output failed", NULL, 0);
                 break;
             case TC_VM_EXIT: {
