@@ -287,42 +287,64 @@ static int no_fast(struct tc_vm_host *h, int err, const char *what, const char *
     return err;
 }
 
-/* The unpacked kernel for the fast boot, in cache_dir (made by the first launcher that needs
- * it: ~1 s; named by the image's release, size and time, so a reinstalled kernel is unpacked
- * again), bound read-only on dst (a file in the VM directory). 0, or -errno with h->boot_why. */
-static int fast_kernel(struct tc_vm_host *h, const char *bzimage, const char *cache_dir,
-                       const char *dst)
+/* The unpacked kernel for the fast boot, in cache_dir (made by the first launcher start that
+ * finds it missing: ~1 s once per kernel, not in a call's path; named by the image's
+ * release, size and time, so a reinstalled kernel is unpacked again): its path in h->cached.
+ * The directory and the file must be ours and no one else's to write. 0, or -errno with
+ * h->boot_why. */
+static int cache_kernel(struct tc_vm_host *h, const char *bzimage, const char *cache_dir)
 {
-    struct stat st, cst;
-    char cached[PATH_MAX];
-    if (!cache_dir || !cache_dir[0])
-        return no_fast(h, -EINVAL, "no state directory", NULL);
+    struct stat st, dst;
     if (stat(bzimage, &st) < 0)
         return no_fast(h, -errno, "cannot read ", bzimage);
     if (mkdir(cache_dir, 0700) < 0 && errno != EEXIST)
         return no_fast(h, -errno, "cannot make ", cache_dir);
-    if ((size_t)snprintf(cached, sizeof(cached), "%s/vmlinux-%s-%lld-%lld", cache_dir, h->kernel,
-                         (long long)st.st_size, (long long)st.st_mtime) >= sizeof(cached))
+    if (lstat(cache_dir, &dst) < 0 || !S_ISDIR(dst.st_mode) || dst.st_uid != geteuid() ||
+        (dst.st_mode & 022))
+        return no_fast(h, -EPERM, "not ours alone: ", cache_dir);
+    if ((size_t)snprintf(h->cached, sizeof(h->cached), "%s/vmlinux-%s-%lld-%lld", cache_dir,
+                         h->kernel, (long long)st.st_size,
+                         (long long)st.st_mtime) >= sizeof(h->cached))
         return no_fast(h, -ENAMETOOLONG, "path too long", NULL);
-    /* ours only: a regular file of our user's that no one may write */
-    if (lstat(cached, &cst) < 0 || !S_ISREG(cst.st_mode) || cst.st_uid != geteuid() ||
-        (cst.st_mode & 0222)) {
+    int fd = open(h->cached, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat cst;
+    bool ok = fd >= 0 && fstat(fd, &cst) == 0 && S_ISREG(cst.st_mode) && cst.st_uid == geteuid() &&
+              !(cst.st_mode & 0222) && cst.st_size > 0;
+    if (fd >= 0)
+        close(fd);
+    if (!ok) { /* (written beside and renamed over: another launcher's stays whole) */
         char why[96];
-        unlink(cached);
-        int r = tc_vm_kernel_unpack(bzimage, cached, why, sizeof(why));
+        int r = tc_vm_kernel_unpack(bzimage, h->cached, why, sizeof(why));
         if (r < 0)
             return no_fast(h, r, why, NULL);
     }
-    int fd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
-    if (fd < 0)
-        return no_fast(h, -errno, "cannot make ", dst);
-    close(fd);
-    if (mount(cached, dst, NULL, MS_BIND, NULL) < 0) {
-        int r = no_fast(h, -errno, "cannot bind ", cached);
-        unlink(dst);
-        return r;
-    }
     return 0;
+}
+
+/* The cached kernel bound read-only on dst (a file in the VM directory), through the
+ * descriptor we checked (no path is looked up twice). 0, or -errno with h->boot_why. */
+static int fast_kernel(struct tc_vm_host *h, const char *dst)
+{
+    struct stat cst;
+    char self[64];
+    int r = 0, fd = open(h->cached, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return no_fast(h, -errno, "cannot open ", h->cached);
+    if (fstat(fd, &cst) < 0 || !S_ISREG(cst.st_mode) || cst.st_uid != geteuid() ||
+        (cst.st_mode & 0222))
+        r = no_fast(h, -EPERM, "not ours alone: ", h->cached);
+    int out = r < 0 ? -1 : open(dst, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
+    if (r == 0 && out < 0)
+        r = no_fast(h, -errno, "cannot make ", dst);
+    if (out >= 0)
+        close(out);
+    snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+    if (r == 0 && mount(self, dst, NULL, MS_BIND, NULL) < 0) {
+        r = no_fast(h, -errno, "cannot bind ", h->cached);
+        unlink(dst);
+    }
+    close(fd);
+    return r;
 }
 
 void tc_vm_setup(struct tc_vm_host *h, const char *scratch, const char *cache_dir, bool fast)
@@ -345,13 +367,15 @@ void tc_vm_setup(struct tc_vm_host *h, const char *scratch, const char *cache_di
             return unavailable(h, "not found: ", src);
         close(fd);
     }
-    if (fast) { /* the header and the payload's magic now; the unpack at the first call */
+    if (fast) { /* the header, the payload's magic; the unpack if no launcher did it before */
         char why[96];
         snprintf(src, sizeof(src), "/boot/vmlinuz-%s", h->kernel);
         if (!cache_dir || !cache_dir[0])
             snprintf(h->boot_why, sizeof(h->boot_why), "no state directory");
         else if (tc_vm_kernel_check(src, why, sizeof(why)) < 0)
             snprintf(h->boot_why, sizeof(h->boot_why), "%s", why);
+        else
+            (void)cache_kernel(h, src, cache_dir); /* (sets boot_why when it cannot) */
         h->fast = !h->boot_why[0];
         snprintf(h->boot, sizeof(h->boot), "%s", h->fast ? "fast" : "kaslr");
     }
@@ -369,6 +393,16 @@ void tc_vm_setup(struct tc_vm_host *h, const char *scratch, const char *cache_di
     h->available = true;
 }
 
+/* A prepare that failed leaves nothing half-built (the next call tries again). */
+static int prepare_fail(struct tc_vm_host *h, const char *what, const char *arg)
+{
+    snprintf(h->prep_why, sizeof(h->prep_why), "%s%.120s", what, arg);
+    if (h->dir_mounted)
+        umount2(h->dir, MNT_DETACH);
+    h->dir_mounted = false;
+    return -EIO;
+}
+
 int tc_vm_prepare(struct tc_vm_host *h)
 {
     char moddir[PATH_MAX], p[PATH_MAX + 64], src[PATH_MAX];
@@ -377,41 +411,38 @@ int tc_vm_prepare(struct tc_vm_host *h)
     if (h->dir_mounted)
         return 0;
     if (mount("tcvm", h->dir, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64m") < 0)
-        return unavailable(h, "cannot mount a tmpfs on ", h->dir), -ENOENT;
+        return prepare_fail(h, "cannot mount a tmpfs on ", h->dir);
     h->dir_mounted = true;
     snprintf(moddir, sizeof(moddir), "/lib/modules/%s", h->kernel);
 
     snprintf(src, sizeof(src), "/boot/vmlinuz-%s", h->kernel);
     snprintf(p, sizeof(p), "%s/kernel", h->dir);
-    if (h->fast && fast_kernel(h, src, h->cache_dir, p) < 0) {
-        /* (the check at start passed: a corrupt payload, no PVH entry; the report said fast) */
+    if (h->fast && fast_kernel(h, p) < 0) {
+        /* (it was there at start: removed since, or not ours; the report said fast) */
         fprintf(stderr, "toolcage launcher: microvm: the fast boot failed (%s): kaslr\n",
                 h->boot_why);
         h->fast = false;
         snprintf(h->boot, sizeof(h->boot), "kaslr");
     }
     if (!h->fast && copy_file(src, p, 0444) < 0)
-        return unavailable(h, "cannot read ", src), -ENOENT;
+        return prepare_fail(h, "cannot read ", src);
     int fd = tc_child_find_binary("toolcage-vminit", src, sizeof(src));
     if (fd < 0)
-        return unavailable(h, "not found: ", src), -ENOENT;
+        return prepare_fail(h, "not found: ", src);
     close(fd);
     snprintf(p, sizeof(p), "%s/initrd", h->dir);
     int r = write_initrd(p, src, moddir);
-    if (r < 0) {
-        char why[96];
-        snprintf(why, sizeof(why), "%s", strerror(-r));
-        return unavailable(h, "cannot build the guest's initramfs: ", why), -ENOENT;
-    }
+    if (r < 0)
+        return prepare_fail(h, "cannot build the guest's initramfs: ", strerror(-r));
     fd = tc_child_find_binary("toolcage-vmrun", src, sizeof(src));
     if (fd < 0)
-        return unavailable(h, "not found: ", src), -ENOENT;
+        return prepare_fail(h, "not found: ", src);
     close(fd);
     snprintf(p, sizeof(p), "%s/toolcage-vmrun", h->dir);
     if (copy_file(src, p, 0555) < 0)
-        return unavailable(h, "cannot copy ", src), -ENOENT;
+        return prepare_fail(h, "cannot copy ", src);
     if (mount(NULL, h->dir, NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
-        return unavailable(h, "cannot make read-only: ", h->dir), -ENOENT;
+        return prepare_fail(h, "cannot make read-only: ", h->dir);
     return 0;
 }
 
@@ -438,7 +469,7 @@ static void set_lim(json_t *limits, const char *k, int64_t v)
 
 json_t *tc_vm_rewrite(struct tc_vm_host *h, json_t *spec, char *err, size_t errlen)
 {
-    if (!h->available || tc_vm_prepare(h) < 0) {
+    if (!h->available) {
         snprintf(err, errlen, "backend microvm: %s", h->why);
         return NULL;
     }
@@ -459,6 +490,11 @@ json_t *tc_vm_rewrite(struct tc_vm_host *h, json_t *spec, char *err, size_t errl
     if (json_array_size(json_object_get(spec, "argv")) > TC_SPEC_MAX_ARGS - 32 ||
         json_array_size(json_object_get(spec, "mounts")) >= TC_SPEC_MAX_MOUNTS) {
         snprintf(err, errlen, "backend microvm: too many arguments or mounts");
+        return NULL;
+    }
+    /* a call the backend can run: its directory, built at the first (tc_vm_setup) */
+    if (tc_vm_prepare(h) < 0) {
+        snprintf(err, errlen, "backend microvm: %s", h->prep_why);
         return NULL;
     }
     json_t *out = json_deep_copy(spec);

@@ -30,6 +30,8 @@ struct tc_vm_host {
     char boot_why[128];      /* fast asked for, kaslr used: why */
     char dir[PATH_MAX - 64]; /* kernel, initrd, toolcage-vmrun; read-only */
     char cache_dir[PATH_MAX - 64];
+    char cached[PATH_MAX]; /* the fast boot's unpacked kernel */
+    char prep_why[192];    /* the last tc_vm_prepare that failed: why */
     bool fast;
     bool dir_bound, dir_mounted;
 };
@@ -37,9 +39,11 @@ struct tc_vm_host {
 /* Finds what a guest needs (qemu, a kernel, toolcage-vminit and -vmrun) and makes dir
  * (scratch/vm) a shared mount point: cheap, as every launcher start (the one-shot CLI's too)
  * pays it. Never fails the launcher: a host without qemu or a kernel has no microvm backend
- * (h->available false, h->why says why). tc_vm_prepare() builds dir at the first microvm
- * call (a tmpfs: the guest kernel, an initramfs with toolcage-vminit and the modules it
- * needs, toolcage-vmrun; ~10-30 ms, the first fast boot on a host ~1 s more), once.
+ * (h->available false, h->why says why). With fast, the kernel is unpacked here if no
+ * launcher did it before (~1 s, once per kernel and state directory). tc_vm_prepare() builds
+ * dir at the first microvm call (a tmpfs: the guest kernel, an initramfs with toolcage-vminit
+ * and the modules it needs, toolcage-vmrun; ~10-30 ms); one that fails leaves nothing and the
+ * next call tries again.
  *
  * The guest kernel: with fast, the kernel ELF unpacked from the bzImage once
  * (tc_vm_kernel_unpack, kept in cache_dir for the next launcher), booted at its PVH entry: no

@@ -2349,6 +2349,28 @@ TEST(microvm_kernel_unpack)
     free(img);
     unlink(bad);
     unlink(out);
+
+    /* a cache directory others may write is not used: the launcher boots kaslr and says why */
+    if (!microvm_available())
+        return;
+    struct tc_launcher *main_l = L, *l2;
+    char state[128], cache[160];
+    snprintf(state, sizeof(state), "/tmp/toolcage-test-%d-vmcache", (int)getpid());
+    snprintf(cache, sizeof(cache), "%s/vm", state);
+    CHECK(mkdir(state, 0700) == 0 && mkdir(cache, 0700) == 0 && chmod(cache, 0777) == 0);
+    if (!(l2 = second_start((struct tc_launcher_options){.max_sandboxes = 2,
+                                                         .pool_max = TC_POOL_NONE,
+                                                         .microvm_fast = true},
+                            "vmcache", state, sizeof(state))))
+        return;
+    json_t *hi = tc_launcher_host_info(L);
+    json_t *mv = json_object_get(hi, "microvm");
+    CHECK(strcmp(str(mv, "boot"), "kaslr") == 0);
+    CHECK(strstr(str(mv, "boot_why"), "not ours alone") != NULL);
+    CHECK(rmdir(cache) == 0); /* nothing was unpacked into it */
+    if (tap_case_failed)
+        dump(hi);
+    second_stop(l2, main_l, state, hi);
 }
 
 /* Warm guests: booted, the interpreter started up to its gate in the guest, before the
