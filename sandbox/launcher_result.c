@@ -213,21 +213,21 @@ static void finish(struct launcher *L, struct sbx *s)
         s->killed_reason = "memory";
     bool pids_hit = s->has_cg && tc_cg_pids_hit(&s->cg);
     if (s->vm && s->have_exit) {
-        /* a microvm's program ran under the guest's kernel: its cgroup there is the one that
-         * counts (vminit, through vmrun's verdict); the host's above measured qemu. Bounded:
-         * it comes from the guest. Without a verdict (qemu died, the guest broke the
-         * protocol) qemu's figures stand. */
+        /* a microvm's program ran under the guest's kernel: its cgroup there says what the
+         * program met (vminit, through vmrun's verdict); the host's above measured qemu.
+         * cpu_ms stays qemu's: it is what the tenant's CPU quota is charged (the guest's own
+         * figure is the guest's word, and under TCG qemu spends several times more). The
+         * peak is bounded by the program's limit (+ the guest kernel's charge batching).
+         * Without a verdict (qemu died, the guest broke the protocol) the host's stand. */
         unsigned oom = 0, pids = 0;
         unsigned long long g_cpu_us = 0, g_peak = 0;
         if (sscanf(s->vm_verdict, TC_VM_VERDICT_FMT, &oom, &pids, &g_cpu_us, &g_peak) == 4) {
+            uint64_t most = (uint64_t)tc_vm_program_memory(s->spec.limits.memory_bytes) + (1 << 20);
             if (oom && !s->killed_reason)
                 s->killed_reason = "memory";
-            pids_hit |= pids != 0;
-            cpu_ms = (int64_t)(g_cpu_us / 1000 < (unsigned long long)INT32_MAX ? g_cpu_us / 1000
-                                                                               : INT32_MAX);
-            peak = g_peak < (uint64_t)s->spec.limits.memory_bytes
-                       ? g_peak
-                       : (uint64_t)s->spec.limits.memory_bytes;
+            pids_hit = pids != 0; /* (qemu's own threads on the host are not the program's) */
+            if (g_peak > 0)       /* (0: the guest could not read it) */
+                peak = g_peak < most ? g_peak : most;
         }
     }
     /* gvisor: the host pids cgroup is only a backstop for runsc's own threads; when it

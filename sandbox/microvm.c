@@ -556,6 +556,12 @@ json_t *tc_vm_rewrite(struct tc_vm_host *h, json_t *spec, char *err, size_t errl
     return out;
 }
 
+int64_t tc_vm_program_memory(int64_t host_bytes)
+{
+    int64_t extra = (int64_t)(GUEST_EXTRA_MB + QEMU_EXTRA_MB) << 20;
+    return host_bytes > extra ? host_bytes - extra : 0;
+}
+
 json_t *tc_vm_enforced(const char *accel)
 {
     char iso[24];

@@ -59,6 +59,10 @@ void tc_vm_teardown(struct tc_vm_host *h);
  * err set. */
 json_t *tc_vm_rewrite(struct tc_vm_host *h, json_t *spec, char *err, size_t errlen);
 
+/* The program's memory limit in the guest, from the rewritten spec's (the host's: qemu's
+ * sandbox, which adds the guest kernel's and qemu's own). */
+int64_t tc_vm_program_memory(int64_t host_bytes);
+
 /* enforced (sandbox.h) for a microvm call that ran under accel; host report's "microvm". */
 json_t *tc_vm_enforced(const char *accel);
 json_t *tc_vm_report(const struct tc_vm_host *h);

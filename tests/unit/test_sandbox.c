@@ -2176,12 +2176,13 @@ TEST(microvm_backend)
     CHECK(strncmp(str(enf, "isolation"), "microvm_", 8) == 0);
     CHECK(strcmp(str(enf, "memory_bytes"), "guest_cgroup_v2") == 0);
     CHECK(json_array_size(json_object_get(r, "policy_violations")) == 0);
-    /* the figures are the guest program's (its cgroup there), not qemu's: bash and a few
-     * commands, well under the guest's 200 MiB (qemu alone holds more on the host) */
+    /* the peak is the guest program's (its cgroup there), not qemu's: bash and a few
+     * commands, well under the guest's 200 MiB (qemu alone holds more on the host); cpu_ms
+     * is qemu's on the host (what a quota is charged) */
     CHECK(json_is_null(json_object_get(r, "killed_reason")));
     CHECK(json_is_false(json_object_get(r, "pids_limit_hit")));
     CHECK(num(r, "memory_peak_bytes") > 0 && num(r, "memory_peak_bytes") < (64 << 20));
-    CHECK(num(r, "cpu_ms") >= 0 && num(r, "cpu_ms") < num(r, "duration_ms"));
+    CHECK(num(r, "cpu_ms") > 0);
     CHECK(vm_dir_mounted());
     json_t *hi = tc_launcher_host_info(L);
     CHECK(strcmp(str(json_object_get(hi, "microvm"), "boot"), "kaslr") == 0);
@@ -2267,7 +2268,9 @@ TEST(microvm_limits)
           strcmp(str(r, "killed_reason"), "memory") == 0);
     CHECK(strcmp(str(r, "signal"), "SIGXCPU") == 0);
     CHECK(json_is_true(json_object_get(r, "pids_limit_hit")));
-    CHECK(num(r, "cpu_ms") > 12000 && num(r, "cpu_ms") < num(r, "duration_ms"));
+    /* qemu's host CPU, charged to the tenant: at least the guest's budget (emulation costs
+     * more than it emulates) */
+    CHECK(num(r, "cpu_ms") >= 12000);
     /* (the guest kernel charges in batches: a few pages past memory.max at the kill) */
     CHECK(num(r, "memory_peak_bytes") > (64 << 20) && num(r, "memory_peak_bytes") < (260 << 20));
     CHECK(num(r, "duration_ms") < wall - 5000);
