@@ -354,7 +354,6 @@ void tc_vm_setup(struct tc_vm_host *h, const char *scratch, const char *cache_di
     snprintf(h->accel, sizeof(h->accel), "tcg");
     snprintf(h->boot, sizeof(h->boot), "%s", fast ? "fast" : "kaslr");
     h->fast = fast;
-    snprintf(h->cache_dir, sizeof(h->cache_dir), "%s", cache_dir ? cache_dir : "");
     if (access(QEMU, X_OK) != 0)
         return unavailable(h, "not found (package qemu-system-x86): ", QEMU);
     if (!find_kernel(h->kernel, sizeof(h->kernel)))

@@ -23,15 +23,13 @@ struct tc_vm_host {
     bool available;
     char why[192];           /* when not available */
     char accel[8];           /* "kvm" or "tcg" (what a call started now gets) */
-    char setting[8];         /* "auto", "kvm" or "tcg" */
     char kernel[64];         /* the guest kernel's release */
     char boot[8];            /* "fast": the unpacked kernel's PVH entry; "kaslr": the bzImage
                               * (until prepared: what was asked for) */
     char boot_why[128];      /* fast asked for, kaslr used: why */
     char dir[PATH_MAX - 64]; /* kernel, initrd, toolcage-vmrun; read-only */
-    char cache_dir[PATH_MAX - 64];
-    char cached[PATH_MAX]; /* the fast boot's unpacked kernel */
-    char prep_why[192];    /* the last tc_vm_prepare that failed: why */
+    char cached[PATH_MAX];   /* the fast boot's unpacked kernel */
+    char prep_why[192];      /* the last tc_vm_prepare that failed: why */
     bool fast;
     bool dir_bound, dir_mounted;
 };
