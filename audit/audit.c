@@ -147,16 +147,14 @@ int tc_audit_append_tx(PGconn *c, const struct tc_keys *keys, const json_t *even
     tc_db_bytea_hex(digest, 32, digest_bytea);
     tc_db_bytea_hex(mac, 32, mac_bytea);
     const char *p[] = {seqs, canon, hash_bytea, digest_bytea, mac_bytea, keys->master_id};
+    /* the record and the new head in one statement (one round trip; a WITH's INSERT runs
+     * once and to completion whatever the outer statement reads) */
     r = tc_db_exec(c,
-                   "INSERT INTO audit_log (seq, record, hash, digest, mac, mac_key_id)"
-                   " VALUES ($1, $2::jsonb, $3::bytea, $4::bytea, $5::bytea, $6)",
+                   "WITH rec AS (INSERT INTO audit_log (seq, record, hash, digest, mac, mac_key_id)"
+                   " VALUES ($1, $2::jsonb, $3::bytea, $4::bytea, $5::bytea, $6))"
+                   " UPDATE audit_head SET seq = $1, hash = $3::bytea",
                    6, p);
     free(canon);
-    if (!r)
-        return -EIO;
-    PQclear(r);
-    const char *p2[] = {seqs, hash_bytea};
-    r = tc_db_exec(c, "UPDATE audit_head SET seq = $1, hash = $2::bytea", 2, p2);
     if (!r)
         return -EIO;
     PQclear(r);

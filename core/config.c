@@ -59,6 +59,9 @@ static const struct opt options[] = {
      "debug, info, warn or error"},
     {"TOOLCAGE_THREADS", OPT_INT, "4", 1, 256, OFF(threads), "HTTP worker threads"},
     {"TOOLCAGE_DB_POOL", OPT_INT, "8", 1, 256, OFF(db_pool), "PostgreSQL connections"},
+    {"TOOLCAGE_DB_PREPARE", OPT_BOOL, "1", 0, 1, OFF(db_prepare),
+     "1: each connection keeps the statements it runs prepared (parsed and planned once); 0:"
+     " every statement unnamed (a transaction-mode connection pooler in front of PostgreSQL)"},
     {"TOOLCAGE_MAX_BODY_BYTES", OPT_INT, "4194304", 1024, 268435456, OFF(max_body_bytes),
      "largest request body accepted (413 beyond)"},
     {"TOOLCAGE_MAX_SANDBOXES", OPT_INT, "64", 1, 4096, OFF(max_sandboxes),

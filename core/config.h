@@ -15,6 +15,7 @@ struct tc_config {
     int log_level; /* enum tc_log_level */
     int64_t threads;
     int64_t db_pool;
+    bool db_prepare;
     int64_t max_body_bytes;
     int64_t max_sandboxes;
     int64_t tenant_max_concurrent;       /* per tenant, all replicas (execution/quota.h); 0: none */

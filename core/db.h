@@ -44,6 +44,10 @@ bool tc_db_conn_ok(PGconn *c);
  * For connections outside the pool (worker, recorder). True when usable. */
 bool tc_db_ensure(PGconn **c, const char *conninfo);
 
+/* Connections made from now on keep the statements they run prepared (default), or run
+ * every statement unnamed (false: TOOLCAGE_DB_PREPARE=0, for a transaction-mode pooler). */
+void tc_db_prepare_statements(bool on);
+
 /* True when the server answers SELECT 1. */
 bool tc_db_ping(struct tc_db *db);
 /* Single connection without a pool (CLI commands). */

@@ -105,12 +105,14 @@ int tc_execution_finish_tx(PGconn *c, const struct tc_keys *keys, const struct t
             c, f->tenant_id, json_integer_value(json_object_get(f->view, "cpu_ms")),
             started ? json_integer_value(json_object_get(f->view, "duration_ms")) : 0) &&
         tc_audit_append_tx(c, keys, ev, NULL) == 0 &&
+        /* the callback's delivery (if it asked for one) and the news for long-polls, in one
+         * round trip ($4 is the id again, as text) */
         run(c,
-            "INSERT INTO webhook_deliveries (id, execution_id, url, body)"
+            "WITH hook AS (INSERT INTO webhook_deliveries (id, execution_id, url, body)"
             " SELECT $3, id, callback_url, result FROM executions"
-            " WHERE id = $1 AND tenant_id = $2 AND callback_url IS NOT NULL",
-            3, (const char *const[]){f->exec_id, f->tenant_id, wid}) &&
-        run(c, "SELECT pg_notify('toolcage_done', $1)", 1, p))
+            " WHERE id = $1 AND tenant_id = $2 AND callback_url IS NOT NULL)"
+            " SELECT pg_notify('toolcage_done', $4)",
+            4, (const char *const[]){f->exec_id, f->tenant_id, wid, f->exec_id}))
         rc = 0;
 out:
     free(text);

@@ -307,6 +307,7 @@ class Server {
     this.freshDatabase = Boolean(opts.freshDatabase);
     this.policy = path.resolve(ROOT, opts.policy || 'examples/policy.json');
     this.serveEnv = opts.serveEnv || {};
+    this.bin = opts.bin || BIN; // the binary that serves (bench/ab.mjs compares two builds)
     this.beforeMigrate = opts.beforeMigrate; // async (server) => {}: e.g. an older schema's data
     this.database = null; // the fresh database's name, if any
     this.env = {}; // overrides of dbEnv() for this server and its CLI calls
@@ -376,7 +377,7 @@ class Server {
     this.port = port;
     this.base = `http://127.0.0.1:${port}`;
     const log = fs.openSync(this.logPath, 'a');
-    this.proc = spawn(BIN, ['serve'], {
+    this.proc = spawn(this.bin, ['serve'], {
       env: {
         ...process.env,
         ...dbEnv(),

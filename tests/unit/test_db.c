@@ -1,0 +1,175 @@
+/* core/db.c against a real PostgreSQL (scripts/test gives the unit tests a database of their
+ * own in TOOLCAGE_DATABASE_URL): the per-connection prepared statements. Each case asserts
+ * what the server holds (pg_prepared_statements), not only that a query answered. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/db.h"
+#include "tap.h"
+
+static const char *url;
+
+/* The case needs the database; CI always has one (a skip there would hide the cases). */
+#define NEED_DB()                                                                                  \
+    do {                                                                                           \
+        if (!url) {                                                                                \
+            CHECK(getenv("CI") == NULL);                                                           \
+            TAP_SKIP_HERE("no TOOLCAGE_DATABASE_URL (scripts/test sets it)");                      \
+        }                                                                                          \
+    } while (0)
+
+/* How many statements the session behind c holds prepared (run unnamed, so as not to count
+ * itself). */
+static long prepared_count(PGconn *c)
+{
+    PGresult *r = PQexecParams(c, "SELECT count(*) FROM pg_prepared_statements", 0, NULL, NULL,
+                               NULL, NULL, 0);
+    long n = PQresultStatus(r) == PGRES_TUPLES_OK ? strtol(PQgetvalue(r, 0, 0), NULL, 10) : -1;
+    PQclear(r);
+    return n;
+}
+
+static long add_one(PGconn *c, const char *v)
+{
+    const char *p[1] = {v};
+    PGresult *r = tc_db_exec(c, "SELECT $1::int + 1", 1, p);
+    long n = r ? strtol(PQgetvalue(r, 0, 0), NULL, 10) : -1;
+    PQclear(r);
+    return n;
+}
+
+TEST(statements_are_prepared_once_and_reused)
+{
+    NEED_DB();
+    char *err = NULL;
+    PGconn *c = tc_db_connect(url, &err);
+    CHECK(c != NULL);
+    if (!c)
+        return;
+    CHECK(prepared_count(c) == 0);
+    CHECK(add_one(c, "1") == 2);
+    CHECK(prepared_count(c) == 1);
+    /* the same text with other parameters: the same statement, the right answers */
+    for (int i = 0; i < 20; i++) {
+        char v[16];
+        snprintf(v, sizeof(v), "%d", i * 7);
+        CHECK(add_one(c, v) == i * 7 + 1);
+    }
+    CHECK(prepared_count(c) == 1);
+    /* another text is another statement */
+    PGresult *r = tc_db_exec(c, "SELECT 'x'::text", 0, NULL);
+    CHECK(r && strcmp(PQgetvalue(r, 0, 0), "x") == 0);
+    PQclear(r);
+    CHECK(prepared_count(c) == 2);
+    PQfinish(c);
+}
+
+TEST(texts_beyond_the_bound_run_unnamed)
+{
+    NEED_DB();
+    PGconn *c = tc_db_connect(url, NULL);
+    CHECK(c != NULL);
+    if (!c)
+        return;
+    for (int i = 0; i < 300; i++) {
+        char sql[64];
+        snprintf(sql, sizeof(sql), "SELECT %d", i);
+        PGresult *r = tc_db_exec(c, sql, 0, NULL);
+        CHECK(r && atoi(PQgetvalue(r, 0, 0)) == i);
+        PQclear(r);
+    }
+    long n = prepared_count(c);
+    CHECK(n > 100 && n < 300); /* bounded: the rest ran unnamed, and answered */
+    /* the first ones are still the prepared ones */
+    PGresult *r = tc_db_exec(c, "SELECT 0", 0, NULL);
+    CHECK(r && atoi(PQgetvalue(r, 0, 0)) == 0);
+    PQclear(r);
+    CHECK(prepared_count(c) == n);
+    PQfinish(c);
+}
+
+/* A reset is a new session: the statements are gone on the server, and must be here too
+ * (else the next run asks for a statement the server does not have). */
+TEST(a_reset_session_prepares_again)
+{
+    NEED_DB();
+    PGconn *c = tc_db_connect(url, NULL);
+    PGconn *killer = tc_db_connect(url, NULL);
+    CHECK(c && killer);
+    if (!c || !killer) {
+        PQfinish(c);
+        PQfinish(killer);
+        return;
+    }
+    CHECK(add_one(c, "41") == 42);
+    CHECK(prepared_count(c) == 1);
+    char pid[16];
+    snprintf(pid, sizeof(pid), "%d", PQbackendPID(c));
+    const char *p[1] = {pid};
+    PGresult *r = PQexecParams(killer, "SELECT pg_terminate_backend($1::int, 5000)", 1, NULL, p,
+                               NULL, NULL, 0);
+    CHECK(PQresultStatus(r) == PGRES_TUPLES_OK && strcmp(PQgetvalue(r, 0, 0), "t") == 0);
+    PQclear(r);
+    CHECK(tc_db_ensure(&c, url)); /* notices the closed session and resets */
+    CHECK(PQbackendPID(c) != atoi(pid));
+    CHECK(prepared_count(c) == 0);
+    CHECK(add_one(c, "1") == 2);
+    CHECK(prepared_count(c) == 1);
+    PQfinish(c);
+    PQfinish(killer);
+}
+
+/* A statement the server cannot parse fails as it did unnamed, with the server's message,
+ * is not kept, and leaves the connection usable; statements prepared inside a transaction
+ * that rolls back stay (they are not transactional). */
+TEST(errors_and_rollbacks)
+{
+    NEED_DB();
+    PGconn *c = tc_db_connect(url, NULL);
+    CHECK(c != NULL);
+    if (!c)
+        return;
+    CHECK(tc_db_exec(c, "SELEC 1", 0, NULL) == NULL);
+    CHECK(strstr(PQerrorMessage(c), "syntax error") != NULL);
+    CHECK(prepared_count(c) == 0);
+    CHECK(tc_db_exec(c, "SELEC 1", 0, NULL) == NULL);
+
+    CHECK(tc_db_begin(c) == 0);
+    CHECK(add_one(c, "2") == 3);
+    CHECK(tc_db_exec(c, "SELECT no_such_column FROM pg_class", 0, NULL) == NULL);
+    CHECK(strstr(PQerrorMessage(c), "no_such_column") != NULL);
+    CHECK(add_one(c, "2") == -1); /* the transaction is aborted */
+    CHECK(tc_db_finish(c, -1) == -1);
+    CHECK(prepared_count(c) == 1);
+    CHECK(add_one(c, "9") == 10);
+    PQfinish(c);
+}
+
+TEST(off_runs_every_statement_unnamed)
+{
+    NEED_DB();
+    tc_db_prepare_statements(false);
+    PGconn *c = tc_db_connect(url, NULL);
+    tc_db_prepare_statements(true);
+    CHECK(c != NULL);
+    if (!c)
+        return;
+    CHECK(add_one(c, "1") == 2);
+    CHECK(add_one(c, "5") == 6);
+    CHECK(prepared_count(c) == 0);
+    PQfinish(c);
+}
+
+int main(void)
+{
+    url = getenv("TOOLCAGE_DATABASE_URL");
+    if (url && !*url)
+        url = NULL;
+    RUN(statements_are_prepared_once_and_reused);
+    RUN(texts_beyond_the_bound_run_unnamed);
+    RUN(a_reset_session_prepares_again);
+    RUN(errors_and_rollbacks);
+    RUN(off_runs_every_statement_unnamed);
+    return TAP_DONE();
+}
