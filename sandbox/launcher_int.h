@@ -147,6 +147,8 @@ struct sbx {
     bool viol_news;         /* spec "session": violations since the last TC_WIRE_CHUNK '5' */
     uint64_t egress_handle; /* registered with the egress proxy (network allowlist), 0 = none */
     json_t *egress_tls;     /* credentials at egress: inject, CA cert and key, until attached */
+    bool tls_moved;         /* egress_tls went to the proxy: the spec no longer holds it */
+    unsigned shell_tries;   /* shells that died before go under this call (launcher_start.c) */
 
     /* gvisor backend: pid/pidfd are runsc's; the bundle is a tmpfs of its own */
     bool gvisor;

@@ -199,7 +199,12 @@ static int prepare(struct launcher *L, struct sbx *s)
     return 0;
 }
 
-/* Let the shell go: from here on the program may run. */
+static void restart(struct launcher *L, struct sbx *s);
+
+/* release() gave the call to a new shell: s is that start's (set up, or failed and reported) */
+#define RESTARTED 1
+
+/* Let the shell go: from here on the program may run. 0, RESTARTED or -errno. */
 static int release(struct launcher *L, struct sbx *s)
 {
     int r = tc_shell_go(s->sync_fd, s->cfg_fd);
@@ -207,9 +212,19 @@ static int release(struct launcher *L, struct sbx *s)
     s->sync_fd = -1;
     close(s->cfg_fd);
     s->cfg_fd = -1;
-    if (r == -EPIPE || r == -ECONNRESET)
-        r = 0; /* it died on its way (a failed cgroup join): its report is on ctl_fd */
-    else if (r < 0)
+    if (r == -EPIPE || r == -ECONNRESET) {
+        /* The shell closed its end before go reached it: it died (killed while it waited
+         * in the pool or held, or its cgroup join failed) and never read go, so nothing of
+         * the program ran. The call starts over in another shell, once; credentials at
+         * egress are the proxy's now and cannot be given twice, so such a call, and a
+         * second death, end as before (PID 1's report, if any, is on ctl_fd); a warm
+         * sandbox (no call yet) just ends. */
+        if (s->shell_tries == 0 && !s->tls_moved && !s->gvisor && !s->warm_tmpl) {
+            restart(L, s);
+            return RESTARTED;
+        }
+        r = 0;
+    } else if (r < 0)
         return r;
     s->setup_until_ms = lc_now_ms() + SETUP_QUIET_MS;
     return watch_streams(L, s);
@@ -467,6 +482,7 @@ void lc_start_in_slot(struct launcher *L, struct sbx *s, json_t *spec, struct tc
         return;
     }
     if (s->egress_tls) { /* the credentials live in egress_tls (then the proxy) only */
+        s->tls_moved = true;
         s->spec.inject = NULL;
         json_object_del(s->spec_json, "inject");
     }
@@ -540,6 +556,29 @@ void lc_start_in_slot(struct launcher *L, struct sbx *s, json_t *spec, struct tc
         start_fail(L, s, "spawn: %s", strerror(-r));
         return;
     }
+}
+
+/* A new shell for s's call (release() above): s's sandbox is torn down without a word to
+ * the server, and its spec starts again in the same slot, released at once (a held call's go
+ * has come; a new hold would wait for a second one). */
+static void restart(struct launcher *L, struct sbx *s)
+{
+    char err[256] = "", id[sizeof(s->id)];
+    struct tc_spec parsed;
+    json_t *spec = json_incref(s->spec_json);
+    unsigned tries = s->shell_tries + 1;
+
+    memcpy(id, s->id, sizeof(id));
+    lc_teardown(L, s);
+    lc_retry_dead_cgs(L);
+    json_object_del(spec, "hold");
+    if (tc_spec_parse(spec, &parsed, err, sizeof(err)) < 0) { /* it parsed before */
+        lc_send_error(L, id, "invalid spec: %s", err);
+        json_decref(spec);
+        return;
+    }
+    s->shell_tries = tries; /* (lc_start_in_slot keeps it: it clears nothing it does not set) */
+    lc_start_in_slot(L, s, spec, &parsed, 0);
 }
 
 /* TC_WIRE_GO: start a held sandbox's program, with its full wall time from now. */

@@ -1182,42 +1182,40 @@ TEST(session_input_interrupt)
     check_clean();
 }
 
-/* Shells of the pool that die while they wait (killed from outside) are dropped when taken
- * and replaced; the sandbox does not notice. */
-TEST(pool_shells_killed)
+/* The launcher's idle shells (toolcage-init with no child yet), up to max, into pids. */
+static int idle_shell_pids(pid_t *pids, int max)
 {
     char path[128], buf[4096] = "";
-    int lpid = tc_launcher_pid(L), killed = 0;
-
-    for (int i = 0; i < 300 && !pool_full(); i++)
-        usleep(10000);
+    int lpid = tc_launcher_pid(L), n = 0;
     snprintf(path, sizeof(path), "/proc/%d/task/%d/children", lpid, lpid);
     FILE *f = fopen(path, "re");
     if (f && !fgets(buf, sizeof(buf), f))
         buf[0] = '\0';
     if (f)
         fclose(f);
-    pid_t dead[64];
-    for (char *p = buf, *end; *p; p = end) {
+    for (char *p = buf, *end; *p && n < max; p = end) {
         long child = strtol(p, &end, 10);
         if (end == p)
             break;
-        if (is_idle_shell(lpid, child) && killed < 64 && kill((pid_t)child, SIGKILL) == 0)
-            dead[killed++] = (pid_t)child;
+        if (is_idle_shell(lpid, child))
+            pids[n++] = (pid_t)child;
     }
-    CHECK(killed == pool_target());
-    /* SIGKILL is delivered at once but a process ends when it ends (a second or more in the
-     * cgroup v2 guest under TCG): what is asserted is that a shell that died waiting is never
-     * handed a call, so the call goes once they are gone (the launcher may not have reaped
-     * them yet: their sockets are closed, which is what it looks at) */
+    return n;
+}
+
+/* SIGKILL is delivered at once but a process ends when it ends (a second or more in the
+ * cgroup v2 guest under TCG): wait (bounded) until each of pids has ended (a zombie has
+ * closed its fds, which is what the launcher looks at; it may not have reaped them yet). */
+static void wait_gone(const pid_t *pids, int n)
+{
     for (int i = 0, gone = 0; i < 1000 && !gone; i++) {
         gone = 1;
-        for (int k = 0; k < killed; k++) {
+        for (int k = 0; k < n; k++) {
             char st[64], line[256];
-            snprintf(st, sizeof(st), "/proc/%d/stat", (int)dead[k]);
+            snprintf(st, sizeof(st), "/proc/%d/stat", (int)pids[k]);
             FILE *sf = fopen(st, "re");
             const char *rp = sf && fgets(line, sizeof(line), sf) ? strrchr(line, ')') : NULL;
-            if (rp && rp[1] == ' ' && rp[2] != 'Z') /* alive (a zombie has closed its fds) */
+            if (rp && rp[1] == ' ' && rp[2] != 'Z') /* alive */
                 gone = 0;
             if (sf)
                 fclose(sf);
@@ -1225,6 +1223,25 @@ TEST(pool_shells_killed)
         if (!gone)
             usleep(10000);
     }
+}
+
+/* Shells of the pool that die while they wait (killed from outside) are dropped when taken
+ * and replaced; the sandbox does not notice. */
+TEST(pool_shells_killed)
+{
+    pid_t dead[64];
+    int killed = 0;
+
+    for (int i = 0; i < 300 && !pool_full(); i++)
+        usleep(10000);
+    int n = idle_shell_pids(dead, 64);
+    for (int k = 0; k < n; k++)
+        if (kill(dead[k], SIGKILL) == 0)
+            dead[killed++] = dead[k];
+    CHECK(killed == pool_target());
+    /* what is asserted is that a shell that died waiting is never handed a call, so the
+     * call goes once they are gone */
+    wait_gone(dead, killed);
     json_t *r = run(spec_sh("echo ok"));
     CHECK(strcmp(str(r, "status"), "completed") == 0);
     CHECK(strcmp(OUT(r), "ok\n") == 0);
@@ -1305,6 +1322,53 @@ static void second_stop(struct tc_launcher *l2, struct tc_launcher *main_l, cons
     rmdir(run_dir);
     rm_vm_cache(state);
     rmdir(state);
+}
+
+/* A shell that dies after its call took it, before go (here while the call is held, as an
+ * approval holds it; also between the pool and go), never read go: nothing of the program
+ * ran, so the call starts over in another shell and runs, once. */
+TEST(shell_dead_before_go_restarts)
+{
+    struct tc_launcher *main_l = L, *l2;
+    char state[128], id[80];
+    if (!(l2 = second_start((struct tc_launcher_options){.max_sandboxes = 2, .pool = TC_POOL_NONE},
+                            "redo", state, sizeof(state))))
+        return;
+    int saved_base = base_fds;
+    base_fds = settled_fds();
+    struct held h = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    json_t *s = spec_sh("echo ran");
+    json_object_set_new(s, "hold", json_true());
+    snprintf(id, sizeof(id), "%s", str(s, "id"));
+    struct tc_launcher_job job = {.done = held_done, .ready = held_ready, .userdata = &h};
+    CHECK(tc_launcher_submit_job(L, s, &job) == 0);
+    json_decref(s);
+    held_wait(&h, false, 5000);
+    CHECK(h.ready == 1);
+    pid_t held_pid[4];
+    /* no pool: the held call's shell alone (once it has joined its groups and become
+     * toolcage-init, which may be after the launcher said ready) */
+    int n = 0;
+    for (int i = 0; i < 500 && n == 0; i++)
+        if ((n = idle_shell_pids(held_pid, 4)) == 0)
+            usleep(10000);
+    CHECK(n == 1);
+    if (n == 1) {
+        CHECK(kill(held_pid[0], SIGKILL) == 0);
+        wait_gone(held_pid, 1);
+    }
+    CHECK(tc_launcher_go(L, id) == 0);
+    held_wait(&h, true, 10000);
+    CHECK(h.res != NULL);
+    if (h.res) {
+        CHECK(strcmp(str(h.res, "status"), "completed") == 0);
+        CHECK(strcmp(OUT(h.res), "ran\n") == 0); /* once */
+    }
+    CHECK(h.ready == 1); /* no second hold: go had come */
+    json_decref(h.res);
+    check_clean();
+    base_fds = saved_base;
+    second_stop(l2, main_l, state, NULL);
 }
 
 /* A burst bigger than the pool leaves it as big as the burst (up to pool_max), refilled
@@ -2660,6 +2724,7 @@ int main(int argc, char **argv)
     RUN(hold_go_cancel_reserve);
     RUN(session_input_interrupt);
     RUN(pool_shells_killed);
+    RUN(shell_dead_before_go_restarts);
     RUN(pool_sized_by_demand);
     RUN(warm_sandboxes);
     RUN(warm_tenants_apart);
