@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/util.h"
@@ -34,7 +35,9 @@ struct parked {
 struct tc_egress_link {
     int sock;
     pid_t pid;
-    int self_netns; /* the launcher's own network namespace, to come back to */
+    char *ca_file;      /* for a proxy started again (respawn) */
+    int64_t respawn_ms; /* not before (one start a second: a proxy that cannot start) */
+    int self_netns;     /* the launcher's own network namespace, to come back to */
     int epfd;
     uint64_t epdata;
     uint64_t next_handle;
@@ -84,6 +87,63 @@ static int spawn(struct tc_egress_link *l, const char *ca_file)
     return 0;
 }
 
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The proxy again, after it died: fork and exec this program (`launcher --egress-proxy`,
+ * which every program that embeds the launcher dispatches to tc_launcher_main), so that the
+ * new proxy holds nothing of the launcher's memory as it is now (running sandboxes' specs),
+ * as the first one held nothing but the launcher's start. At most one start a second. */
+static int respawn(struct tc_egress_link *l)
+{
+    int sv[2];
+    pid_t ppid = getpid(), pid;
+    char ppid_s[24];
+    int64_t now = now_ms();
+
+    if (now < l->respawn_ms)
+        return -EAGAIN;
+    l->respawn_ms = now + 1000;
+    snprintf(ppid_s, sizeof(ppid_s), "%d", (int)ppid);
+    char *argv[] = {
+        "toolcage", "launcher", "--egress-proxy", ppid_s, l->ca_file ? "--egress-ca" : NULL,
+        l->ca_file, NULL};
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+        return -errno;
+    pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(sv[0]);
+        close(sv[1]);
+        return -e;
+    }
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != ppid)
+            _exit(1);
+        if (dup2(sv[1], 3) < 0) /* (not close-on-exec: the new program's control socket) */
+            _exit(1);
+        syscall(SYS_close_range, 4U, ~0U, 0U);
+        execv("/proc/self/exe", argv);
+        _exit(127);
+    }
+    close(sv[1]);
+    fcntl(sv[0], F_SETFL, O_NONBLOCK);
+    l->sock = sv[0];
+    l->pid = pid;
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = l->epdata};
+    if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->sock, &ev) < 0) {
+        int e = errno;
+        reap(l);
+        return -e;
+    }
+    return 0;
+}
+
 static void reap(struct tc_egress_link *l)
 {
     if (l->sock >= 0)
@@ -113,8 +173,10 @@ int tc_egress_link_new(int epfd, uint64_t epdata, const char *ca_file, struct tc
         free(l);
         return r;
     }
-    if ((r = spawn(l, ca_file)) < 0) {
+    r = ca_file && !(l->ca_file = strdup(ca_file)) ? -ENOMEM : spawn(l, ca_file);
+    if (r < 0) {
         close(l->self_netns);
+        free(l->ca_file);
         free(l);
         return r;
     }
@@ -155,6 +217,7 @@ void tc_egress_link_free(struct tc_egress_link *l)
     free(l->parked);
     if (l->self_netns >= 0)
         close(l->self_netns);
+    free(l->ca_file);
     free(l);
 }
 
@@ -202,8 +265,10 @@ int tc_egress_link_attach(struct tc_egress_link *l, pid_t pid, json_t *allow, in
     uint64_t handle;
     int r;
 
-    if (!l || l->sock < 0)
+    if (!l)
         return -ENETUNREACH; /* no proxy: see tc_egress_link_new() */
+    if (l->sock < 0 && respawn(l) < 0)
+        return -ENETUNREACH; /* it died, and was started again less than a second ago */
     fd = make_listener(l, pid);
     if (fd < 0)
         return fd;
@@ -219,6 +284,11 @@ int tc_egress_link_attach(struct tc_egress_link *l, pid_t pid, json_t *allow, in
         return -ENOMEM;
     handle = ++l->next_handle;
     r = tc_eg_send(l->sock, TC_EG_ADD, handle, payload, strlen(payload), fd);
+    if ((r == -EPIPE || r == -ECONNRESET) && (reap(l), respawn(l) == 0)) {
+        /* it died and the loop has not read its end yet: a new one (results parked for the
+         * dead one's reports are delivered at their deadline, by tc_egress_link_tick) */
+        r = tc_eg_send(l->sock, TC_EG_ADD, handle, payload, strlen(payload), fd);
+    }
     explicit_bzero(payload, strlen(payload)); /* the CA key and the credentials */
     if (r < 0)
         return r;
@@ -346,9 +416,9 @@ void tc_egress_link_on_readable(struct tc_egress_link *l, tc_egress_deliver_fn d
         if (r == -EBADMSG)
             continue;
         if (r < 0) {
-            /* The proxy died: its sandboxes' connections died with it. It is not forked
-             * again (the launcher's memory now holds other sandboxes' specs); sandboxes
-             * that need network fail until the launcher restarts. */
+            /* The proxy died: its sandboxes' connections died with it. The next sandbox
+             * that needs one starts a new one (respawn: exec'd, not a fork of the launcher
+             * as it is now). */
             reap(l);
             flush_all(l, "egress proxy died", deliver, ud);
             return;

@@ -27,8 +27,8 @@ pid_t tc_egress_link_pid(const struct tc_egress_link *l); /* 0 while there is no
 
 /* Create the sandbox's proxy endpoint: a TCP listener on 127.0.0.1:3128 in the network
  * namespace of pid (entered with setns and left again), registered with the proxy
- * together with allow (the spec's network.allow). -ENETUNREACH when the proxy is gone
- * (it is never forked again: sandboxes that need it fail until the launcher restarts). */
+ * together with allow (the spec's network.allow). A proxy that died is started again here
+ * (exec'd, at most once a second); -ENETUNREACH when there is none. */
 int tc_egress_link_attach(struct tc_egress_link *l, pid_t pid, json_t *allow, int64_t ask_ms,
                           bool ask_private, json_t *tls, uint64_t *ret_handle);
 /* A spec with "inject" (egress_tls.h): a CA of its own. Its bundle (the system's and it) goes

@@ -986,7 +986,7 @@ int tc_launcher_main(int argc, char **argv)
                            .warm_group_max = 4,
                            .uid_registry = TC_UID_REGISTRY,
                            .gvisor_platform = "ptrace"};
-    unsigned long fd = 3, max = 64, ppid = 0, flag;
+    unsigned long fd = 3, max = 64, ppid = 0, flag, egress_ppid = 0;
     int r;
 
     /* libsodium picks its implementations and opens its randomness source here, before the
@@ -1010,6 +1010,8 @@ int tc_launcher_main(int argc, char **argv)
             (strcmp(a, "--fd") == 0 && parse_uint(v, INT_MAX, &fd) == 0) ||
             (strcmp(a, "--max") == 0 && parse_uint(v, MAX_SLOTS, &max) == 0 && max > 0) ||
             (strcmp(a, "--ppid") == 0 && parse_uint(v, INT_MAX, &ppid) == 0) ||
+            (strcmp(a, "--egress-proxy") == 0 && parse_uint(v, INT_MAX, &egress_ppid) == 0 &&
+             egress_ppid > 0) ||
             (strcmp(a, "--pool") == 0 && parse_uint(v, TC_POOL_MAX, &set.pool) == 0) ||
             (strcmp(a, "--pool-max") == 0 && parse_uint(v, TC_POOL_MAX, &set.pool_max) == 0) ||
             (strcmp(a, "--pool-shrink-ms") == 0 &&
@@ -1050,6 +1052,10 @@ int tc_launcher_main(int argc, char **argv)
         }
         i++;
     }
+    /* A launcher's egress proxy started again (sandbox/egress_link.c): its control socket
+     * is fd 3; it is nothing else. */
+    if (egress_ppid)
+        return tc_egress_run(3, (pid_t)egress_ppid, set.egress_ca[0] ? set.egress_ca : NULL);
     /* Sandboxes can read their PID 1's cmdline (a fork of us): show nothing but the name. */
     for (int i = 1; i < argc; i++)
         memset(argv[i], 0, strlen(argv[i]));

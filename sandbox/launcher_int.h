@@ -32,6 +32,7 @@
 #include "common/util.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/child.h"
+#include "sandbox/egress.h"
 #include "sandbox/egress_link.h"
 #include "sandbox/egress_tls.h"
 #include "sandbox/gvisor.h"

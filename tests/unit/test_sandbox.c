@@ -184,16 +184,27 @@ static bool is_idle_shell(int lpid, long pid)
     return kids[0] == '\0' || kids[0] == '\n';
 }
 
+/* The launcher's egress proxy: its child that runs as nobody (the first one forked at its
+ * start, or one started again: egress_proxy_respawned). */
+static bool is_egress_proxy(long pid)
+{
+    char path[64], buf[4096];
+    snprintf(path, sizeof(path), "/proc/%ld/status", pid);
+    FILE *f = fopen(path, "re");
+    size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+    if (f)
+        fclose(f);
+    buf[n] = '\0';
+    return strstr(buf, "\nUid:\t65534\t65534\t65534\t65534\n") != NULL;
+}
+
 /* Children of the launcher other than its egress proxy (a permanent child) and its idle
  * shells (*ret_shells of them). */
 static int launcher_children(int *ret_shells)
 {
     char path[128], buf[4096];
     int pid = tc_launcher_pid(L), n = 0, shells = 0;
-    json_t *hi = tc_launcher_host_info(L);
-    long egress = (long)json_integer_value(json_object_get(hi, "egress_pid"));
     FILE *f;
-    json_decref(hi);
     snprintf(path, sizeof(path), "/proc/%d/task/%d/children", pid, pid);
     f = fopen(path, "re");
     if (!f)
@@ -203,7 +214,7 @@ static int launcher_children(int *ret_shells)
             long child = strtol(p, &end, 10);
             if (end == p)
                 break;
-            if (child == egress)
+            if (is_egress_proxy(child))
                 continue;
             if (is_idle_shell(pid, child))
                 shells++;
@@ -2027,6 +2038,65 @@ TEST(egress_helper_confined)
         fprintf(stderr, "%s\n", buf);
 }
 
+/* The egress proxy dies (killed from outside): the next sandbox that needs it starts a new
+ * one, as confined as the first, and its allowlist is enforced (a denied CONNECT gets the
+ * proxy's 403). Before, every network tool failed until the launcher restarted. */
+TEST(egress_proxy_respawned)
+{
+    json_t *hi = tc_launcher_host_info(L);
+    pid_t old = (pid_t)json_integer_value(json_object_get(hi, "egress_pid"));
+    json_decref(hi);
+    CHECK(old > 0 && is_egress_proxy(old));
+    if (old <= 0)
+        return;
+    CHECK(kill(old, SIGKILL) == 0);
+    wait_gone(&old, 1);
+    for (int round = 0; round < 2; round++) { /* the first call starts it, the next uses it */
+        json_t *s = spec_sh("exec 3<>/dev/tcp/127.0.0.1/3128 || exit 9\n"
+                            "printf 'CONNECT denied.invalid:443 HTTP/1.1\\r\\n"
+                            "Host: denied.invalid:443\\r\\n\\r\\n' >&3\n"
+                            "head -c 12 <&3");
+        json_object_set_new(s, "network", json_pack("{s:[s]}", "allow", "allowed.invalid"));
+        json_t *r = run(s);
+        CHECK(strcmp(str(r, "status"), "completed") == 0);
+        CHECK(strcmp(OUT(r), "HTTP/1.1 403") == 0);
+        if (tap_case_failed) {
+            char *dump = json_dumps(r, JSON_COMPACT);
+            fprintf(stderr, "    %s\n", dump ? dump : "");
+            free(dump);
+        }
+        json_decref(r);
+    }
+    /* the new proxy: the launcher's child, as confined as egress_helper_confined's */
+    char path[128], buf[4096] = "", status[8192];
+    long now = 0;
+    int lpid = tc_launcher_pid(L);
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/children", lpid, lpid);
+    FILE *f = fopen(path, "re");
+    if (f && !fgets(buf, sizeof(buf), f))
+        buf[0] = '\0';
+    if (f)
+        fclose(f);
+    for (char *p = buf, *end; *p; p = end) {
+        long child = strtol(p, &end, 10);
+        if (end == p)
+            break;
+        if (is_egress_proxy(child))
+            now = child;
+    }
+    CHECK(now > 0 && now != old);
+    snprintf(path, sizeof(path), "/proc/%ld/status", now);
+    f = fopen(path, "re");
+    size_t n = f ? fread(status, 1, sizeof(status) - 1, f) : 0;
+    if (f)
+        fclose(f);
+    status[n] = '\0';
+    CHECK(strstr(status, "\nNoNewPrivs:\t1\n") != NULL);
+    CHECK(strstr(status, "\nSeccomp:\t2\n") != NULL);
+    CHECK(strstr(status, "\nCapEff:\t0000000000000000\n") != NULL);
+    check_clean();
+}
+
 /* ---- gvisor backend (runsc) ---- */
 
 static bool gvisor_available(void)
@@ -2733,6 +2803,7 @@ int main(int argc, char **argv)
     RUN(stop_with_running_sandboxes);
     RUN(fallback_rlimits_and_errno);
     RUN(egress_helper_confined);
+    RUN(egress_proxy_respawned);
     RUN(gvisor_backend);
     RUN(microvm_backend);
     RUN(microvm_limits);
