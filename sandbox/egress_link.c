@@ -47,71 +47,22 @@ struct tc_egress_link {
 
 static void reap(struct tc_egress_link *l);
 
-static int spawn(struct tc_egress_link *l, const char *ca_file)
-{
-    int sv[2];
-    pid_t ppid = getpid(), pid;
-
-    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
-        return -errno;
-    /* fork without exec: exec'ing /proc/self/exe would depend on every binary that embeds
-     * the launcher (test_sandbox, benchmarks) knowing an "egress" subcommand, and one that
-     * does not would run its own main() again: a fork bomb. The launcher is single-
-     * threaded, and this runs once at its start, before any sandbox data is in memory. */
-    pid = fork();
-    if (pid < 0) {
-        int e = errno;
-        close(sv[0]);
-        close(sv[1]);
-        return -e;
-    }
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != ppid)
-            _exit(1);
-        if (dup2(sv[1], 3) < 0) /* sv[1] > 3: the launcher's own socket is 3 */
-            _exit(1);
-        syscall(SYS_close_range, 4U, ~0U, 0U);
-        _exit(tc_egress_run(3, ppid, ca_file));
-    }
-    close(sv[1]);
-    fcntl(sv[0], F_SETFL, O_NONBLOCK);
-    l->sock = sv[0];
-    l->pid = pid;
-    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = l->epdata};
-    if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->sock, &ev) < 0) {
-        int e = errno;
-        reap(l);
-        return -e;
-    }
-    return 0;
-}
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* The proxy again, after it died: fork and exec this program (`launcher --egress-proxy`,
- * which every program that embeds the launcher dispatches to tc_launcher_main), so that the
- * new proxy holds nothing of the launcher's memory as it is now (running sandboxes' specs),
- * as the first one held nothing but the launcher's start. At most one start a second. */
-static int respawn(struct tc_egress_link *l)
+/* Start the proxy on a new socket pair. At the launcher's start (exec false): a fork that
+ * runs it, which holds a copy of the launcher's memory as it is then, before any sandbox's
+ * data. Again after it died (exec true): a fork that execs this program as `launcher
+ * --egress-proxy PPID` (every program that embeds the launcher dispatches `launcher` to
+ * tc_launcher_main), so that the new proxy holds nothing of the launcher's memory as it is
+ * now (running sandboxes' specs, secrets included). */
+static int spawn(struct tc_egress_link *l, bool exec)
 {
     int sv[2];
     pid_t ppid = getpid(), pid;
     char ppid_s[24];
-    int64_t now = now_ms();
-
-    if (now < l->respawn_ms)
-        return -EAGAIN;
-    l->respawn_ms = now + 1000;
     snprintf(ppid_s, sizeof(ppid_s), "%d", (int)ppid);
     char *argv[] = {
         "toolcage", "launcher", "--egress-proxy", ppid_s, l->ca_file ? "--egress-ca" : NULL,
         l->ca_file, NULL};
+
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
         return -errno;
     pid = fork();
@@ -125,9 +76,11 @@ static int respawn(struct tc_egress_link *l)
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != ppid)
             _exit(1);
-        if (dup2(sv[1], 3) < 0) /* (not close-on-exec: the new program's control socket) */
+        if (dup2(sv[1], 3) < 0) /* sv[1] > 3: the launcher's own socket is 3; not cloexec */
             _exit(1);
         syscall(SYS_close_range, 4U, ~0U, 0U);
+        if (!exec)
+            _exit(tc_egress_run(3, ppid, l->ca_file));
         execv("/proc/self/exe", argv);
         _exit(127);
     }
@@ -142,6 +95,19 @@ static int respawn(struct tc_egress_link *l)
         return -e;
     }
     return 0;
+}
+
+/* The proxy again, after it died (spawn, exec'd): at most one start a second, so that a
+ * proxy that cannot start is not started in a loop. */
+static int respawn(struct tc_egress_link *l)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    if (now < l->respawn_ms)
+        return -EAGAIN;
+    l->respawn_ms = now + 1000;
+    return spawn(l, true);
 }
 
 static void reap(struct tc_egress_link *l)
@@ -173,7 +139,7 @@ int tc_egress_link_new(int epfd, uint64_t epdata, const char *ca_file, struct tc
         free(l);
         return r;
     }
-    r = ca_file && !(l->ca_file = strdup(ca_file)) ? -ENOMEM : spawn(l, ca_file);
+    r = ca_file && !(l->ca_file = strdup(ca_file)) ? -ENOMEM : spawn(l, false);
     if (r < 0) {
         close(l->self_netns);
         free(l->ca_file);

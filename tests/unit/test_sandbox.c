@@ -186,15 +186,22 @@ static bool is_idle_shell(int lpid, long pid)
 
 /* The launcher's egress proxy: its child that runs as nobody (the first one forked at its
  * start, or one started again: egress_proxy_respawned). */
-static bool is_egress_proxy(long pid)
+/* /proc/PID/status into buf ("" when gone). */
+static void proc_status(long pid, char *buf, size_t size)
 {
-    char path[64], buf[4096];
+    char path[64];
     snprintf(path, sizeof(path), "/proc/%ld/status", pid);
     FILE *f = fopen(path, "re");
-    size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+    size_t n = f ? fread(buf, 1, size - 1, f) : 0;
     if (f)
         fclose(f);
     buf[n] = '\0';
+}
+
+static bool is_egress_proxy(long pid)
+{
+    char buf[4096];
+    proc_status(pid, buf, sizeof(buf));
     return strstr(buf, "\nUid:\t65534\t65534\t65534\t65534\n") != NULL;
 }
 
@@ -2023,13 +2030,8 @@ TEST(egress_helper_confined)
     long pid = (long)json_integer_value(json_object_get(hi, "egress_pid"));
     json_decref(hi);
     CHECK(pid > 0);
-    char path[64], buf[8192];
-    snprintf(path, sizeof(path), "/proc/%ld/status", pid);
-    FILE *f = fopen(path, "re");
-    size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
-    if (f)
-        fclose(f);
-    buf[n] = '\0';
+    char buf[8192];
+    proc_status(pid, buf, sizeof(buf));
     CHECK(strstr(buf, "\nUid:\t65534\t65534\t65534\t65534\n") != NULL);
     CHECK(strstr(buf, "\nNoNewPrivs:\t1\n") != NULL);
     CHECK(strstr(buf, "\nSeccomp:\t2\n") != NULL);
@@ -2085,12 +2087,7 @@ TEST(egress_proxy_respawned)
             now = child;
     }
     CHECK(now > 0 && now != old);
-    snprintf(path, sizeof(path), "/proc/%ld/status", now);
-    f = fopen(path, "re");
-    size_t n = f ? fread(status, 1, sizeof(status) - 1, f) : 0;
-    if (f)
-        fclose(f);
-    status[n] = '\0';
+    proc_status(now, status, sizeof(status));
     CHECK(strstr(status, "\nNoNewPrivs:\t1\n") != NULL);
     CHECK(strstr(status, "\nSeccomp:\t2\n") != NULL);
     CHECK(strstr(status, "\nCapEff:\t0000000000000000\n") != NULL);
