@@ -55,7 +55,7 @@ enum MHD_Result tc_api_audit_list(struct tc_request *r)
                             f.where.data, f.n + 1);
     f.params[f.n] = lbuf;
     PGconn *c = rc == 0 ? tc_db_acquire(r->srv->db, TC_DB_WAIT_MS) : NULL;
-    PGresult *res = c ? tc_db_exec(c, sql.data, f.n + 1, f.params) : NULL;
+    PGresult *res = c ? tc_db_exec_once(c, sql.data, f.n + 1, f.params) : NULL;
     if (c && !res)
         tc_log(TC_LOG_ERROR, "audit query failed", "{s:s, s:s}", "request_id", r->request_id,
                "error", PQerrorMessage(c));

@@ -862,7 +862,7 @@ enum MHD_Result tc_console_audit(struct tc_request *r)
         return MHD_YES;
     }
     PGconn *c = rc == 0 ? tc_db_acquire(r->srv->db, TC_DB_WAIT_MS) : NULL;
-    PGresult *res = c ? tc_db_exec(c, sql.data, f.n, f.params) : NULL;
+    PGresult *res = c ? tc_db_exec_once(c, sql.data, f.n, f.params) : NULL;
     tc_db_release(r->srv->db, c);
     tc_buf_free(&sql);
     tc_buf_free(&f.where);

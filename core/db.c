@@ -49,6 +49,7 @@ struct stmt {
 
 struct stmts {
     unsigned n;
+    bool stale; /* the server's and this list disagree: start both afresh (stmts_renew) */
     struct stmt e[STMT_MAX];
 };
 
@@ -92,6 +93,27 @@ static uint64_t sql_hash(const char *s)
     return h;
 }
 
+/* An error that says the session's statements are not what this list says: gone
+ * (26000: a pooler's DISCARD or DEALLOCATE), or no longer valid (0A000: "cached plan must
+ * not change result type" after a column's type changed), or a name taken (42P05). */
+static bool stale_error(const PGresult *r)
+{
+    const char *st = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+    return st && (strcmp(st, "26000") == 0 || strcmp(st, "0A000") == 0 || strcmp(st, "42P05") == 0);
+}
+
+/* Forget every statement, here and in the session (outside a transaction only: an aborted
+ * one refuses DEALLOCATE; then it is done at the next statement after it). */
+static void stmts_renew(PGconn *c, struct stmts *ss)
+{
+    if (PQtransactionStatus(c) != PQTRANS_IDLE)
+        return;
+    PGresult *r = PQexec(c, "DEALLOCATE ALL");
+    PQclear(r);
+    stmts_forget(ss);
+    ss->stale = false;
+}
+
 /* sql's prepared statement on c: 1 with its name ("s<index>"), prepared on first use; 0
  * when it is to run unnamed (off, the list full, out of memory, a failed transaction); -1
  * when the server refused to parse it (as an unnamed run would have; the error is c's). */
@@ -101,6 +123,10 @@ static int stmt_name(PGconn *c, const char *sql, int nparams, char name[16])
     uint64_t h;
 
     if (!(ss = PQinstanceData(c, stmts_event)))
+        return 0;
+    if (ss->stale)
+        stmts_renew(c, ss);
+    if (ss->stale)
         return 0;
     h = sql_hash(sql);
     for (unsigned i = 0; i < ss->n; i++)
@@ -115,11 +141,15 @@ static int stmt_name(PGconn *c, const char *sql, int nparams, char name[16])
         return 0;
     snprintf(name, 16, "s%u", ss->n);
     PGresult *r = PQprepare(c, name, sql, nparams, NULL);
-    bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    bool ok = PQresultStatus(r) == PGRES_COMMAND_OK, stale = !ok && stale_error(r);
     PQclear(r);
     if (!ok) {
         free(copy);
-        return -1;
+        if (!stale)
+            return -1;
+        ss->stale = true; /* the name is taken in the session: start afresh, run it unnamed */
+        stmts_renew(c, ss);
+        return 0;
     }
     ss->e[ss->n].hash = h;
     ss->e[ss->n].sql = copy;
@@ -304,6 +334,28 @@ PGresult *tc_db_exec(PGconn *conn, const char *sql, int nparams, const char *con
         return NULL;
     PGresult *r = named ? PQexecPrepared(conn, name, nparams, params, NULL, NULL, 0)
                         : PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
+    if (named && PQresultStatus(r) == PGRES_FATAL_ERROR && stale_error(r)) {
+        /* the session lost it, or it went stale: start afresh; outside a transaction the
+         * statement runs again, unnamed (inside one, the transaction has failed already) */
+        struct stmts *ss = PQinstanceData(conn, stmts_event);
+        ss->stale = true;
+        stmts_renew(conn, ss);
+        if (!ss->stale) {
+            PQclear(r);
+            r = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
+        }
+    }
+    ExecStatusType st = PQresultStatus(r);
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+        PQclear(r);
+        return NULL;
+    }
+    return r;
+}
+
+PGresult *tc_db_exec_once(PGconn *conn, const char *sql, int nparams, const char *const *params)
+{
+    PGresult *r = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
     ExecStatusType st = PQresultStatus(r);
     if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
         PQclear(r);

@@ -25,6 +25,9 @@ void tc_db_release(struct tc_db *db, PGconn *conn);
 /* PQexecParams with text parameters. Returns the result when its status is
  * PGRES_COMMAND_OK or PGRES_TUPLES_OK, else clears it and returns NULL. */
 PGresult *tc_db_exec(PGconn *conn, const char *sql, int nparams, const char *const *params);
+/* tc_db_exec for text built at run time (filters: one text per combination), which would
+ * fill the connection's prepared statements: parsed and planned at each run. */
+PGresult *tc_db_exec_once(PGconn *conn, const char *sql, int nparams, const char *const *params);
 /* A statement without parameters or rows (BEGIN, COMMIT, ROLLBACK, SET ...): true on success. */
 bool tc_db_command(PGconn *conn, const char *sql);
 /* A transaction: tc_db_begin() is 0 or -EIO; tc_db_finish(c, rc) commits when rc is 0 and

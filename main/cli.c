@@ -60,6 +60,8 @@ int tc_cli_fail_config(void)
     return 2;
 }
 
+void (*tc_cli_config_loaded)(const struct tc_config *cfg);
+
 int tc_cli_load_config(struct tc_config *cfg)
 {
     _cleanup_free_ char *err = NULL;
@@ -68,6 +70,8 @@ int tc_cli_load_config(struct tc_config *cfg)
         return -1;
     }
     tc_log_set_level((enum tc_log_level)cfg->log_level);
+    if (tc_cli_config_loaded)
+        tc_cli_config_loaded(cfg);
     return 0;
 }
 

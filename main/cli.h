@@ -27,6 +27,9 @@ int tc_cli_begin(int argc, char **argv);
 int tc_cli_fail_config(void);
 /* Loads the configuration (one line on stderr naming a bad variable) and the log level. */
 int tc_cli_load_config(struct tc_config *cfg);
+/* Called by tc_cli_load_config with each configuration it loads: toolcage-server applies the
+ * settings of its libraries there (the database's), which the lean front does not link. */
+extern void (*tc_cli_config_loaded)(const struct tc_config *cfg);
 /* What the launcher takes from the configuration (it reads no environment itself). */
 struct tc_launcher_options tc_cli_launcher_options(const struct tc_config *cfg, unsigned max);
 /* True when argv asks for --help / -h. */

@@ -79,11 +79,18 @@ static const struct {
     {"images", tc_cmd_images},   {"secrets", tc_cmd_secrets}, {"version", tc_cmd_version},
 };
 
+/* Every command's configuration, as it is loaded (main/cli.h): before any connection. */
+static void config_loaded(const struct tc_config *cfg)
+{
+    tc_db_prepare_statements(cfg->db_prepare);
+}
+
 int main(int argc, char **argv)
 {
     /* exec'ed by the front through its fd, the name would be the fd's number on older
      * kernels: the process is "toolcage", as before the split (ps -C, systemd, monitoring) */
     prctl(PR_SET_NAME, "toolcage");
+    tc_cli_config_loaded = config_loaded;
     int rc = tc_cli_begin(argc, argv);
     if (rc >= 0)
         return rc;

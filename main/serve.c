@@ -170,7 +170,6 @@ int tc_cmd_serve(int argc, char **argv)
     }
     if (tc_cli_run_migrations(&cfg) < 0)
         goto out;
-    tc_db_prepare_statements(cfg.db_prepare);
     if (tc_db_open(cfg.database_url, (unsigned)cfg.db_pool, &srv.db, &err) < 0) {
         tc_log(TC_LOG_ERROR, "cannot connect to the database", "{s:s}", "error", err ? err : "");
         goto out;

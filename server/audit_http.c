@@ -246,7 +246,7 @@ static int export_records(struct export_state *st)
                             st->f.where.data, st->f.n + 1, st->f.n + 2, EXPORT_BATCH);
     st->f.params[st->f.n] = st->last;
     st->f.params[st->f.n + 1] = st->end;
-    PGresult *res = rc == 0 ? tc_db_exec(st->conn, sql.data, st->f.n + 2, st->f.params) : NULL;
+    PGresult *res = rc == 0 ? tc_db_exec_once(st->conn, sql.data, st->f.n + 2, st->f.params) : NULL;
     tc_buf_free(&sql);
     if (!res)
         return -EIO;
@@ -363,7 +363,7 @@ static int export_range(struct tc_request *r, struct export_state *st, PGconn *c
         " FROM m, u",
         st->f.n + 1, st->f.where.data);
     st->f.params[st->f.n] = upto[0] ? upto : NULL;
-    PGresult *res = rc == 0 ? tc_db_exec(c, sql.data, st->f.n + 1, st->f.params) : NULL;
+    PGresult *res = rc == 0 ? tc_db_exec_once(c, sql.data, st->f.n + 1, st->f.params) : NULL;
     tc_buf_free(&sql);
     if (!res || PQntuples(res) != 1) {
         PQclear(res);

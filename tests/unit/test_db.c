@@ -146,6 +146,53 @@ TEST(errors_and_rollbacks)
     PQfinish(c);
 }
 
+/* The session's statements and the list part ways: a pooler's DEALLOCATE (or DISCARD), a
+ * column whose type changed under a prepared statement ("cached plan must not change result
+ * type"). Each is noticed at the statement that meets it: outside a transaction it runs
+ * again, unnamed, and answers; inside one, that transaction fails (as any error fails it)
+ * and the next statement after it works. Before, the statement failed for the connection's
+ * whole life. */
+TEST(stale_statements_are_renewed)
+{
+    NEED_DB();
+    PGconn *c = tc_db_connect(url, NULL);
+    CHECK(c != NULL);
+    if (!c)
+        return;
+    CHECK(add_one(c, "1") == 2);
+    PQclear(PQexec(c, "DEALLOCATE ALL")); /* behind the list's back */
+    CHECK(prepared_count(c) == 0);
+    CHECK(add_one(c, "2") == 3);
+    CHECK(add_one(c, "3") == 4);
+    CHECK(prepared_count(c) == 1);
+
+    PQclear(PQexec(c, "CREATE TEMP TABLE tt (x int); INSERT INTO tt VALUES (7)"));
+    PGresult *r = tc_db_exec(c, "SELECT x FROM tt", 0, NULL);
+    CHECK(r && strcmp(PQgetvalue(r, 0, 0), "7") == 0 && PQftype(r, 0) == 23 /* int4 */);
+    PQclear(r);
+    PQclear(PQexec(c, "ALTER TABLE tt ALTER x TYPE text USING 'seven'"));
+    r = tc_db_exec(c, "SELECT x FROM tt", 0, NULL);
+    CHECK(r && strcmp(PQgetvalue(r, 0, 0), "seven") == 0 && PQftype(r, 0) == 25 /* text */);
+    PQclear(r);
+
+    /* inside a transaction */
+    CHECK(add_one(c, "4") == 5);
+    PQclear(PQexec(c, "DEALLOCATE ALL"));
+    CHECK(tc_db_begin(c) == 0);
+    CHECK(add_one(c, "5") == -1);
+    CHECK(tc_db_finish(c, -1) == -1);
+    CHECK(add_one(c, "6") == 7);
+    CHECK(add_one(c, "7") == 8);
+    CHECK(prepared_count(c) == 1);
+
+    /* text built at run time is never kept */
+    r = tc_db_exec_once(c, "SELECT 42", 0, NULL);
+    CHECK(r && strcmp(PQgetvalue(r, 0, 0), "42") == 0);
+    PQclear(r);
+    CHECK(prepared_count(c) == 1);
+    PQfinish(c);
+}
+
 TEST(off_runs_every_statement_unnamed)
 {
     NEED_DB();
@@ -170,6 +217,7 @@ int main(void)
     RUN(texts_beyond_the_bound_run_unnamed);
     RUN(a_reset_session_prepares_again);
     RUN(errors_and_rollbacks);
+    RUN(stale_statements_are_renewed);
     RUN(off_runs_every_statement_unnamed);
     return TAP_DONE();
 }
