@@ -207,28 +207,40 @@ static bool is_egress_proxy(long pid)
 
 /* Children of the launcher other than its egress proxy (a permanent child) and its idle
  * shells (*ret_shells of them). */
-static int launcher_children(int *ret_shells)
+/* The launcher's children (up to max) into pids; -1 when its list cannot be read. */
+static int launcher_child_pids(pid_t *pids, int max)
 {
     char path[128], buf[4096];
-    int pid = tc_launcher_pid(L), n = 0, shells = 0;
-    FILE *f;
+    int pid = tc_launcher_pid(L), n = 0;
     snprintf(path, sizeof(path), "/proc/%d/task/%d/children", pid, pid);
-    f = fopen(path, "re");
+    FILE *f = fopen(path, "re");
     if (!f)
         return -1;
     if (fgets(buf, sizeof(buf), f))
-        for (char *p = buf, *end; *p; p = end) {
+        for (char *p = buf, *end; *p && n < max; p = end) {
             long child = strtol(p, &end, 10);
             if (end == p)
                 break;
-            if (is_egress_proxy(child))
-                continue;
-            if (is_idle_shell(pid, child))
-                shells++;
-            else
-                n++;
+            pids[n++] = (pid_t)child;
         }
     fclose(f);
+    return n;
+}
+
+static int launcher_children(int *ret_shells)
+{
+    pid_t kids[512];
+    int k = launcher_child_pids(kids, 512), n = 0, shells = 0;
+    if (k < 0)
+        return -1;
+    for (int i = 0; i < k; i++) {
+        if (is_egress_proxy(kids[i]))
+            continue;
+        if (is_idle_shell(tc_launcher_pid(L), kids[i]))
+            shells++;
+        else
+            n++;
+    }
     if (ret_shells)
         *ret_shells = shells;
     return n;
@@ -1203,21 +1215,11 @@ TEST(session_input_interrupt)
 /* The launcher's idle shells (toolcage-init with no child yet), up to max, into pids. */
 static int idle_shell_pids(pid_t *pids, int max)
 {
-    char path[128], buf[4096] = "";
-    int lpid = tc_launcher_pid(L), n = 0;
-    snprintf(path, sizeof(path), "/proc/%d/task/%d/children", lpid, lpid);
-    FILE *f = fopen(path, "re");
-    if (f && !fgets(buf, sizeof(buf), f))
-        buf[0] = '\0';
-    if (f)
-        fclose(f);
-    for (char *p = buf, *end; *p && n < max; p = end) {
-        long child = strtol(p, &end, 10);
-        if (end == p)
-            break;
-        if (is_idle_shell(lpid, child))
-            pids[n++] = (pid_t)child;
-    }
+    pid_t kids[512];
+    int k = launcher_child_pids(kids, 512), n = 0;
+    for (int i = 0; i < k && n < max; i++)
+        if (is_idle_shell(tc_launcher_pid(L), kids[i]))
+            pids[n++] = kids[i];
     return n;
 }
 
@@ -2070,22 +2072,11 @@ TEST(egress_proxy_respawned)
         json_decref(r);
     }
     /* the new proxy: the launcher's child, as confined as egress_helper_confined's */
-    char path[128], buf[4096] = "", status[8192];
-    long now = 0;
-    int lpid = tc_launcher_pid(L);
-    snprintf(path, sizeof(path), "/proc/%d/task/%d/children", lpid, lpid);
-    FILE *f = fopen(path, "re");
-    if (f && !fgets(buf, sizeof(buf), f))
-        buf[0] = '\0';
-    if (f)
-        fclose(f);
-    for (char *p = buf, *end; *p; p = end) {
-        long child = strtol(p, &end, 10);
-        if (end == p)
-            break;
-        if (is_egress_proxy(child))
-            now = child;
-    }
+    char status[8192];
+    pid_t kids[512], now = 0;
+    for (int i = 0, k = launcher_child_pids(kids, 512); i < k; i++)
+        if (is_egress_proxy(kids[i]))
+            now = kids[i];
     CHECK(now > 0 && now != old);
     proc_status(now, status, sizeof(status));
     CHECK(strstr(status, "\nNoNewPrivs:\t1\n") != NULL);
