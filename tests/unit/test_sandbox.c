@@ -1344,6 +1344,18 @@ static void second_stop(struct tc_launcher *l2, struct tc_launcher *main_l, cons
     rmdir(state);
 }
 
+/* A sandbox with a network allowlist that asks its egress proxy for a host not on it: its
+ * stdout is the proxy's answer's first 12 bytes ("HTTP/1.1 403"), then "ran". */
+static json_t *spec_connect_denied(void)
+{
+    json_t *s = spec_sh("exec 3<>/dev/tcp/127.0.0.1/3128 || exit 9\n"
+                        "printf 'CONNECT denied.invalid:443 HTTP/1.1\\r\\n"
+                        "Host: denied.invalid:443\\r\\n\\r\\n' >&3\n"
+                        "head -c 12 <&3; echo ran");
+    json_object_set_new(s, "network", json_pack("{s:[s]}", "allow", "allowed.invalid"));
+    return s;
+}
+
 /* A shell that dies after its call took it, before go (here while the call is held, as an
  * approval holds it; also between the pool and go), never read go: nothing of the program
  * ran, so the call starts over in another shell and runs, once. */
@@ -1357,7 +1369,8 @@ TEST(shell_dead_before_go_restarts)
     int saved_base = base_fds;
     base_fds = settled_fds();
     struct held h = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
-    json_t *s = spec_sh("echo ran");
+    /* with a network allowlist: the dead shell's proxy listener goes, the new one's comes */
+    json_t *s = spec_connect_denied();
     json_object_set_new(s, "hold", json_true());
     snprintf(id, sizeof(id), "%s", str(s, "id"));
     struct tc_launcher_job job = {.done = held_done, .ready = held_ready, .userdata = &h};
@@ -1382,7 +1395,7 @@ TEST(shell_dead_before_go_restarts)
     CHECK(h.res != NULL);
     if (h.res) {
         CHECK(strcmp(str(h.res, "status"), "completed") == 0);
-        CHECK(strcmp(OUT(h.res), "ran\n") == 0); /* once */
+        CHECK(strcmp(OUT(h.res), "HTTP/1.1 403ran\n") == 0); /* once */
     }
     CHECK(h.ready == 1); /* no second hold: go had come */
     json_decref(h.res);
@@ -2056,14 +2069,9 @@ TEST(egress_proxy_respawned)
     CHECK(kill(old, SIGKILL) == 0);
     wait_gone(&old, 1);
     for (int round = 0; round < 2; round++) { /* the first call starts it, the next uses it */
-        json_t *s = spec_sh("exec 3<>/dev/tcp/127.0.0.1/3128 || exit 9\n"
-                            "printf 'CONNECT denied.invalid:443 HTTP/1.1\\r\\n"
-                            "Host: denied.invalid:443\\r\\n\\r\\n' >&3\n"
-                            "head -c 12 <&3");
-        json_object_set_new(s, "network", json_pack("{s:[s]}", "allow", "allowed.invalid"));
-        json_t *r = run(s);
+        json_t *r = run(spec_connect_denied());
         CHECK(strcmp(str(r, "status"), "completed") == 0);
-        CHECK(strcmp(OUT(r), "HTTP/1.1 403") == 0);
+        CHECK(strcmp(OUT(r), "HTTP/1.1 403ran\n") == 0);
         if (tap_case_failed) {
             char *dump = json_dumps(r, JSON_COMPACT);
             fprintf(stderr, "    %s\n", dump ? dump : "");
