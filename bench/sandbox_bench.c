@@ -24,7 +24,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sandbox/egress.h"
 #include "sandbox/sandbox.h"
 
 extern char **environ;
@@ -165,8 +164,6 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "launcher") == 0)
         return tc_launcher_main(argc - 1, argv + 1);
-    if (argc > 1 && strcmp(argv[1], "egress") == 0)
-        return tc_egress_main(argc - 1, argv + 1);
     int n = argc > 1 ? atoi(argv[1]) : 50;
     if (n < 3)
         n = 3;

@@ -1014,27 +1014,3 @@ int tc_egress_run(int fd, pid_t ppid, const char *ca_file)
             return 0; /* launcher gone: so are its sandboxes */
     }
 }
-
-int tc_egress_main(int argc, char **argv)
-{
-    int64_t fd = 3, ppid = 0;
-    const char *ca = NULL;
-
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "egress") == 0)
-            continue;
-        if (v && strcmp(a, "--fd") == 0 && tc_parse_i64(v, 0, INT_MAX, &fd) == 0) {
-            i++;
-        } else if (v && strcmp(a, "--ppid") == 0 && tc_parse_i64(v, 1, INT_MAX, &ppid) == 0) {
-            i++;
-        } else if (v && strcmp(a, "--ca") == 0 && v[0] == '/') {
-            ca = v;
-            i++;
-        } else {
-            fprintf(stderr, "toolcage egress: bad argument %s\n", a);
-            return 2;
-        }
-    }
-    return tc_egress_run((int)fd, (pid_t)ppid, ca);
-}

@@ -21,7 +21,3 @@
  * Drops to nobody with no_new_privs first and re-arms PR_SET_PDEATHSIG (checked against
  * ppid). Returns the process exit code. */
 int tc_egress_run(int fd, pid_t ppid, const char *ca_file);
-
-/* `<binary> egress --fd N [--ppid P]`: tc_egress_run() as a subcommand. The launcher does
- * not use it (it forks); kept for binaries that dispatch it and for debugging. */
-int tc_egress_main(int argc, char **argv);

@@ -40,7 +40,9 @@ struct tc_egress_link {
     int self_netns;     /* the launcher's own network namespace, to come back to */
     int epfd;
     uint64_t epdata;
+    struct tc_egress_handlers h;
     uint64_t next_handle;
+    uint64_t gen_first; /* the running proxy's first handle: those before were a dead one's */
     struct parked *parked;
     size_t n_parked, cap_parked;
 };
@@ -88,6 +90,7 @@ static int spawn(struct tc_egress_link *l, bool exec)
     fcntl(sv[0], F_SETFL, O_NONBLOCK);
     l->sock = sv[0];
     l->pid = pid;
+    l->gen_first = l->next_handle + 1;
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = l->epdata};
     if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->sock, &ev) < 0) {
         int e = errno;
@@ -123,7 +126,8 @@ static void reap(struct tc_egress_link *l)
     l->pid = 0;
 }
 
-int tc_egress_link_new(int epfd, uint64_t epdata, const char *ca_file, struct tc_egress_link **ret)
+int tc_egress_link_new(int epfd, uint64_t epdata, const char *ca_file,
+                       const struct tc_egress_handlers *handlers, struct tc_egress_link **ret)
 {
     struct tc_egress_link *l = calloc(1, sizeof(*l));
     int r;
@@ -133,6 +137,7 @@ int tc_egress_link_new(int epfd, uint64_t epdata, const char *ca_file, struct tc
     l->sock = -1;
     l->epfd = epfd;
     l->epdata = epdata;
+    l->h = *handlers;
     l->self_netns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
     if (l->self_netns < 0) {
         r = -errno;
@@ -150,8 +155,8 @@ int tc_egress_link_new(int epfd, uint64_t epdata, const char *ca_file, struct tc
     return 0;
 }
 
-static void deliver_one(struct parked *p, json_t *network, json_int_t dropped, const char *error,
-                        tc_egress_deliver_fn deliver, void *ud)
+static void deliver_one(struct tc_egress_link *l, struct parked *p, json_t *network,
+                        json_int_t dropped, const char *error)
 {
     if (p->result) {
         json_object_set_new(p->result, "network", network ? network : json_array());
@@ -161,15 +166,14 @@ static void deliver_one(struct parked *p, json_t *network, json_int_t dropped, c
     } else {
         json_decref(network);
     }
-    deliver(ud, p->id, p->result);
+    l->h.deliver(l->h.userdata, p->id, p->result);
     p->result = NULL;
 }
 
-static void flush_all(struct tc_egress_link *l, const char *error, tc_egress_deliver_fn deliver,
-                      void *ud)
+static void flush_all(struct tc_egress_link *l, const char *error)
 {
     for (size_t i = 0; i < l->n_parked; i++)
-        deliver_one(&l->parked[i], NULL, 0, error, deliver, ud);
+        deliver_one(l, &l->parked[i], NULL, 0, error);
     l->n_parked = 0;
 }
 
@@ -250,10 +254,17 @@ int tc_egress_link_attach(struct tc_egress_link *l, pid_t pid, json_t *allow, in
         return -ENOMEM;
     handle = ++l->next_handle;
     r = tc_eg_send(l->sock, TC_EG_ADD, handle, payload, strlen(payload), fd);
-    if ((r == -EPIPE || r == -ECONNRESET) && (reap(l), respawn(l) == 0)) {
-        /* it died and the loop has not read its end yet: a new one (results parked for the
-         * dead one's reports are delivered at their deadline, by tc_egress_link_tick) */
-        r = tc_eg_send(l->sock, TC_EG_ADD, handle, payload, strlen(payload), fd);
+    if (r == -EPIPE || r == -ECONNRESET) {
+        /* it died and the loop has not read its end yet: what it sent before it died is
+         * read now (its reports delivered, its parked results told it died), then a new
+         * one, which gets this sandbox under a handle of its own */
+        tc_egress_link_on_readable(l);
+        if (l->sock >= 0)
+            reap(l); /* (closed its end without a word: nothing was left to read) */
+        if (respawn(l) == 0) {
+            handle = ++l->next_handle;
+            r = tc_eg_send(l->sock, TC_EG_ADD, handle, payload, strlen(payload), fd);
+        }
     }
     explicit_bzero(payload, strlen(payload)); /* the CA key and the credentials */
     if (r < 0)
@@ -264,31 +275,35 @@ int tc_egress_link_attach(struct tc_egress_link *l, pid_t pid, json_t *allow, in
 
 int tc_egress_link_verdict(struct tc_egress_link *l, uint64_t handle, const char *json)
 {
-    if (!l || l->sock < 0 || !handle)
+    if (!l || l->sock < 0 || !handle || handle < l->gen_first)
         return -ENETUNREACH;
     return tc_eg_send(l->sock, TC_EG_VERDICT, handle, json, strlen(json), -1);
 }
 
 void tc_egress_link_close(struct tc_egress_link *l, uint64_t handle)
 {
-    if (l && l->sock >= 0 && handle)
+    if (l && l->sock >= 0 && handle && handle >= l->gen_first) /* (a dead proxy's: gone) */
         (void)tc_eg_send(l->sock, TC_EG_CLOSE, handle, NULL, 0, -1);
 }
 
 void tc_egress_link_park(struct tc_egress_link *l, uint64_t handle, const char *id, json_t *result,
-                         int64_t deadline_ms, tc_egress_deliver_fn deliver, void *ud)
+                         int64_t deadline_ms)
 {
     struct parked p = {.handle = handle, .result = result, .deadline_ms = deadline_ms};
     snprintf(p.id, sizeof(p.id), "%s", id);
     if (l->sock < 0) {
-        deliver_one(&p, NULL, 0, "egress proxy is not running", deliver, ud);
+        deliver_one(l, &p, NULL, 0, "egress proxy is not running");
+        return;
+    }
+    if (handle < l->gen_first) { /* its proxy died; a new one never knew it */
+        deliver_one(l, &p, NULL, 0, "egress proxy died");
         return;
     }
     if (l->n_parked == l->cap_parked) {
         size_t cap = l->cap_parked ? l->cap_parked * 2 : 16;
         struct parked *n = realloc(l->parked, cap * sizeof(*n));
         if (!n) {
-            deliver_one(&p, NULL, 0, "out of memory", deliver, ud);
+            deliver_one(l, &p, NULL, 0, "out of memory");
             return;
         }
         l->parked = n;
@@ -350,8 +365,7 @@ static json_t *validated_attempts(json_t *root, json_int_t *ret_dropped)
     return out;
 }
 
-static void on_final(struct tc_egress_link *l, uint64_t handle, const char *payload,
-                     tc_egress_deliver_fn deliver, void *ud)
+static void on_final(struct tc_egress_link *l, uint64_t handle, const char *payload)
 {
     for (size_t i = 0; i < l->n_parked; i++) {
         if (l->parked[i].handle != handle)
@@ -362,15 +376,13 @@ static void on_final(struct tc_egress_link *l, uint64_t handle, const char *payl
         json_int_t dropped = 0;
         json_t *net = root ? validated_attempts(root, &dropped) : NULL;
         json_decref(root);
-        deliver_one(&p, net, dropped, net ? NULL : "egress proxy sent a malformed report", deliver,
-                    ud);
+        deliver_one(l, &p, net, dropped, net ? NULL : "egress proxy sent a malformed report");
         return;
     }
     /* nobody waits for it (setup failure path): drop */
 }
 
-void tc_egress_link_on_readable(struct tc_egress_link *l, tc_egress_deliver_fn deliver,
-                                tc_egress_attempt_fn attempt, tc_egress_attempt_fn ask, void *ud)
+void tc_egress_link_on_readable(struct tc_egress_link *l)
 {
     while (l && l->sock >= 0) {
         struct tc_eg_hdr h;
@@ -386,23 +398,22 @@ void tc_egress_link_on_readable(struct tc_egress_link *l, tc_egress_deliver_fn d
              * that needs one starts a new one (respawn: exec'd, not a fork of the launcher
              * as it is now). */
             reap(l);
-            flush_all(l, "egress proxy died", deliver, ud);
+            flush_all(l, "egress proxy died");
             return;
         }
         if (fd >= 0)
             close(fd);
         if (h.type == TC_EG_FINAL)
-            on_final(l, h.handle, payload, deliver, ud);
-        else if (h.type == TC_EG_ATTEMPT && payload && attempt)
-            attempt(ud, h.handle, payload, h.len);
-        else if (h.type == TC_EG_ASK && payload && ask)
-            ask(ud, h.handle, payload, h.len);
+            on_final(l, h.handle, payload);
+        else if (h.type == TC_EG_ATTEMPT && payload && l->h.attempt)
+            l->h.attempt(l->h.userdata, h.handle, payload, h.len);
+        else if (h.type == TC_EG_ASK && payload && l->h.ask)
+            l->h.ask(l->h.userdata, h.handle, payload, h.len);
         free(payload);
     }
 }
 
-void tc_egress_link_tick(struct tc_egress_link *l, int64_t now, tc_egress_deliver_fn deliver,
-                         void *ud)
+void tc_egress_link_tick(struct tc_egress_link *l, int64_t now)
 {
     for (size_t i = 0; l && i < l->n_parked;) {
         if (l->parked[i].deadline_ms > now) {
@@ -411,7 +422,7 @@ void tc_egress_link_tick(struct tc_egress_link *l, int64_t now, tc_egress_delive
         }
         struct parked p = l->parked[i];
         l->parked[i] = l->parked[--l->n_parked];
-        deliver_one(&p, NULL, 0, "egress proxy did not report in time", deliver, ud);
+        deliver_one(l, &p, NULL, 0, "egress proxy did not report in time");
     }
 }
 

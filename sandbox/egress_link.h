@@ -15,11 +15,24 @@
 
 struct tc_egress_link;
 
+typedef void (*tc_egress_deliver_fn)(void *userdata, const char *id, json_t *result);
+/* An attempt as the proxy decides it, or a connection's bytes as it ends (ATTEMPT,
+ * egress_proto.h): json is one attempt with its "index" in the sandbox's list. ask: the
+ * same for a connection held for a reviewer (ASK): {"ask", "host", "port", "index"}. */
+typedef void (*tc_egress_attempt_fn)(void *userdata, uint64_t handle, const char *json, size_t len);
+/* What the link calls with the proxy's news: a parked result complete (deliver), an attempt,
+ * an ask. */
+struct tc_egress_handlers {
+    tc_egress_deliver_fn deliver;
+    tc_egress_attempt_fn attempt, ask;
+    void *userdata;
+};
+
 /* Fork the proxy (no exec; call this once, at launcher start, before any sandbox exists:
  * the proxy keeps a copy of the launcher's memory as it is now). The link keeps its
  * socket registered in epfd (EPOLLIN, data.u64 = epdata). */
 int tc_egress_link_new(int epfd, uint64_t epdata, const char *ca_file,
-                       struct tc_egress_link **ret_link);
+                       const struct tc_egress_handlers *handlers, struct tc_egress_link **ret_link);
 /* Kill the proxy, reap it, drop parked results. NULL is a no-op. */
 void tc_egress_link_free(struct tc_egress_link *l);
 
@@ -42,20 +55,13 @@ int tc_egress_link_verdict(struct tc_egress_link *l, uint64_t handle, const char
 /* The sandbox is gone: the proxy cuts its connections and reports (FINAL). */
 void tc_egress_link_close(struct tc_egress_link *l, uint64_t handle);
 
-typedef void (*tc_egress_deliver_fn)(void *userdata, const char *id, json_t *result);
 /* Hold result (owned) until FINAL for handle arrives or deadline_ms passes, then hand it
- * to deliver with "network" (and "network_dropped") filled in. */
+ * to deliver with "network" (and "network_dropped") filled in. A handle of a proxy that has
+ * died (a later one runs, or none) is delivered at once with network_error. */
 void tc_egress_link_park(struct tc_egress_link *l, uint64_t handle, const char *id, json_t *result,
-                         int64_t deadline_ms, tc_egress_deliver_fn deliver, void *userdata);
-/* An attempt as the proxy decides it, or a connection's bytes as it ends (ATTEMPT,
- * egress_proto.h): json is one attempt with its "index" in the sandbox's list. ask: the
- * same for a connection held for a reviewer (ASK): {"ask", "host", "port", "index"}. */
-typedef void (*tc_egress_attempt_fn)(void *userdata, uint64_t handle, const char *json, size_t len);
-void tc_egress_link_on_readable(struct tc_egress_link *l, tc_egress_deliver_fn deliver,
-                                tc_egress_attempt_fn attempt, tc_egress_attempt_fn ask,
-                                void *userdata);
-void tc_egress_link_tick(struct tc_egress_link *l, int64_t now_ms, tc_egress_deliver_fn deliver,
-                         void *userdata);
+                         int64_t deadline_ms);
+void tc_egress_link_on_readable(struct tc_egress_link *l);
+void tc_egress_link_tick(struct tc_egress_link *l, int64_t now_ms);
 size_t tc_egress_link_parked(const struct tc_egress_link *l);
 
 /* Give a spec with network.allow the proxy environment: HTTP_PROXY, HTTPS_PROXY (and

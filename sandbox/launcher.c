@@ -499,7 +499,7 @@ static void tick(struct launcher *L)
     if (L->n_dead_cgs)
         lc_retry_dead_cgs(L);
     lc_images_tick(L, now);
-    tc_egress_link_tick(L->egress, now, lc_deliver_result, L);
+    tc_egress_link_tick(L->egress, now);
 }
 
 /* A sandbox is between go and its program's exec (at most SETUP_QUIET_MS, for hosts without
@@ -683,7 +683,7 @@ static void dispatch(struct launcher *L, struct epoll_event *ev)
         return;
     }
     if (k == W_EGRESS) {
-        tc_egress_link_on_readable(L->egress, lc_deliver_result, on_attempt, on_ask, L);
+        tc_egress_link_on_readable(L->egress);
         return;
     }
     if (k == W_SHELL) {
@@ -1107,8 +1107,11 @@ int tc_launcher_main(int argc, char **argv)
         return 1;
     }
     /* The egress proxy (network allowlists). Without it, specs that allow network fail. */
-    if (set.no_egress || tc_egress_link_new(L.epfd, lc_wdata(0, W_EGRESS),
-                                            set.egress_ca[0] ? set.egress_ca : NULL, &L.egress) < 0)
+    struct tc_egress_handlers eh = {
+        .deliver = lc_deliver_result, .attempt = on_attempt, .ask = on_ask, .userdata = &L};
+    if (set.no_egress ||
+        tc_egress_link_new(L.epfd, lc_wdata(0, W_EGRESS), set.egress_ca[0] ? set.egress_ca : NULL,
+                           &eh, &L.egress) < 0)
         L.egress = NULL;
     {
         json_t *hi = host_info(&L);

@@ -321,8 +321,7 @@ static void finish(struct launcher *L, struct sbx *s)
     uint64_t egress = s->egress_handle;
     lc_teardown(L, s);
     if (egress && res) /* the proxy reports this sandbox's connections first (FINAL) */
-        tc_egress_link_park(L->egress, egress, id, res, lc_now_ms() + TC_EGRESS_FINAL_TIMEOUT_MS,
-                            lc_deliver_result, L);
+        tc_egress_link_park(L->egress, egress, id, res, lc_now_ms() + TC_EGRESS_FINAL_TIMEOUT_MS);
     else {
         if (res)
             json_object_set_new(res, "network", json_array());

@@ -18,7 +18,6 @@
 #include <unistd.h>
 
 #include "common/util.h"
-#include "sandbox/egress.h"
 #include "sandbox/microvm.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/spec.h"
@@ -2066,6 +2065,20 @@ TEST(egress_proxy_respawned)
     CHECK(old > 0 && is_egress_proxy(old));
     if (old <= 0)
         return;
+    /* a sandbox that outlives the proxy: its connection was the dead proxy's, and its result
+     * says so (a new proxy that never knew it must not report "no connections") */
+    struct held a = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    char script[64];
+    snprintf(script, sizeof(script), "sleep %lld; echo late", (long long)(2 * slow_factor()));
+    json_t *sa = spec_connect_denied();
+    json_array_set_new(
+        json_object_get(sa, "argv"), 2,
+        json_sprintf("%s; %s", json_string_value(json_array_get(json_object_get(sa, "argv"), 2)),
+                     script));
+    struct tc_launcher_job job = {.done = held_done, .userdata = &a};
+    CHECK(tc_launcher_submit_job(L, sa, &job) == 0);
+    json_decref(sa);
+    usleep((useconds_t)(500 * 1000 * slow_factor())); /* its CONNECT is answered by then */
     CHECK(kill(old, SIGKILL) == 0);
     wait_gone(&old, 1);
     for (int round = 0; round < 2; round++) { /* the first call starts it, the next uses it */
@@ -2079,6 +2092,20 @@ TEST(egress_proxy_respawned)
         }
         json_decref(r);
     }
+    held_wait(&a, true, (int)(10000 * slow_factor()));
+    CHECK(a.res != NULL);
+    if (a.res) {
+        CHECK(strcmp(OUT(a.res), "HTTP/1.1 403ran\nlate\n") == 0);
+        CHECK(json_array_size(json_object_get(a.res, "network")) == 0);
+        const char *ne = json_string_value(json_object_get(a.res, "network_error"));
+        CHECK(ne && strcmp(ne, "egress proxy died") == 0);
+        if (tap_case_failed) {
+            char *dump = json_dumps(a.res, JSON_COMPACT);
+            fprintf(stderr, "    %s\n", dump ? dump : "");
+            free(dump);
+        }
+    }
+    json_decref(a.res);
     /* the new proxy: the launcher's child, as confined as egress_helper_confined's */
     char status[8192];
     pid_t kids[512], now = 0;
@@ -2742,8 +2769,6 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "launcher") == 0)
         return tc_launcher_main(argc - 1, argv + 1);
-    if (argc > 1 && strcmp(argv[1], "egress") == 0) /* the launcher's egress proxy */
-        return tc_egress_main(argc - 1, argv + 1);
     if (geteuid() != 0) { /* counted as a skip: scripts/test fails on it (tests/skips.allow) */
         printf("ok - test_sandbox # SKIP needs root\n0 passed, 0 failed, 1 skipped\n");
         return 0;

@@ -15,7 +15,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sandbox/egress.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/uidrange.h"
 #include "tap.h"
@@ -368,8 +367,6 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "launcher") == 0)
         return tc_launcher_main(argc - 1, argv + 1);
-    if (argc > 1 && strcmp(argv[1], "egress") == 0)
-        return tc_egress_main(argc - 1, argv + 1);
     if (geteuid() != 0) {
         printf("0 passed, 0 failed (skipped: needs root)\n");
         return 0;
