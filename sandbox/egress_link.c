@@ -113,11 +113,13 @@ static int respawn(struct tc_egress_link *l)
     return spawn(l, true);
 }
 
+/* The proxy is gone: every handle so far was a dead proxy's. */
 static void reap(struct tc_egress_link *l)
 {
     if (l->sock >= 0)
         close(l->sock);
     l->sock = -1;
+    l->gen_first = l->next_handle + 1;
     if (l->pid > 0) {
         kill(l->pid, SIGKILL);
         while (waitpid(l->pid, NULL, 0) < 0 && errno == EINTR)
@@ -170,6 +172,7 @@ static void deliver_one(struct tc_egress_link *l, struct parked *p, json_t *netw
     p->result = NULL;
 }
 
+/* (deliver hands results to the server: it never parks, attaches or closes here) */
 static void flush_all(struct tc_egress_link *l, const char *error)
 {
     for (size_t i = 0; i < l->n_parked; i++)
@@ -259,11 +262,15 @@ int tc_egress_link_attach(struct tc_egress_link *l, pid_t pid, json_t *allow, in
          * read now (its reports delivered, its parked results told it died), then a new
          * one, which gets this sandbox under a handle of its own */
         tc_egress_link_on_readable(l);
-        if (l->sock >= 0)
-            reap(l); /* (closed its end without a word: nothing was left to read) */
+        if (l->sock >= 0) { /* (its end not marked closed for reading yet) */
+            reap(l);
+            flush_all(l, "egress proxy died");
+        }
         if (respawn(l) == 0) {
             handle = ++l->next_handle;
             r = tc_eg_send(l->sock, TC_EG_ADD, handle, payload, strlen(payload), fd);
+        } else {
+            r = -ENETUNREACH; /* started again less than a second ago */
         }
     }
     explicit_bzero(payload, strlen(payload)); /* the CA key and the credentials */
@@ -291,12 +298,12 @@ void tc_egress_link_park(struct tc_egress_link *l, uint64_t handle, const char *
 {
     struct parked p = {.handle = handle, .result = result, .deadline_ms = deadline_ms};
     snprintf(p.id, sizeof(p.id), "%s", id);
-    if (l->sock < 0) {
-        deliver_one(l, &p, NULL, 0, "egress proxy is not running");
+    if (handle < l->gen_first) { /* its proxy died (a new one, if any, never knew it) */
+        deliver_one(l, &p, NULL, 0, "egress proxy died");
         return;
     }
-    if (handle < l->gen_first) { /* its proxy died; a new one never knew it */
-        deliver_one(l, &p, NULL, 0, "egress proxy died");
+    if (l->sock < 0) {
+        deliver_one(l, &p, NULL, 0, "egress proxy is not running");
         return;
     }
     if (l->n_parked == l->cap_parked) {
