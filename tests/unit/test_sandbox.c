@@ -2075,6 +2075,7 @@ TEST(egress_proxy_respawned)
         json_object_get(sa, "argv"), 2,
         json_sprintf("%s; %s", json_string_value(json_array_get(json_object_get(sa, "argv"), 2)),
                      script));
+    set_limit(sa, "wall_ms", 10000 + 4000 * slow_factor()); /* (the sleep, and room) */
     struct tc_launcher_job job = {.done = held_done, .userdata = &a};
     CHECK(tc_launcher_submit_job(L, sa, &job) == 0);
     json_decref(sa);
