@@ -326,6 +326,17 @@ void tc_db_release(struct tc_db *db, PGconn *conn)
     pthread_mutex_unlock(&db->lock);
 }
 
+/* r when its status is PGRES_COMMAND_OK or PGRES_TUPLES_OK, else NULL (r cleared). */
+static PGresult *succeeded(PGresult *r)
+{
+    ExecStatusType st = PQresultStatus(r);
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+        PQclear(r);
+        return NULL;
+    }
+    return r;
+}
+
 PGresult *tc_db_exec(PGconn *conn, const char *sql, int nparams, const char *const *params)
 {
     char name[16];
@@ -345,23 +356,12 @@ PGresult *tc_db_exec(PGconn *conn, const char *sql, int nparams, const char *con
             r = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
         }
     }
-    ExecStatusType st = PQresultStatus(r);
-    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-        PQclear(r);
-        return NULL;
-    }
-    return r;
+    return succeeded(r);
 }
 
 PGresult *tc_db_exec_once(PGconn *conn, const char *sql, int nparams, const char *const *params)
 {
-    PGresult *r = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
-    ExecStatusType st = PQresultStatus(r);
-    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
-        PQclear(r);
-        return NULL;
-    }
-    return r;
+    return succeeded(PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0));
 }
 
 bool tc_db_ping(struct tc_db *db)

@@ -1344,13 +1344,18 @@ static void second_stop(struct tc_launcher *l2, struct tc_launcher *main_l, cons
 }
 
 /* A sandbox with a network allowlist that asks its egress proxy for a host not on it: its
- * stdout is the proxy's answer's first 12 bytes ("HTTP/1.1 403"), then "ran". */
-static json_t *spec_connect_denied(void)
+ * stdout is the proxy's answer's first 12 bytes ("HTTP/1.1 403"), then "ran", then what
+ * then (shell) prints. */
+static json_t *spec_connect_denied(const char *then)
 {
-    json_t *s = spec_sh("exec 3<>/dev/tcp/127.0.0.1/3128 || exit 9\n"
-                        "printf 'CONNECT denied.invalid:443 HTTP/1.1\\r\\n"
-                        "Host: denied.invalid:443\\r\\n\\r\\n' >&3\n"
-                        "head -c 12 <&3; echo ran");
+    char script[512];
+    snprintf(script, sizeof(script),
+             "exec 3<>/dev/tcp/127.0.0.1/3128 || exit 9\n"
+             "printf 'CONNECT denied.invalid:443 HTTP/1.1\\r\\n"
+             "Host: denied.invalid:443\\r\\n\\r\\n' >&3\n"
+             "head -c 12 <&3; echo ran; %s",
+             then);
+    json_t *s = spec_sh(script);
     json_object_set_new(s, "network", json_pack("{s:[s]}", "allow", "allowed.invalid"));
     return s;
 }
@@ -1369,7 +1374,7 @@ TEST(shell_dead_before_go_restarts)
     base_fds = settled_fds();
     struct held h = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
     /* with a network allowlist: the dead shell's proxy listener goes, the new one's comes */
-    json_t *s = spec_connect_denied();
+    json_t *s = spec_connect_denied("");
     json_object_set_new(s, "hold", json_true());
     snprintf(id, sizeof(id), "%s", str(s, "id"));
     struct tc_launcher_job job = {.done = held_done, .ready = held_ready, .userdata = &h};
@@ -2070,11 +2075,7 @@ TEST(egress_proxy_respawned)
     struct held a = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
     char script[64];
     snprintf(script, sizeof(script), "sleep %lld; echo late", (long long)(2 * slow_factor()));
-    json_t *sa = spec_connect_denied();
-    json_array_set_new(
-        json_object_get(sa, "argv"), 2,
-        json_sprintf("%s; %s", json_string_value(json_array_get(json_object_get(sa, "argv"), 2)),
-                     script));
+    json_t *sa = spec_connect_denied(script);
     set_limit(sa, "wall_ms", 10000 + 4000 * slow_factor()); /* (the sleep, and room) */
     struct tc_launcher_job job = {.done = held_done, .userdata = &a};
     CHECK(tc_launcher_submit_job(L, sa, &job) == 0);
@@ -2083,7 +2084,7 @@ TEST(egress_proxy_respawned)
     CHECK(kill(old, SIGKILL) == 0);
     wait_gone(&old, 1);
     for (int round = 0; round < 2; round++) { /* the first call starts it, the next uses it */
-        json_t *r = run(spec_connect_denied());
+        json_t *r = run(spec_connect_denied(""));
         CHECK(strcmp(str(r, "status"), "completed") == 0);
         CHECK(strcmp(OUT(r), "HTTP/1.1 403ran\n") == 0);
         if (tap_case_failed) {
