@@ -395,6 +395,10 @@ bool tc_db_command(PGconn *conn, const char *sql)
 {
     PGresult *r = PQexec(conn, sql);
     bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    /* COMMIT of a transaction that a failed statement aborted rolls it back, and says so
+     * only in its tag ("ROLLBACK"), not as an error: that is no commit. */
+    if (ok && strcmp(sql, "COMMIT") == 0)
+        ok = strcmp(PQcmdStatus(r), "COMMIT") == 0;
     PQclear(r);
     return ok;
 }
@@ -408,6 +412,7 @@ int tc_db_finish(PGconn *conn, int rc)
 {
     if (rc == 0 && tc_db_command(conn, "COMMIT"))
         return 0;
-    tc_db_command(conn, "ROLLBACK");
+    if (PQtransactionStatus(conn) != PQTRANS_IDLE) /* not after a COMMIT that rolled back */
+        tc_db_command(conn, "ROLLBACK");
     return rc < 0 ? rc : -EIO;
 }

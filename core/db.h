@@ -28,7 +28,8 @@ PGresult *tc_db_exec(PGconn *conn, const char *sql, int nparams, const char *con
 /* tc_db_exec for text built at run time (filters: one text per combination), which would
  * fill the connection's prepared statements: parsed and planned at each run. */
 PGresult *tc_db_exec_once(PGconn *conn, const char *sql, int nparams, const char *const *params);
-/* A statement without parameters or rows (BEGIN, COMMIT, ROLLBACK, SET ...): true on success. */
+/* A statement without parameters or rows (BEGIN, COMMIT, ROLLBACK, SET ...): true on success
+ * (a COMMIT that rolled back, its transaction having failed, is false). */
 bool tc_db_command(PGconn *conn, const char *sql);
 /* A transaction: tc_db_begin() is 0 or -EIO; tc_db_finish(c, rc) commits when rc is 0 and
  * rolls back otherwise, and returns rc, or -EIO when the commit fails (rolled back then). */

@@ -1,6 +1,8 @@
 /* core/db.c against a real PostgreSQL (scripts/test gives the unit tests a database of their
- * own in TOOLCAGE_DATABASE_URL): the per-connection prepared statements. Each case asserts
- * what the server holds (pg_prepared_statements), not only that a query answered. */
+ * own in TOOLCAGE_DATABASE_URL): the per-connection prepared statements, and transactions. Each
+ * case asserts what the server holds (pg_prepared_statements), not only that a query answered. */
+#include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -208,6 +210,102 @@ TEST(off_runs_every_statement_unnamed)
     PQfinish(c);
 }
 
+static long count_rows(PGconn *c, const char *table)
+{
+    char sql[128];
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM %s", table);
+    PGresult *r = PQexec(c, sql);
+    long n = PQresultStatus(r) == PGRES_TUPLES_OK ? strtol(PQgetvalue(r, 0, 0), NULL, 10) : -1;
+    PQclear(r);
+    return n;
+}
+
+static bool insert(PGconn *c, const char *v)
+{
+    const char *p[1] = {v};
+    PGresult *r = tc_db_exec(c, "INSERT INTO tb VALUES ($1::int)", 1, p);
+    PQclear(r);
+    return r != NULL;
+}
+
+/* A transaction's statements are all its own, the first one too (a rollback takes it back),
+ * and any failed statement fails it, whether the server refused to prepare it (the first
+ * time a text runs: the prepare happens inside the transaction) or to run it: the commit
+ * then fails and nothing of it stays. The same with statements unnamed. (A BEGIN sent with
+ * the first statement, to save its round trip, was tried and dropped: a statement prepared
+ * before that BEGIN failed outside the transaction, which then went on and committed.) */
+TEST(a_transaction_is_all_or_nothing)
+{
+    NEED_DB();
+    for (int prepare = 1; prepare >= 0; prepare--) {
+        tc_db_prepare_statements(prepare);
+        PGconn *c = tc_db_connect(url, NULL);
+        tc_db_prepare_statements(true);
+        CHECK(c != NULL);
+        if (!c)
+            return;
+        PQclear(PQexec(c, "CREATE TEMP TABLE tb (x int)"));
+
+        CHECK(tc_db_begin(c) == 0);
+        CHECK(insert(c, "1"));
+        CHECK(insert(c, "2"));
+        CHECK(tc_db_finish(c, -5) == -5);
+        CHECK(count_rows(c, "tb") == 0);
+
+        CHECK(tc_db_begin(c) == 0);
+        CHECK(insert(c, "3"));
+        CHECK(tc_db_finish(c, 0) == 0);
+        CHECK(count_rows(c, "tb") == 1);
+
+        /* the first statement fails (never prepared: a new text), then the transaction */
+        for (int first = 1; first >= 0; first--) {
+            CHECK(tc_db_begin(c) == 0);
+            if (!first)
+                CHECK(insert(c, "4"));
+            CHECK(tc_db_exec(c,
+                             first ? "SELECT no_such_column FROM pg_class"
+                                   : "SELECT no_such_column FROM pg_proc",
+                             0, NULL) == NULL);
+            CHECK(strstr(PQerrorMessage(c), "no_such_column") != NULL);
+            CHECK(PQtransactionStatus(c) == PQTRANS_INERROR);
+            CHECK(!insert(c, "5"));
+            CHECK(tc_db_finish(c, 0) == -EIO);
+            CHECK(PQtransactionStatus(c) == PQTRANS_IDLE);
+            CHECK(count_rows(c, "tb") == 1);
+        }
+        PQfinish(c);
+    }
+}
+
+/* A connection given back to the pool inside a transaction is rolled back: the next
+ * borrower's statements stand on their own (they would otherwise wait in a transaction no
+ * one commits). */
+TEST(a_released_connection_is_out_of_its_transaction)
+{
+    NEED_DB();
+    struct tc_db *db = NULL;
+    CHECK(tc_db_open(url, 1, &db, NULL) == 0);
+    if (!db)
+        return;
+    PGconn *c = tc_db_acquire(db, 1000);
+    CHECK(c != NULL);
+    PQclear(PQexec(c, "CREATE TEMP TABLE tb (x int)"));
+    CHECK(tc_db_begin(c) == 0);
+    CHECK(insert(c, "1"));
+    tc_db_release(db, c);
+    PGconn *again = tc_db_acquire(db, 1000);
+    CHECK(again == c); /* the pool's only one */
+    CHECK(PQtransactionStatus(again) == PQTRANS_IDLE);
+    CHECK(count_rows(again, "tb") == 0);
+    CHECK(insert(again, "2"));
+    CHECK(PQtransactionStatus(again) == PQTRANS_IDLE);
+    tc_db_release(db, again);
+    c = tc_db_acquire(db, 1000);
+    CHECK(c && count_rows(c, "tb") == 1);
+    tc_db_release(db, c);
+    tc_db_close(db);
+}
+
 int main(void)
 {
     url = getenv("TOOLCAGE_DATABASE_URL");
@@ -219,5 +317,7 @@ int main(void)
     RUN(errors_and_rollbacks);
     RUN(stale_statements_are_renewed);
     RUN(off_runs_every_statement_unnamed);
+    RUN(a_transaction_is_all_or_nothing);
+    RUN(a_released_connection_is_out_of_its_transaction);
     return TAP_DONE();
 }
