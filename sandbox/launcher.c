@@ -49,6 +49,7 @@ void lc_send_result(struct launcher *L, const char *id, json_t *result)
     json_decref(result);
     if (!s)
         return;
+    L->result_ms = lc_now_ms();
     size_t len = strlen(s);
     if (len > TC_WIRE_MAX_PAYLOAD) {
         /* stdout, stderr and collected files near their caps: an answer the wire cannot
@@ -520,9 +521,11 @@ static int64_t setting_up(struct launcher *L, int64_t now)
             continue;
         if (s->setup_until_ms - now > w)
             w = s->setup_until_ms - now;
-        if (!s->warm_tmpl && !s->held && s->start_ms + CALL_QUIET_MS - now > c)
+        if (!s->warm_tmpl && s->start_ms + CALL_QUIET_MS - now > c)
             c = s->start_ms + CALL_QUIET_MS - now;
     }
+    if (L->result_ms && L->result_ms + RESULT_QUIET_MS - now > c)
+        c = L->result_ms + RESULT_QUIET_MS - now;
     if (c == 0) {
         L->quiet_from_ms = 0;
         return w;

@@ -53,6 +53,7 @@
 _Static_assert(MAX_SLOTS <= TC_UID_RANGE_SIZE, "one host uid per slot, from the launcher's range");
 #define SETUP_QUIET_MS  5           /* see setting_up() */
 #define CALL_QUIET_MS   50          /* a call this young: no refill meanwhile (setting_up()) */
+#define RESULT_QUIET_MS 10          /* nor this soon after a result went out (setting_up()) */
 #define KILL_AGAIN_MS   5           /* a killed sandbox not dead yet is killed again this often */
 #define HOLD_MAX_MS     60000       /* a held sandbox the server never released (see hold()) */
 #define CHUNK_EVERY_MS  20          /* a "stream" sandbox's output goes out at most this often */
@@ -212,6 +213,7 @@ struct launcher {
     unsigned warm_max, n_warm; /* warm sandboxes waiting for a call: at most, now */
     unsigned warm_group_max;   /* of them, one group's at most (launcher_warm.c) */
     int64_t quiet_from_ms;     /* young calls have put refills off since (setting_up()) */
+    int64_t result_ms;         /* the last result went out (setting_up()) */
     unsigned warm_seq, warm_gens;
     unsigned warm_for; /* 1 + the template a warm sandbox was evicted for: it starts next */
     struct warm_tmpl warm[WARM_TEMPLATES];
