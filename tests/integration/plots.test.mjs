@@ -83,3 +83,27 @@ test('what the code writes under .toolcage is not a figure unless it is a PNG, a
   assert.deepEqual(e.outputs, [], 'a file that is not a PNG became a figure');
   assert.deepEqual(e.files.map((f) => f.path), ['mine.png'], 'only the program\'s own file is a file');
 });
+
+// The runner freezes the start-up objects (gc.freeze, docs/plots.md): the program's own garbage
+// is collected as ever, and its exit is python's: exit handlers run, and a file it never closed
+// is flushed as the interpreter ends. Evidence: the freeze count the program sees, what
+// gc.collect() found of its cycle, the exit handler's line, the bytes of the file collected
+// after the exit.
+test('start-up objects are frozen; the program\'s own cycles are collected; its exit is python\'s', async () => {
+  const code = [
+    'import atexit, gc',
+    'print(gc.get_freeze_count() > 0)',
+    'class Node:',
+    '    pass',
+    'a = Node(); a.me = a',
+    'del a',
+    'print(gc.collect() >= 1)',
+    'f = open("/workspace/kept.txt", "w")',
+    'f.write("written, never closed")',
+    'atexit.register(print, "exit handler")',
+  ].join('\n');
+  const e = (await server.execute({ tool: 'python', code, collect: ['kept.txt'] })).json;
+  assert.equal(e.status, 'completed', e.stderr);
+  assert.equal(e.stdout, 'True\nTrue\nexit handler\n');
+  assert.deepEqual(e.files.map((f) => [f.path, f.encoding, f.content]), [['kept.txt', 'utf8', 'written, never closed']]);
+});
