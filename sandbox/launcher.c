@@ -504,14 +504,17 @@ static void tick(struct launcher *L)
 }
 
 /* A sandbox is between go and its program's exec (at most SETUP_QUIET_MS, for hosts without
- * seccomp notification, whose NOTIFY_FD message marks the exec), or a call's program started
- * less than CALL_QUIET_MS ago and runs: milliseconds left, else 0. Neither the pool nor the
- * warm sandboxes are refilled meanwhile, so that creating a shell (~1 ms of kernel work, and
- * locks such as the network namespace's) or starting an interpreter (~30 ms of CPU) does not
- * slow a sandbox's start, nor a short call (most end within CALL_QUIET_MS: its result goes
- * out first, and the refill after it). A longer call lets them go on, and so does a steady
- * load: young calls put refills off for CALL_QUIET_MS at most since the first of them (with
- * a call always young, refills would never come, and every call would make its shell). */
+ * seccomp notification, whose NOTIFY_FD message marks the exec), or a call came less than
+ * CALL_QUIET_MS ago and runs or waits for its go (held: the server records its start), or a
+ * result went out less than RESULT_QUIET_MS ago (the server stores it and answers):
+ * milliseconds left, else 0. Neither the pool nor the warm sandboxes are refilled meanwhile,
+ * so that creating a shell (~1 ms of kernel work, and locks such as the network namespace's)
+ * or starting an interpreter (~30 ms of CPU) does not slow a sandbox's start, nor a short call
+ * (most end within CALL_QUIET_MS: its result goes out first, and the refill after it). A
+ * longer call lets them go on, and so does a steady load: young calls and fresh results put
+ * refills off for CALL_QUIET_MS at most since the first of them (with a call always young,
+ * refills would never come, and every call would make its shell); calls back to back, less
+ * than RESULT_QUIET_MS apart, are such a load until they pause. */
 static int64_t setting_up(struct launcher *L, int64_t now)
 {
     int64_t w = 0, c = 0;
