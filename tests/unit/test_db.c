@@ -21,15 +21,21 @@ static const char *url;
         }                                                                                          \
     } while (0)
 
-/* How many statements the session behind c holds prepared (run unnamed, so as not to count
- * itself). */
-static long prepared_count(PGconn *c)
+/* The rows of table, counted by a statement run outside the layer under test (PQexec). */
+static long count_rows(PGconn *c, const char *table)
 {
-    PGresult *r = PQexecParams(c, "SELECT count(*) FROM pg_prepared_statements", 0, NULL, NULL,
-                               NULL, NULL, 0);
+    char sql[128];
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM %s", table);
+    PGresult *r = PQexec(c, sql);
     long n = PQresultStatus(r) == PGRES_TUPLES_OK ? strtol(PQgetvalue(r, 0, 0), NULL, 10) : -1;
     PQclear(r);
     return n;
+}
+
+/* How many statements the session behind c holds prepared (not counting itself). */
+static long prepared_count(PGconn *c)
+{
+    return count_rows(c, "pg_prepared_statements");
 }
 
 static long add_one(PGconn *c, const char *v)
@@ -208,16 +214,6 @@ TEST(off_runs_every_statement_unnamed)
     CHECK(add_one(c, "5") == 6);
     CHECK(prepared_count(c) == 0);
     PQfinish(c);
-}
-
-static long count_rows(PGconn *c, const char *table)
-{
-    char sql[128];
-    snprintf(sql, sizeof(sql), "SELECT count(*) FROM %s", table);
-    PGresult *r = PQexec(c, sql);
-    long n = PQresultStatus(r) == PGRES_TUPLES_OK ? strtol(PQgetvalue(r, 0, 0), NULL, 10) : -1;
-    PQclear(r);
-    return n;
 }
 
 static bool insert(PGconn *c, const char *v)
