@@ -11,6 +11,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/log.h"
+
 /* A thread waiting for a connection: a released one is handed to the longest waiting, in
  * order (no barging: a thread that releases and acquires in a loop, as an export's batches
  * do, would otherwise take it back before a woken waiter runs, for as long as it likes). */
@@ -393,12 +395,22 @@ bool tc_db_bytea_parse(const char *s, unsigned char *out, size_t n)
 
 bool tc_db_command(PGconn *conn, const char *sql)
 {
+    bool commit = strcmp(sql, "COMMIT") == 0;
+    /* Nothing to roll back (a COMMIT that rolled back came first, see below): no round
+     * trip, and no "there is no transaction in progress" warning from the server. */
+    if (strcmp(sql, "ROLLBACK") == 0 && PQstatus(conn) == CONNECTION_OK &&
+        PQtransactionStatus(conn) == PQTRANS_IDLE)
+        return true;
     PGresult *r = PQexec(conn, sql);
     bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
     /* COMMIT of a transaction that a failed statement aborted rolls it back, and says so
-     * only in its tag ("ROLLBACK"), not as an error: that is no commit. */
-    if (ok && strcmp(sql, "COMMIT") == 0)
-        ok = strcmp(PQcmdStatus(r), "COMMIT") == 0;
+     * only in its tag ("ROLLBACK"), not as an error: that is no commit. The failed
+     * statement's message is gone from PQerrorMessage by now, which is empty: say why. */
+    if (ok && commit && strcmp(PQcmdStatus(r), "COMMIT") != 0) {
+        ok = false;
+        tc_log(TC_LOG_WARN, "a COMMIT was a ROLLBACK: a statement of the transaction had failed",
+               NULL);
+    }
     PQclear(r);
     return ok;
 }

@@ -273,6 +273,45 @@ TEST(a_transaction_is_all_or_nothing)
     }
 }
 
+static void count_notice(void *arg, const char *message)
+{
+    (void)message;
+    ++*(int *)arg;
+}
+
+/* Callers end a transaction with `COMMIT` when all went well, else `ROLLBACK`, and some
+ * send `ROLLBACK` after a `COMMIT` that said false. After a COMMIT that rolled back there is
+ * no transaction left: that ROLLBACK is a no-op, not a round trip the server warns about
+ * (25P01, "there is no transaction in progress", printed by libpq on stderr). */
+TEST(a_rollback_after_a_commit_that_rolled_back_is_quiet)
+{
+    NEED_DB();
+    PGconn *c = tc_db_connect(url, NULL);
+    CHECK(c != NULL);
+    if (!c)
+        return;
+    int notices = 0;
+    PQsetNoticeProcessor(c, count_notice, &notices);
+    PQclear(PQexec(c, "CREATE TEMP TABLE tb (x int)"));
+    CHECK(tc_db_begin(c) == 0);
+    CHECK(insert(c, "1"));
+    CHECK(tc_db_exec(c, "SELECT no_such_column FROM pg_class", 0, NULL) == NULL);
+    CHECK(!tc_db_command(c, "COMMIT"));
+    CHECK(PQtransactionStatus(c) == PQTRANS_IDLE);
+    CHECK(tc_db_command(c, "ROLLBACK"));
+    CHECK(notices == 0);
+    CHECK(count_rows(c, "tb") == 0);
+    /* the positive control: a ROLLBACK sent as is, with no transaction, is warned about */
+    PQclear(PQexec(c, "ROLLBACK"));
+    CHECK(notices == 1);
+    /* and one in a transaction still rolls it back */
+    CHECK(tc_db_begin(c) == 0);
+    CHECK(insert(c, "2"));
+    CHECK(tc_db_command(c, "ROLLBACK"));
+    CHECK(count_rows(c, "tb") == 0);
+    PQfinish(c);
+}
+
 /* A connection given back to the pool inside a transaction is rolled back: the next
  * borrower's statements stand on their own (they would otherwise wait in a transaction no
  * one commits). */
@@ -314,6 +353,7 @@ int main(void)
     RUN(stale_statements_are_renewed);
     RUN(off_runs_every_statement_unnamed);
     RUN(a_transaction_is_all_or_nothing);
+    RUN(a_rollback_after_a_commit_that_rolled_back_is_quiet);
     RUN(a_released_connection_is_out_of_its_transaction);
     return TAP_DONE();
 }
