@@ -287,6 +287,54 @@ static int no_fast(struct tc_vm_host *h, int err, const char *what, const char *
     return err;
 }
 
+#define CACHE_TMP_STALE_S 600 /* an unpack's temporary this old was abandoned (one takes ~1 s) */
+
+int tc_vm_cache_sweep(const char *cache_dir, const char *keep, const char *boot_dir)
+{
+    DIR *d = opendir(cache_dir);
+    struct dirent *de;
+    int n = 0;
+
+    if (!d)
+        return -errno;
+    time_t now = time(NULL);
+    while ((de = readdir(d))) {
+        const char *name = de->d_name;
+        struct stat st, src;
+        if (strncmp(name, "vmlinux-", 8) != 0 || strcmp(name, keep) == 0 ||
+            fstatat(dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
+            st.st_uid != geteuid())
+            continue;
+        size_t len = strlen(name);
+        bool gone;
+        if (len > 4 && strcmp(name + len - 4, ".tmp") == 0) {
+            gone = now - st.st_mtime > CACHE_TMP_STALE_S;
+        } else {
+            /* vmlinux-RELEASE-SIZE-MTIME (cache_kernel): the image it was unpacked from,
+             * still installed and unchanged, is another launcher's kernel: kept */
+            char rel[256];
+            long long size, mtime;
+            const char *b = strrchr(name, '-'), *a = NULL;
+            for (const char *q = name + 8; b && q < b; q++)
+                if (*q == '-')
+                    a = q;
+            if (!a || a - (name + 8) <= 0 || (size_t)(a - (name + 8)) >= sizeof(rel) ||
+                sscanf(a, "-%lld-%lld", &size, &mtime) != 2)
+                continue; /* not a name of ours */
+            memcpy(rel, name + 8, (size_t)(a - (name + 8)));
+            rel[a - (name + 8)] = '\0';
+            char path[PATH_MAX];
+            gone = (size_t)snprintf(path, sizeof(path), "%s/vmlinuz-%s", boot_dir, rel) <
+                       sizeof(path) &&
+                   !(stat(path, &src) == 0 && src.st_size == size && src.st_mtime == mtime);
+        }
+        if (gone && unlinkat(dirfd(d), name, 0) == 0)
+            n++;
+    }
+    closedir(d);
+    return n;
+}
+
 /* The unpacked kernel for the fast boot, in cache_dir (made by the first launcher start that
  * finds it missing: ~1 s once per kernel, not in a call's path; named by the image's
  * release, size and time, so a reinstalled kernel is unpacked again): its path in h->cached.
@@ -318,6 +366,9 @@ static int cache_kernel(struct tc_vm_host *h, const char *bzimage, const char *c
         if (r < 0)
             return no_fast(h, r, why, NULL);
     }
+    /* the kernels of images removed or replaced since (~30 MB each, a kernel upgrade's
+     * leftovers): no launcher boots them again */
+    (void)tc_vm_cache_sweep(cache_dir, strrchr(h->cached, '/') + 1, "/boot");
     return 0;
 }
 

@@ -73,5 +73,10 @@ int tc_vm_kernel_check(const char *bzimage, char *why, size_t whylen);
  * beside and renamed: whole or absent), checking it has a PVH entry. 0, or -errno with why. */
 int tc_vm_kernel_unpack(const char *bzimage, const char *out, char *why, size_t whylen);
 
+/* Removes from cache_dir the unpacked kernels (vmlinux-RELEASE-SIZE-MTIME) whose image in
+ * boot_dir is gone or changed, except keep (a name), and unpacks' temporaries left over 10
+ * minutes: regular files of ours only. The count removed, or -errno. */
+int tc_vm_cache_sweep(const char *cache_dir, const char *keep, const char *boot_dir);
+
 /* qemu's own probes that our seccomp filter denies (it falls back): not the program's. */
 bool tc_vm_qemu_probe(const char *syscall_name);

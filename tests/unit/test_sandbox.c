@@ -2454,6 +2454,20 @@ TEST(microvm_limits)
     second_stop(l2, main_l, state, hi);
 }
 
+static void make_file(const char *dir, const char *name, const char *content, time_t mtime)
+{
+    char p[512];
+    snprintf(p, sizeof(p), "%s/%s", dir, name);
+    FILE *f = fopen(p, "w");
+    CHECK(f && fputs(content, f) >= 0);
+    if (f)
+        fclose(f);
+    if (mtime) {
+        struct timespec ts[2] = {{.tv_sec = mtime}, {.tv_sec = mtime}};
+        CHECK(utimensat(AT_FDCWD, p, ts, 0) == 0);
+    }
+}
+
 /* The fast boot's kernel (microvm.h tc_vm_kernel_unpack): the host's bzImage unpacks to an ELF
  * with a PVH entry; a truncated, foreign or corrupted image is refused and leaves no file. */
 TEST(microvm_kernel_unpack)
@@ -2533,6 +2547,94 @@ TEST(microvm_kernel_unpack)
     if (tap_case_failed)
         dump(hi);
     second_stop(l2, main_l, state, hi);
+
+    /* one of ours: the kernel is unpacked into it, and a kernel whose image is gone goes */
+    snprintf(state, sizeof(state), "/tmp/toolcage-test-%d-vmcache2", (int)getpid());
+    snprintf(cache, sizeof(cache), "%s/vm", state);
+    CHECK(mkdir(state, 0700) == 0 && mkdir(cache, 0700) == 0);
+    make_file(cache, "vmlinux-0.0.0-gone-amd64-8-1700000000", "a kernel upgrade ago", 0);
+    if (!(l2 = second_start((struct tc_launcher_options){.max_sandboxes = 2,
+                                                         .pool_max = TC_POOL_NONE,
+                                                         .microvm_fast = true},
+                            "vmcache2", state, sizeof(state))))
+        return;
+    hi = tc_launcher_host_info(L);
+    mv = json_object_get(hi, "microvm");
+    CHECK(strcmp(str(mv, "boot"), "fast") == 0);
+    char p[256];
+    snprintf(p, sizeof(p), "%s/vmlinux-0.0.0-gone-amd64-8-1700000000", cache);
+    CHECK(access(p, F_OK) < 0 && errno == ENOENT);
+    CHECK(stat(bz, &st) == 0);
+    snprintf(p, sizeof(p), "%s/vmlinux-%s-%lld-%lld", cache, ver, (long long)st.st_size,
+             (long long)st.st_mtime);
+    CHECK(access(p, R_OK) == 0);
+    if (tap_case_failed)
+        dump(hi);
+    second_stop(l2, main_l, state, hi);
+}
+
+/* The kernel cache keeps what some launcher may boot: the kernel in use, and any other whose
+ * image is still installed unchanged; the kernels of removed or replaced images (a kernel
+ * upgrade's leftovers, ~30 MB each) and temporaries an unpack abandoned go. */
+TEST(microvm_kernel_cache_sweep)
+{
+    char cache[128], boot[128], p[512];
+    struct stat st;
+    snprintf(cache, sizeof(cache), "/tmp/toolcage-test-%d-kcache", (int)getpid());
+    snprintf(boot, sizeof(boot), "/tmp/toolcage-test-%d-boot", (int)getpid());
+    CHECK(mkdir(cache, 0700) == 0 && mkdir(boot, 0755) == 0);
+    make_file(boot, "vmlinuz-6.1.0-9-amd64", "an image", 1700000000);
+    make_file(boot, "vmlinuz-6.1.0-7-amd64", "another image", 1600000000);
+    make_file(cache, "vmlinux-6.1.0-9-amd64-8-1700000000", "in use", 0); /* keep */
+    make_file(cache, "vmlinux-6.1.0-7-amd64-13-1600000000", "installed", 0);
+    make_file(cache, "vmlinux-6.1.0-7-amd64-13-1500000000", "replaced", 0); /* mtime */
+    make_file(cache, "vmlinux-6.1.0-7-amd64-99-1600000000", "replaced", 0); /* size */
+    make_file(cache, "vmlinux-5.10.0-1-amd64-8-1700000000", "removed", 0);  /* no image */
+    make_file(cache, "vmlinux-6.1.0-9-amd64-8-1700000000.4242.tmp", "old", time(NULL) - 3600);
+    make_file(cache, "vmlinux-6.1.0-9-amd64-8-1700000000.4243.tmp", "being written", 0);
+    make_file(cache, "vmlinux-odd", "not a name of ours", 0);
+    make_file(cache, "notes", "not a kernel", 0);
+    snprintf(p, sizeof(p), "%s/vmlinux-link-8-1", cache);
+    CHECK(symlink("/etc/hostname", p) == 0); /* not followed, not removed */
+
+    CHECK(tc_vm_cache_sweep(cache, "vmlinux-6.1.0-9-amd64-8-1700000000", boot) == 4);
+    static const char *const kept[] = {"vmlinux-6.1.0-9-amd64-8-1700000000",
+                                       "vmlinux-6.1.0-7-amd64-13-1600000000",
+                                       "vmlinux-6.1.0-9-amd64-8-1700000000.4243.tmp",
+                                       "vmlinux-odd",
+                                       "notes",
+                                       "vmlinux-link-8-1"};
+    static const char *const gone[] = {
+        "vmlinux-6.1.0-7-amd64-13-1500000000", "vmlinux-6.1.0-7-amd64-99-1600000000",
+        "vmlinux-5.10.0-1-amd64-8-1700000000", "vmlinux-6.1.0-9-amd64-8-1700000000.4242.tmp"};
+    for (size_t i = 0; i < TC_ARRAY_SIZE(kept); i++) {
+        snprintf(p, sizeof(p), "%s/%s", cache, kept[i]);
+        if (lstat(p, &st) < 0) {
+            fprintf(stderr, "    removed: %s\n", kept[i]);
+            tap_case_failed = 1;
+        }
+        unlink(p);
+    }
+    for (size_t i = 0; i < TC_ARRAY_SIZE(gone); i++) {
+        snprintf(p, sizeof(p), "%s/%s", cache, gone[i]);
+        if (lstat(p, &st) == 0) {
+            fprintf(stderr, "    kept: %s\n", gone[i]);
+            tap_case_failed = 1;
+            unlink(p);
+        }
+    }
+    /* the image of the kernel in use gone too: the kernel in use stays all the same */
+    snprintf(p, sizeof(p), "%s/vmlinuz-6.1.0-9-amd64", boot);
+    unlink(p);
+    make_file(cache, "vmlinux-6.1.0-9-amd64-8-1700000000", "in use", 0);
+    CHECK(tc_vm_cache_sweep(cache, "vmlinux-6.1.0-9-amd64-8-1700000000", boot) == 0);
+    snprintf(p, sizeof(p), "%s/vmlinux-6.1.0-9-amd64-8-1700000000", cache);
+    CHECK(unlink(p) == 0);
+    CHECK(rmdir(cache) == 0);
+    snprintf(p, sizeof(p), "%s/vmlinuz-6.1.0-7-amd64", boot);
+    unlink(p);
+    CHECK(rmdir(boot) == 0);
+    CHECK(tc_vm_cache_sweep(cache, "x", boot) == -ENOENT);
 }
 
 /* Warm guests: booted, the interpreter started up to its gate in the guest, before the
@@ -2831,6 +2933,7 @@ int main(int argc, char **argv)
     RUN(microvm_backend);
     RUN(microvm_limits);
     RUN(microvm_kernel_unpack);
+    RUN(microvm_kernel_cache_sweep);
     RUN(warm_microvm);
     RUN(warm_gvisor);
     if (!getenv("TOOLCAGE_QUICK"))
