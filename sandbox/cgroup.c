@@ -480,21 +480,69 @@ static bool try_v1(struct tc_cg_host *h)
     return true;
 }
 
-void tc_cg_host_init(struct tc_cg_host *h, bool disabled)
+/* A v1 migration (a write to cgroup.procs) takes the kernel's cgroup_threadgroup_rwsem for
+ * writing, which waits for an RCU grace period unless another migration happened in the last
+ * one: 15-28 ms measured on the development VM after half a second idle, with the global
+ * cgroup mutex held meanwhile (every mkdir, rmdir and migration anywhere waits behind it).
+ * A hierarchy mounted "favordynmods" (Linux 6.1+) keeps that rwsem in its slow-reader mode
+ * while it exists (6.18+: switches the kernel to a per-process lock for good): migrations
+ * then cost ~0.1 ms, forks and exits an atomic operation more. A named hierarchy without
+ * controllers, mounted nowhere: nothing sees it but the name in /proc/PID/cgroup; it goes
+ * when the last launcher holding it exits (the name is shared: a second launcher's mount
+ * is the same hierarchy). */
+#define DYNMODS_NAME "toolcage_dynmods"
+
+static int favor_dynmods(struct tc_cg_host *h)
+{
+    const char *step = "fsopen";
+    int fs = fsopen("cgroup", FSOPEN_CLOEXEC), mnt = -1;
+    if (fs >= 0) {
+        if (fsconfig(fs, FSCONFIG_SET_FLAG, "none", NULL, 0) < 0)
+            step = "none";
+        else if (fsconfig(fs, FSCONFIG_SET_STRING, "name", DYNMODS_NAME, 0) < 0)
+            step = "name";
+        else if (fsconfig(fs, FSCONFIG_SET_FLAG, "favordynmods", NULL, 0) < 0)
+            step = "favordynmods (Linux 6.1+)";
+        else if (fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+            step = "create";
+        else
+            mnt = fsmount(fs, FSMOUNT_CLOEXEC, 0);
+        if (mnt < 0 && step[0] == 'f' && step[1] == 's')
+            step = "fsmount";
+    }
+    int e = errno;
+    if (fs >= 0)
+        close(fs);
+    if (mnt < 0)
+        snprintf(h->dynmods_why, sizeof(h->dynmods_why), "%s: %s", step, strerror(e));
+    return mnt < 0 ? -e : mnt;
+}
+
+void tc_cg_host_init(struct tc_cg_host *h, bool disabled, bool no_favor)
 {
     memset(h, 0, sizeof(*h));
+    h->dynmods_fd = -1;
     for (int c = 0; c < TC_CG_N_; c++)
         h->parent_fd[c] = -1;
     if (disabled)
         return; /* tests of the rlimit fallback */
     if (try_v2(h))
-        return;
-    if (!try_v1(h))
+        return; /* (children are born in their group: CLONE_INTO_CGROUP, no migration) */
+    if (!try_v1(h)) {
         h->mode = TC_CG_NONE;
+        return;
+    }
+    if (no_favor)
+        snprintf(h->dynmods_why, sizeof(h->dynmods_why), "off (TOOLCAGE_CGROUP_FAVORDYNMODS=0)");
+    else
+        h->dynmods_fd = favor_dynmods(h);
 }
 
 void tc_cg_host_fini(struct tc_cg_host *h)
 {
+    if (h->dynmods_fd >= 0)
+        close(h->dynmods_fd);
+    h->dynmods_fd = -1;
     for (int c = 0; c < TC_CG_N_; c++) {
         if (h->parent_fd[c] < 0)
             continue;

@@ -20,7 +20,9 @@ struct tc_cg_host {
     bool memsw;              /* v1 memory.memsw.* (swap accounting) */
     int parent_fd[TC_CG_N_]; /* v1: one per controller; v2: all equal */
     char parent_path[TC_CG_N_][512];
-    char note[256]; /* why a mode/controller is unavailable */
+    char note[256];       /* why a mode/controller is unavailable */
+    int dynmods_fd;       /* v1: a hierarchy mounted favordynmods, detached, held open (or -1) */
+    char dynmods_why[96]; /* v1 without it: why */
 };
 
 struct tc_cgroup {
@@ -29,8 +31,11 @@ struct tc_cgroup {
     int fd[TC_CG_N_]; /* -1 when not available */
 };
 
-/* Detect and create the launcher's parent groups. Never fails: mode NONE on trouble. */
-void tc_cg_host_init(struct tc_cg_host *h, bool disabled /* mode TC_CG_NONE */);
+/* Detect and create the launcher's parent groups. Never fails: mode NONE on trouble. On v1,
+ * unless no_favor, also a controller-less hierarchy mounted favordynmods (never attached
+ * anywhere, held by dynmods_fd as long as the launcher lives): a v1 cgroup.procs write then
+ * does not wait for an RCU grace period (docs/sandbox.md, Cgroups). */
+void tc_cg_host_init(struct tc_cg_host *h, bool disabled /* mode TC_CG_NONE */, bool no_favor);
 /* Remove the launcher's parent groups (after every sandbox is gone). */
 void tc_cg_host_fini(struct tc_cg_host *h);
 /* Name of the mechanism that enforces memory/pids/cpu: "cgroup_v1", "cgroup_v2" or NULL. */

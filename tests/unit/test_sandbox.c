@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1341,6 +1342,71 @@ static void second_stop(struct tc_launcher *l2, struct tc_launcher *main_l, cons
     rmdir(run_dir);
     rm_vm_cache(state);
     rmdir(state);
+}
+
+/* The probe, as the launcher does it (sandbox/cgroup.c): can this kernel mount a hierarchy
+ * with favordynmods? 1 yes, 0 no (why in why). */
+static int favordynmods_probe(char *why, size_t n)
+{
+    int fs = fsopen("cgroup", FSOPEN_CLOEXEC), mnt = -1;
+    if (fs >= 0 && fsconfig(fs, FSCONFIG_SET_FLAG, "none", NULL, 0) == 0 &&
+        fsconfig(fs, FSCONFIG_SET_STRING, "name", "toolcage_dynmods", 0) == 0 &&
+        fsconfig(fs, FSCONFIG_SET_FLAG, "favordynmods", NULL, 0) == 0 &&
+        fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) == 0)
+        mnt = fsmount(fs, FSMOUNT_CLOEXEC, 0);
+    snprintf(why, n, "%s", mnt < 0 ? strerror(errno) : "");
+    if (fs >= 0)
+        close(fs);
+    if (mnt >= 0)
+        close(mnt);
+    return mnt >= 0;
+}
+
+/* cgroup v1: the launcher holds a hierarchy mounted favordynmods (so that a shell's move into
+ * its groups does not wait for an RCU grace period), seen in /proc/PID/cgroup, said in the
+ * host report, and not with TOOLCAGE_CGROUP_FAVORDYNMODS=0. v2 has no migrations to speed
+ * up: no such key. */
+TEST(cgroup_v1_favordynmods)
+{
+    json_t *hi = tc_launcher_host_info(L);
+    char path[64], buf[4096] = "", why[128];
+    if (strcmp(str(hi, "cgroup"), "v1") != 0) {
+        CHECK(json_object_get(hi, "cgroup_favordynmods") == NULL);
+        json_decref(hi);
+        return;
+    }
+    int can = favordynmods_probe(why, sizeof(why)); /* the host first, unsandboxed */
+    CHECK(json_is_boolean(json_object_get(hi, "cgroup_favordynmods")));
+    CHECK(json_is_true(json_object_get(hi, "cgroup_favordynmods")) == (can == 1));
+    snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)num(hi, "launcher_pid"));
+    FILE *f = fopen(path, "re");
+    size_t got = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+    buf[got] = '\0';
+    if (f)
+        fclose(f);
+    CHECK((strstr(buf, ":name=toolcage_dynmods:/") != NULL) == (can == 1));
+    if (!can)
+        CHECK(strstr(str(hi, "cgroup_favordynmods_why"), "favordynmods") != NULL);
+    if (tap_case_failed) {
+        fprintf(stderr, "    probe: %d %s\n%s", can, why, buf);
+        dump(hi);
+    }
+    json_decref(hi);
+
+    /* off: no hierarchy, and the report says so */
+    struct tc_launcher *main_l = L, *l2;
+    char state[128];
+    if (!(l2 = second_start((struct tc_launcher_options){.max_sandboxes = 2,
+                                                         .pool = TC_POOL_NONE,
+                                                         .no_favordynmods = true},
+                            "nodynmods", state, sizeof(state))))
+        return;
+    hi = tc_launcher_host_info(L);
+    CHECK(json_is_false(json_object_get(hi, "cgroup_favordynmods")));
+    CHECK(strncmp(str(hi, "cgroup_favordynmods_why"), "off", 3) == 0);
+    if (tap_case_failed)
+        dump(hi);
+    second_stop(l2, main_l, state, hi);
 }
 
 /* A sandbox with a network allowlist that asks its egress proxy for a host not on it: its
@@ -2903,6 +2969,7 @@ int main(int argc, char **argv)
     RUN(workspace_file_ops);
     RUN(identity_caps_seccomp);
     RUN(host_files_unreachable);
+    RUN(cgroup_v1_favordynmods);
     RUN(readonly_outside_workspace);
     RUN(network_only_loopback);
     RUN(denied_syscalls_reported);
