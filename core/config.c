@@ -163,7 +163,8 @@ static const struct opt options[] = {
     {"TOOLCAGE_CGROUP_FAVORDYNMODS", OPT_BOOL, "1", 0, 1, OFF(cgroup_favordynmods),
      "cgroup v1: 1 mounts a hierarchy with the kernel's favordynmods option (detached, no"
      " controllers) so that moving a sandbox into its groups does not wait for an RCU grace"
-     " period (10-30 ms); 0: not"},
+     " period (10-30 ms); host-wide, forks and exits do an atomic operation more (Linux 6.18+:"
+     " until the next boot); 0: not"},
 };
 
 /* The field at offset off of c (void *: the table's offsets keep each field's alignment). */

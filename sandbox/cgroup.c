@@ -489,32 +489,27 @@ static bool try_v1(struct tc_cg_host *h)
  * then cost ~0.1 ms, forks and exits an atomic operation more. A named hierarchy without
  * controllers, mounted nowhere: nothing sees it but the name in /proc/PID/cgroup; it goes
  * when the last launcher holding it exits (the name is shared: a second launcher's mount
- * is the same hierarchy). */
+ * is the same hierarchy). Making it waits for one grace period itself when none exists yet:
+ * worth it for a launcher that makes shells for long (a server's), not for a one-shot run
+ * (main/exec.c turns it off: its one move would only trade one wait for the other). */
 #define DYNMODS_NAME "toolcage_dynmods"
 
-static int favor_dynmods(struct tc_cg_host *h)
+int tc_cg_favor_dynmods(char *why, size_t whysize)
 {
     const char *step = "fsopen";
-    int fs = fsopen("cgroup", FSOPEN_CLOEXEC), mnt = -1;
+    int fs = fsopen("cgroup", FSOPEN_CLOEXEC), mnt = -1, e = errno;
     if (fs >= 0) {
-        if (fsconfig(fs, FSCONFIG_SET_FLAG, "none", NULL, 0) < 0)
-            step = "none";
-        else if (fsconfig(fs, FSCONFIG_SET_STRING, "name", DYNMODS_NAME, 0) < 0)
-            step = "name";
-        else if (fsconfig(fs, FSCONFIG_SET_FLAG, "favordynmods", NULL, 0) < 0)
-            step = "favordynmods (Linux 6.1+)";
-        else if (fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
-            step = "create";
-        else
-            mnt = fsmount(fs, FSMOUNT_CLOEXEC, 0);
-        if (mnt < 0 && step[0] == 'f' && step[1] == 's')
-            step = "fsmount";
-    }
-    int e = errno;
-    if (fs >= 0)
+        if ((step = "none", fsconfig(fs, FSCONFIG_SET_FLAG, "none", NULL, 0)) == 0 &&
+            (step = "name", fsconfig(fs, FSCONFIG_SET_STRING, "name", DYNMODS_NAME, 0)) == 0 &&
+            (step = "favordynmods (Linux 6.1+)",
+             fsconfig(fs, FSCONFIG_SET_FLAG, "favordynmods", NULL, 0)) == 0 &&
+            (step = "create", fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0)) == 0)
+            step = "fsmount", mnt = fsmount(fs, FSMOUNT_CLOEXEC, 0);
+        e = errno;
         close(fs);
+    }
     if (mnt < 0)
-        snprintf(h->dynmods_why, sizeof(h->dynmods_why), "%s: %s", step, strerror(e));
+        snprintf(why, whysize, "%s: %s", step, strerror(e));
     return mnt < 0 ? -e : mnt;
 }
 
@@ -535,7 +530,7 @@ void tc_cg_host_init(struct tc_cg_host *h, bool disabled, bool no_favor)
     if (no_favor)
         snprintf(h->dynmods_why, sizeof(h->dynmods_why), "off (TOOLCAGE_CGROUP_FAVORDYNMODS=0)");
     else
-        h->dynmods_fd = favor_dynmods(h);
+        h->dynmods_fd = tc_cg_favor_dynmods(h->dynmods_why, sizeof(h->dynmods_why));
 }
 
 void tc_cg_host_fini(struct tc_cg_host *h)

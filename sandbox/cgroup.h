@@ -36,6 +36,9 @@ struct tc_cgroup {
  * anywhere, held by dynmods_fd as long as the launcher lives): a v1 cgroup.procs write then
  * does not wait for an RCU grace period (docs/sandbox.md, Cgroups). */
 void tc_cg_host_init(struct tc_cg_host *h, bool disabled /* mode TC_CG_NONE */, bool no_favor);
+/* The favordynmods hierarchy (named toolcage_dynmods, no controllers, detached): its mount
+ * fd (CLOEXEC), or -errno with why ("STEP: error"). */
+int tc_cg_favor_dynmods(char *why, size_t whysize);
 /* Remove the launcher's parent groups (after every sandbox is gone). */
 void tc_cg_host_fini(struct tc_cg_host *h);
 /* Name of the mechanism that enforces memory/pids/cpu: "cgroup_v1", "cgroup_v2" or NULL. */

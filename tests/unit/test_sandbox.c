@@ -1345,21 +1345,60 @@ static void second_stop(struct tc_launcher *l2, struct tc_launcher *main_l, cons
 }
 
 /* The probe, as the launcher does it (sandbox/cgroup.c): can this kernel mount a hierarchy
- * with favordynmods? 1 yes, 0 no (why in why). */
+ * with favordynmods? 1 yes, 0 no (why: the failing step's error, as the launcher says it). */
 static int favordynmods_probe(char *why, size_t n)
 {
     int fs = fsopen("cgroup", FSOPEN_CLOEXEC), mnt = -1;
-    if (fs >= 0 && fsconfig(fs, FSCONFIG_SET_FLAG, "none", NULL, 0) == 0 &&
-        fsconfig(fs, FSCONFIG_SET_STRING, "name", "toolcage_dynmods", 0) == 0 &&
-        fsconfig(fs, FSCONFIG_SET_FLAG, "favordynmods", NULL, 0) == 0 &&
-        fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) == 0)
-        mnt = fsmount(fs, FSMOUNT_CLOEXEC, 0);
-    snprintf(why, n, "%s", mnt < 0 ? strerror(errno) : "");
+    const char *step = "fsopen";
+    if (fs >= 0 && (step = "none", fsconfig(fs, FSCONFIG_SET_FLAG, "none", NULL, 0)) == 0 &&
+        (step = "name", fsconfig(fs, FSCONFIG_SET_STRING, "name", "toolcage_dynmods", 0)) == 0 &&
+        (step = "favordynmods (Linux 6.1+)",
+         fsconfig(fs, FSCONFIG_SET_FLAG, "favordynmods", NULL, 0)) == 0 &&
+        (step = "create", fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0)) == 0)
+        step = "fsmount", mnt = fsmount(fs, FSMOUNT_CLOEXEC, 0);
+    snprintf(why, n, "%s: %s", step, mnt < 0 ? strerror(errno) : "");
     if (fs >= 0)
         close(fs);
     if (mnt >= 0)
         close(mnt);
     return mnt >= 0;
+}
+
+/* The options of the hierarchy named toolcage_dynmods as its superblock has them, seen from
+ * a mount of it in a mount namespace of a child's own (the name reaches the one hierarchy
+ * there is). 1 and opts, or 0. */
+static int dynmods_superblock(char *opts, size_t n)
+{
+    int p[2];
+    if (pipe(p) < 0)
+        return 0;
+    pid_t pid = fork();
+    if (pid == 0) {
+        char dir[64], line[1024];
+        snprintf(dir, sizeof(dir), "/tmp/toolcage-test-%d-dynmods", (int)getpid());
+        if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+            mkdir(dir, 0700) < 0 ||
+            mount("cgroup", dir, "cgroup", 0, "none,name=toolcage_dynmods") < 0)
+            _exit(1);
+        FILE *f = fopen("/proc/self/mountinfo", "re");
+        while (f && fgets(line, sizeof(line), f))
+            if (strstr(line, dir)) {
+                const char *sep = strstr(line, " - ");
+                if (sep && write(p[1], sep + 3, strlen(sep + 3)) < 0)
+                    _exit(1);
+            }
+        umount2(dir, MNT_DETACH);
+        rmdir(dir);
+        _exit(0);
+    }
+    close(p[1]);
+    ssize_t got = pid > 0 ? read(p[0], opts, n - 1) : -1;
+    close(p[0]);
+    int st = 0;
+    if (pid > 0)
+        waitpid(pid, &st, 0);
+    opts[got > 0 ? got : 0] = '\0';
+    return got > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
 
 /* cgroup v1: the launcher holds a hierarchy mounted favordynmods (so that a shell's move into
@@ -1385,10 +1424,13 @@ TEST(cgroup_v1_favordynmods)
     if (f)
         fclose(f);
     CHECK((strstr(buf, ":name=toolcage_dynmods:/") != NULL) == (can == 1));
-    if (!can)
-        CHECK(strstr(str(hi, "cgroup_favordynmods_why"), "favordynmods") != NULL);
+    char sb[512] = "";
+    if (can) /* the hierarchy there is was made with the option (not one of that name without) */
+        CHECK(dynmods_superblock(sb, sizeof(sb)) && strstr(sb, "favordynmods") != NULL);
+    else /* the launcher failed where the probe did */
+        CHECK(strcmp(str(hi, "cgroup_favordynmods_why"), why) == 0);
     if (tap_case_failed) {
-        fprintf(stderr, "    probe: %d %s\n%s", can, why, buf);
+        fprintf(stderr, "    probe: %d %s\n    superblock: %s\n%s", can, why, sb, buf);
         dump(hi);
     }
     json_decref(hi);
