@@ -208,6 +208,11 @@ static bool idem_key_ok(const char *k)
     return true;
 }
 
+/* A claim this old with neither an answer nor an execution is a dead request's: longer than
+ * any request takes to its admission (the slot queue's 60 s at most, the database's 30 s
+ * statement timeout, twice over). */
+#define IDEM_STALE "5 minutes"
+
 /* Claim the key for this request, or answer from the first one. IDEM_DONE: a response
  * was queued (*ret holds it). */
 static enum idem idem_begin(struct tc_request *r, struct exec_state *st, enum MHD_Result *ret)
@@ -238,10 +243,24 @@ static enum idem idem_begin(struct tc_request *r, struct exec_state *st, enum MH
                          " VALUES ($1, $2, $3::bytea) ON CONFLICT DO NOTHING",
                          3, p);
         claimed = res && strcmp(PQcmdTuples(res), "1") == 0;
+        if (res && !claimed) {
+            /* A claim without an answer nor an execution, older than any request takes to
+             * reach its admission (IDEM_STALE): its request is gone (its process died, or it
+             * could not release the key): taken over, as a fresh claim. */
+            PQclear(res);
+            res = tc_db_exec(c,
+                             "UPDATE idempotency_keys SET created_at = now()"
+                             " WHERE tenant_id = $1 AND key = $2 AND request_hash = $3::bytea"
+                             " AND status IS NULL AND execution_id IS NULL"
+                             " AND created_at < now() - interval '" IDEM_STALE "'",
+                             3, p);
+            claimed = res && strcmp(PQcmdTuples(res), "1") == 0;
+        }
         PQclear(res);
         res = (!claimed && res) ? tc_db_exec(c,
                                              "SELECT request_hash = $3::bytea, status,"
-                                             " response::text, location FROM idempotency_keys"
+                                             " response::text, location, execution_id::text"
+                                             " FROM idempotency_keys"
                                              " WHERE tenant_id = $1 AND key = $2",
                                              3, p)
                                 : NULL;
@@ -259,6 +278,17 @@ static enum idem idem_begin(struct tc_request *r, struct exec_state *st, enum MH
     if (strcmp(PQgetvalue(res, 0, 0), "t") != 0) {
         *ret = tc_respond_problem(r, 422, "idempotency-key-reused", "Idempotency key reused", NULL,
                                   "this Idempotency-Key was used with a different request body");
+    } else if (PQgetisnull(res, 0, 1) && !PQgetisnull(res, 0, 4)) {
+        /* its execution is recorded: still running, or its answer was lost (the first
+         * request's process died, or the database was away when it answered): never run
+         * again; where to read it */
+        char location[64];
+        snprintf(location, sizeof(location), "/v1/executions/%s", PQgetvalue(res, 0, 4));
+        *ret = tc_respond_problem_header(
+            r, 409, "idempotency-in-progress", "Request in progress", "Location", location,
+            "the first request with this Idempotency-Key recorded execution %s and has not "
+            "answered; read it with GET %s",
+            PQgetvalue(res, 0, 4), location);
     } else if (PQgetisnull(res, 0, 1)) {
         *ret = tc_respond_problem(r, 409, "idempotency-in-progress", "Request in progress", NULL,
                                   "the first request with this Idempotency-Key is still running");
@@ -415,6 +445,15 @@ static int insert_execution(struct tc_request *r, struct exec_state *st, json_t 
         json_object_set(event, "reasons", json_object_get(approval, "reasons"));
     }
     ok = ok && tc_audit_append_tx(c, r->srv->keys, event, NULL) == 0;
+    if (ok && st->idem_key[0]) { /* a repeat of this request finds this execution */
+        const char *k[] = {r->principal.tenant_id, st->idem_key, st->id};
+        res = tc_db_exec(c,
+                         "UPDATE idempotency_keys SET execution_id = $3"
+                         " WHERE tenant_id = $1 AND key = $2",
+                         3, k);
+        ok = res != NULL;
+        PQclear(res);
+    }
     ok = tc_db_command(c, ok ? "COMMIT" : "ROLLBACK") && ok;
     if (!ok)
         tc_log(TC_LOG_ERROR, "recording the execution failed", "{s:s, s:s}", "request_id",
@@ -442,6 +481,8 @@ static enum MHD_Result unavailable(struct tc_request *r, struct exec_state *st, 
     return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL, "%s", why);
 }
 
+static json_t *accepted_body(const struct exec_state *st);
+
 static enum MHD_Result on_resumed(struct tc_request *r)
 {
     struct exec_state *st = r->state;
@@ -459,10 +500,18 @@ static enum MHD_Result on_resumed(struct tc_request *r)
         server_timing(st, timing, sizeof(timing));
         return tc_respond_json_ex(r, 200, view, "application/json", "Server-Timing", timing);
     }
-    return unavailable(r, st,
-                       "the execution's outcome is not stored yet (it is kept and will"
-                       " be); read it with GET /v1/executions/%s",
-                       st->id);
+    /* The program ran (or may have): the key must not be released, or a retry would run it
+     * again. A repeat is answered as an asynchronous call is: 202 and where to read it. */
+    char location[64];
+    snprintf(location, sizeof(location), "/v1/executions/%s", st->id);
+    json_t *accepted = accepted_body(st);
+    if (accepted) /* (else the claim stays, with its execution: a repeat is pointed at it) */
+        idem_end(r, st, 202, accepted, location);
+    json_decref(accepted);
+    return tc_respond_problem(r, 503, "unavailable", "Service unavailable", NULL,
+                              "the execution's outcome is not stored yet (it is kept and will"
+                              " be); read it with GET %s",
+                              location);
 }
 
 /* Lease what the tool's policy grants (after the execution is recorded, before it runs).

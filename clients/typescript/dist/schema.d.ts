@@ -2932,7 +2932,9 @@ export interface operations {
                  *     repeat with the same key and the same body answers the first
                  *     response (`200` or `202`) without running again; the same key with
                  *     another body gives `422 idempotency-key-reused`; a repeat while the
-                 *     first request is still in flight gives `409 idempotency-in-progress`.
+                 *     first request is still in flight gives `409 idempotency-in-progress`
+                 *     (with `Location` of its execution once that is recorded: a key never
+                 *     runs its call twice, also when the first answer was lost).
                  */
                 "Idempotency-Key"?: string;
             };
