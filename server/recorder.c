@@ -43,15 +43,17 @@ struct item {
     tc_recorded_fn done;
     void *userdata;
     bool release_credentials, built, spilled, busy, counted;
-    size_t bytes; /* of view, while counted in memory */
+    bool answerable; /* (mu) built: done may be called from here on, by whoever is first */
+    size_t bytes;    /* of view, while counted in memory */
     unsigned tries;
     int64_t next_ms, answer_by_ms, give_up_ms;
 };
 
 struct tc_recorder {
     struct tc_server *srv;
-    pthread_t threads[THREADS];
+    pthread_t threads[THREADS], answerer;
     unsigned nthreads;
+    bool answerer_started;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     struct item *head;
@@ -333,10 +335,11 @@ static void process_start(struct tc_recorder *rec, PGconn **c, struct item *it)
     item_free(it);
 }
 
+/* done is called once: by the thread that stored (or gave up on) the item, or by the
+ * answerer at the item's deadline, whichever takes it first. */
 static void answer(struct item *it, int rc, json_t *view)
 {
-    tc_recorded_fn done = it->done;
-    it->done = NULL;
+    tc_recorded_fn done = __atomic_exchange_n(&it->done, NULL, __ATOMIC_ACQ_REL);
     if (done)
         done(it->userdata, rc, view);
 }
@@ -404,6 +407,9 @@ static void process_finish(struct tc_recorder *rec, PGconn **c, struct item *it)
         it->built = true;
         json_decref(it->raw);
         it->raw = NULL;
+        pthread_mutex_lock(&rec->mu);
+        it->answerable = true; /* (its userdata is not used again) */
+        pthread_mutex_unlock(&rec->mu);
     }
     if (it->spilled && !it->view) {
         char path[PATH_MAX];
@@ -509,21 +515,10 @@ static void *recorder_main(void *arg)
     struct tc_recorder *rec = arg;
     PGconn *c = NULL;
     for (;;) {
-        struct late_answer late[16];
-        size_t nlate = 0;
         struct item *it = NULL;
         pthread_mutex_lock(&rec->mu);
         for (;;) {
             int64_t now = tc_now_ms(), wait;
-            /* A client waits for its outcome only so long: it hears that it is not stored
-             * yet (the item stays and is stored later). */
-            for (struct item *i = rec->head; i && nlate < TC_ARRAY_SIZE(late); i = i->next)
-                if (i->done && i->built && !i->busy && now >= i->answer_by_ms) {
-                    late[nlate++] = (struct late_answer){i->done, i->userdata};
-                    i->done = NULL;
-                }
-            if (nlate)
-                break;
             it = pick(rec, now, &wait);
             if (it) {
                 it->busy = true;
@@ -538,10 +533,8 @@ static void *recorder_main(void *arg)
             ts.tv_nsec %= 1000000000L;
             pthread_cond_timedwait(&rec->cv, &rec->mu, &ts);
         }
-        bool leave = !it && !nlate;
+        bool leave = !it;
         pthread_mutex_unlock(&rec->mu);
-        for (size_t i = 0; i < nlate; i++)
-            late[i].done(late[i].userdata, -ETIMEDOUT, NULL);
         if (leave)
             break;
         if (it && it->kind == K_START)
@@ -550,6 +543,48 @@ static void *recorder_main(void *arg)
             process_finish(rec, &c, it);
     }
     PQfinish(c);
+    return NULL;
+}
+
+/* A client waits for its outcome only so long: at its deadline it hears that the outcome is
+ * not stored yet (the item stays and is stored later). A thread of its own, so that a store
+ * stuck in the database (a statement that hangs: a lock, a frozen server) holds no client
+ * past its deadline; the recorder's threads may all be in such a store. */
+static void *answerer_main(void *arg)
+{
+    struct tc_recorder *rec = arg;
+    pthread_mutex_lock(&rec->mu);
+    while (!rec->stopping) {
+        struct late_answer late[16];
+        size_t nlate = 0;
+        int64_t now = tc_now_ms(), next = now + 1000;
+        for (struct item *i = rec->head; i && nlate < TC_ARRAY_SIZE(late); i = i->next) {
+            if (!i->answerable || !__atomic_load_n(&i->done, __ATOMIC_ACQUIRE))
+                continue;
+            if (now < i->answer_by_ms) {
+                next = i->answer_by_ms < next ? i->answer_by_ms : next;
+                continue;
+            }
+            tc_recorded_fn done = __atomic_exchange_n(&i->done, NULL, __ATOMIC_ACQ_REL);
+            if (done)
+                late[nlate++] = (struct late_answer){done, i->userdata};
+        }
+        if (nlate) {
+            pthread_mutex_unlock(&rec->mu);
+            for (size_t k = 0; k < nlate; k++)
+                late[k].done(late[k].userdata, -ETIMEDOUT, NULL);
+            pthread_mutex_lock(&rec->mu);
+            continue;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int64_t wait = next > now ? next - now : 1;
+        ts.tv_nsec += (long)(wait % 1000) * 1000000L;
+        ts.tv_sec += wait / 1000 + ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&rec->cv, &rec->mu, &ts);
+    }
+    pthread_mutex_unlock(&rec->mu);
     return NULL;
 }
 
@@ -576,7 +611,9 @@ int tc_recorder_start(struct tc_server *srv, struct tc_recorder **ret_recorder)
             break;
         rec->nthreads++;
     }
-    if (rec->nthreads == 0) {
+    rec->answerer_started =
+        rec->nthreads > 0 && pthread_create(&rec->answerer, NULL, answerer_main, rec) == 0;
+    if (!rec->answerer_started) {
         tc_recorder_stop(rec);
         return -EAGAIN;
     }
@@ -595,6 +632,8 @@ void tc_recorder_stop(struct tc_recorder *rec)
     pthread_mutex_unlock(&rec->mu);
     for (unsigned i = 0; i < rec->nthreads; i++)
         pthread_join(rec->threads[i], NULL);
+    if (rec->answerer_started)
+        pthread_join(rec->answerer, NULL);
     /* Alone now. What is left goes to disk for the next start; waiting callers hear. */
     unsigned kept = 0, lost = 0;
     while (rec->head) {
@@ -648,7 +687,7 @@ int tc_recorder_finish(struct tc_recorder *rec, const struct tc_record_outcome *
     snprintf(it->action, sizeof(it->action), "%s", o->action);
     it->raw = json_incref(o->raw);
     it->view = json_incref(o->view);
-    it->built = o->view != NULL;
+    it->built = it->answerable = o->view != NULL;
     it->build = o->build;
     it->done = o->done;
     it->userdata = o->userdata;

@@ -150,3 +150,39 @@ test('a session that ends while PostgreSQL is down: its processes die at once, a
   assert.equal(audit, '1', 'one session.end record');
   report(t, 'session end while the database was down', { stored: row });
 });
+
+test('a store that hangs in the database (a statement stuck behind a lock): the waiting client still hears within 10 s that the outcome is not stored yet, and it is stored once the statement ends', async (t) => {
+  const tag = `hang-${crypto.randomBytes(6).toString('hex')}`;
+  const code = `sleep 1; echo ${tag}`;
+  const first = server.request('POST', '/v1/execute', { key: server.keys.agent, json: { tool: 'mark', code }, timeout: 90_000 * SLOW });
+  let id = '';
+  for (const until = Date.now() + 20_000 * SLOW; !id && Date.now() < until;) {
+    id = (await server.sql(`SELECT id FROM executions WHERE request->>'code' = '${code}' AND code_started_at IS NOT NULL`)).trim();
+    if (!id) await new Promise((r) => setTimeout(r, 100));
+  }
+  assert.ok(id, 'the call started');
+  // the outcome's UPDATE of that row sleeps 20 s inside the database (both recorder threads
+  // could be so stuck: the answer must not wait for them)
+  await server.sql(`CREATE FUNCTION tc_test_hang() RETURNS trigger LANGUAGE plpgsql AS
+      $$ BEGIN PERFORM pg_sleep(20); RETURN NEW; END $$;
+    CREATE TRIGGER tc_test_hang BEFORE UPDATE ON executions FOR EACH ROW
+      WHEN (OLD.id = '${id}' AND NEW.status <> 'running') EXECUTE FUNCTION tc_test_hang()`);
+  const t0 = performance.now();
+  const r = await first;
+  const waited = performance.now() - t0;
+  try {
+    assertProblem(r, 503, 'unavailable');
+    assert.match(r.json.detail, new RegExp(`not stored yet.*/v1/executions/${id}`));
+    // 1 s of program, then at most 10 s (ANSWER_WITHIN_MS) and some slack, not the 20 s hang
+    assert.ok(r.ms < 15_000 * SLOW, `answered after ${Math.round(r.ms)} ms`);
+    let status = '';
+    for (const until = Date.now() + 40_000 * SLOW; status !== 'completed' && Date.now() < until;) {
+      await new Promise((res) => setTimeout(res, 250));
+      status = (await server.sql(`SELECT status FROM executions WHERE id = '${id}'`)).trim();
+    }
+    assert.equal(status, 'completed', 'stored once the statement ended');
+  } finally {
+    await server.sql('DROP TRIGGER IF EXISTS tc_test_hang ON executions; DROP FUNCTION IF EXISTS tc_test_hang()');
+  }
+  report(t, 'a hung store', { answered_ms: Math.round(r.ms), after_trigger_ms: Math.round(waited) });
+});
