@@ -24,6 +24,17 @@ class ClientTest(unittest.TestCase):
         self.tc = Client(URL, AGENT)
         self.reviewer = Client(URL, REVIEWER)
 
+    def test_a_call_may_outlast_the_client_timeout_up_to_its_limit(self):
+        # the client's timeout is 2 s, the call's limit 8 s: it waits for the call's answer
+        quick = Client(URL, AGENT, timeout=2)
+        t = tag()
+        e = quick.execute("shell", f"sleep 3; echo late-{t}", limits={"timeout_ms": 8000})
+        self.assertEqual(e["status"], "completed")
+        self.assertEqual(e["stdout"], f"late-{t}\n")
+        # without a limit of its own (the tool's, unknown to the client), its timeout holds
+        with self.assertRaises(toolcage.TransportError):
+            quick.execute("shell", "sleep 4")
+
     def test_execute_returns_the_execution(self):
         t = tag()
         e = self.tc.execute("shell", f"echo out-{t}; echo err-{t} >&2",

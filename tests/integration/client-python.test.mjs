@@ -21,6 +21,7 @@ const venv = fs.mkdtempSync(path.join(os.tmpdir(), 'toolcage-pyclient-'));
 after(() => fs.rmSync(venv, { recursive: true, force: true }));
 const PY = path.join(venv, 'bin/python');
 const EXPECTED = [
+  'test_a_call_may_outlast_the_client_timeout_up_to_its_limit',
   'test_egress_asks_listed_and_answers_checked', 'test_execute_returns_the_execution', 'test_executions_are_listed_page_by_page_for_this_tenant_only',
   'test_held_call_approved_then_denied', 'test_problems_are_typed_exceptions',
   'test_session_files_both_ways', 'test_session_keeps_state_until_closed', 'test_stream_and_reattach', 'test_submit_and_wait',

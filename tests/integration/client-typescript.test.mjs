@@ -58,6 +58,11 @@ test('execute, problems, submit and wait, cancel against the server', { skip: SK
   assert.equal(receipt.statement.execution_id, e.id);
   assert.equal(receipt.statement.output.stdout_sha256, crypto.createHash('sha256').update(e.stdout).digest('hex'));
   assert.ok(!JSON.stringify(tc).includes(server.keys.agent), 'the key is serialised');
+  // a call may outlast the client's timeout up to its own limit; without one, the timeout holds
+  const quick = new Client(server.base, server.keys.agent, { timeoutMs: 2000 });
+  const late = await quick.execute({ tool: 'shell', code: `sleep 3; echo late-${t}`, limits: { timeout_ms: 8000 } });
+  assert.equal(late.stdout, `late-${t}\n`);
+  await assert.rejects(quick.execute({ tool: 'shell', code: 'sleep 4' }), TransportError);
 
   const problem = async (p, status, type) => {
     await assert.rejects(p, (err) => {

@@ -358,7 +358,20 @@ class Client:
         for approval, the HeldExecution (status ``pending_approval``; see :meth:`wait`)."""
         body = self._execute_body(tool, code, stdin, files, limits, collect, callback_url)
         h = {"Idempotency-Key": idempotency_key} if idempotency_key else None
-        return self._request("POST", "/v1/execute", body=body, headers=h)[1]
+        return self._request("POST", "/v1/execute", body=body, headers=h,
+                             timeout=self._call_timeout(limits))[1]
+
+    # A synchronous call is answered after its run: up to its time limit, after a wait for a
+    # sandbox slot (the server's TOOLCAGE_QUEUE_SECONDS, 60 s at most) and before its outcome
+    # is stored (the server answers within 10 s, stored or not). A client that gave up sooner
+    # would leave the call running without its answer, and invite a retry that runs it again.
+    _CALL_MARGIN_S = 60 + 10 + 5
+
+    def _call_timeout(self, limits: Optional[Mapping[str, int]]) -> Optional[float]:
+        t = (limits or {}).get("timeout_ms")
+        if not isinstance(t, int) or t <= 0:
+            return None  # the tool's own limit, unknown here: the client's timeout
+        return max(self.timeout, t / 1000 + self._CALL_MARGIN_S)
 
     def submit(self, tool: str, code: str, *, stdin: Optional[str] = None,
                files: Optional[Sequence[Mapping[str, str]]] = None,

@@ -160,7 +160,16 @@ export class Client {
   /** Runs one call; the Execution when it has finished, or the HeldExecution of a held call. */
   execute(req: ExecuteRequest, opts: { idempotencyKey?: string } = {}): Promise<Execution | HeldExecution> {
     const headers: Record<string, string> = opts.idempotencyKey ? { 'idempotency-key': opts.idempotencyKey } : {};
-    return this.#request('POST', '/v1/execute', { body: req, headers });
+    return this.#request('POST', '/v1/execute', { body: req, headers, timeoutMs: this.#callTimeoutMs(req.limits?.timeout_ms) });
+  }
+
+  /** A synchronous call is answered after its run: up to its time limit, after a wait for a
+   * sandbox slot (the server's TOOLCAGE_QUEUE_SECONDS, 60 s at most) and before its outcome
+   * is stored (the server answers within 10 s, stored or not). A client that gave up sooner
+   * would leave the call running without its answer, and invite a retry that runs it again. */
+  #callTimeoutMs(timeoutMs: number | undefined): number | undefined {
+    if (typeof timeoutMs !== 'number' || !(timeoutMs > 0)) return undefined; // the tool's own limit: the client's timeout
+    return Math.max(this.#timeoutMs, timeoutMs + (60 + 10 + 5) * 1000);
   }
 
   /** Starts a call asynchronously (`Prefer: respond-async`): its id at once. */
