@@ -55,7 +55,8 @@ struct tc_recorder {
     unsigned nthreads;
     bool answerer_started;
     pthread_mutex_t mu;
-    pthread_cond_t cv;
+    pthread_cond_t cv;        /* work for the recorder's threads (one is woken per item) */
+    pthread_cond_t answer_cv; /* the answerer's own: it must not take a wake-up meant for them */
     struct item *head;
     unsigned count, mem_items;
     size_t mem_bytes;
@@ -582,7 +583,7 @@ static void *answerer_main(void *arg)
         ts.tv_nsec += (long)(wait % 1000) * 1000000L;
         ts.tv_sec += wait / 1000 + ts.tv_nsec / 1000000000L;
         ts.tv_nsec %= 1000000000L;
-        pthread_cond_timedwait(&rec->cv, &rec->mu, &ts);
+        pthread_cond_timedwait(&rec->answer_cv, &rec->mu, &ts);
     }
     pthread_mutex_unlock(&rec->mu);
     return NULL;
@@ -596,6 +597,7 @@ int tc_recorder_start(struct tc_server *srv, struct tc_recorder **ret_recorder)
     rec->srv = srv;
     pthread_mutex_init(&rec->mu, NULL);
     pthread_cond_init(&rec->cv, NULL);
+    pthread_cond_init(&rec->answer_cv, NULL);
     int n = snprintf(rec->dir, sizeof(rec->dir), "%s/outcomes", srv->cfg->state_dir);
     if (n < 0 || (size_t)n >= sizeof(rec->dir)) {
         rec->dir[0] = '\0';
@@ -629,6 +631,7 @@ void tc_recorder_stop(struct tc_recorder *rec)
     rec->stopping = true;
     rec->stop_by_ms = tc_now_ms() + STOP_DRAIN_MS;
     pthread_cond_broadcast(&rec->cv);
+    pthread_cond_broadcast(&rec->answer_cv);
     pthread_mutex_unlock(&rec->mu);
     for (unsigned i = 0; i < rec->nthreads; i++)
         pthread_join(rec->threads[i], NULL);
@@ -660,6 +663,7 @@ void tc_recorder_stop(struct tc_recorder *rec)
     (void)lost;
     pthread_mutex_destroy(&rec->mu);
     pthread_cond_destroy(&rec->cv);
+    pthread_cond_destroy(&rec->answer_cv);
     free(rec);
 }
 
