@@ -115,6 +115,14 @@ class ClientTest(unittest.TestCase):
             next(self.tc.stream("nope", "x"))
         with self.assertRaises(toolcage.NotFound):
             next(Client(URL, OTHER).events(seen[0].data["id"]))
+        # a repeat with a streamed call's Idempotency-Key: that call's events, not a second run
+        k = f"stream-{t}"
+        first = list(self.tc.stream("shell", f"echo once-{t}", idempotency_key=k))
+        again = list(self.tc.stream("shell", f"echo once-{t}", idempotency_key=k))
+        self.assertEqual(first[-1].event, "result")
+        self.assertEqual(again[-1].event, "result")
+        self.assertEqual(again[-1].data["id"], first[-1].data["id"])
+        self.assertEqual(again[-1].data["stdout"], f"once-{t}\n")
 
     def test_held_call_approved_then_denied(self):
         t = tag()

@@ -144,6 +144,15 @@ test('stream and re-attach: events as the program writes, the rest after the las
   assert.equal(rest.at(-1).data.stdout, `one-${t}\ntwo-${t}\n`);
   await assert.rejects(tc.stream({ tool: 'nosuch', code: 'x' }).next(), (e) => e instanceof ProblemError && e.type === 'unknown-tool');
   await assert.rejects(new Client(server.base, server.keys.otherAgent).events(seen[0].data.id).next(), (e) => e instanceof ProblemError && e.status === 404);
+  // a repeat with a streamed call's Idempotency-Key: that call's events, not a second run
+  const k = `stream-${t}`;
+  const collect = async () => { const a = []; for await (const ev of tc.stream({ tool: 'shell', code: `echo once-${t}` }, { idempotencyKey: k })) a.push(ev); return a; };
+  const first = await collect();
+  const again = await collect();
+  assert.equal(first.at(-1).event, 'result');
+  assert.equal(again.at(-1).event, 'result');
+  assert.equal(again.at(-1).data.id, first.at(-1).data.id);
+  assert.equal(again.at(-1).data.stdout, `once-${t}\n`);
 });
 
 test('examples/agent_loop.ts: type-checks strictly, and its scripted model\'s tool call runs (streamed) and answers', { skip: SKIP }, async () => {

@@ -310,7 +310,10 @@ class Client:
             raise TransportError(f"{method} {path}: {e}") from e
         with resp:
             if not resp.headers.get("Content-Type", "").startswith("text/event-stream"):
-                yield Event("", json.loads(resp.read() or b"{}"), None)  # e.g. 202 async
+                if resp.status == 202 or method != "POST":
+                    yield Event("", json.loads(resp.read() or b"{}"), None)  # e.g. 202 async
+                else:  # answered without events (too many streams open): the finished call
+                    yield Event("result", json.loads(resp.read() or b"{}"), None)
                 return
             name, lines, last = "message", [], None
             try:
@@ -401,7 +404,17 @@ class Client:
         if cancel_on_disconnect:
             body["cancel_on_disconnect"] = True
         h = {"Idempotency-Key": idempotency_key} if idempotency_key else None
-        return self._events("POST", "/v1/execute", body=body, headers=h)
+        return self._stream(self._events("POST", "/v1/execute", body=body, headers=h))
+
+    def _stream(self, it: Iterator[Event]) -> Iterator[Event]:
+        for ev in it:
+            if ev.event == "" and isinstance(ev.data, dict) and isinstance(ev.data.get("id"), str):
+                # a repeat with the first call's Idempotency-Key is answered with the first
+                # answer as it was stored (202, the execution): its events are the execution's
+                it.close()
+                yield from self.events(ev.data["id"])
+                return
+            yield ev
 
     def events(self, execution_id: str, last_event_id: Optional[str] = None) -> Iterator[Event]:
         """Re-attach to an execution's events, after ``last_event_id`` (an Event's ``id``)."""

@@ -218,6 +218,18 @@ export class Client {
           const ra = res.headers.get('retry-after');
           throw new ProblemError(res.status, json as Partial<Problem>, ra && /^\d+$/.test(ra) ? Number(ra) : undefined);
         }
+        const id = (json as { id?: unknown }).id;
+        if (method === 'POST' && res.status === 202 && typeof id === 'string') {
+          // a repeat with the first call's Idempotency-Key is answered with the first answer as
+          // it was stored (202, the execution): its events are the execution's
+          yield* this.events(id, { signal: opts.signal });
+          return;
+        }
+        if (method === 'POST' && res.status === 200 && typeof id === 'string') {
+          // answered without events (the server had too many streams open): the finished call
+          yield { event: 'result', data: json as Execution, id: null };
+          return;
+        }
         throw new TransportError(`${method} ${path}: ${res.status} answered JSON, not events`);
       }
       const decoder = new TextDecoder();
