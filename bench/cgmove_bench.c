@@ -24,13 +24,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/util.h"
 #include "sandbox/cgroup.h"
 
 static double now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+    return (double)tc_now_us() / 1e3;
 }
 
 static int cmp(const void *a, const void *b)

@@ -314,10 +314,8 @@ int tc_vm_cache_sweep(const char *cache_dir, const char *keep, const char *boot_
              * still installed and unchanged, is another launcher's kernel: kept */
             char rel[256];
             long long size, mtime;
-            const char *b = strrchr(name, '-'), *a = NULL;
-            for (const char *q = name + 8; b && q < b; q++)
-                if (*q == '-')
-                    a = q;
+            const char *b = strrchr(name, '-');
+            const char *a = b > name + 8 ? memrchr(name + 8, '-', (size_t)(b - (name + 8))) : NULL;
             if (!a || a - (name + 8) <= 0 || (size_t)(a - (name + 8)) >= sizeof(rel) ||
                 sscanf(a, "-%lld-%lld", &size, &mtime) != 2)
                 continue; /* not a name of ours */

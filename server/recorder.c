@@ -506,6 +506,17 @@ static struct item *pick(struct tc_recorder *rec, int64_t now, int64_t *ret_wait
     return best;
 }
 
+/* Wait on cv (mu held) for at most ms. */
+static void wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    ts.tv_sec += ms / 1000 + ts.tv_nsec / 1000000000L;
+    ts.tv_nsec %= 1000000000L;
+    pthread_cond_timedwait(cv, mu, &ts);
+}
+
 struct late_answer {
     tc_recorded_fn done;
     void *userdata;
@@ -527,12 +538,7 @@ static void *recorder_main(void *arg)
             }
             if (rec->stopping && (rec->count == 0 || now >= rec->stop_by_ms))
                 break;
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += (long)(wait % 1000) * 1000000L;
-            ts.tv_sec += wait / 1000 + ts.tv_nsec / 1000000000L;
-            ts.tv_nsec %= 1000000000L;
-            pthread_cond_timedwait(&rec->cv, &rec->mu, &ts);
+            wait_ms(&rec->cv, &rec->mu, wait);
         }
         bool leave = !it;
         pthread_mutex_unlock(&rec->mu);
@@ -577,13 +583,7 @@ static void *answerer_main(void *arg)
             pthread_mutex_lock(&rec->mu);
             continue;
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        int64_t wait = next > now ? next - now : 1;
-        ts.tv_nsec += (long)(wait % 1000) * 1000000L;
-        ts.tv_sec += wait / 1000 + ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
-        pthread_cond_timedwait(&rec->answer_cv, &rec->mu, &ts);
+        wait_ms(&rec->answer_cv, &rec->mu, next > now ? next - now : 1);
     }
     pthread_mutex_unlock(&rec->mu);
     return NULL;

@@ -20,6 +20,7 @@
 
 #include "common/util.h"
 #include "sandbox/microvm.h"
+#include "sandbox/cgroup.h"
 #include "sandbox/sandbox.h"
 #include "sandbox/spec.h"
 #include "sandbox/workspace.h"
@@ -1344,21 +1345,13 @@ static void second_stop(struct tc_launcher *l2, struct tc_launcher *main_l, cons
     rmdir(state);
 }
 
-/* The probe, as the launcher does it (sandbox/cgroup.c): can this kernel mount a hierarchy
- * with favordynmods? 1 yes, 0 no (why: the failing step's error, as the launcher says it). */
+/* The probe: can this kernel mount the hierarchy (sandbox/cgroup.c, the launcher's own
+ * function, run here unsandboxed first)? 1 yes, 0 no (why: the failing step's error). Whether
+ * what it makes has the option is checked apart (dynmods_superblock). */
 static int favordynmods_probe(char *why, size_t n)
 {
-    int fs = fsopen("cgroup", FSOPEN_CLOEXEC), mnt = -1;
-    const char *step = "fsopen";
-    if (fs >= 0 && (step = "none", fsconfig(fs, FSCONFIG_SET_FLAG, "none", NULL, 0)) == 0 &&
-        (step = "name", fsconfig(fs, FSCONFIG_SET_STRING, "name", "toolcage_dynmods", 0)) == 0 &&
-        (step = "favordynmods (Linux 6.1+)",
-         fsconfig(fs, FSCONFIG_SET_FLAG, "favordynmods", NULL, 0)) == 0 &&
-        (step = "create", fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0)) == 0)
-        step = "fsmount", mnt = fsmount(fs, FSMOUNT_CLOEXEC, 0);
-    snprintf(why, n, "%s: %s", step, mnt < 0 ? strerror(errno) : "");
-    if (fs >= 0)
-        close(fs);
+    why[0] = '\0';
+    int mnt = tc_cg_favor_dynmods(why, n);
     if (mnt >= 0)
         close(mnt);
     return mnt >= 0;
