@@ -1,25 +1,22 @@
-/* A v1 cgroup migration after a rest, without and with the launcher's favordynmods hierarchy,
- * in one run (root, a cgroup v1 host; docs/sandbox.md, Cgroups).
+/* A v1 cgroup join after a rest: a process moved by a cgroup.procs write against a thread
+ * that moves itself by a write to `tasks` (what a shell does; tc_cg_open_join), in one run
+ * (root, a cgroup v1 host; docs/sandbox.md, Cgroups).
  *
- *   cgmove_bench [N] [REST_MS]   N moves per case (default 10), each after REST_MS idle (300)
+ *   cgmove_bench [N] [REST_MS]   N joins per case (default 10), each after REST_MS idle (300)
  *
- * A shell of the pool (or of a one-shot `toolcage exec`) moves itself into its groups by a
- * write to each hierarchy's cgroup.procs; the kernel takes cgroup_threadgroup_rwsem for
- * writing, which waits for an RCU grace period unless another migration happened within the
- * last one. Case A: groups of a cgroup host set up as the launcher does with
- * TOOLCAGE_CGROUP_FAVORDYNMODS=0; case B: as it does by default (a favordynmods hierarchy
- * held open). Each move: fork a child that waits, write its pid into the three groups, time
- * the writes. Prints medians and B/A.
- *
- * Order matters and is fixed, A then B: on Linux 6.18+ the first favordynmods hierarchy
- * switches the kernel to a per-process lock for the rest of the boot, so A after B (or after
- * any launcher ran) measures B again; the bench says so when A is as fast as B. */
+ * Case A writes "0" to the three groups' cgroup.procs, as shells did before: the kernel takes
+ * cgroup_threadgroup_rwsem for writing, which waits for an RCU grace period unless another
+ * writer came within the last one. Case B writes "0" to their `tasks`: a thread moving itself
+ * takes no threadgroup lock. Each join: rest, fork a child, the child opens nothing (the files
+ * are opened beforehand, as the launcher does) and times its three writes. A and B take
+ * turns, so that both see the same machine. Prints medians and B/A. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -27,119 +24,112 @@
 #include "common/util.h"
 #include "sandbox/cgroup.h"
 
-static double now_ms(void)
-{
-    return (double)tc_now_us() / 1e3;
-}
-
 static int cmp(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
 }
 
-/* n moves after rest_ms each into a group of host h: the median ms, the max in *ret_max. */
-static double moves(struct tc_cg_host *h, const char *name, int n, int rest_ms, double *ret_max)
+/* One join into the groups whose files are fds: the child's three writes of "0", in ms
+ * (shared with the parent through *slot); -1 on failure. */
+static double join_once(const int fds[TC_CG_N_], int rest_ms, double *slot)
 {
-    struct tc_cgroup cg;
-    int fds[TC_CG_N_];
-    double *t = calloc((size_t)n, sizeof(double)), med = -1;
-
-    if (!t || tc_cg_create(h, name, &cg) < 0) {
-        fprintf(stderr, "cgmove_bench: cannot make the group %s\n", name);
-        free(t);
+    struct timespec rest = {rest_ms / 1000, (long)(rest_ms % 1000) * 1000000L};
+    nanosleep(&rest, NULL);
+    *slot = -1;
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("cgmove_bench: fork");
         return -1;
     }
-    if (tc_cg_open_procs(&cg, fds) < 0) {
-        fprintf(stderr, "cgmove_bench: cannot open the group %s\n", name);
-        tc_cg_destroy(&cg);
-        free(t);
-        return -1;
-    }
-    for (int i = 0; i < n; i++) {
-        struct timespec rest = {rest_ms / 1000, (long)(rest_ms % 1000) * 1000000L};
-        nanosleep(&rest, NULL);
-        pid_t pid = fork();
-        if (pid < 0) {
-            perror("cgmove_bench: fork");
-            n = i;
-            break;
-        }
-        if (pid == 0) {
-            pause();
-            _exit(0);
-        }
-        char buf[24];
-        int len = snprintf(buf, sizeof(buf), "%d", (int)pid);
-        bool moved = true;
-        double t0 = now_ms();
+    if (pid == 0) {
+        int64_t t0 = tc_now_us();
         for (int c = 0; c < TC_CG_N_; c++)
-            if (fds[c] >= 0 && write(fds[c], buf, (size_t)len) != len)
-                moved = false;
-        t[i] = now_ms() - t0;
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-        if (!moved) {
-            fprintf(stderr, "cgmove_bench: a move failed: %s\n", strerror(errno));
-            n = i;
-            break;
-        }
+            if (fds[c] >= 0 && write(fds[c], "0", 1) != 1)
+                _exit(1);
+        *slot = (double)(tc_now_us() - t0) / 1e3;
+        _exit(0);
     }
+    int st = 0;
+    if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        fprintf(stderr, "cgmove_bench: a join failed\n");
+        return -1;
+    }
+    return *slot;
+}
+
+static int open_files(struct tc_cgroup *cg, const char *file, int fds[TC_CG_N_])
+{
+    for (int c = 0; c < TC_CG_N_; c++)
+        fds[c] = cg->fd[c] < 0 ? -1 : openat(cg->fd[c], file, O_WRONLY | O_CLOEXEC);
+    for (int c = 0; c < TC_CG_N_; c++)
+        if (cg->fd[c] >= 0 && fds[c] < 0)
+            return -errno;
+    return 0;
+}
+
+static void close_files(int fds[TC_CG_N_])
+{
     for (int c = 0; c < TC_CG_N_; c++)
         if (fds[c] >= 0)
             close(fds[c]);
-    tc_cg_destroy(&cg);
-    if (n == 0) {
-        free(t);
-        return -1;
-    }
-    qsort(t, (size_t)n, sizeof(double), cmp);
-    med = t[(n - 1) / 2];
-    *ret_max = t[n - 1];
-    free(t);
-    return med;
 }
 
 int main(int argc, char **argv)
 {
-    int n = argc > 1 ? atoi(argv[1]) : 10, rest = argc > 2 ? atoi(argv[2]) : 300;
-    struct tc_cg_host a, b;
-    double amax = 0, bmax = 0;
+    int n = argc > 1 ? atoi(argv[1]) : 10, rest = argc > 2 ? atoi(argv[2]) : 300, rc = 1;
+    struct tc_cg_host h;
+    struct tc_cgroup ga, gb;
+    int fa[TC_CG_N_] = {-1, -1, -1}, fb[TC_CG_N_] = {-1, -1, -1};
 
-    if (n < 1 || rest < 0 || geteuid() != 0) {
-        fprintf(stderr, "usage (as root): cgmove_bench [N] [REST_MS]\n");
+    if (n < 1 || n > 1000 || rest < 0 || geteuid() != 0) {
+        fprintf(stderr, "usage (as root): cgmove_bench [N (1-1000)] [REST_MS]\n");
         return 2;
     }
-    tc_cg_host_init(&a, false, true); /* TOOLCAGE_CGROUP_FAVORDYNMODS=0 */
-    if (a.mode != TC_CG_V1) {
-        printf(
-            "cgmove_bench: cgroup %s: no migration on a sandbox's path (v2: CLONE_INTO_CGROUP)\n",
-            a.mode == TC_CG_V2 ? "v2" : "none");
-        tc_cg_host_fini(&a);
+    tc_cg_host_init(&h, false);
+    if (h.mode != TC_CG_V1) {
+        printf("cgmove_bench: cgroup %s: no migration on a sandbox's path "
+               "(v2: CLONE_INTO_CGROUP)\n",
+               h.mode == TC_CG_V2 ? "v2" : "none");
+        tc_cg_host_fini(&h);
         return 0;
     }
-    double am = moves(&a, "move-a", n, rest, &amax);
-    tc_cg_host_fini(&a);
-    double t0 = now_ms();
-    tc_cg_host_init(&b, false, false); /* the default: a favordynmods hierarchy */
-    double made = now_ms() - t0;
-    double bm = moves(&b, "move-b", n, rest, &bmax);
-    bool favored = b.dynmods_fd >= 0;
-    char why[sizeof(b.dynmods_why)];
-    snprintf(why, sizeof(why), "%s", b.dynmods_why);
-    tc_cg_host_fini(&b);
-    if (am < 0 || bm < 0)
-        return 1;
-    printf("cgmove_bench: v1 migration into 3 groups after %d ms idle, %d moves each, medians\n",
+    double *slot =
+        mmap(NULL, sizeof(double), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    double *ta = calloc((size_t)n, sizeof(double)), *tb = calloc((size_t)n, sizeof(double));
+    bool made_a = false, made_b = false;
+    if (slot == MAP_FAILED || !ta || !tb || !(made_a = tc_cg_create(&h, "join-a", &ga) == 0) ||
+        !(made_b = tc_cg_create(&h, "join-b", &gb) == 0) ||
+        open_files(&ga, "cgroup.procs", fa) < 0 || tc_cg_open_join(&gb, fb) < 0) {
+        fprintf(stderr, "cgmove_bench: cannot make or open the groups: %s\n", strerror(errno));
+        goto out;
+    }
+    for (int i = 0; i < n; i++)
+        if ((ta[i] = join_once(fa, rest, slot)) < 0 || (tb[i] = join_once(fb, rest, slot)) < 0)
+            goto out;
+    qsort(ta, (size_t)n, sizeof(double), cmp);
+    qsort(tb, (size_t)n, sizeof(double), cmp);
+    double am = ta[(n - 1) / 2], bm = tb[(n - 1) / 2];
+    printf("cgmove_bench: a v1 join into 3 groups after %d ms idle, %d joins each (turn about), "
+           "medians\n",
            rest, n);
-    printf("  A without favordynmods   %8.3f ms  (max %.3f)\n", am, amax);
-    printf("  B favordynmods %-9s %8.3f ms  (max %.3f)  B/A %.3fx\n", favored ? "held" : "(none)",
-           bm, bmax, am > 0 ? bm / am : 0);
-    printf("  B's set-up (the groups and the hierarchy, once per launcher) %.3f ms\n", made);
-    if (!favored)
-        printf("  (no favordynmods hierarchy: %s)\n", why);
-    else if (am < 1.0)
-        printf("  (A is as fast as B: a favordynmods hierarchy was already mounted, or on Linux "
-               "6.18+ was mounted once since boot: the per-process lock is one-way)\n");
-    return 0;
+    printf("  A the process, \"0\" to cgroup.procs   %8.3f ms  (min %.3f, max %.3f)\n", am, ta[0],
+           ta[n - 1]);
+    printf("  B the thread, \"0\" to tasks (shells)  %8.3f ms  (min %.3f, max %.3f)  B/A %.3fx\n",
+           bm, tb[0], tb[n - 1], am > 0 ? bm / am : 0);
+    if (am < 1.0)
+        printf("  (A took no grace period: a favordynmods hierarchy is mounted, or was once "
+               "since boot on Linux 6.18+, where its per-process lock is one-way)\n");
+    rc = 0;
+out:
+    close_files(fa);
+    close_files(fb);
+    if (made_a)
+        tc_cg_destroy(&ga);
+    if (made_b)
+        tc_cg_destroy(&gb);
+    free(ta);
+    free(tb);
+    tc_cg_host_fini(&h);
+    return rc;
 }

@@ -160,11 +160,6 @@ static const struct opt options[] = {
      "1: no cgroups, limits by rlimits only (for tests of that fallback)"},
     {"TOOLCAGE_NO_SECCOMP_NOTIFY", OPT_BOOL, "0", 0, 1, OFF(no_seccomp_notify),
      "1: the seccomp filter kills without reporting the call (for tests of that fallback)"},
-    {"TOOLCAGE_CGROUP_FAVORDYNMODS", OPT_BOOL, "1", 0, 1, OFF(cgroup_favordynmods),
-     "cgroup v1: 1 mounts a hierarchy with the kernel's favordynmods option (detached, no"
-     " controllers) so that moving a sandbox into its groups does not wait for an RCU grace"
-     " period (10-30 ms); host-wide, forks and exits do an atomic operation more (Linux 6.18+:"
-     " until the next boot); 0: not"},
 };
 
 /* The field at offset off of c (void *: the table's offsets keep each field's alignment). */

@@ -48,18 +48,17 @@ struct tc_config {
     int64_t signin_max_source_failures;
     int64_t signin_window_seconds;
     /* the launcher (sandbox/sandbox.h struct tc_launcher_options) */
-    int64_t pool;             /* shells kept ready */
-    int64_t pool_max;         /* ... grown by bursts up to this many */
-    int64_t warm;             /* warm sandboxes at most */
-    int64_t warm_per_tenant;  /* of them, one tenant's at most */
-    char *uid_registry;       /* lock files of the host uid ranges */
-    char *gvisor_platform;    /* "ptrace" or "kvm" */
-    char *microvm_boot;       /* "kaslr" or "fast" (sandbox.h, microvm_fast) */
-    char *egress_ca_file;     /* extra upstream CAs for the egress proxy's TLS, or NULL */
-    char *init_path;          /* toolcage-init; NULL: found next to the binary */
-    bool no_cgroup;           /* tests of the rlimit fallback */
-    bool no_seccomp_notify;   /* tests of the kill-only filter */
-    bool cgroup_favordynmods; /* cgroup v1: migrations without a grace period (sandbox.h) */
+    int64_t pool;            /* shells kept ready */
+    int64_t pool_max;        /* ... grown by bursts up to this many */
+    int64_t warm;            /* warm sandboxes at most */
+    int64_t warm_per_tenant; /* of them, one tenant's at most */
+    char *uid_registry;      /* lock files of the host uid ranges */
+    char *gvisor_platform;   /* "ptrace" or "kvm" */
+    char *microvm_boot;      /* "kaslr" or "fast" (sandbox.h, microvm_fast) */
+    char *egress_ca_file;    /* extra upstream CAs for the egress proxy's TLS, or NULL */
+    char *init_path;         /* toolcage-init; NULL: found next to the binary */
+    bool no_cgroup;          /* tests of the rlimit fallback */
+    bool no_seccomp_notify;  /* tests of the kill-only filter */
 };
 
 /* Fill cfg from the environment. On a bad value returns -EINVAL and sets *ret_error

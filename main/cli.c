@@ -92,7 +92,6 @@ struct tc_launcher_options tc_cli_launcher_options(const struct tc_config *cfg, 
         .init_path = cfg->init_path,
         .no_cgroup = cfg->no_cgroup,
         .no_seccomp_notify = cfg->no_seccomp_notify,
-        .no_favordynmods = !cfg->cgroup_favordynmods,
     };
 }
 

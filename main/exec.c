@@ -166,9 +166,6 @@ int tc_cmd_exec(int argc, char **argv)
     struct tc_launcher_options lo = tc_cli_launcher_options(&cfg, 1);
     /* one call: a shell or an interpreter ahead of time is waste */
     lo.pool = lo.pool_max = lo.warm = TC_POOL_NONE;
-    /* one shell: making the favordynmods hierarchy would wait the grace period its move
-     * would have (sandbox/cgroup.c); a server's launcher on the host holds one anyway */
-    lo.no_favordynmods = true;
     lo.no_egress = tool->network_none;
     if (!spec || (r = tc_launcher_start(&lo, &launcher)) < 0) {
         fprintf(stderr, "toolcage exec: cannot start the launcher: %s\n", strerror(-r));

@@ -480,64 +480,21 @@ static bool try_v1(struct tc_cg_host *h)
     return true;
 }
 
-/* A v1 migration (a write to cgroup.procs) takes the kernel's cgroup_threadgroup_rwsem for
- * writing, which waits for an RCU grace period unless another migration happened in the last
- * one: 15-28 ms measured on the development VM after half a second idle, with the global
- * cgroup mutex held meanwhile (every mkdir, rmdir and migration anywhere waits behind it).
- * A hierarchy mounted "favordynmods" (Linux 6.1+) keeps that rwsem in its slow-reader mode
- * while it exists (6.18+: switches the kernel to a per-process lock for good): migrations
- * then cost ~0.1 ms, forks and exits an atomic operation more. A named hierarchy without
- * controllers, mounted nowhere: nothing sees it but the name in /proc/PID/cgroup; it goes
- * when the last launcher holding it exits (the name is shared: a second launcher's mount
- * is the same hierarchy). Making it waits for one grace period itself when none exists yet:
- * worth it for a launcher that makes shells for long (a server's), not for a one-shot run
- * (main/exec.c turns it off: its one move would only trade one wait for the other). */
-#define DYNMODS_NAME "toolcage_dynmods"
-
-int tc_cg_favor_dynmods(char *why, size_t whysize)
-{
-    const char *step = "fsopen";
-    int fs = fsopen("cgroup", FSOPEN_CLOEXEC), mnt = -1, e = errno;
-    if (fs >= 0) {
-        if ((step = "none", fsconfig(fs, FSCONFIG_SET_FLAG, "none", NULL, 0)) == 0 &&
-            (step = "name", fsconfig(fs, FSCONFIG_SET_STRING, "name", DYNMODS_NAME, 0)) == 0 &&
-            (step = "favordynmods (Linux 6.1+)",
-             fsconfig(fs, FSCONFIG_SET_FLAG, "favordynmods", NULL, 0)) == 0 &&
-            (step = "create", fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0)) == 0)
-            step = "fsmount", mnt = fsmount(fs, FSMOUNT_CLOEXEC, 0);
-        e = errno;
-        close(fs);
-    }
-    if (mnt < 0)
-        snprintf(why, whysize, "%s: %s", step, strerror(e));
-    return mnt < 0 ? -e : mnt;
-}
-
-void tc_cg_host_init(struct tc_cg_host *h, bool disabled, bool no_favor)
+void tc_cg_host_init(struct tc_cg_host *h, bool disabled)
 {
     memset(h, 0, sizeof(*h));
-    h->dynmods_fd = -1;
     for (int c = 0; c < TC_CG_N_; c++)
         h->parent_fd[c] = -1;
     if (disabled)
         return; /* tests of the rlimit fallback */
     if (try_v2(h))
         return; /* (children are born in their group: CLONE_INTO_CGROUP, no migration) */
-    if (!try_v1(h)) {
+    if (!try_v1(h))
         h->mode = TC_CG_NONE;
-        return;
-    }
-    if (no_favor)
-        snprintf(h->dynmods_why, sizeof(h->dynmods_why), "off (TOOLCAGE_CGROUP_FAVORDYNMODS=0)");
-    else
-        h->dynmods_fd = tc_cg_favor_dynmods(h->dynmods_why, sizeof(h->dynmods_why));
 }
 
 void tc_cg_host_fini(struct tc_cg_host *h)
 {
-    if (h->dynmods_fd >= 0)
-        close(h->dynmods_fd);
-    h->dynmods_fd = -1;
     for (int c = 0; c < TC_CG_N_; c++) {
         if (h->parent_fd[c] < 0)
             continue;
@@ -642,14 +599,24 @@ static int ctl_fd(struct tc_cgroup *cg, enum tc_cg_ctl c)
     return cg->host->mode == TC_CG_V2 ? cg->fd[0] : cg->fd[c];
 }
 
-int tc_cg_open_procs(struct tc_cgroup *cg, int ret_fds[TC_CG_N_])
+/* A v1 move writes the pid to cgroup.procs (the whole thread group) or a tid to `tasks` (one
+ * thread). Either way the kernel takes the cgroup mutex; for the thread group, or for another
+ * task's thread, it also takes cgroup_threadgroup_rwsem for writing, a per-cpu rwsem whose
+ * writer waits for an RCU grace period unless another writer came within the last one: 6-28
+ * ms measured on the development VM after half a second idle, with the cgroup mutex held
+ * meanwhile (every mkdir, rmdir and move on the host queues behind it). A thread that moves
+ * itself ("0" to `tasks`) needs no threadgroup lock: it cannot exit or exec while it writes
+ * (Linux 5.5+; 0.06 ms). Our children write while they are their process's only thread, so
+ * moving the thread moves the process. */
+int tc_cg_open_join(struct tc_cgroup *cg, int ret_fds[TC_CG_N_])
 {
+    const char *file = cg->host && cg->host->mode == TC_CG_V1 ? "tasks" : "cgroup.procs";
     int fds[TC_CG_N_];
     for (int c = 0; c < TC_CG_N_; c++) {
         fds[c] = -1;
         if (cg->fd[c] < 0)
             continue;
-        fds[c] = openat(cg->fd[c], "cgroup.procs", O_WRONLY | O_CLOEXEC);
+        fds[c] = openat(cg->fd[c], file, O_WRONLY | O_CLOEXEC);
         if (fds[c] < 0) {
             int r = -errno;
             for (int j = 0; j < c; j++)

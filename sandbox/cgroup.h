@@ -20,9 +20,7 @@ struct tc_cg_host {
     bool memsw;              /* v1 memory.memsw.* (swap accounting) */
     int parent_fd[TC_CG_N_]; /* v1: one per controller; v2: all equal */
     char parent_path[TC_CG_N_][512];
-    char note[256];       /* why a mode/controller is unavailable */
-    int dynmods_fd;       /* v1: a hierarchy mounted favordynmods, detached, held open (or -1) */
-    char dynmods_why[96]; /* v1 without it: why */
+    char note[256]; /* why a mode/controller is unavailable */
 };
 
 struct tc_cgroup {
@@ -31,14 +29,8 @@ struct tc_cgroup {
     int fd[TC_CG_N_]; /* -1 when not available */
 };
 
-/* Detect and create the launcher's parent groups. Never fails: mode NONE on trouble. On v1,
- * unless no_favor, also a controller-less hierarchy mounted favordynmods (never attached
- * anywhere, held by dynmods_fd as long as the launcher lives): a v1 cgroup.procs write then
- * does not wait for an RCU grace period (docs/sandbox.md, Cgroups). */
-void tc_cg_host_init(struct tc_cg_host *h, bool disabled /* mode TC_CG_NONE */, bool no_favor);
-/* The favordynmods hierarchy (named toolcage_dynmods, no controllers, detached): its mount
- * fd (CLOEXEC), or -errno with why ("STEP: error"). */
-int tc_cg_favor_dynmods(char *why, size_t whysize);
+/* Detect and create the launcher's parent groups. Never fails: mode NONE on trouble. */
+void tc_cg_host_init(struct tc_cg_host *h, bool disabled /* mode TC_CG_NONE */);
 /* Remove the launcher's parent groups (after every sandbox is gone). */
 void tc_cg_host_fini(struct tc_cg_host *h);
 /* Name of the mechanism that enforces memory/pids/cpu: "cgroup_v1", "cgroup_v2" or NULL. */
@@ -49,9 +41,12 @@ int tc_cg_create(const struct tc_cg_host *h, const char *name, struct tc_cgroup 
 /* Write memory/swap/pids limits. Never takes the kernel's cgroup mutex (unlike mkdir, rmdir
  * and migrations), so it does not wait behind another task's v1 migration. */
 int tc_cg_set_limits(struct tc_cgroup *cg, const struct tc_limits *lim);
-/* Open the group's cgroup.procs files for writing (-1 where absent), so that a child can
- * move itself in ("0") without any path lookup. Caller closes. */
-int tc_cg_open_procs(struct tc_cgroup *cg, int ret_fds[TC_CG_N_]);
+/* Open the files through which a child joins the group (-1 where absent): it writes "0" to
+ * each, without any path lookup, while it is still single-threaded. v1: the group's `tasks`
+ * (the calling thread alone moves: the kernel then takes no threadgroup lock, so the move
+ * does not wait for an RCU grace period as a cgroup.procs write does); v2: cgroup.procs
+ * (used only where CLONE_INTO_CGROUP is refused). Caller closes. */
+int tc_cg_open_join(struct tc_cgroup *cg, int ret_fds[TC_CG_N_]);
 /* Usage counters; -ENODATA when the controller is not there. */
 int tc_cg_cpu_ns(struct tc_cgroup *cg, uint64_t *ret);
 int tc_cg_mem_peak(struct tc_cgroup *cg, uint64_t *ret);

@@ -34,15 +34,15 @@ static _Noreturn void die(int ctl_fd, int err, const char *what)
     _exit(125);
 }
 
-/* The shell's fds: 0-6 as init expects them (init_proto.h), the cgroup.procs files at 7-9
+/* The shell's fds: 0-6 as init expects them (init_proto.h), the cgroup join files at 7-9
  * until it has joined. Everything else is closed. */
 enum { SHELL_FD_CG = 7, SHELL_FD_FIRST_FREE = 10 };
 
 static void arrange_fds(const struct tc_child_cfg *c)
 {
-    int src[SHELL_FD_FIRST_FREE] = {c->stdin_fd,    c->stdout_fd,  c->stderr_fd, c->sync_fd,
-                                    c->ctl_fd,      c->base_fd,    c->init_fd,   c->cg_procs[0],
-                                    c->cg_procs[1], c->cg_procs[2]},
+    int src[SHELL_FD_FIRST_FREE] = {c->stdin_fd,   c->stdout_fd, c->stderr_fd, c->sync_fd,
+                                    c->ctl_fd,     c->base_fd,   c->init_fd,   c->cg_join[0],
+                                    c->cg_join[1], c->cg_join[2]},
         tmp[SHELL_FD_FIRST_FREE];
 
     for (int i = 0; i < SHELL_FD_FIRST_FREE; i++) {
@@ -97,7 +97,7 @@ _Noreturn void tc_child_main(const struct tc_child_cfg *cfg)
     arrange_fds(cfg);
     /* Still root of the parent namespace here (no uid map needed): join the cgroups. */
     for (int i = 0; i < 3; i++) {
-        if (cfg->cg_procs[i] < 0)
+        if (cfg->cg_join[i] < 0)
             continue;
         if (write(SHELL_FD_CG + i, "0", 1) != 1)
             die(TC_INIT_FD_CTL, errno, "join cgroup");
@@ -162,7 +162,7 @@ int tc_shell_create(const struct tc_shell_env *env, uid_t uid, const char *cg_na
 
     memset(&cfg, 0, sizeof(cfg));
     for (int i = 0; i < 3; i++)
-        cfg.cg_procs[i] = -1;
+        cfg.cg_join[i] = -1;
     /* stdio pipes are created with the sandbox's fs uid so that the program can reopen
      * them (/dev/stdin -> /proc/self/fd/0 checks the pipe inode's owner). */
     setfsgid(uid);
@@ -186,7 +186,7 @@ int tc_shell_create(const struct tc_shell_env *env, uid_t uid, const char *cg_na
     }
     /* v2: the child is born in its group (CLONE_INTO_CGROUP); v1: it moves itself in. */
     bool into_cg = sh.has_cg && env->cg->mode == TC_CG_V2 && sh.cg.fd[0] >= 0;
-    if (sh.has_cg && !into_cg && (r = tc_cg_open_procs(&sh.cg, cfg.cg_procs)) < 0)
+    if (sh.has_cg && !into_cg && (r = tc_cg_open_join(&sh.cg, cfg.cg_join)) < 0)
         goto fail;
     cfg.scratch = env->scratch;
     cfg.sync_fd = sync[1];
@@ -213,7 +213,7 @@ int tc_shell_create(const struct tc_shell_env *env, uid_t uid, const char *cg_na
         /* older kernel or not allowed: fall back to joining from the child */
         ca.flags &= ~CLONE_INTO_CGROUP_;
         ca.cgroup = 0;
-        if ((r = tc_cg_open_procs(&sh.cg, cfg.cg_procs)) < 0)
+        if ((r = tc_cg_open_join(&sh.cg, cfg.cg_join)) < 0)
             goto fail;
         pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
     }
@@ -250,7 +250,7 @@ fail:
         tc_cg_destroy(&sh.cg);
 out:
     for (int i = 0; i < 3; i++)
-        close_fd(&cfg.cg_procs[i]);
+        close_fd(&cfg.cg_join[i]);
     for (int i = 0; i < 2; i++) {
         close_fd(&in[i]);
         close_fd(&out[i]);

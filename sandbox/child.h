@@ -51,10 +51,9 @@ struct tc_child_cfg {
     int init_fd; /* toolcage-init, opened at launcher start */
     int cap_last_cap;
     int stdin_fd, stdout_fd, stderr_fd;
-    /* cgroup.procs of the sandbox's groups (-1 = none): the child moves itself in before
-     * anything else, so the launcher's loop never waits for a cgroup migration (on v1
-     * that can take an RCU grace period, ~10 ms). */
-    int cg_procs[3];
+    /* the sandbox's groups (tc_cg_open_join; -1 = none): the child moves itself in before
+     * anything else, so the launcher's loop never waits for a cgroup migration. */
+    int cg_join[3];
 };
 
 /* Never returns: exec's toolcage-init or exits 125 after reporting the failed step. */

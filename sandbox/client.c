@@ -46,7 +46,7 @@ struct tc_launcher {
     /* the launcher's settings, passed on its command line (struct tc_launcher_options) */
     char pool[8], pool_max[8], pool_shrink_ms[16], warm[8], warm_group_max[8];
     char *uid_registry, *gvisor_platform, *init_path, *egress_ca_file;
-    bool no_cgroup, no_seccomp_notify, no_egress, microvm_fast, no_favordynmods;
+    bool no_cgroup, no_seccomp_notify, no_egress, microvm_fast;
     unsigned max;
 
     /* Lock order: mu, then send_mu. mu guards the state below and is never held while
@@ -212,10 +212,6 @@ static int spawn_launcher(struct tc_launcher *l, int *ret_sock, pid_t *ret_pid)
     }
     if (l->microvm_fast) {
         argv[n++] = "--microvm-fast";
-        argv[n++] = one;
-    }
-    if (l->no_favordynmods) {
-        argv[n++] = "--no-favordynmods";
         argv[n++] = one;
     }
     if (n >= sizeof(argv) / sizeof(argv[0]))
@@ -644,7 +640,6 @@ int tc_launcher_start(const struct tc_launcher_options *opts, struct tc_launcher
     l->no_seccomp_notify = opts->no_seccomp_notify;
     l->no_egress = opts->no_egress;
     l->microvm_fast = opts->microvm_fast;
-    l->no_favordynmods = opts->no_favordynmods;
     if ((opts->uid_registry && !(l->uid_registry = strdup(opts->uid_registry))) ||
         (opts->gvisor_platform && !(l->gvisor_platform = strdup(opts->gvisor_platform))) ||
         (opts->init_path && !(l->init_path = strdup(opts->init_path))) ||

@@ -478,7 +478,7 @@ _Noreturn void tc_gv_child_main(const struct tc_gv_child *c)
     if (getppid() != c->launcher)
         _exit(125); /* the launcher died before PDEATHSIG was armed: nobody would supervise */
     for (int i = 0; i < 3; i++)
-        if (c->cg_procs[i] >= 0 && write(c->cg_procs[i], "0", 1) != 1)
+        if (c->cg_join[i] >= 0 && write(c->cg_join[i], "0", 1) != 1)
             child_die(c->ctl_fd, errno, "join cgroup");
     for (int i = 0; i < 4; i++)
         if ((tmp[i] = fcntl(src[i], F_DUPFD_CLOEXEC, 10)) < 0)

@@ -60,7 +60,7 @@ json_t *tc_gv_enforced(const struct tc_cg_host *cg);
  * before the exec is reported on ctl_fd as TC_CTL_SETUP_ERROR. */
 struct tc_gv_child {
     int stdin_fd, stdout_fd, stderr_fd, ctl_fd;
-    int cg_procs[3];
+    int cg_join[3];
     const char *const *argv;
     pid_t launcher; /* getppid() must still be this once PDEATHSIG is armed */
 };

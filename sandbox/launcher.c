@@ -782,11 +782,6 @@ static json_t *host_info(struct launcher *L)
         snprintf(wl, sizeof(wl), "%s/warm", L->scratch);
         json_object_set_new(hi, "warm_list", json_string(wl));
     }
-    if (hi && L->cg.mode == TC_CG_V1) { /* (v2: no migrations to speed up) */
-        json_object_set_new(hi, "cgroup_favordynmods", json_boolean(L->cg.dynmods_fd >= 0));
-        if (L->cg.dynmods_why[0])
-            json_object_set_new(hi, "cgroup_favordynmods_why", json_string(L->cg.dynmods_why));
-    }
     if (hi)
         json_object_set_new(hi, "microvm", tc_vm_report(&L->vm));
     /* the host uids of this launcher's sandboxes: first .. first + count - 1 */
@@ -827,7 +822,7 @@ struct settings {
     char gvisor_platform[16];
     char init_path[PATH_MAX];
     char egress_ca[PATH_MAX];
-    bool no_cgroup, no_seccomp_notify, no_egress, microvm_fast, no_favordynmods;
+    bool no_cgroup, no_seccomp_notify, no_egress, microvm_fast;
 };
 
 static int setup(struct launcher *L, const struct settings *set)
@@ -901,7 +896,7 @@ static int setup(struct launcher *L, const struct settings *set)
                  strerror(-L->init_fd));
         return L->init_fd;
     }
-    tc_cg_host_init(&L->cg, set->no_cgroup, set->no_favordynmods);
+    tc_cg_host_init(&L->cg, set->no_cgroup);
     tc_rootfs_detect(&L->rootfs);
     L->base_fd = tc_child_base_config(&L->rootfs, "newroot");
     if (L->base_fd < 0)
@@ -1051,10 +1046,6 @@ int tc_launcher_main(int argc, char **argv)
         }
         if (!ok && strcmp(a, "--no-egress") == 0 && parse_uint(v, 1, &flag) == 0) {
             set.no_egress = flag;
-            ok = true;
-        }
-        if (!ok && strcmp(a, "--no-favordynmods") == 0 && parse_uint(v, 1, &flag) == 0) {
-            set.no_favordynmods = flag;
             ok = true;
         }
         if (!ok && strcmp(a, "--microvm-fast") == 0 && parse_uint(v, 1, &flag) == 0) {

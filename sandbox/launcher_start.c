@@ -245,7 +245,7 @@ static void hold(struct launcher *L, struct sbx *s)
 static int spawn_gvisor(struct launcher *L, struct sbx *s)
 {
     int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1}, ctl[2] = {-1, -1};
-    struct tc_gv_child c = {.cg_procs = {-1, -1, -1}};
+    struct tc_gv_child c = {.cg_join = {-1, -1, -1}};
     char bufs[6][PATH_MAX + 32];
     const char *argv[16];
     struct clone_args_ ca;
@@ -258,7 +258,7 @@ static int spawn_gvisor(struct launcher *L, struct sbx *s)
         goto out;
     }
     bool into_cg = s->has_cg && L->cg.mode == TC_CG_V2 && s->cg.fd[0] >= 0;
-    if (s->has_cg && !into_cg && (r = tc_cg_open_procs(&s->cg, c.cg_procs)) < 0)
+    if (s->has_cg && !into_cg && (r = tc_cg_open_join(&s->cg, c.cg_join)) < 0)
         goto out;
     tc_gv_argv(&L->gv, s->gv_path, s->id, bufs, argv);
     c.stdin_fd = in[0];
@@ -280,7 +280,7 @@ static int spawn_gvisor(struct launcher *L, struct sbx *s)
     if (pid < 0 && into_cg) {
         ca.flags &= ~CLONE_INTO_CGROUP_;
         ca.cgroup = 0;
-        if ((r = tc_cg_open_procs(&s->cg, c.cg_procs)) < 0)
+        if ((r = tc_cg_open_join(&s->cg, c.cg_join)) < 0)
             goto out;
         pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
     }
@@ -301,8 +301,8 @@ static int spawn_gvisor(struct launcher *L, struct sbx *s)
     r = watch_streams(L, s);
 out:
     for (int i = 0; i < 3; i++)
-        if (c.cg_procs[i] >= 0)
-            close(c.cg_procs[i]);
+        if (c.cg_join[i] >= 0)
+            close(c.cg_join[i]);
     for (int i = 0; i < 2; i++) {
         if (in[i] >= 0)
             close(in[i]);

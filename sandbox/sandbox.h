@@ -100,7 +100,6 @@ struct tc_launcher_options {
                                   * tool with "network": "none" start only what they need) */
     bool microvm_fast;           /* microvm guests boot the kernel unpacked once, at its PVH
                                   * entry: no decompressor, no guest KASLR (microvm.h) */
-    bool no_favordynmods;        /* cgroup v1: no favordynmods hierarchy (sandbox/cgroup.h) */
 };
 /* No shell kept ready: each is made on demand, on the request's path. */
 #define TC_POOL_NONE (-1)
