@@ -167,6 +167,10 @@ int tc_cmd_exec(int argc, char **argv)
     /* one call: a shell or an interpreter ahead of time is waste */
     lo.pool = lo.pool_max = lo.warm = TC_POOL_NONE;
     lo.no_egress = tool->network_none;
+    /* one launcher for one run: forked, not exec'd, where no egress proxy (a fork of the
+     * launcher that parses what the sandbox sends) would inherit this process's memory (the
+     * environment, whatever it holds); the redactor's secrets are read meanwhile, below */
+    lo.no_exec = lo.no_egress;
     if (!spec || (r = tc_launcher_start(&lo, &launcher)) < 0) {
         fprintf(stderr, "toolcage exec: cannot start the launcher: %s\n", strerror(-r));
         goto out;

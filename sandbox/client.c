@@ -48,6 +48,11 @@ struct tc_launcher {
     char *uid_registry, *gvisor_platform, *init_path, *egress_ca_file;
     bool no_cgroup, no_seccomp_notify, no_egress, microvm_fast;
     unsigned max;
+    /* the launcher is a fork of ours running tc_launcher_main, not an exec (one generation:
+     * forked by the caller's thread before the reader starts; tc_launcher_options.no_exec) */
+    bool no_exec;
+    int first_sock; /* that launcher's socket and pid, until the reader takes them */
+    pid_t first_pid;
 
     /* Lock order: mu, then send_mu. mu guards the state below and is never held while
      * blocking on the socket; send_mu serialises sends and keeps the socket fd alive
@@ -122,6 +127,25 @@ static char **launcher_env(void)
 }
 
 static void reap_launcher(pid_t pid);
+
+/* true if this process has one thread (/proc/self/stat's 20th field): a fork of it may go
+ * on running any code, no other thread holding a lock the fork would inherit held. */
+static bool single_threaded(void)
+{
+    char buf[1024];
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return false;
+    buf[n] = '\0';
+    int field = 2; /* the comm, which may hold spaces, ends at the last ')' */
+    for (const char *p = strrchr(buf, ')'); p && *p; p++)
+        if (*p == ' ' && ++field == 20)
+            return strtol(p + 1, NULL, 10) == 1;
+    return false;
+}
 
 /* The launcher runs as root outside any sandbox: a binary found by its place is used only if
  * it and its folder are root's (or ours) and writable by no one else. */
@@ -258,6 +282,13 @@ static int spawn_launcher(struct tc_launcher *l, int *ret_sock, pid_t *ret_pid)
         syscall(SYS_close_range, xfd >= 0 ? 5U : 4U, ~0U, 0U);
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
+        if (l->no_exec) { /* a fork of a single-threaded caller (tc_launcher_start) */
+            for (size_t i = 0; i < n; i++) /* writable, as an exec's (the title is blanked) */
+                if (!(argv[i] = strdup(argv[i])))
+                    _exit(127);
+            environ = envp;
+            _exit(tc_launcher_main((int)n, argv));
+        }
         if (xfd >= 0)
             syscall(SYS_execveat, 4, "", argv, envp, AT_EMPTY_PATH);
         else
@@ -412,7 +443,14 @@ static void run_generation(struct tc_launcher *l)
     int sock = -1, r;
     pid_t pid = -1;
 
-    r = spawn_launcher(l, &sock, &pid);
+    if (l->first_pid > 0) { /* forked by tc_launcher_start */
+        sock = l->first_sock, pid = l->first_pid, r = 0;
+        l->first_sock = -1, l->first_pid = -1;
+    } else {
+        /* a launcher that is a fork of ours is not started again: this thread may not fork
+         * and go on running our code (the caller's other threads' locks) */
+        r = l->no_exec ? -EPIPE : spawn_launcher(l, &sock, &pid);
+    }
     if (r == 0 && (r = wait_readable(sock, l->wake[0], HELLO_TIMEOUT_MS)) == 0)
         r = tc_wire_recv(sock, &h, &payload);
     if (r == 0 && h.type != TC_WIRE_HELLO)
@@ -575,7 +613,7 @@ static void *reader_main(void *arg)
             break;
         run_generation(l);
         pthread_mutex_lock(&l->mu);
-        stop = l->stopping;
+        stop = l->stopping || l->no_exec;
         if (!stop && l->spawns > 0)
             l->restarts++;
         pthread_mutex_unlock(&l->mu);
@@ -602,6 +640,8 @@ int tc_launcher_start(const struct tc_launcher_options *opts, struct tc_launcher
     l->sock = -1;
     l->exe_fd = -1;
     l->wake[0] = l->wake[1] = -1;
+    l->first_sock = l->first_pid = -1;
+    l->no_exec = opts->no_exec && single_threaded();
     l->max = opts->max_sandboxes ? opts->max_sandboxes : 16;
     if (l->max > 1024)
         l->max = 1024;
@@ -609,7 +649,9 @@ int tc_launcher_start(const struct tc_launcher_options *opts, struct tc_launcher
      * the libraries it uses) and root's (or ours) alone, else this very binary's `launcher`
      * subcommand */
     char found[PATH_MAX];
-    l->exe_fd = opts->exe ? -1 : tc_find_trusted_program("toolcage-launcher", found, sizeof(found));
+    l->exe_fd = opts->exe || l->no_exec
+                    ? -1
+                    : tc_find_trusted_program("toolcage-launcher", found, sizeof(found));
     l->exe = strdup(opts->exe ? opts->exe : l->exe_fd >= 0 ? found : "/proc/self/exe");
     l->state_dir = strdup(opts->state_dir ? opts->state_dir : "/run/toolcage");
     if (!l->exe || !l->state_dir || l->state_dir[0] != '/') {
@@ -655,10 +697,19 @@ int tc_launcher_start(const struct tc_launcher_options *opts, struct tc_launcher
     pthread_mutex_init(&l->send_mu, NULL);
     pthread_cond_init(&l->cv, NULL);
     /* The reader thread spawns the launcher: PR_SET_PDEATHSIG follows the thread that
-     * forked, so the forker must live as long as the launcher object. */
-    r = -pthread_create(&l->reader, NULL, reader_main, l);
-    if (r < 0)
+     * forked, so the forker must live as long as the launcher object. A launcher that is a
+     * fork of ours is forked here, while this thread is the process's only one (the caller's
+     * thread: it lives as long as the launcher object, in toolcage exec the main thread). */
+    if (l->no_exec && (r = spawn_launcher(l, &l->first_sock, &l->first_pid)) < 0)
         goto fail_sync;
+    r = -pthread_create(&l->reader, NULL, reader_main, l);
+    if (r < 0) {
+        if (l->first_pid > 0) {
+            close(l->first_sock);
+            reap_launcher(l->first_pid);
+        }
+        goto fail_sync;
+    }
     l->reader_started = true;
     clock_gettime(CLOCK_REALTIME, &ts);
     ts.tv_sec += HELLO_TIMEOUT_MS / 1000 + 1;

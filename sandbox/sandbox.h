@@ -100,6 +100,12 @@ struct tc_launcher_options {
                                   * tool with "network": "none" start only what they need) */
     bool microvm_fast;           /* microvm guests boot the kernel unpacked once, at its PVH
                                   * entry: no decompressor, no guest KASLR (microvm.h) */
+    bool no_exec; /* the launcher is a fork of the caller running tc_launcher_main, not an exec
+                   * (of exe or toolcage-launcher): the binary and its libraries are not loaded
+                   * again (toolcage exec: one launcher for one run). Only for a caller whose only
+                   * thread is the one calling (else: exec'ed as without it); the launcher is
+                   * not restarted if it dies; the caller's memory is the launcher's too (hold
+                   * no secret in it before the start) */
 };
 /* No shell kept ready: each is made on demand, on the request's path. */
 #define TC_POOL_NONE (-1)

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -1338,6 +1339,96 @@ static void second_stop(struct tc_launcher *l2, struct tc_launcher *main_l, cons
         json_decref(hi);
     }
     L = main_l;
+    char run_dir[160];
+    snprintf(run_dir, sizeof(run_dir), "%s/run", state);
+    rmdir(run_dir);
+    rm_vm_cache(state);
+    rmdir(state);
+}
+
+/* The comm of process pid into buf ("" if gone). */
+static void comm_of(pid_t pid, char *buf, size_t n)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+    FILE *f = fopen(path, "re");
+    buf[0] = '\0';
+    if (f && fgets(buf, (int)n, f))
+        buf[strcspn(buf, "\n")] = '\0';
+    if (f)
+        fclose(f);
+}
+
+/* no_exec (toolcage exec's launcher): from a single-threaded caller the launcher is a fork
+ * running tc_launcher_main (it keeps the caller's comm; an exec'd one gets its binary's),
+ * runs sandboxes, and is not restarted when it dies (a fork from the reader thread of a
+ * process that may have other threads could inherit their locks held). From this process
+ * (threads: the main launcher's reader) the option falls back to an exec. */
+TEST(launcher_no_exec)
+{
+    char state[128], mine[32], theirs[32];
+    struct tc_launcher_options o = {.max_sandboxes = 2,
+                                    .pool = TC_POOL_NONE,
+                                    .pool_max = TC_POOL_NONE,
+                                    .warm = TC_POOL_NONE,
+                                    .no_egress = true,
+                                    .no_exec = true};
+    snprintf(state, sizeof(state), "/tmp/toolcage-test-%d-noexec", (int)getpid());
+    o.exe = "/proc/self/exe";
+    o.state_dir = state;
+    pid_t child = fork();
+    if (child == 0) { /* single-threaded here */
+        struct tc_launcher *l = NULL;
+        int bad = 0;
+        prctl(PR_SET_NAME, "tc-noexec-test");
+        if (tc_launcher_start(&o, &l) < 0)
+            _exit(10);
+        pid_t lp = tc_launcher_pid(l);
+        comm_of(lp, theirs, sizeof(theirs));
+        if (strcmp(theirs, "tc-noexec-test") != 0) {
+            fprintf(stderr, "    forked launcher's comm: '%s'\n", theirs);
+            bad |= 1;
+        }
+        json_t *r = NULL;
+        if (tc_launcher_run_sync(l, spec_sh("echo ran-in-fork"), &r) < 0 ||
+            strcmp(OUT(r), "ran-in-fork\n") != 0) {
+            fprintf(stderr, "    result: %s\n", r ? json_dumps(r, 0) : "(none)");
+            bad |= 2;
+        }
+        json_decref(r);
+        kill(lp, SIGKILL);
+        for (int i = 0; i < 200 && tc_launcher_alive(l); i++)
+            nanosleep(&(struct timespec){0, 10000000L}, NULL);
+        nanosleep(&(struct timespec){0, 300000000L}, NULL); /* a restart would be under way */
+        if (tc_launcher_alive(l) || tc_launcher_restarts(l) != 0 ||
+            tc_launcher_run_sync(l, spec_sh("echo again"), &r) == 0) {
+            fprintf(stderr, "    after its death: alive %d, restarts %u\n",
+                    (int)tc_launcher_alive(l), tc_launcher_restarts(l));
+            bad |= 4;
+        }
+        tc_launcher_stop(l);
+        _exit(bad);
+    }
+    int st = 0;
+    CHECK(child > 0 && waitpid(child, &st, 0) == child);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    if (tap_case_failed)
+        fprintf(stderr, "    child: status %d\n", st);
+
+    /* here, with threads: exec'd as without the option */
+    struct tc_launcher *main_l = L, *l2;
+    if (!(l2 = second_start(o, "noexec2", state, sizeof(state))))
+        return;
+    comm_of(getpid(), mine, sizeof(mine));
+    comm_of(tc_launcher_pid(l2), theirs, sizeof(theirs));
+    CHECK(theirs[0] && strcmp(theirs, mine) != 0);
+    json_t *r = run(spec_sh("echo ran-execd"));
+    CHECK(strcmp(OUT(r), "ran-execd\n") == 0);
+    if (tap_case_failed)
+        fprintf(stderr, "    comm: ours '%s', the launcher's '%s'\n", mine, theirs);
+    json_decref(r);
+    second_stop(l2, main_l, state, tc_launcher_host_info(l2));
+    snprintf(state, sizeof(state), "/tmp/toolcage-test-%d-noexec", (int)getpid());
     char run_dir[160];
     snprintf(run_dir, sizeof(run_dir), "%s/run", state);
     rmdir(run_dir);
@@ -3012,6 +3103,7 @@ int main(int argc, char **argv)
     RUN(identity_caps_seccomp);
     RUN(host_files_unreachable);
     RUN(cgroup_join_moves_the_process);
+    RUN(launcher_no_exec);
     RUN(readonly_outside_workspace);
     RUN(network_only_loopback);
     RUN(denied_syscalls_reported);
