@@ -130,6 +130,8 @@ out:
         tc_cg_destroy(&gb);
     free(ta);
     free(tb);
+    if (slot != MAP_FAILED)
+        munmap(slot, sizeof(double));
     tc_cg_host_fini(&h);
     return rc;
 }

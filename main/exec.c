@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sodium.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -82,6 +83,16 @@ static void screen_and_redactor(void *ud)
     if (tc_prescreen_request(m->tool, m->body, &m->findings) < 0)
         m->findings = json_array();
     m->red_err = tc_exec_redactor(m->tool, m->state_dir, &m->red);
+}
+
+/* Wipes and frees *s (a credential the launcher, a fork of ours, must not hold). */
+static void forget(char **s)
+{
+    if (*s) {
+        explicit_bzero(*s, strlen(*s));
+        free(*s);
+        *s = NULL;
+    }
 }
 
 int tc_cmd_exec(int argc, char **argv)
@@ -171,6 +182,10 @@ int tc_cmd_exec(int argc, char **argv)
      * launcher that parses what the sandbox sends) would inherit this process's memory (the
      * environment, whatever it holds); the redactor's secrets are read meanwhile, below */
     lo.no_exec = lo.no_egress;
+    /* none of the configuration's credentials in it: exec needs no database nor mail */
+    forget(&cfg.database_url);
+    forget(&cfg.migrate_database_url);
+    forget(&cfg.smtp_url);
     if (!spec || (r = tc_launcher_start(&lo, &launcher)) < 0) {
         fprintf(stderr, "toolcage exec: cannot start the launcher: %s\n", strerror(-r));
         goto out;

@@ -494,20 +494,31 @@ out:
     return seal_blob(&b, r);
 }
 
+static char binary_dir[PATH_MAX]; /* tc_child_set_binary_dir; "": this binary's */
+
+void tc_child_set_binary_dir(const char *dir)
+{
+    snprintf(binary_dir, sizeof(binary_dir), "%s", dir);
+}
+
 int tc_child_find_binary(const char *name, char *ret_path, size_t size)
 {
     char exe[PATH_MAX], cand[PATH_MAX + 64];
     ssize_t n;
     char *slash;
 
-    n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (n <= 0)
-        return -errno;
-    exe[n] = '\0';
-    slash = strrchr(exe, '/');
-    if (!slash)
-        return -ENOENT;
-    *slash = '\0';
+    if (binary_dir[0]) {
+        snprintf(exe, sizeof(exe), "%s", binary_dir);
+    } else {
+        n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+        if (n <= 0)
+            return -errno;
+        exe[n] = '\0';
+        slash = strrchr(exe, '/');
+        if (!slash)
+            return -ENOENT;
+        *slash = '\0';
+    }
     static const char *const rel[] = {"", "../", "../libexec/toolcage/"};
     for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
         snprintf(cand, sizeof(cand), "%s/%s%s", exe, rel[i], name);

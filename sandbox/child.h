@@ -118,6 +118,10 @@ int tc_child_open_init(const char *path, char *ret_path, size_t size);
 /* A program of ours installed beside the running binary: next to it, one folder up, or in
  * ../libexec/toolcage/ (an executable regular file). O_PATH fd and its path, or -ENOENT. */
 int tc_child_find_binary(const char *name, char *ret_path, size_t size);
+/* Look beside dir instead of the running binary from now on (a launcher forked by toolcage
+ * exec, sandbox/client.c: it finds toolcage-init and the microvm helpers where an exec'd
+ * toolcage-launcher would, not beside the bin/ of the CLI it is a fork of). */
+void tc_child_set_binary_dir(const char *dir);
 
 /* Fill the rootfs description from the host (launcher start). */
 void tc_rootfs_detect(struct tc_rootfs_info *ret);

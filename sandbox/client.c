@@ -1,5 +1,6 @@
-/* Server side of the launcher: spawn (fork + immediate exec), submit, and one reader
- * thread that delivers results to callbacks and respawns the launcher if it dies. */
+/* Server side of the launcher: spawn (fork + immediate exec; or, for toolcage exec, a fork
+ * that runs the launcher's code: no_exec), submit, and one reader thread that delivers
+ * results to callbacks and respawns the launcher if it dies. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -53,6 +54,8 @@ struct tc_launcher {
     bool no_exec;
     int first_sock; /* that launcher's socket and pid, until the reader takes them */
     pid_t first_pid;
+    char *bin_dir; /* where such a launcher finds toolcage-init and the microvm helpers: the
+                      folder of the binary an exec would have run */
 
     /* Lock order: mu, then send_mu. mu guards the state below and is never held while
      * blocking on the socket; send_mu serialises sends and keeps the socket fd alive
@@ -92,14 +95,15 @@ struct file_wait {
 
 extern char **environ;
 
-/* The launcher (root, and parent of the egress proxy) needs nothing of the server's database
- * or key configuration: credentials never reach it. Variables dropped by name or prefix. */
+/* The launcher (root, and parent of the egress proxy) needs nothing of the server's database,
+ * key or mail configuration: credentials never reach it. Variables dropped by name or prefix. */
 static bool launcher_env_ok(const char *kv)
 {
     static const char *const drop[] = {"TOOLCAGE_DATABASE_URL=",
                                        "TOOLCAGE_MIGRATE_DATABASE_URL=",
                                        "TOOLCAGE_MASTER_KEY_FILE=",
                                        "TOOLCAGE_PREVIOUS_MASTER_KEY_FILES=",
+                                       "TOOLCAGE_SMTP_URL=", /* (its password) */
                                        "PG",
                                        "DATABASE_URL="};
     for (size_t i = 0; i < TC_ARRAY_SIZE(drop); i++)
@@ -283,10 +287,19 @@ static int spawn_launcher(struct tc_launcher *l, int *ret_sock, pid_t *ret_pid)
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
         if (l->no_exec) { /* a fork of a single-threaded caller (tc_launcher_start) */
-            for (size_t i = 0; i < n; i++) /* writable, as an exec's (the title is blanked) */
+            /* what an exec would not have passed on is wiped from our copy of the caller's
+             * environment (the strings themselves: /proc/PID/environ shows them) */
+            for (char **e = environ; e && *e; e++)
+                if (!launcher_env_ok(*e))
+                    explicit_bzero(*e, strlen(*e));
+            for (size_t i = 0; i < n; i++) /* writable, as an exec's (the launcher blanks
+                                              them; /proc/PID/cmdline is the caller's) */
                 if (!(argv[i] = strdup(argv[i])))
                     _exit(127);
+            if (xfd >= 0)
+                close(4); /* (the binary we did not exec) */
             environ = envp;
+            tc_child_set_binary_dir(l->bin_dir);
             _exit(tc_launcher_main((int)n, argv));
         }
         if (xfd >= 0)
@@ -641,7 +654,9 @@ int tc_launcher_start(const struct tc_launcher_options *opts, struct tc_launcher
     l->exe_fd = -1;
     l->wake[0] = l->wake[1] = -1;
     l->first_sock = l->first_pid = -1;
-    l->no_exec = opts->no_exec && single_threaded();
+    /* (never with an egress proxy: a fork of this launcher, it would hold the caller's
+     * memory while it parses what sandboxes send) */
+    l->no_exec = opts->no_exec && opts->no_egress && single_threaded();
     l->max = opts->max_sandboxes ? opts->max_sandboxes : 16;
     if (l->max > 1024)
         l->max = 1024;
@@ -649,10 +664,16 @@ int tc_launcher_start(const struct tc_launcher_options *opts, struct tc_launcher
      * the libraries it uses) and root's (or ours) alone, else this very binary's `launcher`
      * subcommand */
     char found[PATH_MAX];
-    l->exe_fd = opts->exe || l->no_exec
-                    ? -1
-                    : tc_find_trusted_program("toolcage-launcher", found, sizeof(found));
+    l->exe_fd = opts->exe ? -1 : tc_find_trusted_program("toolcage-launcher", found, sizeof(found));
     l->exe = strdup(opts->exe ? opts->exe : l->exe_fd >= 0 ? found : "/proc/self/exe");
+    if (l->no_exec) { /* the folder of what an exec would run (-1: run it after all) */
+        char real[PATH_MAX], *slash;
+        if (l->exe && realpath(l->exe, real) && (slash = strrchr(real, '/')) && slash != real) {
+            *slash = '\0';
+            l->bin_dir = strdup(real);
+        }
+        l->no_exec = l->bin_dir != NULL;
+    }
     l->state_dir = strdup(opts->state_dir ? opts->state_dir : "/run/toolcage");
     if (!l->exe || !l->state_dir || l->state_dir[0] != '/') {
         r = !l->exe || !l->state_dir ? -ENOMEM : -EINVAL;
@@ -737,6 +758,7 @@ fail:
     if (l->exe_fd >= 0)
         close(l->exe_fd);
     free(l->exe);
+    free(l->bin_dir);
     free(l->state_dir);
     free(l->uid_registry);
     free(l->gvisor_platform);
@@ -1125,6 +1147,10 @@ void tc_launcher_stop(struct tc_launcher *l)
         (void)!write(l->wake[1], "x", 1);
     if (l->reader_started)
         pthread_join(l->reader, NULL);
+    if (l->first_pid > 0) { /* forked by the start, stopped before the reader took it */
+        close(l->first_sock);
+        reap_launcher(l->first_pid);
+    }
     pthread_mutex_destroy(&l->mu);
     pthread_mutex_destroy(&l->send_mu);
     pthread_cond_destroy(&l->cv);
@@ -1134,6 +1160,7 @@ void tc_launcher_stop(struct tc_launcher *l)
     if (l->exe_fd >= 0)
         close(l->exe_fd);
     free(l->exe);
+    free(l->bin_dir);
     free(l->state_dir);
     free(l->uid_registry);
     free(l->gvisor_platform);

@@ -228,6 +228,69 @@ test('exec runs code from stdin in the tool sandbox and prints its output and ex
   }
 });
 
+/** Whether needle (a string) is in the writable memory of process pid (root reads /proc). */
+function inMemory(pid, needle) {
+  const want = Buffer.from(needle);
+  const fd = fs.openSync(`/proc/${pid}/mem`, 'r');
+  try {
+    for (const line of fs.readFileSync(`/proc/${pid}/maps`, 'utf8').split('\n')) {
+      const m = line.match(/^([0-9a-f]+)-([0-9a-f]+) rw/);
+      if (!m) continue;
+      const start = parseInt(m[1], 16);
+      const len = parseInt(m[2], 16) - start;
+      if (len > 64 << 20) continue; // (bounded: heaps and stacks here are far smaller)
+      const buf = Buffer.alloc(len);
+      let got = 0;
+      try { got = fs.readSync(fd, buf, 0, len, start); } catch { continue; }
+      if (buf.subarray(0, got).includes(want)) return true;
+    }
+  } finally {
+    fs.closeSync(fd);
+  }
+  return false;
+}
+
+test('exec: its launcher (a fork of the CLI for a tool without network) holds none of the CLI\'s database or mail credentials', async () => {
+  const dir = tmpDir('exec-creds');
+  const marks = ['Mk1' + crypto.randomBytes(6).toString('hex'), 'Mk2' + crypto.randomBytes(6).toString('hex'),
+    'Mk3' + crypto.randomBytes(6).toString('hex')];
+  const env = {
+    ...process.env,
+    TOOLCAGE_STATE_DIR: path.join(dir, 'state'),
+    TOOLCAGE_DATABASE_URL: `dbname=nothing password=${marks[0]}`,
+    PGPASSWORD: marks[1],
+    TOOLCAGE_SMTP_URL: `smtp://u:${marks[2]}@localhost:25`,
+  };
+  const cli = spawn(BIN, ['exec', '--tool', 'python', '--policy', EXAMPLE_POLICY], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+  let out = '';
+  cli.stdout.on('data', (d) => { out += d; });
+  const done = new Promise((resolve) => cli.on('close', resolve));
+  cli.stdin.end('import time\ntime.sleep(3)\nprint("done")\n');
+  try {
+    let launcher = 0;
+    for (const until = Date.now() + 10_000 * SLOW; !launcher && Date.now() < until;) {
+      await sleep(50);
+      const kids = fs.readFileSync(`/proc/${cli.pid}/task/${cli.pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
+      launcher = Number(kids[0] || 0);
+    }
+    assert.ok(launcher > 0, 'the launcher started');
+    await sleep(300); // past its start-up
+    // a fork, not an exec: it runs the CLI's binary
+    assert.equal(fs.readlinkSync(`/proc/${launcher}/exe`), fs.readlinkSync(`/proc/${cli.pid}/exe`));
+    const environ = fs.readFileSync(`/proc/${launcher}/environ`, 'latin1');
+    for (const m of marks) {
+      assert.ok(inMemory(cli.pid, m), `positive control: the CLI itself holds ${m}`);
+      assert.ok(!environ.includes(m), `the launcher's environment shows ${m}`);
+      assert.ok(!inMemory(launcher, m), `the launcher's memory holds ${m}`);
+    }
+  } finally {
+    const code = await done;
+    fs.rmSync(dir, { recursive: true, force: true });
+    assert.equal(code, 0);
+    assert.equal(out, 'done\n');
+  }
+});
+
 test('serve: a bad environment value stops start-up with one line naming the variable', async () => {
   const dir = tmpDir('badenv');
   try {
