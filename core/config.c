@@ -62,6 +62,9 @@ static const struct opt options[] = {
     {"TOOLCAGE_DB_PREPARE", OPT_BOOL, "1", 0, 1, OFF(db_prepare),
      "1: each connection keeps the statements it runs prepared (parsed and planned once); 0:"
      " every statement unnamed (a transaction-mode connection pooler in front of PostgreSQL)"},
+    {"TOOLCAGE_DB_TIMEOUT_SECONDS", OPT_INT, "30", 1, 3600, OFF(db_timeout_seconds),
+     "longest a statement may run (statement_timeout); a server that does not answer within it"
+     " and 5 s more costs a call that long, then its connection is given up and made again"},
     {"TOOLCAGE_MAX_BODY_BYTES", OPT_INT, "4194304", 1024, 268435456, OFF(max_body_bytes),
      "largest request body accepted (413 beyond)"},
     {"TOOLCAGE_MAX_SANDBOXES", OPT_INT, "64", 1, 4096, OFF(max_sandboxes),

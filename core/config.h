@@ -16,6 +16,7 @@ struct tc_config {
     int64_t threads;
     int64_t db_pool;
     bool db_prepare;
+    int64_t db_timeout_seconds; /* statement_timeout; round trips get 5 s more (core/db.h) */
     int64_t max_body_bytes;
     int64_t max_sandboxes;
     int64_t tenant_max_concurrent;       /* per tenant, all replicas (execution/quota.h); 0: none */

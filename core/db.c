@@ -9,6 +9,7 @@
 #include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "core/log.h"
@@ -79,7 +80,8 @@ static int stmts_event(PGEventId id, void *info, void *pass)
     return 1;
 }
 
-static bool prepare_on = true; /* set once at start (tc_db_prepare_statements) */
+static bool prepare_on = true;  /* set once at start (tc_db_prepare_statements) */
+static int stmt_timeout_s = 30; /* likewise (tc_db_set_timeout) */
 
 void tc_db_prepare_statements(bool on)
 {
@@ -104,13 +106,122 @@ static bool stale_error(const PGresult *r)
     return st && (strcmp(st, "26000") == 0 || strcmp(st, "0A000") == 0 || strcmp(st, "42P05") == 0);
 }
 
+void tc_db_set_timeout(int seconds)
+{
+    stmt_timeout_s = seconds < 1 ? 1 : seconds;
+}
+
+/* ---- round trips, bounded on our side too ----
+ *
+ * statement_timeout (session_setup) ends a statement the server runs too long. A server that
+ * does not answer at all (stopped, its host or VM paused, the network gone: TCP notices a
+ * vanished peer after hours) would hold the calling thread, and with it a request, the
+ * recorder or a worker, for ever. So every round trip here is sent and awaited by hand, and
+ * given up REPLY_GRACE_MS after the statement's own bound: the connection is then shut down
+ * (libpq sees it closed: CONNECTION_BAD), the call fails as it would on a broken connection
+ * (a COMMIT's outcome unknown, as then), and the pool reconnects it at its next use, within
+ * connect_timeout (tc_db_connect). */
+#define REPLY_GRACE_MS 5000
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Waits for c's socket (events) until deadline: > 0 ready, 0 timed out, < 0 poll failed. */
+static int wait_socket(PGconn *c, short events, int64_t deadline)
+{
+    struct pollfd p = {.fd = PQsocket(c), .events = events};
+    for (;;) {
+        int64_t left = deadline - mono_ms();
+        if (left <= 0)
+            return 0;
+        int n = poll(&p, 1, left > 60000 ? 60000 : (int)left);
+        if (n > 0 || (n < 0 && errno != EINTR))
+            return n;
+    }
+}
+
+/* The server did not answer in time: give the connection up (shut down, not closed: the fd
+ * is libpq's), so that libpq marks it broken and nothing reads a late answer from it. */
+static void give_up(PGconn *c)
+{
+    tc_log(TC_LOG_WARN,
+           "the database did not answer within the statement timeout and its grace: "
+           "connection given up",
+           "{s:i}", "timeout_s", stmt_timeout_s + REPLY_GRACE_MS / 1000);
+    if (PQsocket(c) >= 0)
+        shutdown(PQsocket(c), SHUT_RDWR);
+    (void)PQconsumeInput(c); /* reads the end: CONNECTION_BAD */
+    for (int i = 0; i < 8; i++) {
+        PGresult *r = PQgetResult(c);
+        if (!r)
+            break;
+        PQclear(r);
+    }
+}
+
+/* The result of a query sent with PQsend* (sent: its return value), as PQexec gives it: the
+ * last one, or the first error; NULL when it could not be sent or the server did not answer
+ * within the bound (the connection is then broken). */
+static PGresult *await_result(PGconn *c, int sent)
+{
+    if (!sent)
+        return NULL;
+    int64_t deadline = mono_ms() + (int64_t)stmt_timeout_s * 1000 + REPLY_GRACE_MS;
+    int f;
+    while ((f = PQflush(c)) == 1) { /* (non-blocking connection: the rest of the query) */
+        if (wait_socket(c, POLLOUT | POLLIN, deadline) <= 0) {
+            give_up(c);
+            return NULL;
+        }
+        if (!PQconsumeInput(c))
+            break; /* broken: PQgetResult says so */
+    }
+    PGresult *keep = NULL, *r;
+    for (;;) {
+        while (PQisBusy(c)) {
+            if (wait_socket(c, POLLIN, deadline) <= 0) { /* (PQgetResult would block) */
+                PQclear(keep);
+                give_up(c);
+                return NULL;
+            }
+            if (!PQconsumeInput(c))
+                break; /* broken: PQgetResult says so */
+        }
+        if (!(r = PQgetResult(c)))
+            break;
+        if (keep && PQresultStatus(keep) == PGRES_FATAL_ERROR) {
+            PQclear(r); /* the first error stands */
+            continue;
+        }
+        PQclear(keep);
+        keep = r;
+        if (PQstatus(c) == CONNECTION_BAD)
+            break;
+    }
+    return keep;
+}
+
+static PGresult *exec_plain(PGconn *c, const char *sql)
+{
+    return await_result(c, PQsendQuery(c, sql));
+}
+
+static PGresult *exec_params(PGconn *c, const char *sql, int n, const char *const *params)
+{
+    return await_result(c, PQsendQueryParams(c, sql, n, NULL, params, NULL, NULL, 0));
+}
+
 /* Forget every statement, here and in the session (outside a transaction only: an aborted
  * one refuses DEALLOCATE; then it is done at the next statement after it). */
 static void stmts_renew(PGconn *c, struct stmts *ss)
 {
     if (PQtransactionStatus(c) != PQTRANS_IDLE)
         return;
-    PGresult *r = PQexec(c, "DEALLOCATE ALL");
+    PGresult *r = exec_plain(c, "DEALLOCATE ALL");
     PQclear(r);
     stmts_forget(ss);
     ss->stale = false;
@@ -142,7 +253,7 @@ static int stmt_name(PGconn *c, const char *sql, int nparams, char name[16])
     if (!copy)
         return 0;
     snprintf(name, 16, "s%u", ss->n);
-    PGresult *r = PQprepare(c, name, sql, nparams, NULL);
+    PGresult *r = await_result(c, PQsendPrepare(c, name, sql, nparams, NULL));
     bool ok = PQresultStatus(r) == PGRES_COMMAND_OK, stale = !ok && stale_error(r);
     PQclear(r);
     if (!ok) {
@@ -159,10 +270,16 @@ static int stmt_name(PGconn *c, const char *sql, int nparams, char name[16])
     return 1;
 }
 
-/* Every statement is bounded: a stuck query must not pin a worker forever. */
+/* Every statement is bounded: a stuck query must not pin a worker forever (and a server that
+ * does not answer: await_result). Sends do not block either (a full socket buffer). */
 static bool session_setup(PGconn *c)
 {
-    PGresult *r = PQexec(c, "SET statement_timeout = '30s'; SET TIME ZONE 'UTC'");
+    char sql[96];
+    snprintf(sql, sizeof(sql), "SET statement_timeout = '%ds'; SET TIME ZONE 'UTC'",
+             stmt_timeout_s);
+    if (PQsetnonblocking(c, 1) < 0)
+        return false;
+    PGresult *r = exec_plain(c, sql);
     bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
     PQclear(r);
     return ok;
@@ -170,7 +287,13 @@ static bool session_setup(PGconn *c)
 
 PGconn *tc_db_connect(const char *conninfo, char **ret_error)
 {
-    PGconn *c = PQconnectdb(conninfo);
+    /* a server that accepts and then says nothing is given up too (PQreset keeps it): the
+     * conninfo's own connect_timeout, if it has one, comes later and wins */
+    char ct[16];
+    snprintf(ct, sizeof(ct), "%d", stmt_timeout_s + REPLY_GRACE_MS / 1000);
+    const char *const keys[] = {"connect_timeout", "dbname", NULL};
+    const char *const vals[] = {ct, conninfo, NULL};
+    PGconn *c = PQconnectdbParams(keys, vals, 1);
     if (c && PQstatus(c) == CONNECTION_OK && prepare_on &&
         PQregisterEventProc(c, stmts_event, "toolcage statements", NULL)) {
         struct stmts *ss = calloc(1, sizeof(*ss)); /* none: its statements run unnamed */
@@ -311,7 +434,7 @@ void tc_db_release(struct tc_db *db, PGconn *conn)
         return;
     /* Never hand out a connection stuck inside a transaction. */
     if (PQtransactionStatus(conn) != PQTRANS_IDLE && PQstatus(conn) == CONNECTION_OK) {
-        PGresult *r = PQexec(conn, "ROLLBACK");
+        PGresult *r = exec_plain(conn, "ROLLBACK");
         PQclear(r);
     }
     pthread_mutex_lock(&db->lock);
@@ -345,8 +468,9 @@ PGresult *tc_db_exec(PGconn *conn, const char *sql, int nparams, const char *con
     int named = stmt_name(conn, sql, nparams, name);
     if (named < 0)
         return NULL;
-    PGresult *r = named ? PQexecPrepared(conn, name, nparams, params, NULL, NULL, 0)
-                        : PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
+    PGresult *r =
+        named ? await_result(conn, PQsendQueryPrepared(conn, name, nparams, params, NULL, NULL, 0))
+              : exec_params(conn, sql, nparams, params);
     if (named && PQresultStatus(r) == PGRES_FATAL_ERROR && stale_error(r)) {
         /* the session lost it, or it went stale: start afresh; outside a transaction the
          * statement runs again, unnamed (inside one, the transaction has failed already) */
@@ -355,7 +479,7 @@ PGresult *tc_db_exec(PGconn *conn, const char *sql, int nparams, const char *con
         stmts_renew(conn, ss);
         if (!ss->stale) {
             PQclear(r);
-            r = PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0);
+            r = exec_params(conn, sql, nparams, params);
         }
     }
     return succeeded(r);
@@ -363,7 +487,7 @@ PGresult *tc_db_exec(PGconn *conn, const char *sql, int nparams, const char *con
 
 PGresult *tc_db_exec_once(PGconn *conn, const char *sql, int nparams, const char *const *params)
 {
-    return succeeded(PQexecParams(conn, sql, nparams, NULL, params, NULL, NULL, 0));
+    return succeeded(exec_params(conn, sql, nparams, params));
 }
 
 bool tc_db_ping(struct tc_db *db)
@@ -401,7 +525,7 @@ bool tc_db_command(PGconn *conn, const char *sql)
     if (strcmp(sql, "ROLLBACK") == 0 && PQstatus(conn) == CONNECTION_OK &&
         PQtransactionStatus(conn) == PQTRANS_IDLE)
         return true;
-    PGresult *r = PQexec(conn, sql);
+    PGresult *r = exec_plain(conn, sql);
     bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
     /* COMMIT of a transaction that a failed statement aborted rolls it back, and says so
      * only in its tag ("ROLLBACK"), not as an error: that is no commit. The failed

@@ -52,6 +52,12 @@ bool tc_db_ensure(PGconn **c, const char *conninfo);
  * every statement unnamed (false: TOOLCAGE_DB_PREPARE=0, for a transaction-mode pooler). */
 void tc_db_prepare_statements(bool on);
 
+/* Connections made from now on bound each statement to seconds (statement_timeout, default
+ * 30), and every round trip to that and 5 s more on our side: a server that does not answer
+ * (stopped, paused, unreachable) costs a call that long, then its connection is given up and
+ * made again at its next use (TOOLCAGE_DB_TIMEOUT_SECONDS). */
+void tc_db_set_timeout(int seconds);
+
 /* True when the server answers SELECT 1. */
 bool tc_db_ping(struct tc_db *db);
 /* Single connection without a pool (CLI commands). */

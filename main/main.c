@@ -83,6 +83,7 @@ static const struct {
 static void config_loaded(const struct tc_config *cfg)
 {
     tc_db_prepare_statements(cfg->db_prepare);
+    tc_db_set_timeout((int)cfg->db_timeout_seconds);
 }
 
 int main(int argc, char **argv)

@@ -9,7 +9,7 @@
 //
 // The suite needs a PostgreSQL cluster of its own (scripts/test gives it one): it restarts it.
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
+import { execFile, spawn, spawnSync } from 'node:child_process';
 import { promisify } from 'node:util';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -111,6 +111,22 @@ export async function pgRestart() {
 }
 export async function pgStop() { await pgCtl('-m', 'fast', '-w', '-t', '60', 'stop'); }
 export async function pgStart() { await pgCtl('-w', '-t', '60', 'start'); }
+
+/**
+ * Freezes (SIGSTOP) or thaws (SIGCONT) the whole cluster: its postmaster and every process it
+ * started, as a paused VM or an unreachable host looks to a client (connections open, no
+ * answer). The pids signalled.
+ */
+export function pgSignal(sig) {
+  const pidFile = path.join(pgBase(), 'data', 'postmaster.pid');
+  const postmaster = Number(fs.readFileSync(pidFile, 'utf8').split('\n')[0]);
+  assert.ok(postmaster > 1, `postmaster pid in ${pidFile}`);
+  const children = spawnSync('pgrep', ['-P', String(postmaster)], { encoding: 'utf8' }).stdout
+    .split('\n').filter(Boolean).map(Number);
+  const pids = sig === 'SIGCONT' ? [postmaster, ...children] : [...children, postmaster];
+  for (const pid of pids) process.kill(pid, sig);
+  return pids;
+}
 
 /** pg_terminate_backend of every connection of the runtime role; how many. */
 export async function terminateBackends(server) {
