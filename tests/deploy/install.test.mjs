@@ -97,12 +97,18 @@ test('the other commands run as libexec/toolcage/toolcage-server (argv unchanged
     assert.match(r.stderr, /unknown command 'no-such-command'/);
   });
 
-test('the installed binary runs a sandbox from anywhere (it finds toolcage-init and toolcage-launcher itself; without the launcher binary, or with one others may write, its own `launcher`)',
+test('the installed binary runs a sandbox from anywhere (it finds toolcage-init and toolcage-launcher itself; without the launcher binary, or with one others may write, its own `launcher`; for a tool without network the launcher is a fork of it)',
   { skip: process.getuid() !== 0 && 'needs root' }, () => {
     const state = fs.mkdtempSync(path.join(os.tmpdir(), 'toolcage-state-'));
-    const run = () => {
+    // the shell tool with a network allowlist: its launcher is exec'd (it starts the egress
+    // proxy, which must inherit nothing of the CLI); the example's, without network, is forked
+    const netPolicy = path.join(state, 'policy-net.json');
+    const pol = JSON.parse(fs.readFileSync(path.join(prefix, 'share/toolcage/policy.json'), 'utf8'));
+    pol.tools.shell.network = { allow: ['example.com:443'] };
+    fs.writeFileSync(netPolicy, JSON.stringify(pol));
+    const run = (policy = netPolicy) => {
       const r = spawnSync('strace', ['-f', '-qq', '-y', '-e', 'trace=execve,execveat', '-e', 'signal=none', path.join(prefix, 'bin/toolcage'),
-        'exec', '--tool', 'shell', '--policy', path.join(prefix, 'share/toolcage/policy.json'), '--json'],
+        'exec', '--tool', 'shell', '--policy', policy, '--json'],
       { input: 'echo installed; ls /usr/libexec 2>&1 | head -n 0', cwd: os.tmpdir(), encoding: 'utf8',
         env: { ...process.env, TOOLCAGE_STATE_DIR: state, TOOLCAGE_INIT: '' } });
       assert.equal(r.status, 0, r.stderr);
@@ -114,8 +120,13 @@ test('the installed binary runs a sandbox from anywhere (it finds toolcage-init 
     const moved = path.join(prefix, 'launcher.away');
     const libexec = path.join(prefix, 'libexec/toolcage');
     try {
+      // no network: no launcher is exec'd (a fork of the CLI), and toolcage-init is the one
+      // beside the launcher binary an exec would have run, in libexec/toolcage/
+      let execs = run(path.join(prefix, 'share/toolcage/policy.json'));
+      assert.doesNotMatch(execs, /toolcage-launcher|"launcher", "--fd"/, execs);
+      assert.match(execs, /execveat\(\d+<[^>]*\/libexec\/toolcage\/toolcage-init>, ""/, execs);
       // the launcher binary, exec'ed by the fd the server opened (and checked) at start
-      let execs = run();
+      execs = run();
       assert.match(execs, /execveat\(4<[^>]*\/libexec\/toolcage\/toolcage-launcher>, ""/, execs);
       // a folder others may write: not trusted, the server's own binary is the launcher
       fs.chmodSync(libexec, 0o775);
