@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "common/util.h"
 #include "core/log.h"
 
 /* A thread waiting for a connection: a released one is handed to the longest waiting, in
@@ -123,19 +124,12 @@ void tc_db_set_timeout(int seconds)
  * connect_timeout (tc_db_connect). */
 #define REPLY_GRACE_MS 5000
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Waits for c's socket (events) until deadline: > 0 ready, 0 timed out, < 0 poll failed. */
 static int wait_socket(PGconn *c, short events, int64_t deadline)
 {
     struct pollfd p = {.fd = PQsocket(c), .events = events};
     for (;;) {
-        int64_t left = deadline - mono_ms();
+        int64_t left = deadline - tc_now_us() / 1000;
         if (left <= 0)
             return 0;
         int n = poll(&p, 1, left > 60000 ? 60000 : (int)left);
@@ -170,7 +164,7 @@ static PGresult *await_result(PGconn *c, int sent)
 {
     if (!sent)
         return NULL;
-    int64_t deadline = mono_ms() + (int64_t)stmt_timeout_s * 1000 + REPLY_GRACE_MS;
+    int64_t deadline = tc_now_us() / 1000 + (int64_t)stmt_timeout_s * 1000 + REPLY_GRACE_MS;
     int f;
     while ((f = PQflush(c)) == 1) { /* (non-blocking connection: the rest of the query) */
         if (wait_socket(c, POLLOUT | POLLIN, deadline) <= 0) {
