@@ -149,12 +149,16 @@ static void give_up(PGconn *c)
     if (PQsocket(c) >= 0)
         shutdown(PQsocket(c), SHUT_RDWR);
     (void)PQconsumeInput(c); /* reads the end: CONNECTION_BAD */
-    for (int i = 0; i < 8; i++) {
-        PGresult *r = PQgetResult(c);
-        if (!r)
-            break;
+    PGresult *r;
+    while (PQstatus(c) == CONNECTION_BAD && (r = PQgetResult(c))) /* (a broken one ends) */
         PQclear(r);
-    }
+}
+
+/* Nothing more to read from c at once, though a result is pending: PQgetResult would wait
+ * (without a bound) for a connection that is not yet marked broken. */
+static bool stuck(PGconn *c)
+{
+    return PQstatus(c) == CONNECTION_OK && PQisBusy(c);
 }
 
 /* The result of a query sent with PQsend* (sent: its return value), as PQexec gives it: the
@@ -174,6 +178,10 @@ static PGresult *await_result(PGconn *c, int sent)
         if (!PQconsumeInput(c))
             break; /* broken: PQgetResult says so */
     }
+    if (f < 0 && stuck(c)) {
+        give_up(c);
+        return NULL;
+    }
     PGresult *keep = NULL, *r;
     for (;;) {
         while (PQisBusy(c)) {
@@ -182,11 +190,25 @@ static PGresult *await_result(PGconn *c, int sent)
                 give_up(c);
                 return NULL;
             }
-            if (!PQconsumeInput(c))
+            if (!PQconsumeInput(c)) {
+                if (stuck(c)) { /* a read failed, yet libpq would wait on */
+                    PQclear(keep);
+                    give_up(c);
+                    return NULL;
+                }
                 break; /* broken: PQgetResult says so */
+            }
         }
         if (!(r = PQgetResult(c)))
             break;
+        ExecStatusType st = PQresultStatus(r);
+        if (st == PGRES_COPY_IN || st == PGRES_COPY_OUT || st == PGRES_COPY_BOTH) {
+            /* none of ours starts a COPY (PQgetResult would return it for ever): not ours */
+            PQclear(r);
+            PQclear(keep);
+            give_up(c);
+            return NULL;
+        }
         if (keep && PQresultStatus(keep) == PGRES_FATAL_ERROR) {
             PQclear(r); /* the first error stands */
             continue;
@@ -307,8 +329,11 @@ bool tc_db_conn_ok(PGconn *c)
 {
     if (!c || PQstatus(c) != CONNECTION_OK)
         return false;
-    if (PQtransactionStatus(c) != PQTRANS_IDLE)
+    PGTransactionStatusType ts = PQtransactionStatus(c);
+    if (ts == PQTRANS_INTRANS || ts == PQTRANS_INERROR)
         return true; /* in use: its next result says */
+    if (ts != PQTRANS_IDLE)
+        return false; /* a result nobody read (PQTRANS_ACTIVE): it cannot send; start afresh */
     /* An idle connection has nothing to read. A backend that was terminated, or a server
      * that restarted, sent an error and closed: libpq only notices at the next query, which
      * would then fail (and with it a request that had nothing to do with the restart). */
@@ -323,14 +348,18 @@ bool tc_db_conn_ok(PGconn *c)
     return false; /* unsolicited input on a connection that does not LISTEN: start afresh */
 }
 
+bool tc_db_reset(PGconn *c)
+{
+    PQreset(c); /* (a new session: statement_timeout, the time zone, non-blocking again) */
+    return PQstatus(c) == CONNECTION_OK && session_setup(c);
+}
+
 bool tc_db_ensure(PGconn **c, const char *conninfo)
 {
     if (tc_db_conn_ok(*c))
         return true;
-    if (*c) {
-        PQreset(*c);
-        return PQstatus(*c) == CONNECTION_OK && session_setup(*c);
-    }
+    if (*c)
+        return tc_db_reset(*c);
     *c = tc_db_connect(conninfo, NULL);
     return *c != NULL;
 }
@@ -413,8 +442,7 @@ PGconn *tc_db_acquire(struct tc_db *db, int timeout_ms)
     if (!tc_db_conn_ok(c)) {
         /* The database restarted, the backend was terminated or the socket broke: one
          * reconnect attempt, outside the lock. */
-        PQreset(c);
-        if (PQstatus(c) != CONNECTION_OK || !session_setup(c)) {
+        if (!tc_db_reset(c)) {
             tc_db_release(db, c);
             return NULL;
         }

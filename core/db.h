@@ -44,6 +44,9 @@ bool tc_db_bytea_parse(const char *s, unsigned char *out, size_t n);
 /* True when c is connected and, if idle, the server has not closed it meanwhile (checked
  * without a round trip). A connection found broken is left to tc_db_ensure() or the pool. */
 bool tc_db_conn_ok(PGconn *c);
+/* PQreset and the session's settings again (a reset makes a new session): true when usable.
+ * Every reset goes through here: a bare PQreset leaves a session without statement_timeout. */
+bool tc_db_reset(PGconn *c);
 /* Make *c usable: keep it if tc_db_conn_ok(), else reset it (or connect when NULL).
  * For connections outside the pool (worker, recorder). True when usable. */
 bool tc_db_ensure(PGconn **c, const char *conninfo);

@@ -454,11 +454,13 @@ static bool connected(struct tc_webhooks *w)
 {
     if (w->conn && PQstatus(w->conn) == CONNECTION_OK)
         return true;
-    if (w->conn)
-        PQreset(w->conn);
-    else
-        w->conn = tc_db_connect(w->database_url, NULL);
     w->listening = false;
+    if (w->conn) {
+        if (!tc_db_reset(w->conn))
+            return false;
+    } else {
+        w->conn = tc_db_connect(w->database_url, NULL);
+    }
     if (!w->conn || PQstatus(w->conn) != CONNECTION_OK)
         return false;
     /* every finished execution is announced (execution/record.c): its delivery may be due */

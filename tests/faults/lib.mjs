@@ -121,11 +121,15 @@ export function pgSignal(sig) {
   const pidFile = path.join(pgBase(), 'data', 'postmaster.pid');
   const postmaster = Number(fs.readFileSync(pidFile, 'utf8').split('\n')[0]);
   assert.ok(postmaster > 1, `postmaster pid in ${pidFile}`);
+  const kill = (pid) => {
+    try { process.kill(pid, sig); } catch (e) { if (e.code !== 'ESRCH') throw e; } // (gone meanwhile)
+  };
+  // the postmaster first: a stopped postmaster forks no child after the list is taken
+  kill(postmaster);
   const children = spawnSync('pgrep', ['-P', String(postmaster)], { encoding: 'utf8' }).stdout
     .split('\n').filter(Boolean).map(Number);
-  const pids = sig === 'SIGCONT' ? [postmaster, ...children] : [...children, postmaster];
-  for (const pid of pids) process.kill(pid, sig);
-  return pids;
+  for (const pid of children) kill(pid);
+  return [postmaster, ...children];
 }
 
 /** pg_terminate_backend of every connection of the runtime role; how many. */

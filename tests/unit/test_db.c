@@ -128,6 +128,80 @@ TEST(a_reset_session_prepares_again)
     PQfinish(killer);
 }
 
+/* What a session's SHOW says (a static buffer), run outside the layer under test. */
+static const char *show(PGconn *c, const char *setting)
+{
+    static char v[64];
+    char sql[64];
+    snprintf(sql, sizeof(sql), "SHOW %s", setting);
+    PGresult *r = PQexec(c, sql);
+    snprintf(v, sizeof(v), "%s", PQresultStatus(r) == PGRES_TUPLES_OK ? PQgetvalue(r, 0, 0) : "?");
+    PQclear(r);
+    return v;
+}
+
+static bool terminate(PGconn *killer, PGconn *c)
+{
+    char pid[16];
+    snprintf(pid, sizeof(pid), "%d", PQbackendPID(c));
+    const char *p[1] = {pid};
+    PGresult *r = PQexecParams(killer, "SELECT pg_terminate_backend($1::int, 5000)", 1, NULL, p,
+                               NULL, NULL, 0);
+    bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+    PQclear(r);
+    return ok;
+}
+
+/* A reset makes a new session, which has none of the old one's settings: tc_db_reset sets
+ * them again (the statement bound, UTC, the non-blocking sends the round trips' own bound
+ * needs). The control: a bare PQreset, as the worker's LISTEN connection and the webhook
+ * sender once did, leaves a session without statement_timeout. */
+TEST(a_reset_session_is_bounded_again)
+{
+    NEED_DB();
+    tc_db_set_timeout(3);
+    PGconn *c = tc_db_connect(url, NULL);
+    PGconn *killer = tc_db_connect(url, NULL);
+    CHECK(c && killer);
+    if (c && killer) {
+        CHECK(strcmp(show(c, "statement_timeout"), "3s") == 0);
+        CHECK(PQisnonblocking(c) == 1);
+        CHECK(terminate(killer, c));
+        PQreset(c); /* the control */
+        CHECK(PQstatus(c) == CONNECTION_OK);
+        CHECK(strcmp(show(c, "statement_timeout"), "0") == 0);
+        CHECK(terminate(killer, c));
+        CHECK(tc_db_reset(c));
+        CHECK(strcmp(show(c, "statement_timeout"), "3s") == 0);
+        CHECK(strcmp(show(c, "TimeZone"), "UTC") == 0);
+        CHECK(PQisnonblocking(c) == 1);
+        CHECK(add_one(c, "2") == 3);
+    }
+    PQfinish(c);
+    PQfinish(killer);
+    tc_db_set_timeout(30);
+}
+
+/* A connection with a result nobody read (a caller that sent and left) cannot send again
+ * ("another command is already in progress"): it is not "ok", and tc_db_ensure makes it new. */
+TEST(a_connection_with_an_unread_result_is_made_again)
+{
+    NEED_DB();
+    PGconn *c = tc_db_connect(url, NULL);
+    CHECK(c != NULL);
+    if (!c)
+        return;
+    int pid = PQbackendPID(c);
+    CHECK(PQsendQuery(c, "SELECT pg_sleep(0.05)") == 1);
+    CHECK(PQtransactionStatus(c) == PQTRANS_ACTIVE);
+    CHECK(!tc_db_conn_ok(c));
+    CHECK(tc_db_ensure(&c, url));
+    CHECK(PQbackendPID(c) != pid);
+    CHECK(PQtransactionStatus(c) == PQTRANS_IDLE);
+    CHECK(add_one(c, "5") == 6);
+    PQfinish(c);
+}
+
 /* A statement the server cannot parse fails as it did unnamed, with the server's message,
  * is not kept, and leaves the connection usable; statements prepared inside a transaction
  * that rolls back stay (they are not transactional). */
@@ -349,6 +423,8 @@ int main(void)
     RUN(statements_are_prepared_once_and_reused);
     RUN(texts_beyond_the_bound_run_unnamed);
     RUN(a_reset_session_prepares_again);
+    RUN(a_reset_session_is_bounded_again);
+    RUN(a_connection_with_an_unread_result_is_made_again);
     RUN(errors_and_rollbacks);
     RUN(stale_statements_are_renewed);
     RUN(off_runs_every_statement_unnamed);
