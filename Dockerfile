@@ -7,7 +7,7 @@ FROM debian:bookworm AS build
 RUN apt-get update \
  && apt-get install -y --no-install-recommends build-essential cmake pkg-config \
       libmicrohttpd-dev libjansson-dev libseccomp-dev libsodium-dev libpcre2-dev libpq-dev \
-      libcurl4-openssl-dev libssl-dev libarchive-dev liblzma-dev \
+      libcurl4-openssl-dev libssl-dev libarchive-dev liblzma-dev musl-tools \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .

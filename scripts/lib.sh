@@ -15,7 +15,9 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
 RUNTIME_PACKAGES=(build-essential cmake pkg-config libmicrohttpd-dev libjansson-dev
   libseccomp-dev libsodium-dev libpcre2-dev libpq-dev libcurl4-openssl-dev libssl-dev libarchive-dev liblzma-dev postgresql-15 curl ca-certificates
-  runsc)
+  runsc
+  # toolcage-init, the sandbox's PID 1, against musl (sandbox/init/CMakeLists.txt)
+  musl-tools)
 # nodejs/npm are checked as commands, not packages: a machine may have Node from
 # another source (whose nodejs package conflicts with Debian's npm package).
 TEST_PACKAGES=(chromium clang clang-format libclang-rt-14-dev python3 python3-venv

@@ -27,7 +27,6 @@
 #pragma once
 
 #include <stdint.h>
-#include <sys/resource.h>
 
 #define TC_INIT_MAGIC      0x74636933U /* "tci3" */
 #define TC_INIT_BASE_MAGIC 0x74636231U /* "tcb1" */
@@ -70,23 +69,28 @@ struct tc_init_hdr {
     uint32_t secrets_bytes; /* sum of the secret files' sizes */
     uint32_t bpf_off, bpf_len;
 };
+_Static_assert(sizeof(struct tc_init_base_hdr) == 20 && sizeof(struct tc_init_hdr) == 96,
+               "the headers' layout is the protocol (init may have another C library)");
 
 /* Messages on the control socket from the sandbox to the launcher. */
 enum tc_ctl_kind {
     TC_CTL_SETUP_ERROR = 1, /* err + what: sandbox setup failed, nothing ran */
     TC_CTL_NOTIFY_FD,       /* seccomp listener attached */
     TC_CTL_EXEC_ERROR,      /* err: execve failed */
-    TC_CTL_EXIT,            /* wstatus + rusage of the program tree (+ what: the verdict) */
+    TC_CTL_EXIT,            /* wstatus of the program (+ what: the verdict) */
 };
 
+/* Fixed-width fields only: toolcage-init may be built against another C library than the
+ * launcher (musl: CMakeLists.txt), whose structs (struct rusage: 144 bytes in glibc, 272 in
+ * musl) need not agree. The launcher has the program tree's rusage from its wait4. */
 struct tc_ctl_msg {
     uint32_t kind;
     int32_t err;
     int32_t wstatus;
     int32_t pad;
-    struct rusage ru;
     char what[96];
 };
+_Static_assert(sizeof(struct tc_ctl_msg) == 112, "the control message's size is the protocol");
 
 #define TC_SANDBOX_UID 1000
 #define TC_SANDBOX_GID 1000

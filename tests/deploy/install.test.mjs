@@ -45,9 +45,17 @@ test('cmake --install: the binary, toolcage-server, toolcage-init, the microvm p
   }
   assert.ok(fs.statSync(path.join(prefix, 'libexec/toolcage/toolcage-init')).mode & 0o111);
   assert.ok(fs.statSync(path.join(prefix, 'libexec/toolcage/toolcage-launcher')).mode & 0o111);
-  for (const p of ['toolcage-vminit', 'toolcage-vmrun']) { // static: they run in a guest and in any sandbox root
+  for (const p of ['toolcage-vminit', 'toolcage-vmrun', 'toolcage-init']) { // static: they run in a guest and in any sandbox root
     const l = spawnSync('ldd', [path.join(prefix, 'libexec/toolcage', p)], { encoding: 'utf8' });
     assert.match(l.stdout + l.stderr, /not a dynamic executable|statically linked/, p);
+  }
+  // PID 1 is built against musl where musl-gcc is (scripts/lib.sh installs it): no glibc start-up
+  // (its CPU and cache detection, dozens of trapping CPUID instructions in a VM) in every sandbox.
+  // A static glibc carries its tunables' names ("glibc.cpu.", "glibc.malloc.").
+  if (spawnSync('sh', ['-c', 'command -v musl-gcc']).status === 0) {
+    const init = fs.readFileSync(path.join(prefix, 'libexec/toolcage/toolcage-init')).toString('latin1');
+    assert.ok(!/glibc\.(cpu|malloc)\./.test(init), 'toolcage-init is linked against glibc');
+    assert.ok(fs.statSync(path.join(prefix, 'libexec/toolcage/toolcage-init')).size < 300_000);
   }
   // the launcher alone links only what it uses: none of the server's libraries (PostgreSQL,
   // HTTP, curl, archives) is loaded by the process that forks every sandbox
