@@ -501,6 +501,36 @@ void tc_child_set_binary_dir(const char *dir)
     snprintf(binary_dir, sizeof(binary_dir), "%s", dir);
 }
 
+/* The launcher runs as root outside any sandbox: a binary found by its place is used only if
+ * it and its folder are root's (or ours) and writable by no one else. */
+static bool trusted_by_owner(const struct stat *st)
+{
+    return (st->st_uid == 0 || st->st_uid == geteuid()) && !(st->st_mode & (S_IWGRP | S_IWOTH));
+}
+
+bool tc_child_trusted_binary(int fd, const char *path)
+{
+    struct stat st, dir;
+    char d[PATH_MAX];
+    snprintf(d, sizeof(d), "%s", path);
+    char *slash = strrchr(d, '/');
+    if (!slash || slash == d)
+        return false;
+    *slash = '\0';
+    return fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && trusted_by_owner(&st) &&
+           stat(d, &dir) == 0 && S_ISDIR(dir.st_mode) && trusted_by_owner(&dir);
+}
+
+int tc_child_find_trusted(const char *name, char *ret_path, size_t size)
+{
+    int fd = tc_child_find_binary(name, ret_path, size);
+    if (fd >= 0 && !tc_child_trusted_binary(fd, ret_path)) {
+        close(fd);
+        return -EPERM;
+    }
+    return fd;
+}
+
 int tc_child_find_binary(const char *name, char *ret_path, size_t size)
 {
     char exe[PATH_MAX], cand[PATH_MAX + 64];
@@ -541,9 +571,15 @@ int tc_child_open_init(const char *path, char *ret_path, size_t size)
     if (path && path[0] == '/') {
         snprintf(ret_path, size, "%s", path);
         int fd = open(path, O_PATH | O_CLOEXEC);
-        return fd < 0 ? -errno : fd;
+        if (fd < 0)
+            return -errno;
+        if (!tc_child_trusted_binary(fd, path)) { /* (named by the operator: the same rule) */
+            close(fd);
+            return -EPERM;
+        }
+        return fd;
     }
-    return tc_child_find_binary("toolcage-init", ret_path, size);
+    return tc_child_find_trusted("toolcage-init", ret_path, size);
 }
 
 /* ---- host detection (launcher side) ---- */

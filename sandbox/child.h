@@ -113,11 +113,17 @@ int tc_child_config(const struct tc_spec *spec, const struct tc_seccomp_prog *se
 
 /* Open the toolcage-init binary for fexecve: path (TOOLCAGE_INIT) when not NULL, else next
  * to our own executable, else ../libexec/toolcage/ relative to it; the path opened goes to
- * ret_path. Returns an O_PATH fd or -errno. */
+ * ret_path. Returns an O_PATH fd or -errno (-EPERM: not trusted, tc_child_trusted_binary). */
 int tc_child_open_init(const char *path, char *ret_path, size_t size);
 /* A program of ours installed beside the running binary: next to it, one folder up, or in
  * ../libexec/toolcage/ (an executable regular file). O_PATH fd and its path, or -ENOENT. */
 int tc_child_find_binary(const char *name, char *ret_path, size_t size);
+/* True if the binary (fd, opened from path) and its folder are root's or ours and writable by
+ * no one else: what runs as PID 1 of every sandbox, or beside qemu, or as the launcher, is
+ * taken from no place another user could have written. */
+bool tc_child_trusted_binary(int fd, const char *path);
+/* tc_child_find_binary, then -EPERM (fd closed) for a binary tc_child_trusted_binary refuses. */
+int tc_child_find_trusted(const char *name, char *ret_path, size_t size);
 /* Look beside dir instead of the running binary from now on (a launcher forked by toolcage
  * exec, sandbox/client.c: it finds toolcage-init and the microvm helpers where an exec'd
  * toolcage-launcher would, not beside the bin/ of the CLI it is a fork of). */

@@ -151,34 +151,9 @@ static bool single_threaded(void)
     return false;
 }
 
-/* The launcher runs as root outside any sandbox: a binary found by its place is used only if
- * it and its folder are root's (or ours) and writable by no one else. */
-static bool trusted_by_owner(const struct stat *st)
-{
-    return (st->st_uid == 0 || st->st_uid == geteuid()) && !(st->st_mode & (S_IWGRP | S_IWOTH));
-}
-
-static bool trusted_binary(int fd, const char *path)
-{
-    struct stat st, dir;
-    char d[PATH_MAX];
-    snprintf(d, sizeof(d), "%s", path);
-    char *slash = strrchr(d, '/');
-    if (!slash || slash == d)
-        return false;
-    *slash = '\0';
-    return fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && trusted_by_owner(&st) &&
-           stat(d, &dir) == 0 && S_ISDIR(dir.st_mode) && trusted_by_owner(&dir);
-}
-
 int tc_find_trusted_program(const char *name, char *ret_path, size_t size)
 {
-    int fd = tc_child_find_binary(name, ret_path, size);
-    if (fd >= 0 && !trusted_binary(fd, ret_path)) {
-        close(fd);
-        return -EPERM;
-    }
-    return fd;
+    return tc_child_find_trusted(name, ret_path, size);
 }
 
 static int spawn_launcher(struct tc_launcher *l, int *ret_sock, pid_t *ret_pid)

@@ -892,8 +892,12 @@ static int setup(struct launcher *L, const struct settings *set)
     L->init_fd = tc_child_open_init(set->init_path[0] ? set->init_path : NULL, L->init_path,
                                     sizeof(L->init_path));
     if (L->init_fd < 0) {
-        snprintf(L->setup_error, sizeof(L->setup_error), "cannot open %s: %s", L->init_path,
-                 strerror(-L->init_fd));
+        const char *why = L->init_fd == -EPERM
+                              ? "not trusted: it or its folder is writable by others than root"
+                              : strerror(-L->init_fd);
+        int n = snprintf(L->setup_error, sizeof(L->setup_error), "cannot open %s: ", L->init_path);
+        if (n >= 0 && (size_t)n < sizeof(L->setup_error))
+            snprintf(L->setup_error + n, sizeof(L->setup_error) - (size_t)n, "%s", why);
         return L->init_fd;
     }
     tc_cg_host_init(&L->cg, set->no_cgroup);

@@ -410,7 +410,9 @@ void tc_vm_setup(struct tc_vm_host *h, const char *scratch, const char *cache_di
                            "(package linux-image-amd64)");
     static const char *const bins[] = {"toolcage-vminit", "toolcage-vmrun"};
     for (size_t i = 0; i < TC_ARRAY_SIZE(bins); i++) {
-        int fd = tc_child_find_binary(bins[i], src, sizeof(src));
+        int fd = tc_child_find_trusted(bins[i], src, sizeof(src));
+        if (fd == -EPERM)
+            return unavailable(h, "writable by others than root (or its folder): ", src);
         if (fd < 0)
             return unavailable(h, "not found: ", src);
         close(fd);
@@ -474,17 +476,17 @@ int tc_vm_prepare(struct tc_vm_host *h)
     }
     if (!h->fast && copy_file(src, p, 0444) < 0)
         return prepare_fail(h, "cannot read ", src);
-    int fd = tc_child_find_binary("toolcage-vminit", src, sizeof(src));
+    int fd = tc_child_find_trusted("toolcage-vminit", src, sizeof(src));
     if (fd < 0)
-        return prepare_fail(h, "not found: ", src);
+        return prepare_fail(h, "not found or not trusted: ", src);
     close(fd);
     snprintf(p, sizeof(p), "%s/initrd", h->dir);
     int r = write_initrd(p, src, moddir);
     if (r < 0)
         return prepare_fail(h, "cannot build the guest's initramfs: ", strerror(-r));
-    fd = tc_child_find_binary("toolcage-vmrun", src, sizeof(src));
+    fd = tc_child_find_trusted("toolcage-vmrun", src, sizeof(src));
     if (fd < 0)
-        return prepare_fail(h, "not found: ", src);
+        return prepare_fail(h, "not found or not trusted: ", src);
     close(fd);
     snprintf(p, sizeof(p), "%s/toolcage-vmrun", h->dir);
     if (copy_file(src, p, 0555) < 0)

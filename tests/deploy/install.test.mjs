@@ -136,12 +136,29 @@ test('the installed binary runs a sandbox from anywhere (it finds toolcage-init 
       // the launcher binary, exec'ed by the fd the server opened (and checked) at start
       execs = run();
       assert.match(execs, /execveat\(4<[^>]*\/libexec\/toolcage\/toolcage-launcher>, ""/, execs);
-      // a folder others may write: not trusted, the server's own binary is the launcher
-      fs.chmodSync(libexec, 0o775);
+      // a launcher binary others may write: not trusted, the server's own binary is the launcher
+      fs.chmodSync(path.join(libexec, 'toolcage-launcher'), 0o775);
       execs = run();
-      fs.chmodSync(libexec, 0o755);
+      fs.chmodSync(path.join(libexec, 'toolcage-launcher'), 0o755);
       assert.doesNotMatch(execs, /toolcage-launcher/, execs);
       assert.match(execs, /"launcher", "--fd"/, execs);
+      // PID 1 of every sandbox has no such fallback: a toolcage-init others may write, or in a
+      // folder others may write, is refused, and no sandbox starts (it would run the program
+      // with capabilities in the sandbox's namespaces, and load its seccomp filter)
+      for (const [target, mode] of [[path.join(libexec, 'toolcage-init'), 0o775], [libexec, 0o775]]) {
+        fs.chmodSync(target, mode);
+        let r;
+        try {
+          r = spawnSync(path.join(prefix, 'bin/toolcage'), ['exec', '--tool', 'shell', '--policy', path.join(prefix, 'share/toolcage/policy.json')],
+            { input: 'echo ran', cwd: os.tmpdir(), encoding: 'utf8', env: { ...process.env, TOOLCAGE_STATE_DIR: state, TOOLCAGE_INIT: '' } });
+        } finally {
+          fs.chmodSync(target, 0o755);
+        }
+        assert.notEqual(r.status, 0, r.stdout);
+        assert.doesNotMatch(r.stdout, /ran/);
+        assert.match(r.stderr, /toolcage-init: not trusted: it or its folder is writable by others than root/, r.stderr);
+      }
+      assert.match(run(path.join(prefix, 'share/toolcage/policy.json')), /toolcage-init/); // (and back)
       // not there at all: the same
       fs.renameSync(path.join(libexec, 'toolcage-launcher'), moved);
       execs = run();
