@@ -8,6 +8,7 @@ struct tc_stream_tap;
 
 /* Every /v1 route, /healthz, /readyz, /openapi.yaml and /metrics; API keys authenticate. */
 extern const struct tc_route_group tc_api_routes;
+extern const struct tc_route_group tc_api_health_routes; /* /healthz, /readyz alone */
 
 enum MHD_Result tc_api_execute(struct tc_request *r);
 /* POST /v1/execute's work on a parsed body (stolen): async answers 202 at once; idempotency

@@ -16,9 +16,13 @@ enum MHD_Result tc_api_healthz(struct tc_request *r)
     return tc_respond_json(r, 200, json_pack("{s:s}", "status", "ok"));
 }
 
+#define READY_DB_MS 1500
+
 enum MHD_Result tc_api_readyz(struct tc_request *r)
 {
-    bool db = tc_db_ping(r->srv->db);
+    /* bounded well under a probe's timeout (Kubernetes' default is 1 s, ours 3 s): a frozen
+     * database makes this answer 503, and holds no thread for the round trips' own bound */
+    bool db = tc_db_ping(r->srv->db, READY_DB_MS);
     bool launcher = false;
     json_t *uids = NULL;
     if (tc_server_begin(r->srv)) {

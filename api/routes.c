@@ -73,3 +73,18 @@ const struct tc_route_group tc_api_routes = {
     .dispatch = tc_auth_bearer_dispatch,
     .not_found = NULL,
 };
+
+/* The health listener's (TOOLCAGE_HEALTH_PORT): nothing there waits for anything but a bounded
+ * ping of the database (readiness). */
+static const struct tc_route health_routes[] = {
+    {"GET", "/healthz", 0, tc_api_healthz},
+    {"GET", "/readyz", 0, tc_api_readyz},
+    {NULL, NULL, 0, NULL},
+};
+
+const struct tc_route_group tc_api_health_routes = {
+    .prefix = "",
+    .routes = health_routes,
+    .dispatch = tc_auth_bearer_dispatch,
+    .not_found = NULL,
+};

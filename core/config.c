@@ -58,6 +58,9 @@ static const struct opt options[] = {
     {"TOOLCAGE_LOG_LEVEL", OPT_LOGLEVEL, "info", 0, 0, OFF(log_level),
      "debug, info, warn or error"},
     {"TOOLCAGE_THREADS", OPT_INT, "4", 1, 256, OFF(threads), "HTTP worker threads"},
+    {"TOOLCAGE_HEALTH_PORT", OPT_INT, "0", 0, 65535, OFF(health_port),
+     "port (on TOOLCAGE_LISTEN's address) of a listener with a thread of its own that answers"
+     " only /healthz and /readyz, whatever the HTTP threads wait for (0: none)"},
     {"TOOLCAGE_DB_POOL", OPT_INT, "8", 1, 256, OFF(db_pool), "PostgreSQL connections"},
     {"TOOLCAGE_DB_PREPARE", OPT_BOOL, "1", 0, 1, OFF(db_prepare),
      "1: each connection keeps the statements it runs prepared (parsed and planned once); 0:"

@@ -14,6 +14,7 @@ struct tc_config {
     char *state_dir;
     int log_level; /* enum tc_log_level */
     int64_t threads;
+    int64_t health_port; /* 0: none; else /healthz and /readyz on a listener of their own */
     int64_t db_pool;
     bool db_prepare;
     int64_t db_timeout_seconds; /* statement_timeout; round trips get 5 s more (core/db.h) */

@@ -140,12 +140,10 @@ static int wait_socket(PGconn *c, short events, int64_t deadline)
 
 /* The server did not answer in time: give the connection up (shut down, not closed: the fd
  * is libpq's), so that libpq marks it broken and nothing reads a late answer from it. */
-static void give_up(PGconn *c)
+static void give_up(PGconn *c, int64_t bound_ms)
 {
-    tc_log(TC_LOG_WARN,
-           "the database did not answer within the statement timeout and its grace: "
-           "connection given up",
-           "{s:i}", "timeout_s", stmt_timeout_s + REPLY_GRACE_MS / 1000);
+    tc_log(TC_LOG_WARN, "the database did not answer within the bound: connection given up",
+           "{s:I}", "bound_ms", (json_int_t)bound_ms);
     if (PQsocket(c) >= 0)
         shutdown(PQsocket(c), SHUT_RDWR);
     (void)PQconsumeInput(c); /* reads the end: CONNECTION_BAD */
@@ -164,22 +162,22 @@ static bool stuck(PGconn *c)
 /* The result of a query sent with PQsend* (sent: its return value), as PQexec gives it: the
  * last one, or the first error; NULL when it could not be sent or the server did not answer
  * within the bound (the connection is then broken). */
-static PGresult *await_result(PGconn *c, int sent)
+static PGresult *await_within(PGconn *c, int sent, int64_t bound_ms)
 {
     if (!sent)
         return NULL;
-    int64_t deadline = tc_now_us() / 1000 + (int64_t)stmt_timeout_s * 1000 + REPLY_GRACE_MS;
+    int64_t deadline = tc_now_us() / 1000 + bound_ms;
     int f;
     while ((f = PQflush(c)) == 1) { /* (non-blocking connection: the rest of the query) */
         if (wait_socket(c, POLLOUT | POLLIN, deadline) <= 0) {
-            give_up(c);
+            give_up(c, bound_ms);
             return NULL;
         }
         if (!PQconsumeInput(c))
             break; /* broken: PQgetResult says so */
     }
     if (f < 0 && stuck(c)) {
-        give_up(c);
+        give_up(c, bound_ms);
         return NULL;
     }
     PGresult *keep = NULL, *r;
@@ -187,13 +185,13 @@ static PGresult *await_result(PGconn *c, int sent)
         while (PQisBusy(c)) {
             if (wait_socket(c, POLLIN, deadline) <= 0) { /* (PQgetResult would block) */
                 PQclear(keep);
-                give_up(c);
+                give_up(c, bound_ms);
                 return NULL;
             }
             if (!PQconsumeInput(c)) {
                 if (stuck(c)) { /* a read failed, yet libpq would wait on */
                     PQclear(keep);
-                    give_up(c);
+                    give_up(c, bound_ms);
                     return NULL;
                 }
                 break; /* broken: PQgetResult says so */
@@ -206,7 +204,7 @@ static PGresult *await_result(PGconn *c, int sent)
             /* none of ours starts a COPY (PQgetResult would return it for ever): not ours */
             PQclear(r);
             PQclear(keep);
-            give_up(c);
+            give_up(c, bound_ms);
             return NULL;
         }
         if (keep && PQresultStatus(keep) == PGRES_FATAL_ERROR) {
@@ -219,6 +217,11 @@ static PGresult *await_result(PGconn *c, int sent)
             break;
     }
     return keep;
+}
+
+static PGresult *await_result(PGconn *c, int sent)
+{
+    return await_within(c, sent, (int64_t)stmt_timeout_s * 1000 + REPLY_GRACE_MS);
 }
 
 static PGresult *exec_plain(PGconn *c, const char *sql)
@@ -348,10 +351,32 @@ bool tc_db_conn_ok(PGconn *c)
     return false; /* unsolicited input on a connection that does not LISTEN: start afresh */
 }
 
+/* PQreset, but given up at deadline (ms, tc_now_us's clock) like a round trip: a server that
+ * accepts and then says nothing holds no caller longer than its bound. */
+static bool reset_within(PGconn *c, int64_t deadline)
+{
+    if (!PQresetStart(c))
+        return false;
+    PostgresPollingStatusType st = PGRES_POLLING_WRITING; /* (libpq's first state) */
+    while (st != PGRES_POLLING_OK) {
+        if (st == PGRES_POLLING_FAILED)
+            return false;
+        if (wait_socket(c, st == PGRES_POLLING_READING ? POLLIN : POLLOUT, deadline) <= 0) {
+            tc_log(TC_LOG_WARN, "the database did not accept a connection within the bound", NULL);
+            if (PQsocket(c) >= 0)
+                shutdown(PQsocket(c), SHUT_RDWR);
+            (void)PQresetPoll(c); /* sees it closed: CONNECTION_BAD */
+            return false;
+        }
+        st = PQresetPoll(c);
+    }
+    /* (a new session: statement_timeout, the time zone, non-blocking again) */
+    return PQstatus(c) == CONNECTION_OK && session_setup(c);
+}
+
 bool tc_db_reset(PGconn *c)
 {
-    PQreset(c); /* (a new session: statement_timeout, the time zone, non-blocking again) */
-    return PQstatus(c) == CONNECTION_OK && session_setup(c);
+    return reset_within(c, tc_now_us() / 1000 + (int64_t)stmt_timeout_s * 1000 + REPLY_GRACE_MS);
 }
 
 bool tc_db_ensure(PGconn **c, const char *conninfo)
@@ -403,7 +428,15 @@ void tc_db_close(struct tc_db *db)
     free(db);
 }
 
+static PGconn *acquire_within(struct tc_db *db, int timeout_ms, int64_t reset_deadline);
+
 PGconn *tc_db_acquire(struct tc_db *db, int timeout_ms)
+{
+    return acquire_within(db, timeout_ms, -1);
+}
+
+/* reset_deadline: when a broken connection's reset is given up (-1: the round trips' bound). */
+static PGconn *acquire_within(struct tc_db *db, int timeout_ms, int64_t reset_deadline)
 {
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
@@ -442,7 +475,7 @@ PGconn *tc_db_acquire(struct tc_db *db, int timeout_ms)
     if (!tc_db_conn_ok(c)) {
         /* The database restarted, the backend was terminated or the socket broke: one
          * reconnect attempt, outside the lock. */
-        if (!tc_db_reset(c)) {
+        if (reset_deadline < 0 ? !tc_db_reset(c) : !reset_within(c, reset_deadline)) {
             tc_db_release(db, c);
             return NULL;
         }
@@ -512,13 +545,15 @@ PGresult *tc_db_exec_once(PGconn *conn, const char *sql, int nparams, const char
     return succeeded(exec_params(conn, sql, nparams, params));
 }
 
-bool tc_db_ping(struct tc_db *db)
+bool tc_db_ping(struct tc_db *db, int bound_ms)
 {
-    PGconn *c = tc_db_acquire(db, 1000);
+    int64_t deadline = tc_now_us() / 1000 + bound_ms;
+    PGconn *c = acquire_within(db, bound_ms, deadline);
     if (!c)
         return false;
-    PGresult *r = tc_db_exec(c, "SELECT 1", 0, NULL);
-    bool ok = r != NULL;
+    int64_t left = deadline - tc_now_us() / 1000;
+    PGresult *r = left > 0 ? await_within(c, PQsendQuery(c, "SELECT 1"), left) : NULL;
+    bool ok = PQresultStatus(r) == PGRES_TUPLES_OK;
     PQclear(r);
     tc_db_release(db, c);
     return ok;

@@ -125,7 +125,8 @@ int tc_cmd_serve(int argc, char **argv)
     tc_console_configure(&cfg);
     /* The console first: its prefix is the narrower one. */
     static const struct tc_route_group *const routes[] = {&tc_console_routes, &tc_api_routes, NULL};
-    struct tc_server srv = {.cfg = &cfg, .routes = routes};
+    static const struct tc_route_group *const health_routes[] = {&tc_api_health_routes, NULL};
+    struct tc_server srv = {.cfg = &cfg, .routes = routes, .health_routes = health_routes};
     if (cfg.public_url)
         snprintf(srv.public_url, sizeof(srv.public_url), "%s", cfg.public_url);
     else

@@ -331,7 +331,7 @@ static const struct tc_route *route_find(struct tc_request *r,
                                          size_t allow_size)
 {
     for (int templated = 0; templated <= 1 && !allow[0]; templated++)
-        for (const struct tc_route_group *const *g = r->srv->routes; g && *g; g++)
+        for (const struct tc_route_group *const *g = r->routes; g && *g; g++)
             for (const struct tc_route *rt = (*g)->routes; rt->method; rt++) {
                 if ((strstr(rt->pattern, "{}") != NULL) != templated ||
                     !match(rt->pattern, r->path, NULL))
@@ -348,7 +348,7 @@ static const struct tc_route *route_find(struct tc_request *r,
 
 static enum MHD_Result not_found(struct tc_request *r)
 {
-    for (const struct tc_route_group *const *g = r->srv->routes; g && *g; g++)
+    for (const struct tc_route_group *const *g = r->routes; g && *g; g++)
         if ((*g)->not_found && (*g)->prefix[0] &&
             strncmp(r->path, (*g)->prefix, strlen((*g)->prefix)) == 0)
             return (*g)->not_found(r);
@@ -488,6 +488,9 @@ static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *
         return NULL; /* on_request then refuses it */
     r->srv = srv;
     r->conn = conn;
+    const union MHD_ConnectionInfo *di = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_DAEMON);
+    r->routes =
+        di && srv->health_mhd && di->daemon == srv->health_mhd ? srv->health_routes : srv->routes;
     r->start_ms = tc_now_ms();
     r->raw_uri_len = strlen(uri);
     const union MHD_ConnectionInfo *ci =
@@ -632,6 +635,14 @@ static void on_mhd_error(void *cls, const char *fmt, va_list ap)
     tc_log(TC_LOG_DEBUG, "libmicrohttpd", "{s:s}", "detail", msg);
 }
 
+static void set_port(struct sockaddr *sa, uint16_t port)
+{
+    if (sa->sa_family == AF_INET6)
+        ((struct sockaddr_in6 *)(void *)sa)->sin6_port = htons(port);
+    else
+        ((struct sockaddr_in *)(void *)sa)->sin_port = htons(port);
+}
+
 int tc_http_start(struct tc_server *srv, char **ret_error)
 {
     struct addrinfo hints = {.ai_family = AF_UNSPEC,
@@ -671,6 +682,22 @@ int tc_http_start(struct tc_server *srv, char **ret_error)
         /* one client address cannot take all 1000 slots (idle sockets, slow headers) */
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)srv->cfg->max_connections_per_ip,
         MHD_OPTION_END);
+    if (srv->mhd && srv->cfg->health_port > 0 && srv->health_routes) {
+        /* one thread, the same request handling, only the health routes (tc_server) */
+        set_port(ai->ai_addr, (uint16_t)srv->cfg->health_port);
+        srv->health_mhd = MHD_start_daemon(
+            flags, (uint16_t)srv->cfg->health_port, NULL, NULL, on_request, srv,
+            MHD_OPTION_EXTERNAL_LOGGER, on_mhd_error, NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+            MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_UNESCAPE_CALLBACK, unescape,
+            NULL, MHD_OPTION_URI_LOG_CALLBACK, on_request_line, srv, MHD_OPTION_NOTIFY_CONNECTION,
+            on_connection, srv, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S,
+            MHD_OPTION_CONNECTION_LIMIT, (unsigned)64, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+            (unsigned)srv->cfg->max_connections_per_ip, MHD_OPTION_END);
+        if (!srv->health_mhd) {
+            MHD_stop_daemon(srv->mhd);
+            srv->mhd = NULL;
+        }
+    }
     freeaddrinfo(ai);
     if (!srv->mhd) {
         tc_http_guard_free(srv->guard);
@@ -688,6 +715,9 @@ void tc_http_stop(struct tc_server *srv)
         return;
     MHD_stop_daemon(srv->mhd);
     srv->mhd = NULL;
+    if (srv->health_mhd)
+        MHD_stop_daemon(srv->health_mhd);
+    srv->health_mhd = NULL;
     tc_http_guard_free(srv->guard); /* after the daemon: its close notifications use it */
     srv->guard = NULL;
 }

@@ -28,10 +28,14 @@ struct tc_server {
     /* What the server answers: groups of routes, NULL-terminated, installed by main (the HTTP
      * layer knows no handler; api/ and console/ export their groups). */
     const struct tc_route_group *const *routes;
+    /* What the health listener answers (TOOLCAGE_HEALTH_PORT): liveness and readiness on a
+     * thread of their own, which no request waiting for the database or a slot can hold. */
+    const struct tc_route_group *const *health_routes;
     struct tc_db *db;
     struct tc_launcher *launcher;
     struct MHD_Daemon *mhd;
-    struct tc_http_guard *guard; /* deadlines for slow clients (server/http_guard.h) */
+    struct MHD_Daemon *health_mhd; /* NULL without TOOLCAGE_HEALTH_PORT */
+    struct tc_http_guard *guard;   /* deadlines for slow clients (server/http_guard.h) */
     const struct tc_keys *keys;
     /* This process in the instances table, and whether it holds its instance lock now
      * (written by the worker, see server/worker.h): without the lock, it starts nothing. */
@@ -93,6 +97,7 @@ struct tc_route_group {
 struct tc_request {
     struct tc_server *srv;
     struct MHD_Connection *conn;
+    const struct tc_route_group *const *routes; /* the listener's: srv->routes or health_routes */
     const char *method;
     char *path;
     char request_id[65];

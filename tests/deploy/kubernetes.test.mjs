@@ -158,7 +158,11 @@ for (const [name, load] of SETS) {
     assert.equal(c.livenessProbe.httpGet.path, '/healthz');
     assert.equal(c.startupProbe.httpGet.path, '/healthz');
     assert.equal(c.readinessProbe.httpGet.path, '/readyz');
-    for (const p of [c.livenessProbe, c.readinessProbe, c.startupProbe]) assert.equal(p.httpGet.port, 'http');
+    // the probes' own listener (TOOLCAGE_HEALTH_PORT), which no held HTTP thread can stall
+    for (const p of [c.livenessProbe, c.readinessProbe, c.startupProbe]) assert.equal(p.httpGet.port, 'health');
+    const healthPort = c.ports.find((p) => p.name === 'health');
+    assert.ok(healthPort, 'a container port named health');
+    assert.equal(c.env.find((e) => e.name === 'TOOLCAGE_HEALTH_PORT')?.value, String(healthPort.containerPort));
     const env = Object.fromEntries(c.env.map((e) => [e.name, e]));
     assert.equal(env.TOOLCAGE_LISTEN.value, '0.0.0.0:8080');
     // the server holds only the runtime role; the owner's URL goes to the migration step
