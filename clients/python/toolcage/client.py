@@ -18,6 +18,7 @@ RFC 9457 problem the server answered.
 """
 from __future__ import annotations
 
+import http.client
 import json
 import time
 import urllib.error
@@ -39,6 +40,7 @@ FINAL_STATUSES = frozenset(
     {"completed", "failed", "timeout", "killed", "error", "denied", "expired", "cancelled"})
 
 _MAX_WAIT = 60  # the server's bound on ?wait=
+_WAIT_RETRIES = 30  # wait(): 503s and transport errors in a row before it gives up (~1-2 min)
 
 
 class Event:
@@ -194,16 +196,18 @@ class BlockedByPrescreen(Forbidden):
     """The pre-screen refused the code; ``errors`` name each finding (path code:LINE:COL)."""
 
 
-class Overloaded(ProblemError):
-    pass
+class Unavailable(ProblemError):
+    """503: the server cannot serve this now (database away, draining, no image yet, too many
+    sandboxes or streams); retry after ``retry_after``."""
+
+
+class Overloaded(Unavailable):
+    """503 ``overloaded``: too many sandboxes or event streams at this moment (an
+    ``except Unavailable`` catches it too)."""
 
 
 class QuotaExceeded(ProblemError):
     """The tenant has as many calls running as its quota allows; retry after ``retry_after``."""
-
-
-class Unavailable(ProblemError):
-    pass
 
 
 _BY_TYPE: Dict[str, Type[ProblemError]] = {
@@ -270,8 +274,8 @@ class Client:
                 status, raw, rh = resp.status, resp.read(), resp.headers
         except urllib.error.HTTPError as e:
             status, raw, rh = e.code, e.read(), e.headers
-        except (urllib.error.URLError, OSError) as e:
-            raise TransportError(f"{method} {path}: {e}") from e
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
+            raise TransportError(f"{method} {path}: {e}") from e  # (IncompleteRead: cut short)
         if binary and status < 400:
             return status, raw, rh
         try:
@@ -306,7 +310,7 @@ class Client:
                 parsed = {}
             raise _problem(e.code, parsed if isinstance(parsed, dict) else {},
                            int(ra) if ra and ra.isdigit() else None) from None
-        except (urllib.error.URLError, OSError) as e:
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
             raise TransportError(f"{method} {path}: {e}") from e
         with resp:
             if not resp.headers.get("Content-Type", "").startswith("text/event-stream"):
@@ -315,12 +319,13 @@ class Client:
                 else:  # answered without events (too many streams open): the finished call
                     yield Event("result", json.loads(resp.read() or b"{}"), None)
                 return
-            name, lines, last = "message", [], None
+            name, lines, last, ended = "message", [], None, False
             try:
                 for raw_line in resp:
                     line = raw_line.decode("utf-8").rstrip("\r\n")
                     if not line:
                         if lines:
+                            ended = name in ("result", "error")
                             yield Event(name, json.loads("\n".join(lines)), last)
                         name, lines = "message", []
                         continue
@@ -334,8 +339,12 @@ class Client:
                         lines.append(value)
                     elif field == "id":
                         last = value
-            except (OSError, ValueError) as e:
+            except (OSError, ValueError, http.client.HTTPException) as e:  # IncompleteRead
                 raise TransportError(f"{method} {path}: the event stream broke: {e}") from e
+            if not ended:  # closed cleanly, but before its result: the call may run on
+                raise TransportError(
+                    f"{method} {path}: the event stream ended before its result (last event id "
+                    f"{last!r}): re-attach with events(id, last_event_id), or wait(id)")
 
     # ---- executions ----
 
@@ -399,7 +408,9 @@ class Client:
         ``execution``, then ``stdout``/``stderr`` (``data["text"]``, already redacted), then
         ``result`` (the Execution). A held call yields ``held``, ``approved``, ``result``.
         Leaving the loop early does not stop the call (:meth:`events` re-attaches), unless
-        ``cancel_on_disconnect``: then closing the iterator cancels it."""
+        ``cancel_on_disconnect``: then closing the iterator cancels it. A stream that breaks,
+        or ends before ``result`` (or ``error``), raises TransportError: the call may still run
+        (re-attach with :meth:`events` and the last event's ``id``, or :meth:`wait`)."""
         body = self._execute_body(tool, code, stdin, files, limits, collect, callback_url)
         if cancel_on_disconnect:
             body["cancel_on_disconnect"] = True
@@ -434,13 +445,28 @@ class Client:
 
     def wait(self, execution_id: str, timeout: Optional[float] = None) -> Json:
         """Long-poll until the execution is final, or ``timeout`` seconds have passed (then
-        its current state). A held call waits for the reviewer and the run."""
+        its current state). A held call waits for the reviewer and the run. A 503 or a lost
+        connection (a server restarting, the database away for a moment) is asked again,
+        after its ``Retry-After`` (1-5 s), within ``timeout``, up to 30 times in a row."""
         deadline = None if timeout is None else time.monotonic() + timeout
         path = f"/v1/executions/{urllib.parse.quote(execution_id)}"
+        failures = 0
         while True:
             left = _MAX_WAIT if deadline is None else max(0, deadline - time.monotonic())
             w = min(_MAX_WAIT, int(left + 0.999))
-            e = self._request("GET", path, query={"wait": w}, timeout=w + 30)[1]
+            try:
+                e = self._request("GET", path, query={"wait": w}, timeout=w + 30)[1]
+            except (Unavailable, TransportError) as err:
+                # a replica restarting or draining, the database away for a moment: the call
+                # runs on, and asking again is safe (a read); within the deadline, a few times
+                failures += 1
+                pause = min(float(getattr(err, "retry_after", None) or 1), 5.0)
+                if failures > _WAIT_RETRIES or (
+                        deadline is not None and time.monotonic() + pause >= deadline):
+                    raise
+                time.sleep(pause)
+                continue
+            failures = 0
             if e.get("status") in FINAL_STATUSES or w == 0 or (
                     deadline is not None and time.monotonic() >= deadline):
                 return e

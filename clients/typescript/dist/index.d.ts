@@ -130,7 +130,9 @@ export declare class Client {
     }): Promise<AcceptedExecution | HeldExecution>;
     /** Runs one call and yields its events as they come (`Accept: text/event-stream`):
      * `execution`, `stdout`/`stderr` (already redacted), `result`; a held call `held`,
-     * `approved`, `result`. Leaving the loop early does not stop the call (see `events()`). */
+     * `approved`, `result`. Leaving the loop early does not stop the call (see `events()`). A
+     * stream that breaks, or ends before `result` (or `error`), throws TransportError: the call
+     * may still run (re-attach with `events()` and the last event's `id`, or `wait()`). */
     stream(req: ExecuteRequest, opts?: {
         idempotencyKey?: string;
         signal?: AbortSignal;
@@ -144,7 +146,9 @@ export declare class Client {
     /** The signed receipt of a finished execution (docs/audit.md, "Receipts"); check it
      * offline with `toolcage receipt verify`. */
     receipt(id: string): Promise<Receipt>;
-    /** Long-polls until the execution is final or `timeoutMs` has passed (then its current state). */
+    /** Long-polls until the execution is final or `timeoutMs` has passed (then its current state).
+     * A 503 or a lost connection (a server restarting, the database away for a moment) is asked
+     * again, after its `Retry-After` (1-5 s), within `timeoutMs`, up to 30 times in a row. */
     wait(id: string, timeoutMs?: number): Promise<Execution>;
     cancel(id: string): Promise<Schemas['CancelResult']>;
     /** The tenant's executions, newest first, following the cursor page by page. */

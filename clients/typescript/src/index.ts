@@ -54,6 +54,7 @@ export const FINAL_STATUSES: ReadonlySet<ExecutionStatus> = new Set<ExecutionSta
 ]);
 
 const MAX_WAIT = 60; // the server's bound on ?wait=
+const WAIT_RETRIES = 30; // wait(): 503s and transport errors in a row before it gives up (~1-2 min)
 
 /** Anything the client throws. */
 export class ToolcageError extends Error {}
@@ -181,7 +182,9 @@ export class Client {
 
   /** Runs one call and yields its events as they come (`Accept: text/event-stream`):
    * `execution`, `stdout`/`stderr` (already redacted), `result`; a held call `held`,
-   * `approved`, `result`. Leaving the loop early does not stop the call (see `events()`). */
+   * `approved`, `result`. Leaving the loop early does not stop the call (see `events()`). A
+   * stream that breaks, or ends before `result` (or `error`), throws TransportError: the call
+   * may still run (re-attach with `events()` and the last event's `id`, or `wait()`). */
   stream(req: ExecuteRequest, opts: { idempotencyKey?: string; signal?: AbortSignal } = {}): AsyncGenerator<StreamEvent> {
     const headers: Record<string, string> = opts.idempotencyKey ? { 'idempotency-key': opts.idempotencyKey } : {};
     return this.#events('POST', '/v1/execute', { body: req, headers, signal: opts.signal });
@@ -238,6 +241,7 @@ export class Client {
       let name = 'message';
       let data: string[] = [];
       let last: string | null = null;
+      let ended = false; // a result or an error event came: the stream is complete
       for (;;) {
         let chunk: ReadableStreamReadResult<Uint8Array>;
         try {
@@ -245,14 +249,21 @@ export class Client {
         } catch (e) {
           throw new TransportError(`${method} ${path}: the event stream broke: ${(e as Error).message}`, { cause: e });
         }
-        if (chunk.done) return;
+        if (chunk.done) {
+          // closed cleanly, but before its result: the call may run on
+          if (!ended) throw new TransportError(`${method} ${path}: the event stream ended before its result (last event id ${JSON.stringify(last)}): re-attach with events(id, { lastEventId }), or wait(id)`);
+          return;
+        }
         buf += decoder.decode(chunk.value, { stream: true });
         let nl: number;
         while ((nl = buf.indexOf('\n')) >= 0) {
           const line = buf.slice(0, nl).replace(/\r$/, '');
           buf = buf.slice(nl + 1);
           if (line === '') {
-            if (data.length) yield { event: name, data: JSON.parse(data.join('\n')), id: last } as StreamEvent;
+            if (data.length) {
+              ended = name === 'result' || name === 'error';
+              yield { event: name, data: JSON.parse(data.join('\n')), id: last } as StreamEvent;
+            }
             name = 'message';
             data = [];
           } else if (!line.startsWith(':')) {
@@ -281,13 +292,28 @@ export class Client {
     return this.#request('GET', `/v1/executions/${encodeURIComponent(id)}/receipt`);
   }
 
-  /** Long-polls until the execution is final or `timeoutMs` has passed (then its current state). */
+  /** Long-polls until the execution is final or `timeoutMs` has passed (then its current state).
+   * A 503 or a lost connection (a server restarting, the database away for a moment) is asked
+   * again, after its `Retry-After` (1-5 s), within `timeoutMs`, up to 30 times in a row. */
   async wait(id: string, timeoutMs?: number): Promise<Execution> {
     const deadline = timeoutMs === undefined ? Infinity : Date.now() + timeoutMs;
+    let failures = 0;
     for (;;) {
       const left = Math.max(0, deadline - Date.now());
       const w = Math.min(MAX_WAIT, Math.ceil(left / 1000));
-      const e = await this.#request<Execution>('GET', `/v1/executions/${encodeURIComponent(id)}`, { query: { wait: w }, timeoutMs: (w + 30) * 1000 });
+      let e: Execution;
+      try {
+        e = await this.#request<Execution>('GET', `/v1/executions/${encodeURIComponent(id)}`, { query: { wait: w }, timeoutMs: (w + 30) * 1000 });
+      } catch (err) {
+        // a replica restarting or draining, the database away for a moment: the call runs on,
+        // and asking again is safe (a read); within the deadline, a few times
+        const retryable = err instanceof TransportError || (err instanceof ProblemError && err.status === 503);
+        const pauseMs = Math.min((err instanceof ProblemError && err.retryAfter) || 1, 5) * 1000;
+        if (!retryable || ++failures > WAIT_RETRIES || Date.now() + pauseMs >= deadline) throw err;
+        await new Promise((r) => setTimeout(r, pauseMs));
+        continue;
+      }
+      failures = 0;
       if (FINAL_STATUSES.has(e.status) || w === 0 || Date.now() >= deadline) return e;
     }
   }
