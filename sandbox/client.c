@@ -275,6 +275,9 @@ static int spawn_launcher(struct tc_launcher *l, int *ret_sock, pid_t *ret_pid)
                 close(4); /* (the binary we did not exec) */
             environ = envp;
             tc_child_set_binary_dir(l->bin_dir);
+            /* named as an exec'd launcher would be (ps -C, top, the audits that look for
+             * it); its cmdline stays the caller's */
+            prctl(PR_SET_NAME, "toolcage-launch");
             _exit(tc_launcher_main((int)n, argv));
         }
         if (xfd >= 0)

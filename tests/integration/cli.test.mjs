@@ -277,6 +277,8 @@ test('exec: its launcher (a fork of the CLI for a tool without network) holds no
     await sleep(300); // past its start-up
     // a fork, not an exec: it runs the CLI's binary
     assert.equal(fs.readlinkSync(`/proc/${launcher}/exe`), fs.readlinkSync(`/proc/${cli.pid}/exe`));
+    // named as an exec'd launcher would be (ps -C toolcage-launch finds it)
+    assert.equal(fs.readFileSync(`/proc/${launcher}/comm`, 'utf8').trim(), 'toolcage-launch');
     const environ = fs.readFileSync(`/proc/${launcher}/environ`, 'latin1');
     for (const m of marks) {
       assert.ok(inMemory(cli.pid, m), `positive control: the CLI itself holds ${m}`);
