@@ -167,20 +167,7 @@ test('python: a stream cut before its result raises TransportError; wait() retur
   assert.doesNotMatch(p.lines.at(-1), /result,|,result/);
 
   // the server killed mid-stream
-  const stream = python(`
-import os, sys
-from toolcage import Client, TransportError
-tc = Client(os.environ["TOOLCAGE_URL"], os.environ["TOOLCAGE_KEY"])
-seen = []
-try:
-    for ev in tc.stream("mark", ${JSON.stringify(STREAM_CODE)}):
-        seen.append(ev.event)
-        if ev.event == "stdout":
-            print("FIRST", flush=True)
-    print("SILENT " + ",".join(seen), flush=True)
-except TransportError as e:
-    print("RAISED " + ",".join(seen) + " " + str(e), flush=True)
-`);
+  const stream = python(PY_STREAM(STREAM_CODE));
   await stream.line(/^FIRST$/);
   await server.kill();
   const s = await stream.done();
