@@ -1,3 +1,5 @@
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,13 +18,33 @@ enum MHD_Result tc_api_healthz(struct tc_request *r)
     return tc_respond_json(r, 200, json_pack("{s:s}", "status", "ok"));
 }
 
-#define READY_DB_MS 1500
+#define READY_DB_MS    1500
+#define READY_REUSE_MS 1000
+
+/* The database's answer to readiness: a SELECT 1 bounded well under a probe's timeout (ours 3 s)
+ * (a frozen database makes /readyz answer 503 instead of holding a thread for the round trips'
+ * own bound), one probe at a time; a failed one is the answer for a second: back-to-back /readyz
+ * calls cannot keep the health listener's one thread in pings that wait out their bound. A
+ * success is not reused (the next probe sees a database that just went away). */
+static bool database_ready(struct tc_db *db)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static int64_t asked_ms = INT64_MIN / 2;
+    static bool ok;
+    pthread_mutex_lock(&lock);
+    int64_t now = tc_now_ms();
+    if (ok || now - asked_ms >= READY_REUSE_MS) {
+        ok = tc_db_ping(db, READY_DB_MS);
+        asked_ms = tc_now_ms();
+    }
+    bool r = ok;
+    pthread_mutex_unlock(&lock);
+    return r;
+}
 
 enum MHD_Result tc_api_readyz(struct tc_request *r)
 {
-    /* bounded well under a probe's timeout (Kubernetes' default is 1 s, ours 3 s): a frozen
-     * database makes this answer 503, and holds no thread for the round trips' own bound */
-    bool db = tc_db_ping(r->srv->db, READY_DB_MS);
+    bool db = database_ready(r->srv->db);
     bool launcher = false;
     json_t *uids = NULL;
     if (tc_server_begin(r->srv)) {

@@ -291,17 +291,30 @@ static int stmt_name(PGconn *c, const char *sql, int nparams, char name[16])
 
 /* Every statement is bounded: a stuck query must not pin a worker forever (and a server that
  * does not answer: await_result). Sends do not block either (a full socket buffer). */
-static bool session_setup(PGconn *c)
+static bool session_setup_within(PGconn *c, int64_t deadline)
 {
     char sql[96];
     snprintf(sql, sizeof(sql), "SET statement_timeout = '%ds'; SET TIME ZONE 'UTC'",
              stmt_timeout_s);
-    if (PQsetnonblocking(c, 1) < 0)
-        return false;
-    PGresult *r = exec_plain(c, sql);
-    bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-    PQclear(r);
+    bool ok = PQsetnonblocking(c, 1) == 0;
+    if (ok) {
+        int64_t left = deadline - tc_now_us() / 1000;
+        PGresult *r = left > 0 ? await_within(c, PQsendQuery(c, sql), left) : NULL;
+        ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+        PQclear(r);
+    }
+    /* a session without its bounds is never used: broken, it is made again at its next use */
+    if (!ok && PQstatus(c) == CONNECTION_OK && PQsocket(c) >= 0) {
+        shutdown(PQsocket(c), SHUT_RDWR);
+        (void)PQconsumeInput(c); /* reads the end: CONNECTION_BAD */
+    }
     return ok;
+}
+
+static bool session_setup(PGconn *c)
+{
+    return session_setup_within(c, tc_now_us() / 1000 + (int64_t)stmt_timeout_s * 1000 +
+                                       REPLY_GRACE_MS);
 }
 
 PGconn *tc_db_connect(const char *conninfo, char **ret_error)
@@ -363,15 +376,21 @@ static bool reset_within(PGconn *c, int64_t deadline)
             return false;
         if (wait_socket(c, st == PGRES_POLLING_READING ? POLLIN : POLLOUT, deadline) <= 0) {
             tc_log(TC_LOG_WARN, "the database did not accept a connection within the bound", NULL);
-            if (PQsocket(c) >= 0)
-                shutdown(PQsocket(c), SHUT_RDWR);
-            (void)PQresetPoll(c); /* sees it closed: CONNECTION_BAD */
-            return false;
+            /* Shut down, libpq may try the next address (or without TLS) on a new socket:
+             * again, until it gives up; at most a few times (one per address). */
+            for (int i = 0; i < 8 && st != PGRES_POLLING_FAILED && st != PGRES_POLLING_OK; i++) {
+                if (PQsocket(c) >= 0)
+                    shutdown(PQsocket(c), SHUT_RDWR);
+                st = PQresetPoll(c);
+            }
+            if (st != PGRES_POLLING_OK || PQstatus(c) != CONNECTION_OK)
+                return false; /* (a socket libpq still holds is closed by the next reset) */
+            break;            /* (its answer was in already) */
         }
         st = PQresetPoll(c);
     }
     /* (a new session: statement_timeout, the time zone, non-blocking again) */
-    return PQstatus(c) == CONNECTION_OK && session_setup(c);
+    return PQstatus(c) == CONNECTION_OK && session_setup_within(c, deadline);
 }
 
 bool tc_db_reset(PGconn *c)

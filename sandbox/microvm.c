@@ -476,20 +476,26 @@ int tc_vm_prepare(struct tc_vm_host *h)
     }
     if (!h->fast && copy_file(src, p, 0444) < 0)
         return prepare_fail(h, "cannot read ", src);
+    /* Both are read through the fd whose file was checked (/proc/self/fd/N opens that very
+     * inode), not by their path again: nothing swapped in after the check is copied. */
+    char pinned[64];
     int fd = tc_child_find_trusted("toolcage-vminit", src, sizeof(src));
     if (fd < 0)
         return prepare_fail(h, "not found or not trusted: ", src);
-    close(fd);
+    snprintf(pinned, sizeof(pinned), "/proc/self/fd/%d", fd);
     snprintf(p, sizeof(p), "%s/initrd", h->dir);
-    int r = write_initrd(p, src, moddir);
+    int r = write_initrd(p, pinned, moddir);
+    close(fd);
     if (r < 0)
         return prepare_fail(h, "cannot build the guest's initramfs: ", strerror(-r));
     fd = tc_child_find_trusted("toolcage-vmrun", src, sizeof(src));
     if (fd < 0)
         return prepare_fail(h, "not found or not trusted: ", src);
-    close(fd);
+    snprintf(pinned, sizeof(pinned), "/proc/self/fd/%d", fd);
     snprintf(p, sizeof(p), "%s/toolcage-vmrun", h->dir);
-    if (copy_file(src, p, 0555) < 0)
+    r = copy_file(pinned, p, 0555);
+    close(fd);
+    if (r < 0)
         return prepare_fail(h, "cannot copy ", src);
     if (mount(NULL, h->dir, NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
         return prepare_fail(h, "cannot make read-only: ", h->dir);

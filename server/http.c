@@ -482,15 +482,14 @@ static const char *head_nul(struct tc_request *r, const char *method, const char
  * result becomes the request's context, *con_cls of on_request and on_completed. */
 static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *conn)
 {
-    struct tc_server *srv = cls;
+    const struct tc_listener *l = cls;
+    struct tc_server *srv = l->srv;
     struct tc_request *r = calloc(1, sizeof(*r));
     if (!r)
         return NULL; /* on_request then refuses it */
     r->srv = srv;
     r->conn = conn;
-    const union MHD_ConnectionInfo *di = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_DAEMON);
-    r->routes =
-        di && srv->health_mhd && di->daemon == srv->health_mhd ? srv->health_routes : srv->routes;
+    r->routes = l->routes; /* the listener's own: the health listener's has health alone */
     r->start_ms = tc_now_ms();
     r->raw_uri_len = strlen(uri);
     const union MHD_ConnectionInfo *ci =
@@ -668,6 +667,8 @@ int tc_http_start(struct tc_server *srv, char **ret_error)
             *ret_error = strdup("cannot start the connection guard");
         return rc;
     }
+    srv->listen_api = (struct tc_listener){.srv = srv, .routes = srv->routes};
+    srv->listen_health = (struct tc_listener){.srv = srv, .routes = srv->health_routes};
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
                      MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6)
@@ -677,8 +678,9 @@ int tc_http_start(struct tc_server *srv, char **ret_error)
         on_mhd_error, NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_THREAD_POOL_SIZE,
         (unsigned)srv->cfg->threads, MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
         MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_URI_LOG_CALLBACK, on_request_line,
-        srv, MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)IDLE_TIMEOUT_S, MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000,
+        &srv->listen_api, MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)1000,
         /* one client address cannot take all 1000 slots (idle sockets, slow headers) */
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)srv->cfg->max_connections_per_ip,
         MHD_OPTION_END);
@@ -689,10 +691,11 @@ int tc_http_start(struct tc_server *srv, char **ret_error)
             flags, (uint16_t)srv->cfg->health_port, NULL, NULL, on_request, srv,
             MHD_OPTION_EXTERNAL_LOGGER, on_mhd_error, NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
             MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_UNESCAPE_CALLBACK, unescape,
-            NULL, MHD_OPTION_URI_LOG_CALLBACK, on_request_line, srv, MHD_OPTION_NOTIFY_CONNECTION,
-            on_connection, srv, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S,
-            MHD_OPTION_CONNECTION_LIMIT, (unsigned)64, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-            (unsigned)srv->cfg->max_connections_per_ip, MHD_OPTION_END);
+            NULL, MHD_OPTION_URI_LOG_CALLBACK, on_request_line, &srv->listen_health,
+            MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv, MHD_OPTION_CONNECTION_TIMEOUT,
+            (unsigned)IDLE_TIMEOUT_S, MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
+            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)srv->cfg->max_connections_per_ip,
+            MHD_OPTION_END);
         if (!srv->health_mhd) {
             MHD_stop_daemon(srv->mhd);
             srv->mhd = NULL;

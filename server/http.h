@@ -21,6 +21,14 @@ struct tc_keys;
 struct tc_verifier;
 
 struct tc_route_group;
+struct tc_server;
+
+/* A listener's own context (the request line's callback gets it): whose server, and which
+ * routes it answers. Set before its daemon starts, so no request meets it half made. */
+struct tc_listener {
+    struct tc_server *srv;
+    const struct tc_route_group *const *routes;
+};
 
 struct tc_server {
     const struct tc_config *cfg;
@@ -34,8 +42,9 @@ struct tc_server {
     struct tc_db *db;
     struct tc_launcher *launcher;
     struct MHD_Daemon *mhd;
-    struct MHD_Daemon *health_mhd; /* NULL without TOOLCAGE_HEALTH_PORT */
-    struct tc_http_guard *guard;   /* deadlines for slow clients (server/http_guard.h) */
+    struct MHD_Daemon *health_mhd;                /* NULL without TOOLCAGE_HEALTH_PORT */
+    struct tc_listener listen_api, listen_health; /* (server/http.c) */
+    struct tc_http_guard *guard; /* deadlines for slow clients (server/http_guard.h) */
     const struct tc_keys *keys;
     /* This process in the instances table, and whether it holds its instance lock now
      * (written by the worker, see server/worker.h): without the lock, it starts nothing. */

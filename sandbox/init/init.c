@@ -500,9 +500,17 @@ static void drop_for_exec(const struct cfg *cfg)
             die(cfg, errno, "drop bounding set");
     if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
         die(cfg, errno, "clear ambient capabilities");
-    for (int s = 1; s < NSIG; s++)
+    /* by the system call: a C library keeps signals of its own (musl 32-34, glibc 32-33) that
+     * its sigaction refuses, and an ignored one would reach the program */
+    struct {
+        void (*handler)(int);
+        unsigned long flags;
+        void (*restorer)(void);
+        uint64_t mask;
+    } dfl = {.handler = SIG_DFL};
+    for (int s = 1; s <= 64; s++)
         if (s != SIGKILL && s != SIGSTOP)
-            signal(s, SIG_DFL);
+            (void)syscall(SYS_rt_sigaction, s, &dfl, NULL, sizeof(dfl.mask));
 }
 
 /* The rest (drop_for_exec() ran before go): no capability left, no way to gain one. */

@@ -250,6 +250,28 @@ function inMemory(pid, needle) {
   return false;
 }
 
+test('exec: signals its caller ignored are not ignored in the sandbox (every disposition reset, the C library\'s own real-time signals too)', async () => {
+  const dir = tmpDir('exec-signals');
+  // the caller ignores SIGPIPE, 34 (glibc's SIGRTMIN, one of musl's own) and 40; the forked
+  // launcher and the shell inherit that; PID 1 must reset it before the program starts
+  const py = `import os, signal, sys
+for s in (signal.SIGPIPE, 34, 40): signal.signal(s, signal.SIG_IGN)
+os.execv(sys.argv[1], sys.argv[1:])`;
+  const r = await new Promise((resolve) => {
+    const c = spawn('/usr/bin/python3', ['-c', py, BIN, 'exec', '--tool', 'shell', '--policy', EXAMPLE_POLICY],
+      { env: { ...process.env, TOOLCAGE_STATE_DIR: path.join(dir, 'state') }, stdio: ['pipe', 'pipe', 'pipe'] });
+    let out = '', err = '';
+    c.stdout.on('data', (d) => { out += d; });
+    c.stderr.on('data', (d) => { err += d; });
+    c.on('close', (code) => resolve({ code, out, err }));
+    c.stdin.end('grep -E "^SigIgn" /proc/self/status; grep -E "^SigIgn" /proc/$PPID/status\n');
+  });
+  assert.equal(r.code, 0, r.err);
+  const masks = [...r.out.matchAll(/^SigIgn:\s+([0-9a-f]+)$/gm)].map((m) => BigInt('0x' + m[1]));
+  assert.equal(masks.length, 2, r.out);
+  for (const m of masks) assert.equal(m, 0n, `ignored in the sandbox: 0x${m.toString(16)}`);
+});
+
 test('exec: its launcher (a fork of the CLI for a tool without network) holds none of the CLI\'s database or mail credentials', async () => {
   const dir = tmpDir('exec-creds');
   const marks = ['Mk1' + crypto.randomBytes(6).toString('hex'), 'Mk2' + crypto.randomBytes(6).toString('hex'),
