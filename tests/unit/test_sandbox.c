@@ -1347,6 +1347,23 @@ static void second_stop(struct tc_launcher *l2, struct tc_launcher *main_l, cons
 }
 
 /* The comm of process pid into buf ("" if gone). */
+/* /proc/PID/cmdline, its NULs as spaces; the length read (0 if none). */
+static size_t cmdline_of(pid_t pid, char *buf, size_t n)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t got = fd < 0 ? -1 : read(fd, buf, n - 1);
+    if (fd >= 0)
+        close(fd);
+    size_t len = got > 0 ? (size_t)got : 0;
+    for (size_t i = 0; i < len; i++)
+        if (!buf[i])
+            buf[i] = ' ';
+    buf[len] = '\0';
+    return len;
+}
+
 static void comm_of(pid_t pid, char *buf, size_t n)
 {
     char path[64];
@@ -1387,9 +1404,15 @@ TEST(launcher_no_exec)
         if (tc_launcher_start(&o, &l) < 0)
             _exit(10);
         pid_t lp = tc_launcher_pid(l);
+        /* a fork: the caller's command line (an exec'd launcher's is its own, wiped), and
+         * named as an exec'd launcher would be */
+        char ours_cl[512], theirs_cl[512];
         comm_of(lp, theirs, sizeof(theirs));
-        if (strcmp(theirs, "tc-noexec-test") != 0) {
-            fprintf(stderr, "    forked launcher's comm: '%s'\n", theirs);
+        if (strcmp(theirs, "toolcage-launch") != 0 ||
+            cmdline_of(getpid(), ours_cl, sizeof(ours_cl)) == 0 ||
+            cmdline_of(lp, theirs_cl, sizeof(theirs_cl)) == 0 || strcmp(ours_cl, theirs_cl) != 0) {
+            fprintf(stderr, "    forked launcher's comm: '%s', cmdline '%s' (ours '%s')\n",
+                    theirs, theirs_cl, ours_cl);
             bad |= 1;
         }
         json_t *r = NULL;
