@@ -1411,8 +1411,8 @@ TEST(launcher_no_exec)
         if (strcmp(theirs, "toolcage-launch") != 0 ||
             cmdline_of(getpid(), ours_cl, sizeof(ours_cl)) == 0 ||
             cmdline_of(lp, theirs_cl, sizeof(theirs_cl)) == 0 || strcmp(ours_cl, theirs_cl) != 0) {
-            fprintf(stderr, "    forked launcher's comm: '%s', cmdline '%s' (ours '%s')\n",
-                    theirs, theirs_cl, ours_cl);
+            fprintf(stderr, "    forked launcher's comm: '%s', cmdline '%s' (ours '%s')\n", theirs,
+                    theirs_cl, ours_cl);
             bad |= 1;
         }
         json_t *r = NULL;
