@@ -398,6 +398,16 @@ bool tc_db_reset(PGconn *c)
     return reset_within(c, tc_now_us() / 1000 + (int64_t)stmt_timeout_s * 1000 + REPLY_GRACE_MS);
 }
 
+bool tc_db_revive(PGconn **c, const char *conninfo)
+{
+    if (*c && PQstatus(*c) == CONNECTION_OK)
+        return true;
+    if (*c)
+        return tc_db_reset(*c);
+    *c = tc_db_connect(conninfo, NULL);
+    return *c != NULL;
+}
+
 bool tc_db_ensure(PGconn **c, const char *conninfo)
 {
     if (tc_db_conn_ok(*c))

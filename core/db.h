@@ -50,6 +50,9 @@ bool tc_db_reset(PGconn *c);
 /* Make *c usable: keep it if tc_db_conn_ok(), else reset it (or connect when NULL).
  * For connections outside the pool (worker, recorder). True when usable. */
 bool tc_db_ensure(PGconn **c, const char *conninfo);
+/* tc_db_ensure for a connection that LISTENs (its notifications are input by design): kept while
+ * libpq calls it connected, else reset, or made when NULL. True when usable. */
+bool tc_db_revive(PGconn **c, const char *conninfo);
 
 /* Connections made from now on keep the statements they run prepared (default), or run
  * every statement unnamed (false: TOOLCAGE_DB_PREPARE=0, for a transaction-mode pooler). */

@@ -642,6 +642,27 @@ static void set_port(struct sockaddr *sa, uint16_t port)
         ((struct sockaddr_in *)(void *)sa)->sin_port = htons(port);
 }
 
+/* A listener: every request of it handled alike, with its own routes (l); threads 1: one
+ * internal thread, more: a pool. */
+static struct MHD_Daemon *start_daemon(struct tc_server *srv, unsigned flags,
+                                       const struct sockaddr *sa, struct tc_listener *l,
+                                       unsigned threads, unsigned max_connections)
+{
+    uint16_t port =
+        ntohs(sa->sa_family == AF_INET6 ? ((const struct sockaddr_in6 *)(const void *)sa)->sin6_port
+                                        : ((const struct sockaddr_in *)(const void *)sa)->sin_port);
+    return MHD_start_daemon(
+        flags, port, NULL, NULL, on_request, srv, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_error, NULL,
+        MHD_OPTION_SOCK_ADDR, sa, MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_NOTIFY_COMPLETED,
+        on_completed, srv, MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
+        MHD_OPTION_URI_LOG_CALLBACK, on_request_line, l, MHD_OPTION_NOTIFY_CONNECTION,
+        on_connection, srv, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S,
+        MHD_OPTION_CONNECTION_LIMIT, max_connections,
+        /* one client address cannot take all the slots (idle sockets, slow headers) */
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)srv->cfg->max_connections_per_ip,
+        MHD_OPTION_END);
+}
+
 int tc_http_start(struct tc_server *srv, char **ret_error)
 {
     struct addrinfo hints = {.ai_family = AF_UNSPEC,
@@ -673,29 +694,12 @@ int tc_http_start(struct tc_server *srv, char **ret_error)
                      MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6)
         flags |= MHD_USE_IPv6;
-    srv->mhd = MHD_start_daemon(
-        flags, srv->cfg->listen_port, NULL, NULL, on_request, srv, MHD_OPTION_EXTERNAL_LOGGER,
-        on_mhd_error, NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_THREAD_POOL_SIZE,
-        (unsigned)srv->cfg->threads, MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
-        MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_URI_LOG_CALLBACK, on_request_line,
-        &srv->listen_api, MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)1000,
-        /* one client address cannot take all 1000 slots (idle sockets, slow headers) */
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)srv->cfg->max_connections_per_ip,
-        MHD_OPTION_END);
+    srv->mhd =
+        start_daemon(srv, flags, ai->ai_addr, &srv->listen_api, (unsigned)srv->cfg->threads, 1000);
     if (srv->mhd && srv->cfg->health_port > 0 && srv->health_routes) {
         /* one thread, the same request handling, only the health routes (tc_server) */
         set_port(ai->ai_addr, (uint16_t)srv->cfg->health_port);
-        srv->health_mhd = MHD_start_daemon(
-            flags, (uint16_t)srv->cfg->health_port, NULL, NULL, on_request, srv,
-            MHD_OPTION_EXTERNAL_LOGGER, on_mhd_error, NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-            MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_UNESCAPE_CALLBACK, unescape,
-            NULL, MHD_OPTION_URI_LOG_CALLBACK, on_request_line, &srv->listen_health,
-            MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv, MHD_OPTION_CONNECTION_TIMEOUT,
-            (unsigned)IDLE_TIMEOUT_S, MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
-            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)srv->cfg->max_connections_per_ip,
-            MHD_OPTION_END);
+        srv->health_mhd = start_daemon(srv, flags, ai->ai_addr, &srv->listen_health, 1, 64);
         if (!srv->health_mhd) {
             MHD_stop_daemon(srv->mhd);
             srv->mhd = NULL;

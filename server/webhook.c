@@ -455,13 +455,7 @@ static bool connected(struct tc_webhooks *w)
     if (w->conn && PQstatus(w->conn) == CONNECTION_OK)
         return true;
     w->listening = false;
-    if (w->conn) {
-        if (!tc_db_reset(w->conn))
-            return false;
-    } else {
-        w->conn = tc_db_connect(w->database_url, NULL);
-    }
-    if (!w->conn || PQstatus(w->conn) != CONNECTION_OK)
+    if (!tc_db_revive(&w->conn, w->database_url))
         return false;
     /* every finished execution is announced (execution/record.c): its delivery may be due */
     w->listening = tc_db_command(w->conn, "LISTEN toolcage_done");

@@ -844,14 +844,7 @@ static void drain_notifications(struct tc_worker *w, bool *ret_queue)
 
 static bool listen_on(struct tc_worker *w)
 {
-    /* Not tc_db_ensure(): a LISTEN connection has notifications to read, by design. */
-    if (w->listen_conn && PQstatus(w->listen_conn) != CONNECTION_OK) {
-        if (!tc_db_reset(w->listen_conn))
-            return false;
-    } else if (!w->listen_conn) {
-        w->listen_conn = tc_db_connect(w->srv->cfg->database_url, NULL);
-    }
-    if (!w->listen_conn || PQstatus(w->listen_conn) != CONNECTION_OK)
+    if (!tc_db_revive(&w->listen_conn, w->srv->cfg->database_url))
         return false;
     return tc_db_command(w->listen_conn, "LISTEN toolcage_queue; LISTEN toolcage_done;"
                                          " LISTEN toolcage_cancel; LISTEN toolcage_follow");
