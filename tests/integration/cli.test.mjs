@@ -296,7 +296,11 @@ test('exec: its launcher (a fork of the CLI for a tool without network) holds no
       launcher = Number(kids[0] || 0);
     }
     assert.ok(launcher > 0, 'the launcher started');
-    await sleep(300); // past its start-up
+    // past its start-up (name, environment): it has started the sandbox (a fixed 300 ms sleep
+    // can be too short under ASan on a loaded machine)
+    const childrenOf = (pid) => { try { return fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim(); } catch { return ''; } };
+    for (const until = Date.now() + 10_000 * SLOW; !childrenOf(launcher) && Date.now() < until;) await sleep(20);
+    assert.ok(childrenOf(launcher), 'the launcher started the sandbox');
     // a fork, not an exec: it runs the CLI's binary
     assert.equal(fs.readlinkSync(`/proc/${launcher}/exe`), fs.readlinkSync(`/proc/${cli.pid}/exe`));
     // named as an exec'd launcher would be (ps -C toolcage-launch finds it)
