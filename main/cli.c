@@ -161,7 +161,8 @@ int tc_cli_begin(int argc, char **argv)
         tc_cli_usage(stdout);
         return 0;
     }
-    if (strcmp(argv[1], "launcher") == 0)
+    /* (a binary without the egress proxy, the lean front, execs toolcage-server for it) */
+    if (strcmp(argv[1], "launcher") == 0 && tc_egress_available())
         return tc_launcher_main(argc - 1, argv + 1);
     return -1;
 }

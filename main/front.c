@@ -4,8 +4,10 @@
  * it never calls. Every other command (serve, migrate, keys...) is exec'ed, argv unchanged,
  * as toolcage-server: the same commands linked with everything, found beside this binary
  * (or in ../libexec/toolcage/) and used only if root's (or ours) and writable by no one
- * else (tc_find_trusted_program). `launcher` stays here: the fallback when toolcage-launcher
- * is not installed (sandbox/client.c). */
+ * else (tc_find_trusted_program). `launcher` (the fallback when toolcage-launcher is not
+ * installed, sandbox/client.c) is exec'ed too: this binary has no egress proxy, so no
+ * OpenSSL (sandbox/egress.h); the launcher `exec` forks for a tool without network needs
+ * neither. */
 #include <errno.h>
 #include <fcntl.h>
 #include <sodium.h>
@@ -35,7 +37,9 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof(here) / sizeof(here[0]); i++)
         if (strcmp(argv[1], here[i].name) == 0)
             return here[i].run(argc - 1, argv + 1);
-    bool known = false;
+    /* `launcher` too: this binary has no egress proxy (sandbox/egress.h); it is the launcher
+     * only when sandbox/client.c found no toolcage-launcher, and then toolcage-server is */
+    bool known = strcmp(argv[1], "launcher") == 0;
     for (size_t i = 0; i < tc_cli_n_commands && !known; i++)
         known = strcmp(argv[1], tc_cli_commands[i].name) == 0;
     if (!known) {

@@ -19,5 +19,12 @@
 
 /* Body of the proxy process: serve the launcher on fd (SOCK_SEQPACKET) until it goes away.
  * Drops to nobody with no_new_privs first and re-arms PR_SET_PDEATHSIG (checked against
- * ppid). Returns the process exit code. */
-int tc_egress_run(int fd, pid_t ppid, const char *ca_file);
+ * ppid). Returns the process exit code.
+ *
+ * The proxy and its TLS (egress.c, egress_tls.c, which bring OpenSSL) are the object library
+ * tcegress: linked into toolcage-server, toolcage-launcher and the tests, not into the lean
+ * `toolcage` (main/front.c), whose one launcher is a fork that never runs a proxy (no_exec
+ * needs no_egress) and which need not load OpenSSL for it (~0.7 ms of every `toolcage exec`:
+ * its 4,000 symbol bindings). The references from the launcher's side are weak: NULL in that
+ * binary, where tc_egress_available() is false and a spec that allows network fails. */
+int tc_egress_run(int fd, pid_t ppid, const char *ca_file) __attribute__((weak));

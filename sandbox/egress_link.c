@@ -23,6 +23,7 @@
 #include "sandbox/egress_proto.h"
 #include "sandbox/egress_rules.h"
 #include "sandbox/egress_tls.h"
+#include "sandbox/sandbox.h"
 #include "sandbox/spec.h"
 
 struct parked {
@@ -128,9 +129,16 @@ static void reap(struct tc_egress_link *l)
     l->pid = 0;
 }
 
+bool tc_egress_available(void)
+{
+    return tc_egress_run && tc_tls_ca_new && tc_tls_ca_bundle_b64;
+}
+
 int tc_egress_link_new(int epfd, uint64_t epdata, const char *ca_file,
                        const struct tc_egress_handlers *handlers, struct tc_egress_link **ret)
 {
+    if (!tc_egress_available())
+        return -ENOTSUP;
     struct tc_egress_link *l = calloc(1, sizeof(*l));
     int r;
 
@@ -512,6 +520,8 @@ int tc_egress_spec_tls(struct tc_spec *spec, json_t *spec_json, json_t **ret_tls
     *ret_tls = NULL;
     if (json_array_size(spec->inject) == 0)
         return 0;
+    if (!tc_egress_available())
+        return -ENOTSUP;
     json_array_foreach(spec->secret_files, i, f)
     {
         if (strcmp(json_string_value(json_object_get(f, "name")), TC_TLS_CA_BUNDLE_NAME) == 0)

@@ -30,7 +30,8 @@ struct tc_egress_handlers {
 
 /* Fork the proxy (no exec; call this once, at launcher start, before any sandbox exists:
  * the proxy keeps a copy of the launcher's memory as it is now). The link keeps its
- * socket registered in epfd (EPOLLIN, data.u64 = epdata). */
+ * socket registered in epfd (EPOLLIN, data.u64 = epdata). -ENOTSUP without the
+ * proxy (tc_egress_available). */
 int tc_egress_link_new(int epfd, uint64_t epdata, const char *ca_file,
                        const struct tc_egress_handlers *handlers, struct tc_egress_link **ret_link);
 /* Kill the proxy, reap it, drop parked results. NULL is a no-op. */

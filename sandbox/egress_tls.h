@@ -23,10 +23,11 @@
 
 /* Launcher: a fresh CA (EC P-256, a day long, name-constrained to the inject entries'
  * hosts). *ret_cert_pem, *ret_key_pem: malloc'ed; the key is wiped by the caller. 0/-errno. */
-int tc_tls_ca_new(json_t *inject, char **ret_cert_pem, char **ret_key_pem);
+int tc_tls_ca_new(json_t *inject, char **ret_cert_pem, char **ret_key_pem) __attribute__((weak));
 /* The system's CA bundle followed by cert_pem, base64 (for a secret_files entry), malloc'ed;
  * NULL on failure. */
-char *tc_tls_ca_bundle_b64(const char *cert_pem);
+char *tc_tls_ca_bundle_b64(const char *cert_pem) __attribute__((weak));
+/* (both weak: the launcher's side links without them where no proxy runs, sandbox/egress.h) */
 
 /* Proxy, once, before it drops its privileges: reads extra_ca_file (when not NULL; it must
  * hold a PEM certificate). Upstreams are verified against the system bundle and it; the store

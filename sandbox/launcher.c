@@ -1065,7 +1065,9 @@ int tc_launcher_main(int argc, char **argv)
     /* A launcher's egress proxy started again (sandbox/egress_link.c): its control socket
      * is fd 3; it is nothing else. */
     if (egress_ppid)
-        return tc_egress_run(3, (pid_t)egress_ppid, set.egress_ca[0] ? set.egress_ca : NULL);
+        return tc_egress_available()
+                   ? tc_egress_run(3, (pid_t)egress_ppid, set.egress_ca[0] ? set.egress_ca : NULL)
+                   : 127;
     /* Sandboxes can read their PID 1's cmdline (a fork of us): show nothing but the name. */
     for (int i = 1; i < argc; i++)
         memset(argv[i], 0, strlen(argv[i]));

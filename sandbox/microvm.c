@@ -165,7 +165,7 @@ static int add_module(const char *moddir, const char *dep, const char *rel, char
     int r = slurp(path, &data, &len);
     if (r < 0)
         return r;
-    char name[300];
+    char name[PATH_MAX + 8]; /* (base: a part of a path) */
     snprintf(name, sizeof(name), "kmod/%s", base);
     r = cpio_entry(c, name, S_IFREG | 0444, data, len);
     free(data);

@@ -214,3 +214,7 @@ int tc_find_trusted_program(const char *name, char *ret_path, size_t size);
 
 /* Entry point of the launcher process: `toolcage launcher --fd N` (internal, not in --help). */
 int tc_launcher_main(int argc, char **argv);
+/* Whether this binary has the egress proxy (sandbox/egress.h): false in the lean `toolcage`,
+ * whose one launcher, a fork, runs no tool with network; it execs toolcage-server for
+ * `launcher`. */
+bool tc_egress_available(void);
