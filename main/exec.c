@@ -126,7 +126,6 @@ int tc_cmd_exec(int argc, char **argv)
         return tc_cli_fail_config();
     int rc = 125;
     struct tc_policy *policy = NULL;
-    struct tc_launcher *launcher = NULL;
     json_t *errors = NULL, *body = NULL, *spec = NULL, *result = NULL, *view = NULL;
     struct tc_exec_request req = {0};
     _cleanup_free_ char *code = NULL;
@@ -186,16 +185,16 @@ int tc_cmd_exec(int argc, char **argv)
     forget(&cfg.database_url);
     forget(&cfg.migrate_database_url);
     forget(&cfg.smtp_url);
-    if (!spec || (r = tc_launcher_start(&lo, &launcher)) < 0) {
-        fprintf(stderr, "toolcage exec: cannot start the launcher: %s\n", strerror(-r));
+    if (!spec) {
+        fprintf(stderr, "toolcage exec: %s\n", strerror(ENOMEM));
         goto out;
     }
-    /* the screen's findings and the redactor are made while the sandbox runs (the CLI does
-     * not hold a call back on its findings: it reports them, as the audit would) */
+    /* the screen's findings and the redactor are made while the launcher sets up and the
+     * sandbox runs (the CLI does not hold a call back on its findings: it reports them, as
+     * the audit would) */
     struct meanwhile mw = {.tool = tool, .body = req.body, .state_dir = cfg.state_dir};
     int64_t done_ms = 0;
-    if ((r = tc_launcher_run_sync_while(launcher, spec, screen_and_redactor, &mw, &result,
-                                        &done_ms)) < 0) {
+    if ((r = tc_launcher_run_once(&lo, spec, screen_and_redactor, &mw, &result, &done_ms)) < 0) {
         fprintf(stderr, "toolcage exec: the sandbox did not run: %s\n", strerror(-r));
         tc_redactor_free(mw.red);
         json_decref(mw.findings);
@@ -229,7 +228,6 @@ int tc_cmd_exec(int argc, char **argv)
     }
     rc = exit_status_of(view);
 out:
-    tc_launcher_stop(launcher);
     tc_exec_request_done(&req);
     json_decref(errors);
     json_decref(body);

@@ -617,10 +617,11 @@ static void *reader_main(void *arg)
     return NULL;
 }
 
-int tc_launcher_start(const struct tc_launcher_options *opts, struct tc_launcher **ret_launcher)
+/* The launcher object, its options checked; a launcher that is a fork of ours is forked
+ * (l->first_sock, l->first_pid). No thread yet: launcher_begin(). */
+static int launcher_open(const struct tc_launcher_options *opts, struct tc_launcher **ret_launcher)
 {
     struct tc_launcher *l;
-    struct timespec ts;
     int r;
 
     if (!opts || !ret_launcher)
@@ -701,27 +702,6 @@ int tc_launcher_start(const struct tc_launcher_options *opts, struct tc_launcher
      * thread: it lives as long as the launcher object, in toolcage exec the main thread). */
     if (l->no_exec && (r = spawn_launcher(l, &l->first_sock, &l->first_pid)) < 0)
         goto fail_sync;
-    r = -pthread_create(&l->reader, NULL, reader_main, l);
-    if (r < 0) {
-        if (l->first_pid > 0) {
-            close(l->first_sock);
-            reap_launcher(l->first_pid);
-        }
-        goto fail_sync;
-    }
-    l->reader_started = true;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += HELLO_TIMEOUT_MS / 1000 + 1;
-    pthread_mutex_lock(&l->mu);
-    while (!l->hello_done)
-        if (pthread_cond_timedwait(&l->cv, &l->mu, &ts) == ETIMEDOUT)
-            break;
-    r = l->hello_done ? l->hello_err : -ETIMEDOUT;
-    pthread_mutex_unlock(&l->mu);
-    if (r < 0) {
-        tc_launcher_stop(l);
-        return r;
-    }
     *ret_launcher = l;
     return 0;
 fail_sync:
@@ -743,6 +723,41 @@ fail:
     free(l->egress_ca_file);
     free(l->init_path);
     free(l);
+    return r;
+}
+
+/* The reader thread (it spawns the launcher, or takes the one launcher_open forked), then,
+ * if hello, its HELLO. On failure l is stopped (freed). */
+static int launcher_begin(struct tc_launcher *l, bool hello)
+{
+    int r = -pthread_create(&l->reader, NULL, reader_main, l);
+    if (r < 0) {
+        tc_launcher_stop(l); /* (reaps a launcher launcher_open forked) */
+        return r;
+    }
+    l->reader_started = true;
+    if (!hello)
+        return 0;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += HELLO_TIMEOUT_MS / 1000 + 1;
+    pthread_mutex_lock(&l->mu);
+    while (!l->hello_done)
+        if (pthread_cond_timedwait(&l->cv, &l->mu, &ts) == ETIMEDOUT)
+            break;
+    r = l->hello_done ? l->hello_err : -ETIMEDOUT;
+    pthread_mutex_unlock(&l->mu);
+    if (r < 0)
+        tc_launcher_stop(l);
+    return r;
+}
+
+int tc_launcher_start(const struct tc_launcher_options *opts, struct tc_launcher **ret_launcher)
+{
+    struct tc_launcher *l;
+    int r = launcher_open(opts, &l);
+    if (r == 0 && (r = launcher_begin(l, true)) == 0)
+        *ret_launcher = l;
     return r;
 }
 
@@ -779,50 +794,57 @@ int tc_launcher_submit(struct tc_launcher *l, json_t *spec, tc_launcher_cb cb, v
     return tc_launcher_submit_job(l, spec, &job);
 }
 
-int tc_launcher_submit_job(struct tc_launcher *l, json_t *spec, const struct tc_launcher_job *job)
+/* A submission's pending entry and its JSON (*ret_text, malloc'ed). 0, -EINVAL, -ENOMEM. */
+static int pending_new(json_t *spec, const struct tc_launcher_job *job, struct pending **ret_p,
+                       char **ret_text)
 {
     struct tc_spec parsed;
-    struct pending *p = NULL;
-    char *s = NULL;
-    int r;
-    bool reserved = job && job->reserved;
-
-    if (!l || !job || !job->done) {
-        r = -EINVAL;
-        goto out;
-    }
-    if (tc_spec_parse(spec, &parsed, NULL, 0) < 0) {
-        r = -EINVAL;
-        goto out;
-    }
+    *ret_p = NULL;
+    *ret_text = NULL;
+    if (!job || !job->done || tc_spec_parse(spec, &parsed, NULL, 0) < 0)
+        return -EINVAL;
     /* A held program waits for tc_launcher_go(): only with someone to say it. */
     bool hold = parsed.hold;
-    p = calloc(1, sizeof(*p));
+    struct pending *p = calloc(1, sizeof(*p));
     if (p)
         snprintf(p->id, sizeof(p->id), "%s", parsed.id);
     tc_spec_release(&parsed);
     if (hold != (job->ready != NULL)) {
-        r = -EINVAL;
-        goto out;
+        free(p);
+        return -EINVAL;
     }
-    if (!p) {
-        r = -ENOMEM;
-        goto out;
+    char *s = p ? json_dumps(spec, JSON_COMPACT) : NULL;
+    if (!s) {
+        free(p);
+        return -ENOMEM;
+    }
+    if (strlen(s) > TC_WIRE_MAX_PAYLOAD) {
+        free(p);
+        free(s);
+        return -EINVAL;
     }
     p->cb = job->done;
     p->ready = job->ready;
     p->chunk = job->chunk;
     p->userdata = job->userdata;
-    s = json_dumps(spec, JSON_COMPACT);
-    if (!s) {
-        r = -ENOMEM;
-        goto out;
-    }
+    *ret_p = p;
+    *ret_text = s;
+    return 0;
+}
 
-    if (strlen(s) > TC_WIRE_MAX_PAYLOAD) {
+int tc_launcher_submit_job(struct tc_launcher *l, json_t *spec, const struct tc_launcher_job *job)
+{
+    struct pending *p = NULL;
+    char *s = NULL;
+    int r;
+    bool reserved = job && job->reserved;
+
+    if (!l) {
         r = -EINVAL;
         goto out;
     }
+    if ((r = pending_new(spec, job, &p, &s)) < 0)
+        goto out;
     pthread_mutex_lock(&l->mu);
     if (reserved && l->reserved > 0)
         l->reserved--; /* this submission takes the promised slot, whatever happens next */
@@ -1054,6 +1076,69 @@ int tc_launcher_run_sync_while(struct tc_launcher *l, json_t *spec, void (*meanw
         if (ret_done_ms)
             *ret_done_ms = w.done_ms;
     }
+    pthread_mutex_destroy(&w.mu);
+    pthread_cond_destroy(&w.cv);
+    return r;
+}
+
+int tc_launcher_run_once(const struct tc_launcher_options *opts, json_t *spec,
+                         void (*meanwhile)(void *), void *userdata, json_t **ret_result,
+                         int64_t *ret_done_ms)
+{
+    struct tc_launcher *l;
+    int r = launcher_open(opts, &l);
+    if (r < 0)
+        return r;
+    if (l->first_pid <= 0) { /* exec'd: started, then used as any other */
+        if ((r = launcher_begin(l, true)) < 0)
+            return r;
+        r = tc_launcher_run_sync_while(l, spec, meanwhile, userdata, ret_result, ret_done_ms);
+        tc_launcher_stop(l);
+        return r;
+    }
+    /* A fork of ours, and no other thread yet: the spec goes into its socket now, and the
+     * launcher reads it once it has set itself up and said HELLO (its setup, this JSON and
+     * meanwhile overlap, instead of one waiting for the other). */
+    struct sync_wait w = {.result = NULL, .done = false};
+    struct tc_launcher_job job = {.done = sync_cb, .userdata = &w};
+    struct pending *p;
+    char *s;
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_cond_init(&w.cv, NULL);
+    if ((r = pending_new(spec, &job, &p, &s)) == 0) {
+        l->pending = p;
+        l->in_flight = 1;
+        if (tc_wire_send(l->first_sock, TC_WIRE_SUBMIT, p->id, s, strlen(s)) < 0) {
+            l->pending = NULL;
+            l->in_flight = 0;
+            free(p);
+            r = -EPIPE;
+        }
+        free(s);
+    }
+    if (r < 0) {
+        tc_launcher_stop(l);
+    } else if ((r = launcher_begin(l, false)) == 0) {
+        if (meanwhile)
+            meanwhile(userdata);
+        /* the result, or an error one when the launcher dies (the reader fails what is
+         * pending), its setup too (then its cause is ours to return) */
+        pthread_mutex_lock(&w.mu);
+        while (!w.done)
+            pthread_cond_wait(&w.cv, &w.mu);
+        pthread_mutex_unlock(&w.mu);
+        pthread_mutex_lock(&l->mu);
+        r = l->hello_done ? l->hello_err : -EPIPE;
+        pthread_mutex_unlock(&l->mu);
+        tc_launcher_stop(l);
+        if (r == 0) {
+            *ret_result = w.result;
+            w.result = NULL;
+            if (ret_done_ms)
+                *ret_done_ms = w.done_ms;
+        }
+    }
+    json_decref(w.result);
     pthread_mutex_destroy(&w.mu);
     pthread_cond_destroy(&w.cv);
     return r;

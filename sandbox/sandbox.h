@@ -192,6 +192,14 @@ int tc_launcher_run_sync(struct tc_launcher *l, json_t *spec, json_t **ret_resul
  * *ret_done_ms (if not NULL): the wall clock (ms) when the result came. */
 int tc_launcher_run_sync_while(struct tc_launcher *l, json_t *spec, void (*meanwhile)(void *),
                                void *userdata, json_t **ret_result, int64_t *ret_done_ms);
+/* One run in a launcher of its own, stopped after it (`toolcage exec`): as tc_launcher_start,
+ * then tc_launcher_run_sync_while, then tc_launcher_stop, except that a launcher forked
+ * (opts->no_exec) is handed the spec at once, before its HELLO, so that its setup, the spec's
+ * sending and meanwhile overlap. A launcher that cannot start: its cause (as
+ * tc_launcher_start's), no result. */
+int tc_launcher_run_once(const struct tc_launcher_options *opts, json_t *spec,
+                         void (*meanwhile)(void *), void *userdata, json_t **ret_result,
+                         int64_t *ret_done_ms);
 
 bool tc_launcher_alive(struct tc_launcher *l);
 unsigned tc_launcher_in_flight(struct tc_launcher *l);

@@ -1381,6 +1381,11 @@ static void comm_of(pid_t pid, char *buf, size_t n)
  * runs sandboxes, and is not restarted when it dies (a fork from the reader thread of a
  * process that may have other threads could inherit their locks held). From this process
  * (threads: the main launcher's reader) the option falls back to an exec. */
+static void count_call(void *ud)
+{
+    (*(int *)ud)++;
+}
+
 TEST(launcher_no_exec)
 {
     char state[128], mine[32], theirs[32];
@@ -1433,6 +1438,34 @@ TEST(launcher_no_exec)
             bad |= 4;
         }
         tc_launcher_stop(l);
+        /* one run in a launcher of its own (toolcage exec): the spec is in the forked
+         * launcher's socket before its HELLO; meanwhile runs; the launcher is gone after */
+        int calls = 0;
+        pid_t before = getpid();
+        if (tc_launcher_run_once(&o, spec_sh("echo once; exit 3"), count_call, &calls, &r, NULL) <
+                0 ||
+            strcmp(OUT(r), "once\n") != 0 ||
+            json_integer_value(json_object_get(r, "exit_code")) != 3 || calls != 1 ||
+            getpid() != before || waitpid(-1, NULL, WNOHANG) != -1) {
+            fprintf(stderr, "    run_once: %s, meanwhile %d\n", r ? json_dumps(r, 0) : "(none)",
+                    calls);
+            bad |= 8;
+        }
+        json_decref(r);
+        r = NULL;
+        /* a launcher whose setup fails: its cause, no result, nothing left to reap */
+        struct tc_launcher_options broken = o;
+        broken.init_path = "/nonexistent/toolcage-init";
+        int rr = tc_launcher_run_once(&broken, spec_sh("echo never"), NULL, NULL, &r, NULL);
+        if (rr != -ENOENT || r || waitpid(-1, NULL, WNOHANG) != -1) {
+            fprintf(stderr, "    run_once with no init: %d (%s)\n", rr, strerror(-rr));
+            bad |= 16;
+        }
+        /* a held spec needs someone to say go: refused before anything runs */
+        json_t *held = spec_sh("echo held");
+        json_object_set_new(held, "hold", json_true());
+        if (tc_launcher_run_once(&o, held, NULL, NULL, &r, NULL) != -EINVAL || r)
+            bad |= 32;
         _exit(bad);
     }
     int st = 0;
