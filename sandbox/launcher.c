@@ -866,7 +866,6 @@ static int setup(struct launcher *L, const struct settings *set)
     if (mount("tcscratch", L->scratch, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
               "mode=0711,size=4m") < 0)
         return -errno;
-    L->scratch_mounted = true;
     snprintf(L->newroot, sizeof(L->newroot), "%s/newroot", L->scratch);
     snprintf(L->wsdir, sizeof(L->wsdir), "%s/ws", L->scratch);
     snprintf(L->gvdir, sizeof(L->gvdir), "%s/gv", L->scratch);
@@ -951,9 +950,10 @@ static void cleanup(struct launcher *L)
         nanosleep(&(struct timespec){0, 10000000}, NULL);
     }
     tc_cg_host_fini(&L->cg);
-    tc_vm_teardown(&L->vm);
-    if (L->scratch_mounted)
-        umount2(L->scratch, MNT_DETACH);
+    /* (the scratch tmpfs and the microvm folder are not unmounted: they are in our private
+     * mount namespace, which goes, with them, when we exit (we always do after this; the
+     * egress proxy, the only other process in it, is reaped below): one RCU grace period
+     * for the whole namespace instead of one more per umount2, ~0.1 ms each here) */
     tc_seccomp_free(&L->sc);
     if (L->init_fd >= 0)
         close(L->init_fd);

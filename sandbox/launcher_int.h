@@ -140,7 +140,6 @@ struct sbx {
     const char *killed_reason;
     bool have_exit;
     int exit_status;
-    struct rusage exit_ru;
     int setup_err;
     char setup_what[96];
     int exec_err;
@@ -199,7 +198,6 @@ struct launcher {
         int64_t last_ms;  /* when the last one ended */
     } images[MAX_IMAGES]; /* a free slot has root "" */
     unsigned n_images;
-    bool scratch_mounted;
     struct tc_cg_host cg;
     struct tc_seccomp_prog sc;
     struct tc_rootfs_info rootfs;

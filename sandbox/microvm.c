@@ -437,7 +437,6 @@ void tc_vm_setup(struct tc_vm_host *h, const char *scratch, const char *cache_di
         return unavailable(h, "cannot make ", h->dir);
     if (mount(h->dir, h->dir, NULL, MS_BIND, NULL) < 0)
         return unavailable(h, "cannot bind ", h->dir);
-    h->dir_bound = true;
     if (mount(NULL, h->dir, NULL, MS_SHARED, NULL) < 0)
         return unavailable(h, "cannot share ", h->dir);
     h->available = true;
@@ -500,15 +499,6 @@ int tc_vm_prepare(struct tc_vm_host *h)
     if (mount(NULL, h->dir, NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
         return prepare_fail(h, "cannot make read-only: ", h->dir);
     return 0;
-}
-
-void tc_vm_teardown(struct tc_vm_host *h)
-{
-    if (h->dir_mounted) /* (the kernel's bind, under it, goes with it) */
-        umount2(h->dir, MNT_DETACH);
-    if (h->dir_bound)
-        umount2(h->dir, MNT_DETACH);
-    h->dir_mounted = h->dir_bound = false;
 }
 
 /* ---- the call's spec ---- */

@@ -31,7 +31,7 @@ struct tc_vm_host {
     char cached[PATH_MAX];   /* the fast boot's unpacked kernel */
     char prep_why[192];      /* the last tc_vm_prepare that failed: why */
     bool fast;
-    bool dir_bound, dir_mounted;
+    bool dir_mounted;
 };
 
 /* Finds what a guest needs (qemu, a kernel, toolcage-vminit and -vmrun) and makes dir
@@ -51,7 +51,6 @@ struct tc_vm_host {
  * address as on hardware. */
 void tc_vm_setup(struct tc_vm_host *h, const char *scratch, const char *cache_dir, bool fast);
 int tc_vm_prepare(struct tc_vm_host *h);
-void tc_vm_teardown(struct tc_vm_host *h);
 
 /* The native spec that runs spec (a "microvm" one) in a guest (dir prepared first); NULL with
  * err set. */
