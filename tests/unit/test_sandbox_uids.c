@@ -157,6 +157,27 @@ TEST(all_taken_is_ebusy)
     rm_registry(dir);
 }
 
+/* The lock file names its holder alone, whatever an earlier holder (or an older launcher,
+ * which wrote "PID\n") left in it: the pid is written over it, in a fixed width, with no
+ * truncation. */
+TEST(lock_file_names_the_holder)
+{
+    char dir[160], p[200];
+    snprintf(dir, sizeof(dir), "%s/reg5", base_dir);
+    CHECK(mkdir(dir, 0700) == 0);
+    snprintf(p, sizeof(p), "%s/0.lock", dir);
+    FILE *f = fopen(p, "w");
+    CHECK(f && fputs("9999999\n", f) >= 0 && fclose(f) == 0);
+    unsigned idx = 99;
+    int fd = -1;
+    CHECK(tc_uidrange_acquire(dir, 3, 0, &idx, &fd) == 0 && idx == 0);
+    CHECK(file_pid(dir, 0) == (int)getpid());
+    struct stat st;
+    CHECK(stat(p, &st) == 0 && st.st_size == 11); /* one line: "%10d\n" */
+    close(fd);
+    rm_registry(dir);
+}
+
 TEST(unsafe_registry_refused)
 {
     char dir[160], link[170];
@@ -375,6 +396,7 @@ int main(int argc, char **argv)
     mkdir(base_dir, 0700);
     RUN(same_hint_never_shared_and_freed_on_death);
     RUN(all_taken_is_ebusy);
+    RUN(lock_file_names_the_holder);
     RUN(unsafe_registry_refused);
     RUN(launchers_forced_together_never_share);
     rmdir(base_dir);
