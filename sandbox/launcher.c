@@ -662,6 +662,8 @@ static int next_timeout(struct launcher *L)
     }
     if (L->n_dead_cgs && (t < 0 || t > 100)) /* (a warm sandbox waits for up to a minute) */
         t = 100;
+    if (L->uid_note_ms && (t < 0 || t > L->uid_note_ms - now))
+        t = L->uid_note_ms > now ? L->uid_note_ms - now : 0;
     if (tc_egress_link_parked(L->egress) && (t < 0 || t > TICK_MS))
         t = TICK_MS;
     int64_t it = lc_images_timeout(L, now);
@@ -852,6 +854,7 @@ static int setup(struct launcher *L, const struct settings *set)
         return r;
     }
     L->uid_base = tc_uidrange_first(L->uid_index);
+    L->uid_note_ms = lc_now_ms() + UID_NOTE_MS; /* (off the first call's path) */
     if (setgroups(0, NULL) < 0)
         return -errno;
     /* Private mount namespace: everything we mount is invisible to the host and
@@ -1151,6 +1154,10 @@ int tc_launcher_main(int argc, char **argv)
         for (int i = 0; i < n; i++)
             dispatch(&L, &evs[i]);
         int64_t now = lc_now_ms();
+        if (L.uid_note_ms && now >= L.uid_note_ms) {
+            tc_uidrange_note(L.uid_fd);
+            L.uid_note_ms = 0;
+        }
         send_chunks(&L, now);
         lc_warm_publish(&L);
         if (n == 0 && !L.stopping && !setting_up(&L, now)) {

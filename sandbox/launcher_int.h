@@ -49,6 +49,7 @@
 #define MAX_VIOLATIONS      64
 #define OUTPUT_KILL_DISCARD (64ULL << 20)
 #define TICK_MS             50
+#define UID_NOTE_MS         100 /* after the start: the pid into the uid range's file */
 #define MAX_SLOTS           1024
 _Static_assert(MAX_SLOTS <= TC_UID_RANGE_SIZE, "one host uid per slot, from the launcher's range");
 #define SETUP_QUIET_MS  5           /* see setting_up() */
@@ -217,8 +218,9 @@ struct launcher {
     struct warm_tmpl warm[WARM_TEMPLATES];
     bool warm_dirty; /* the warm list (lc_warm_publish) is out of date */
     uid_t uid_base;
-    unsigned uid_index; /* the range in the uid registry (uidrange.h) */
-    int uid_fd;         /* holds the range until we are gone */
+    unsigned uid_index;  /* the range in the uid registry (uidrange.h) */
+    int uid_fd;          /* holds the range until we are gone */
+    int64_t uid_note_ms; /* when our pid goes into its file (tc_uidrange_note); 0: done */
     bool stopping;
     struct tc_cgroup *dead_cgs; /* finished sandboxes' groups: removed once the result is
                                  * out, retried on tick while busy */

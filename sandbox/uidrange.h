@@ -22,11 +22,14 @@
 /* Take the first free range of nranges (<= TC_UID_RANGES), starting the search at hint %
  * nranges, in directory dir (created 0700 with its parents if missing; it must belong to us
  * and be writable by nobody else). On success *ret_index is the range and *ret_fd the
- * O_CLOEXEC descriptor that holds it (close it to free the range); the file contains the
- * holder's pid, for people. -EBUSY when every range is taken, -EPERM when dir is not safe,
- * other -errno from the file system. */
+ * O_CLOEXEC descriptor that holds it (close it to free the range). -EBUSY when every range
+ * is taken, -EPERM when dir is not safe, other -errno from the file system. */
 int tc_uidrange_acquire(const char *dir, unsigned nranges, unsigned hint, unsigned *ret_index,
                         int *ret_fd);
+/* Writes our pid into the held range's file (fd from acquire), for people: a write that can
+ * wait for the file system's journal (0.1-0.8 ms on ext4 here), so the launcher does it
+ * after its start, not on its first call's path. */
+void tc_uidrange_note(int fd);
 
 /* First uid of range index. */
 static inline uid_t tc_uidrange_first(unsigned index)

@@ -48,6 +48,8 @@ static pid_t holder(const char *dir, unsigned nranges, unsigned hint, int report
     unsigned idx = 0;
     int fd = -1;
     int r = tc_uidrange_acquire(dir, nranges, hint, &idx, &fd);
+    if (r == 0)
+        tc_uidrange_note(fd);
     int msg[2] = {r, (int)idx};
     (void)!write(report, msg, sizeof(msg));
     char c;
@@ -67,6 +69,15 @@ static int file_pid(const char *dir, unsigned idx)
         buf[0] = '\0';
     fclose(f);
     return (int)strtol(buf, NULL, 10);
+}
+
+/* A launcher writes its pid into its range's file shortly after its start (UID_NOTE_MS, off
+ * its first call's path): wait for it, up to 2 s. */
+static bool file_names(const char *dir, unsigned idx, int pid)
+{
+    for (int i = 0; i < 200 && file_pid(dir, idx) != pid; i++)
+        usleep(10000);
+    return file_pid(dir, idx) == pid;
 }
 
 /* Twelve processes start from the same range at once: each gets one of its own, the
@@ -171,6 +182,7 @@ TEST(lock_file_names_the_holder)
     unsigned idx = 99;
     int fd = -1;
     CHECK(tc_uidrange_acquire(dir, 3, 0, &idx, &fd) == 0 && idx == 0);
+    tc_uidrange_note(fd);
     CHECK(file_pid(dir, 0) == (int)getpid());
     struct stat st;
     CHECK(stat(p, &st) == 0 && st.st_size == 11); /* one line: "%10d\n" */
@@ -320,7 +332,7 @@ TEST(launchers_forced_together_never_share)
     CHECK(ia != ib);
     CHECK((ia == (int)free1 && ib == (int)free2) || (ia == (int)free2 && ib == (int)free1));
     CHECK(first_a == tc_uidrange_first((unsigned)ia) && first_b == tc_uidrange_first((unsigned)ib));
-    CHECK(file_pid(dir, (unsigned)ia) == tc_launcher_pid(a));
+    CHECK(file_names(dir, (unsigned)ia, tc_launcher_pid(a)));
     /* a third launcher finds no range: it refuses to start rather than share one */
     CHECK(start("lc", &c) < 0);
 
@@ -356,7 +368,7 @@ TEST(launchers_forced_together_never_share)
         CHECK(tc_launcher_alive(a));
         CHECK(tc_launcher_pid(a) != old);
         CHECK(range_index(a, NULL) == ia);
-        CHECK(file_pid(dir, (unsigned)ia) == tc_launcher_pid(a));
+        CHECK(file_names(dir, (unsigned)ia, tc_launcher_pid(a)));
     }
 
     /* stopped launchers free their ranges */
