@@ -442,8 +442,14 @@ static void run_generation(struct tc_launcher *l)
          * and go on running our code (the caller's other threads' locks) */
         r = l->no_exec ? -EPIPE : spawn_launcher(l, &sock, &pid);
     }
-    if (r == 0 && (r = wait_readable(sock, l->wake[0], HELLO_TIMEOUT_MS)) == 0)
+    if (r == 0 && (r = wait_readable(sock, l->wake[0], HELLO_TIMEOUT_MS)) == 0) {
         r = tc_wire_recv(sock, &h, &payload);
+        /* a launcher that exits with a message of ours unread (one that failed its setup,
+         * handed a spec before its HELLO: tc_launcher_run_once) resets the connection: the
+         * error comes first, once, then what it sent (its HELLO, with the cause) */
+        if (r == -ECONNRESET)
+            r = tc_wire_recv(sock, &h, &payload);
+    }
     if (r == 0 && h.type != TC_WIRE_HELLO)
         r = -EBADMSG;
     json_t *hi = r == 0 && payload ? json_loads(payload, 0, NULL) : NULL;
@@ -1103,32 +1109,32 @@ int tc_launcher_run_once(const struct tc_launcher_options *opts, json_t *spec,
     struct tc_launcher_job job = {.done = sync_cb, .userdata = &w};
     struct pending *p;
     char *s;
+    if ((r = pending_new(spec, &job, &p, &s)) < 0) {
+        tc_launcher_stop(l);
+        return r;
+    }
     pthread_mutex_init(&w.mu, NULL);
     pthread_cond_init(&w.cv, NULL);
-    if ((r = pending_new(spec, &job, &p, &s)) == 0) {
-        l->pending = p;
-        l->in_flight = 1;
-        if (tc_wire_send(l->first_sock, TC_WIRE_SUBMIT, p->id, s, strlen(s)) < 0) {
-            l->pending = NULL;
-            l->in_flight = 0;
-            free(p);
-            r = -EPIPE;
-        }
-        free(s);
+    l->pending = p;
+    l->in_flight = 1;
+    bool sent = tc_wire_send(l->first_sock, TC_WIRE_SUBMIT, p->id, s, strlen(s)) == 0;
+    free(s);
+    if (!sent) { /* gone already (its setup failed): its HELLO still tells why */
+        l->pending = NULL;
+        l->in_flight = 0;
+        free(p);
     }
-    if (r < 0) {
-        tc_launcher_stop(l);
-    } else if ((r = launcher_begin(l, false)) == 0) {
-        if (meanwhile)
+    if ((r = launcher_begin(l, !sent)) == 0) { /* (on failure l is stopped) */
+        if (sent && meanwhile)
             meanwhile(userdata);
         /* the result, or an error one when the launcher dies (the reader fails what is
-         * pending), its setup too (then its cause is ours to return) */
+         * pending), in its setup too: then its cause is ours to return */
         pthread_mutex_lock(&w.mu);
-        while (!w.done)
+        while (sent && !w.done)
             pthread_cond_wait(&w.cv, &w.mu);
         pthread_mutex_unlock(&w.mu);
         pthread_mutex_lock(&l->mu);
-        r = l->hello_done ? l->hello_err : -EPIPE;
+        r = !sent ? -EPIPE : l->hello_done ? l->hello_err : -EPIPE;
         pthread_mutex_unlock(&l->mu);
         tc_launcher_stop(l);
         if (r == 0) {
@@ -1213,6 +1219,10 @@ void tc_launcher_stop(struct tc_launcher *l)
     if (l->first_pid > 0) { /* forked by the start, stopped before the reader took it */
         close(l->first_sock);
         reap_launcher(l->first_pid);
+    }
+    for (struct pending *p = l->pending, *next; p; p = next) { /* (no reader ever ran) */
+        next = p->next;
+        free(p);
     }
     pthread_mutex_destroy(&l->mu);
     pthread_mutex_destroy(&l->send_mu);
