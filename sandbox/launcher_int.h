@@ -211,7 +211,7 @@ struct launcher {
     unsigned max_calls;        /* sandboxes for calls at once; the other slots are for warm ones */
     unsigned warm_max, n_warm; /* warm sandboxes waiting for a call: at most, now */
     unsigned warm_group_max;   /* of them, one group's at most (launcher_warm.c) */
-    int64_t quiet_from_ms;     /* young calls have put refills off since (setting_up()) */
+    int64_t quiet_from_ms;     /* young calls have put refills off since (lc_quiet_begin) */
     int64_t result_ms;         /* the last result went out (setting_up()) */
     unsigned warm_seq, warm_gens;
     unsigned warm_for; /* 1 + the template a warm sandbox was evicted for: it starts next */
@@ -240,6 +240,9 @@ void lc_drop_held(struct launcher *L, struct sbx *s, const char *why);
 void lc_go(struct launcher *L, const char *id);
 void lc_kill_sbx(struct launcher *L, struct sbx *s, const char *reason);
 void lc_maybe_finish(struct launcher *L, struct sbx *s);
+/* A call starts or a result goes out: the start of a spell without refills, if none runs
+ * (launcher.c, setting_up()). */
+void lc_quiet_begin(struct launcher *L, int64_t now);
 int64_t lc_now_ms(void);
 void lc_retry_dead_cgs(struct launcher *L);
 void lc_send_result(struct launcher *L, const char *id, json_t *result);

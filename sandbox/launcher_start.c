@@ -463,6 +463,8 @@ void lc_start_in_slot(struct launcher *L, struct sbx *s, json_t *spec, struct tc
     snprintf(s->id, sizeof(s->id), "%s", parsed->id);
     s->gvisor = strcmp(parsed->backend, "gvisor") == 0;
     s->vm = strcmp(parsed->backend, "microvm") == 0;
+    if (!warm_tmpl)
+        lc_quiet_begin(L, lc_now_ms());
     s->start_ms = lc_now_ms();
     s->deadline_ms = s->start_ms + s->spec.limits.wall_ms;
     if (warm_tmpl) { /* waits for a call that wants it, not longer */
@@ -589,6 +591,7 @@ void lc_go(struct launcher *L, const char *id)
         if (!s->used || !s->held || strcmp(s->id, id) != 0)
             continue;
         s->held = false;
+        lc_quiet_begin(L, lc_now_ms());
         s->start_ms = lc_now_ms();
         s->deadline_ms = s->start_ms + s->spec.limits.wall_ms;
         int r = s->warm_used ? lc_warm_go(L, s) : s->gvisor ? spawn_gvisor(L, s) : release(L, s);

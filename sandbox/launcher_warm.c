@@ -165,6 +165,7 @@ static int adopt(struct launcher *L, struct sbx *w, json_t *spec, struct tc_spec
     w->stdin_data = buf;
     w->stdin_len = n + 1;
     w->stdin_off = 0;
+    lc_quiet_begin(L, lc_now_ms());
     w->start_ms = lc_now_ms();
     if (w->spec.hold) { /* the server records the start first: the gate opens at TC_WIRE_GO */
         w->held = true;
