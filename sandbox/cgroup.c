@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -673,6 +674,27 @@ bool tc_cg_oom_killed(struct tc_cgroup *cg)
     /* memory.oom_control has the oom_kill counter since 4.13. memory.failcnt is no
      * substitute: it also counts limit hits that reclaim resolved. */
     return read_key_at(fd, "memory.oom_control", "oom_kill", &v) == 0 && v > 0;
+}
+
+int tc_cg_oom_eventfd(struct tc_cgroup *cg)
+{
+    int fd = ctl_fd(cg, TC_CG_MEMORY);
+    if (fd < 0 || cg->host->mode == TC_CG_V2)
+        return -EOPNOTSUPP;
+    _cleanup_close_ int ctl = openat(fd, "memory.oom_control", O_RDONLY | O_CLOEXEC);
+    if (ctl < 0)
+        return -errno;
+    int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (efd < 0)
+        return -errno;
+    char line[32];
+    snprintf(line, sizeof(line), "%d %d", efd, ctl);
+    int r = write_at(fd, "cgroup.event_control", line); /* (the event holds its own reference) */
+    if (r < 0) {
+        close(efd);
+        return r;
+    }
+    return efd;
 }
 
 bool tc_cg_pids_hit(struct tc_cgroup *cg)

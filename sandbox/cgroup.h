@@ -52,6 +52,12 @@ int tc_cg_cpu_ns(struct tc_cgroup *cg, uint64_t *ret);
 int tc_cg_mem_peak(struct tc_cgroup *cg, uint64_t *ret);
 /* true if the kernel OOM-killed something in the group / a fork hit pids.max. */
 bool tc_cg_oom_killed(struct tc_cgroup *cg);
+/* v1: an eventfd (non-blocking, close-on-exec) that becomes readable when the group's memory
+ * limit makes the kernel's OOM killer act (cgroup.event_control on memory.oom_control), which
+ * kills one task: the caller kills the rest at once instead of at its next poll of
+ * tc_cg_oom_killed. -EOPNOTSUPP on v2 (memory.oom.group kills the whole group) or without
+ * the memory controller. Caller closes. */
+int tc_cg_oom_eventfd(struct tc_cgroup *cg);
 bool tc_cg_pids_hit(struct tc_cgroup *cg);
 /* SIGKILL every process in the group. Returns number of processes seen. */
 int tc_cg_kill(struct tc_cgroup *cg);

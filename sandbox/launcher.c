@@ -520,7 +520,7 @@ static int64_t quiet_wanted(const struct launcher *L, int64_t now, int64_t *ret_
 {
     int64_t w = 0, c = 0;
     for (unsigned i = 0; i < L->max; i++) {
-        struct sbx *s = &L->slots[i];
+        const struct sbx *s = &L->slots[i];
         if (!s->used || s->exited)
             continue;
         if (s->setup_until_ms - now > w)
@@ -757,6 +757,14 @@ static void dispatch(struct launcher *L, struct epoll_event *ev)
     case W_NOTIFY:
         if (s->notify_fd >= 0)
             handle_notify(L, s, ev->events);
+        break;
+    case W_OOM: /* the kernel kills one task for the memory limit: we kill the rest now */
+        if (s->oom_fd >= 0) {
+            uint64_t n;
+            (void)!read(s->oom_fd, &n, sizeof(n));
+            if (!s->exited)
+                lc_kill_sbx(L, s, "memory");
+        }
         break;
     default:
         break;
@@ -1120,8 +1128,8 @@ int tc_launcher_main(int argc, char **argv)
     for (unsigned i = 0; i < L.max; i++) {
         struct sbx *s = &L.slots[i];
         s->slot = i;
-        s->pidfd = s->stdin_fd = s->out.fd = s->err.fd = s->ctl_fd = s->notify_fd = s->ws_fd =
-            s->sync_fd = s->gv_fd = s->cfg_fd = -1;
+        s->pidfd = s->stdin_fd = s->out.fd = s->err.fd = s->ctl_fd = s->notify_fd = s->oom_fd =
+            s->ws_fd = s->sync_fd = s->gv_fd = s->cfg_fd = -1;
     }
     r = setup(&L, &set);
     if (r < 0) {

@@ -71,7 +71,8 @@ enum wkind {
     W_CTL,
     W_NOTIFY,
     W_EGRESS,
-    W_SHELL
+    W_SHELL,
+    W_OOM
 };
 
 /* epoll data: the slot (or pool entry) and what its fd is */
@@ -120,9 +121,10 @@ struct sbx {
     bool stdin_closing; /* a session's stdin: closed once what is pending is written */
     struct stream out, err;
     int ctl_fd, notify_fd;
-    int sync_fd;           /* the shell's, until go */
-    int cfg_fd;            /* PID 1's configuration, between prepare() and release() */
-    bool held;             /* set up, waiting for TC_WIRE_GO (spec "hold") */
+    int oom_fd;  /* v1: readable when the memory limit makes the kernel kill (tc_cg_oom_eventfd) */
+    int sync_fd; /* the shell's, until go */
+    int cfg_fd;  /* PID 1's configuration, between prepare() and release() */
+    bool held;   /* set up, waiting for TC_WIRE_GO (spec "hold") */
     bool cancel_requested; /* killed by TC_WIRE_CANCEL: the result says "cancelled" */
     int64_t chunk_ms;      /* spec "stream": when output last went out as TC_WIRE_CHUNK */
     uint64_t budget_ns;    /* spec "session": the call's CPU budget (TC_WIRE_BUDGET), 0 = none */

@@ -80,6 +80,7 @@ void lc_teardown(struct launcher *L, struct sbx *s)
     lc_unwatch_close(L, &s->err.fd);
     lc_unwatch_close(L, &s->ctl_fd);
     lc_unwatch_close(L, &s->notify_fd);
+    lc_unwatch_close(L, &s->oom_fd);
     if (s->sync_fd >= 0)
         close(s->sync_fd);
     if (s->cfg_fd >= 0)
@@ -131,8 +132,8 @@ void lc_teardown(struct launcher *L, struct sbx *s)
     unsigned slot = s->slot;
     memset(s, 0, sizeof(*s));
     s->slot = slot;
-    s->pidfd = s->stdin_fd = s->out.fd = s->err.fd = s->ctl_fd = s->notify_fd = s->ws_fd =
-        s->sync_fd = s->gv_fd = s->cfg_fd = -1;
+    s->pidfd = s->stdin_fd = s->out.fd = s->err.fd = s->ctl_fd = s->notify_fd = s->oom_fd =
+        s->ws_fd = s->sync_fd = s->gv_fd = s->cfg_fd = -1;
     L->running--;
 }
 

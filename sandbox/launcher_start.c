@@ -31,6 +31,18 @@ static void adopt(struct sbx *s, struct tc_shell *sh)
     s->has_cg = sh->has_cg;
 }
 
+/* v1: the memory limit's OOM event into the loop (the kernel kills one task; the rest of the
+ * tree is killed when it is read, not at the next tick: TICK_MS later, by when the program may
+ * have seen its children die and gone on). Without it the tick's tc_cg_oom_killed remains. */
+static void watch_oom(struct launcher *L, struct sbx *s)
+{
+    int fd = s->has_cg && s->oom_fd < 0 ? tc_cg_oom_eventfd(&s->cg) : -1;
+    if (fd >= 0 && lc_watch(L, fd, EPOLLIN, s->slot, W_OOM) == 0)
+        s->oom_fd = fd;
+    else if (fd >= 0)
+        close(fd);
+}
+
 /* Limits, configuration, egress listener, then let the shell go. */
 /* PID 1's pidfd, stdout, stderr, control socket and (if there is input, or will be: a session)
  * stdin into the loop, non-blocking; without input, stdin is closed at once. 0 or -errno. */
@@ -186,6 +198,7 @@ static int prepare(struct launcher *L, struct sbx *s)
     }
     if (s->has_cg && (r = tc_cg_set_limits(&s->cg, &s->spec.limits)) < 0)
         return r;
+    watch_oom(L, s);
     /* Network allowlist: the proxy's listener goes into the sandbox's network namespace
      * before PID 1 is released (and brings lo up). */
     if (s->spec.network_allow) {
@@ -368,6 +381,7 @@ static int setup_gvisor(struct launcher *L, struct sbx *s, char *err, size_t err
         s->has_cg = true;
         if ((r = tc_cg_set_limits(&s->cg, &lim)) < 0)
             return r;
+        watch_oom(L, s);
     }
     return 0;
 }

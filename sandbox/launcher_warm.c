@@ -115,7 +115,7 @@ static bool settled(const struct sbx *w, int64_t now)
 {
     return w->sync_fd < 0 && w->setup_until_ms <= now && !pending(w->out.fd) &&
            !pending(w->err.fd) && !pending(w->ctl_fd) && !pending(w->notify_fd) &&
-           !pending(w->pidfd);
+           !pending(w->oom_fd) && !pending(w->pidfd);
 }
 
 /* The call takes warm sandbox w (settled, not dirty): 0; -2: the call's own stdin or files do
