@@ -1,4 +1,6 @@
-// temporary: 8 clients for SECS while perf records the whole machine
+// 8 keep-alive clients calling python `pass` for SECS seconds (default 8); with PERF=1, `perf record
+// -a -g` of the whole machine meanwhile (/tmp/perf.data): where the CPU of a loaded server goes
+// (bench/README, 8 clients). Run through bench/node_bench.sh bench/prof.mjs; prints the rate.
 import http from 'node:http';
 import { spawn, spawnSync } from 'node:child_process';
 import { Server } from '../tests/integration/harness.mjs';
