@@ -112,10 +112,12 @@ _Noreturn void tc_child_main(const struct tc_child_cfg *cfg)
     (void)send(TC_INIT_FD_SYNC, "j", 1, MSG_NOSIGNAL);
     if (chdir(cfg->scratch) < 0)
         die(TC_INIT_FD_CTL, errno, "chdir to scratch");
-    if (setresgid(TC_SANDBOX_GID, TC_SANDBOX_GID, TC_SANDBOX_GID) < 0)
+    /* The system calls, not libc's wrappers: this is a clone of a launcher that has a second
+     * thread (launcher_result.c), which libc's setxid would wait for here, forever. */
+    if (syscall(SYS_setresgid, TC_SANDBOX_GID, TC_SANDBOX_GID, TC_SANDBOX_GID) < 0)
         die(TC_INIT_FD_CTL, errno, "setresgid");
     /* Root is not mapped in this user namespace, so changing uid keeps our capabilities. */
-    if (setresuid(TC_SANDBOX_UID, TC_SANDBOX_UID, TC_SANDBOX_UID) < 0)
+    if (syscall(SYS_setresuid, TC_SANDBOX_UID, TC_SANDBOX_UID, TC_SANDBOX_UID) < 0)
         die(TC_INIT_FD_CTL, errno, "setresuid");
     if (caps_to_ambient(cfg->cap_last_cap) < 0)
         die(TC_INIT_FD_CTL, errno, "ambient capabilities");

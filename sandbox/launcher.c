@@ -137,7 +137,7 @@ static void pump_output(struct launcher *L, struct sbx *s, struct stream *st)
     }
 }
 
-static void pump_stdin(struct launcher *L, struct sbx *s)
+void lc_pump_stdin(struct launcher *L, struct sbx *s)
 {
     while (s->stdin_off < s->stdin_len) {
         ssize_t n = write(s->stdin_fd, s->stdin_data + s->stdin_off, s->stdin_len - s->stdin_off);
@@ -326,6 +326,7 @@ void lc_read_ctl(struct launcher *L, struct sbx *s)
             break;
         case TC_CTL_NOTIFY_FD: /* sent right before the program's execve */
             s->setup_until_ms = 0;
+            lc_hold_ns(L, s); /* PID 1 has its own mount namespace by now */
             if (fd >= 0 && s->notify_fd < 0 && lc_watch(L, fd, EPOLLIN, s->slot, W_NOTIFY) == 0) {
                 s->notify_fd = fd;
                 fd = -1;
@@ -693,6 +694,11 @@ static int next_timeout(struct launcher *L)
         pt = wt;
     if (pt == 0)
         pt = setting_up(L, now);
+    if (L->n_ns_pending && !L->stopping) { /* let go of when quiet (lc_release_pending) */
+        int64_t q = setting_up(L, now);
+        if (pt < 0 || q < pt)
+            pt = q;
+    }
     if (pt >= 0 && (t < 0 || pt < t))
         t = pt;
     return (int)t;
@@ -740,7 +746,7 @@ static void dispatch(struct launcher *L, struct epoll_event *ev)
             lc_unwatch_close(L, &s->stdin_fd);
             break;
         }
-        pump_stdin(L, s);
+        lc_pump_stdin(L, s);
         break;
     case W_STDOUT:
         if (s->out.fd >= 0)
@@ -889,6 +895,9 @@ static int setup(struct launcher *L, const struct settings *set)
         return -errno;
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
         return -errno;
+    struct stat mst;
+    if (stat("/proc/self/ns/mnt", &mst) == 0)
+        L->own_mnt_ino = mst.st_ino;
     snprintf(L->scratch, sizeof(L->scratch), "%s/run", state_dir);
     if ((r = mkdir_p(L->scratch, 0700)) < 0)
         return r;
@@ -944,6 +953,7 @@ static int setup(struct launcher *L, const struct settings *set)
     sigprocmask(SIG_BLOCK, &mask, NULL);
     L->sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
     L->epfd = epoll_create1(EPOLL_CLOEXEC);
+    (void)lc_release_start(L); /* (with every signal blocked: it takes none; without it, inline) */
     if (L->sigfd < 0 || L->epfd < 0)
         return -errno;
     if ((r = lc_watch(L, L->sock, EPOLLIN, 0, W_CLIENT)) < 0 ||
@@ -1036,7 +1046,7 @@ int tc_launcher_main(int argc, char **argv)
         return 1;
     }
     memset(&L, 0, sizeof(L));
-    L.sock = L.epfd = L.sigfd = L.init_fd = L.base_fd = L.uid_fd = -1;
+    L.sock = L.epfd = L.sigfd = L.init_fd = L.base_fd = L.uid_fd = L.release_fd = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "launcher") == 0)
@@ -1129,7 +1139,8 @@ int tc_launcher_main(int argc, char **argv)
         struct sbx *s = &L.slots[i];
         s->slot = i;
         s->pidfd = s->stdin_fd = s->out.fd = s->err.fd = s->ctl_fd = s->notify_fd = s->oom_fd =
-            s->ws_fd = s->sync_fd = s->gv_fd = s->cfg_fd = -1;
+            s->ws_fd = s->sync_fd = s->gv_fd = s->cfg_fd = s->ns_fd[0] = s->ns_fd[1] = s->ns_fd[2] =
+                -1;
     }
     r = setup(&L, &set);
     if (r < 0) {
@@ -1187,6 +1198,7 @@ int tc_launcher_main(int argc, char **argv)
         send_chunks(&L, now);
         lc_warm_publish(&L);
         if (n == 0 && !L.stopping && !setting_up(&L, now)) {
+            lc_release_pending(&L);
             if (tc_pool_wants_refill(&L.pool, now))
                 tc_pool_refill(&L.pool, now); /* idle: one more shell ahead of time */
             else if (!tc_pool_joining(&L.pool))

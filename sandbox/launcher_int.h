@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -121,10 +122,11 @@ struct sbx {
     bool stdin_closing; /* a session's stdin: closed once what is pending is written */
     struct stream out, err;
     int ctl_fd, notify_fd;
-    int oom_fd;  /* v1: readable when the memory limit makes the kernel kill (tc_cg_oom_eventfd) */
-    int sync_fd; /* the shell's, until go */
-    int cfg_fd;  /* PID 1's configuration, between prepare() and release() */
-    bool held;   /* set up, waiting for TC_WIRE_GO (spec "hold") */
+    int oom_fd;   /* v1: readable when the memory limit makes the kernel kill (tc_cg_oom_eventfd) */
+    int sync_fd;  /* the shell's, until go */
+    int ns_fd[3]; /* PID 1's mount, network and IPC namespaces, held (lc_hold_ns) */
+    int cfg_fd;   /* PID 1's configuration, between prepare() and release() */
+    bool held;    /* set up, waiting for TC_WIRE_GO (spec "hold") */
     bool cancel_requested; /* killed by TC_WIRE_CANCEL: the result says "cancelled" */
     int64_t chunk_ms;      /* spec "stream": when output last went out as TC_WIRE_CHUNK */
     uint64_t budget_ns;    /* spec "session": the call's CPU budget (TC_WIRE_BUDGET), 0 = none */
@@ -191,6 +193,10 @@ struct warm_tmpl {
 
 struct launcher {
     int sock, epfd, sigfd;
+    int release_fd;     /* to the thread that lets go of mount namespaces (lc_release_start) */
+    int ns_pending[48]; /* namespaces to let go of once the launcher is quiet */
+    unsigned n_ns_pending;
+    ino_t own_mnt_ino; /* our mount namespace, which a shell shares until PID 1 has its own */
     char scratch[PATH_MAX - 64], newroot[PATH_MAX], wsdir[PATH_MAX], gvdir[PATH_MAX];
     char imgdir[PATH_MAX];          /* scratch/img: image roots bound for the sandboxes */
     char state_dir[PATH_MAX - 128]; /* the image store is state_dir/images (image/image.h) */
@@ -250,6 +256,9 @@ void lc_retry_dead_cgs(struct launcher *L);
 void lc_send_result(struct launcher *L, const char *id, json_t *result);
 void lc_start_sandbox(struct launcher *L, const char *hdr_id, char *payload);
 void lc_teardown(struct launcher *L, struct sbx *s);
+void lc_hold_ns(struct launcher *L, struct sbx *s);
+int lc_release_start(struct launcher *L);
+void lc_release_pending(struct launcher *L);
 /* launcher_start.c: a sandbox is done with its tool image's root; roots unused for a while
  * are unbound (and their flock dropped, for gc). */
 void lc_image_release(struct launcher *L, struct sbx *s);
@@ -280,6 +289,7 @@ void lc_start_in_slot(struct launcher *L, struct sbx *s, json_t *spec, struct tc
 bool lc_warm_take(struct launcher *L, json_t *spec, struct tc_spec *parsed);
 /* A held call in a warm sandbox is let go: its gate byte and stdin go out from now. 0. */
 int lc_warm_go(struct launcher *L, struct sbx *s);
+void lc_pump_stdin(struct launcher *L, struct sbx *s);
 /* Idle: start one warm sandbox a template wants. True when one was started. */
 bool lc_warm_refill(struct launcher *L, int64_t now);
 /* Milliseconds until the warm sandboxes want the loop (0: a refill is due), -1 for never. */

@@ -2,6 +2,96 @@
 #include "sandbox/launcher_int.h"
 #include "sandbox/vm/vm_proto.h"
 
+/* ---------------- a sandbox's mount namespace ---------------- */
+
+/* The last reference to a mount namespace takes its mounts down and then waits for an
+ * expedited RCU grace period (namespace_unlock; ~0.4 ms on the development VM), and a network
+ * or IPC namespace's end is kernel work that interrupts every CPU. PID 1 holds its sandbox's
+ * until it exits: the wait would come between the program's end and its result, and the rest
+ * beside the server's record of it. So the launcher holds them too, and lets go of them when
+ * it is quiet (with the refills: not beside a young call or a fresh result), on a thread of
+ * its own that only closes what it is handed (docs/sandbox.md, Namespaces let go of when
+ * quiet). A second thread: the shells are raw clones of the launcher, so what they call in
+ * libc must not wait for other threads (child.c, setresuid). */
+
+static void *release_main(void *arg)
+{
+    int rfd = (int)(intptr_t)arg, fd;
+    for (;;) {
+        ssize_t n = read(rfd, &fd, sizeof(fd));
+        if (n == (ssize_t)sizeof(fd))
+            close(fd);
+        else if (n == 0 || (n < 0 && errno != EINTR))
+            return NULL;
+    }
+}
+
+int lc_release_start(struct launcher *L)
+{
+    int p[2];
+    pthread_t t;
+    sigset_t all, old;
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return -errno;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int r = pthread_create(&t, NULL, release_main, (void *)(intptr_t)p[0]);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (r != 0) {
+        close(p[0]);
+        close(p[1]);
+        return -r;
+    }
+    pthread_detach(t);
+    L->release_fd = p[1];
+    return 0;
+}
+
+void lc_release_pending(struct launcher *L)
+{
+    for (unsigned i = 0; i < L->n_ns_pending; i++) {
+        int fd = L->ns_pending[i];
+        if (L->release_fd < 0 || write(L->release_fd, &fd, sizeof(fd)) != (ssize_t)sizeof(fd))
+            close(fd);
+    }
+    L->n_ns_pending = 0;
+}
+
+static void release_later(struct launcher *L, int fd)
+{
+    if (L->n_ns_pending == TC_ARRAY_SIZE(L->ns_pending))
+        lc_release_pending(L); /* a steady load, never quiet: no more than these wait */
+    L->ns_pending[L->n_ns_pending++] = fd;
+}
+
+/* Called once PID 1 may have its own mount namespace (it takes one once it runs, before it
+ * waits for go): a shell whose PID 1 does not yet is left alone, and tried again later. */
+void lc_hold_ns(struct launcher *L, struct sbx *s)
+{
+    static const char *const names[] = {"mnt", "net", "ipc"};
+    char path[40];
+    struct stat st;
+    if ((s->ns_fd[0] >= 0 && s->ns_fd[1] >= 0 && s->ns_fd[2] >= 0) || s->gvisor || s->pid <= 0 ||
+        s->exited)
+        return;
+    snprintf(path, sizeof(path), "/proc/%d/ns", (int)s->pid);
+    int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return;
+    for (unsigned i = 0; i < TC_ARRAY_SIZE(names); i++) {
+        if (s->ns_fd[i] >= 0)
+            continue;
+        int fd = openat(dfd, names[i], O_RDONLY | O_CLOEXEC);
+        if (fd >= 0 && i == 0 &&
+            (!L->own_mnt_ino || fstat(fd, &st) < 0 || st.st_ino == L->own_mnt_ino)) {
+            close(fd); /* still ours: PID 1 has not unshared yet */
+            fd = -1;
+        }
+        s->ns_fd[i] = fd;
+    }
+    close(dfd);
+}
+
 /* ---------------- kill / teardown ---------------- */
 
 void lc_kill_sbx(struct launcher *L, struct sbx *s, const char *reason)
@@ -85,6 +175,9 @@ void lc_teardown(struct launcher *L, struct sbx *s)
         close(s->sync_fd);
     if (s->cfg_fd >= 0)
         close(s->cfg_fd);
+    for (unsigned i = 0; i < TC_ARRAY_SIZE(s->ns_fd); i++)
+        if (s->ns_fd[i] >= 0)
+            release_later(L, s->ns_fd[i]);
     if (s->pid > 0 && !s->exited) {
         /* only on setup failure paths: the child is ours, reap it */
         kill(s->pid, SIGKILL);
@@ -133,7 +226,7 @@ void lc_teardown(struct launcher *L, struct sbx *s)
     memset(s, 0, sizeof(*s));
     s->slot = slot;
     s->pidfd = s->stdin_fd = s->out.fd = s->err.fd = s->ctl_fd = s->notify_fd = s->oom_fd =
-        s->ws_fd = s->sync_fd = s->gv_fd = s->cfg_fd = -1;
+        s->ws_fd = s->sync_fd = s->gv_fd = s->cfg_fd = s->ns_fd[0] = s->ns_fd[1] = s->ns_fd[2] = -1;
     L->running--;
 }
 

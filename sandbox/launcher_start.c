@@ -251,6 +251,7 @@ static void hold(struct launcher *L, struct sbx *s)
 {
     s->held = true;
     s->deadline_ms = lc_now_ms() + HOLD_MAX_MS;
+    lc_hold_ns(L, s);
     (void)tc_wire_send(L->sock, TC_WIRE_READY, s->id, NULL, 0);
 }
 
@@ -572,6 +573,8 @@ void lc_start_in_slot(struct launcher *L, struct sbx *s, json_t *spec, struct tc
         start_fail(L, s, "spawn: %s", strerror(-r));
         return;
     }
+    if (r == 0)
+        lc_hold_ns(L, s);
 }
 
 /* A new shell for s's call (release() above): s's sandbox is torn down without a word to
@@ -611,6 +614,8 @@ void lc_go(struct launcher *L, const char *id)
         int r = s->warm_used ? lc_warm_go(L, s) : s->gvisor ? spawn_gvisor(L, s) : release(L, s);
         if (r < 0)
             start_fail(L, s, "spawn: %s", strerror(-r));
+        else if (r == 0)
+            lc_hold_ns(L, s); /* (a shell that was not ready at hold()) */
         return;
     }
 }

@@ -186,6 +186,8 @@ int lc_warm_go(struct launcher *L, struct sbx *w)
     w->deadline_ms = w->start_ms + w->spec.limits.wall_ms;
     struct epoll_event ev = {.events = EPOLLOUT, .data.u64 = lc_wdata(w->slot, W_STDIN)};
     epoll_ctl(L->epfd, EPOLL_CTL_MOD, w->stdin_fd, &ev);
+    lc_pump_stdin(L, w); /* the gate and the call's stdin now (the pipe is empty): the rest, if
+                          * any, when it drains */
     return 0;
 }
 
