@@ -8,13 +8,6 @@
 #include "core/db.h"
 #include "execution/quota.h"
 
-static bool run(PGconn *c, const char *sql, int n, const char *const *p)
-{
-    PGresult *r = tc_db_exec(c, sql, n, p);
-    PQclear(r);
-    return r != NULL;
-}
-
 /* The outcome's audit record: what ran, how it ended, never the output itself. */
 static json_t *outcome_event(const struct tc_finish *f, const char *action)
 {
@@ -66,21 +59,27 @@ int tc_execution_finish_tx(PGconn *c, const struct tc_keys *keys, const struct t
     tc_uuid7(wid);
     const char *p[] = {
         f->exec_id, f->tenant_id, json_string_value(json_object_get(f->view, "status")),
-        text,       claimed,      f->needs_review ? "t" : "f"};
+        text,       claimed,      f->needs_review ? "t" : "f",
+        wid,        f->exec_id};
     int rc = -EIO;
     json_t *ev = NULL;
     if (!text || !p[2])
         goto out;
     /* The transition: running under this claim -> final. "started" comes from the row, so
-     * that the record tells what the start record says, whatever this process believed. */
+     * that the record tells what the start record says, whatever this process believed. In
+     * the same statement, the callback's delivery (if it asked for one) and the news for
+     * long-polls (both go at the commit, or not at all). */
     PGresult *r = tc_db_exec(
         c,
-        "UPDATE executions SET status = $3,"
+        "WITH u AS (UPDATE executions SET status = $3,"
         " result = $4::jsonb || jsonb_build_object('started', code_started_at IS NOT NULL),"
         " finished_at = now(), needs_review = $6::bool"
         " WHERE id = $1 AND tenant_id = $2 AND status = 'running' AND claimed_by = $5::int"
-        " RETURNING code_started_at IS NOT NULL",
-        6, p);
+        " RETURNING id, code_started_at IS NOT NULL AS started, callback_url, result),"
+        " hook AS (INSERT INTO webhook_deliveries (id, execution_id, url, body)"
+        " SELECT $7, id, callback_url, result FROM u WHERE callback_url IS NOT NULL)"
+        " SELECT started, pg_notify('toolcage_done', $8) FROM u",
+        8, p);
     if (!r)
         goto out;
     if (PQntuples(r) != 1) {
@@ -104,15 +103,7 @@ int tc_execution_finish_tx(PGconn *c, const struct tc_keys *keys, const struct t
         tc_quota_add_usage_tx(
             c, f->tenant_id, json_integer_value(json_object_get(f->view, "cpu_ms")),
             started ? json_integer_value(json_object_get(f->view, "duration_ms")) : 0) &&
-        tc_audit_append_tx(c, keys, ev, NULL) == 0 &&
-        /* the callback's delivery (if it asked for one) and the news for long-polls, in one
-         * round trip ($4 is the id again, as text) */
-        run(c,
-            "WITH hook AS (INSERT INTO webhook_deliveries (id, execution_id, url, body)"
-            " SELECT $3, id, callback_url, result FROM executions"
-            " WHERE id = $1 AND tenant_id = $2 AND callback_url IS NOT NULL)"
-            " SELECT pg_notify('toolcage_done', $4)",
-            4, (const char *const[]){f->exec_id, f->tenant_id, wid, f->exec_id}))
+        tc_audit_append_tx(c, keys, ev, NULL) == 0)
         rc = 0;
 out:
     free(text);
