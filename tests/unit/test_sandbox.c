@@ -1011,6 +1011,84 @@ TEST(cancel)
     check_clean();
 }
 
+/* A sandbox's mount namespace is the launcher's to let go of, not its PID 1's (a grace period
+ * between the program's end and its result, docs/sandbox.md): while the program runs, the
+ * launcher holds it (an fd of its own links to the namespace of the sandbox's PID 1); after
+ * the result, once quiet, it holds nothing more (check_clean: its fds are back to base). */
+struct ns_probe {
+    volatile int stop;
+    int held;
+};
+
+static bool launcher_holds(int lpid, const char *ns)
+{
+    char dir[64], fp[PATH_MAX], link[128];
+    bool found = false;
+    snprintf(dir, sizeof(dir), "/proc/%d/fd", lpid);
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    while (d && !found && (de = readdir(d))) {
+        snprintf(fp, sizeof(fp), "%s/%s", dir, de->d_name);
+        ssize_t n = readlink(fp, link, sizeof(link) - 1);
+        if (n > 0) {
+            link[n] = '\0';
+            found = strcmp(link, ns) == 0;
+        }
+    }
+    if (d)
+        closedir(d);
+    return found;
+}
+
+static void *probe_ns(void *arg)
+{
+    struct ns_probe *p = arg;
+    int lpid = tc_launcher_pid(L);
+    for (int i = 0; i < 500 && !p->stop && p->held != 3; i++) {
+        char path[96], kids[4096], *save = NULL;
+        usleep(5000);
+        snprintf(path, sizeof(path), "/proc/%d/task/%d/children", lpid, lpid);
+        FILE *f = fopen(path, "re");
+        if (!f)
+            continue;
+        if (!fgets(kids, sizeof(kids), f))
+            kids[0] = '\0';
+        fclose(f);
+        for (char *tok = strtok_r(kids, " \n", &save); tok; tok = strtok_r(NULL, " \n", &save)) {
+            long k = strtol(tok, NULL, 10);
+            if (k <= 0 || is_idle_shell(lpid, k))
+                continue;
+            static const char *const kinds[] = {"mnt", "net"};
+            for (int j = 0; j < 2; j++) {
+                char ns[128];
+                snprintf(path, sizeof(path), "/proc/%ld/ns/%s", k, kinds[j]);
+                ssize_t n = readlink(path, ns, sizeof(ns) - 1);
+                if (n > 0) {
+                    ns[n] = '\0';
+                    if (launcher_holds(lpid, ns))
+                        p->held |= 1 << j;
+                }
+            }
+        }
+    }
+    return NULL;
+}
+
+TEST(namespaces_held_then_let_go)
+{
+    struct ns_probe p = {.stop = 0, .held = 0};
+    pthread_t t;
+    pthread_create(&t, NULL, probe_ns, &p);
+    json_t *r = run(spec_sh("sleep 1"));
+    p.stop = 1;
+    pthread_join(t, NULL);
+    CHECK(strcmp(str(r, "status"), "completed") == 0);
+    CHECK(p.held & 1); /* the mount namespace */
+    CHECK(p.held & 2); /* the network namespace */
+    json_decref(r);
+    check_clean();
+}
+
 /* "hold": the program waits for tc_launcher_go(); its wall time counts from go; a cancel
  * ends it unrun; a slot can be promised ahead (tc_launcher_reserve). */
 struct held {
@@ -3236,6 +3314,7 @@ int main(int argc, char **argv)
     RUN(exec_failure);
     RUN(invalid_specs_rejected);
     RUN(cancel);
+    RUN(namespaces_held_then_let_go);
     RUN(hold_go_cancel_reserve);
     RUN(session_input_interrupt);
     RUN(pool_shells_killed);
