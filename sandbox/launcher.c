@@ -953,7 +953,6 @@ static int setup(struct launcher *L, const struct settings *set)
     sigprocmask(SIG_BLOCK, &mask, NULL);
     L->sigfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
     L->epfd = epoll_create1(EPOLL_CLOEXEC);
-    (void)lc_release_start(L); /* (with every signal blocked: it takes none; without it, inline) */
     if (L->sigfd < 0 || L->epfd < 0)
         return -errno;
     if ((r = lc_watch(L, L->sock, EPOLLIN, 0, W_CLIENT)) < 0 ||
@@ -1165,6 +1164,10 @@ int tc_launcher_main(int argc, char **argv)
         tc_egress_link_new(L.epfd, lc_wdata(0, W_EGRESS), set.egress_ca[0] ? set.egress_ca : NULL,
                            &eh, &L.egress) < 0)
         L.egress = NULL;
+    /* The thread that lets go of the sandboxes' namespaces (launcher_result.c): after the
+     * proxy's fork, which runs our code without an exec (a respawn execs). Without it, they
+     * are closed inline. */
+    (void)lc_release_start(&L);
     {
         json_t *hi = host_info(&L);
         char *s = hi ? json_dumps(hi, JSON_COMPACT) : NULL;

@@ -14,35 +14,60 @@
  * quiet). A second thread: the shells are raw clones of the launcher, so what they call in
  * libc must not wait for other threads (child.c, setresuid). */
 
+static struct {
+    int rfd, ready; /* the pipe's read end; the end that says the thread runs */
+} release_args;
+
 static void *release_main(void *arg)
 {
-    int rfd = (int)(intptr_t)arg, fd;
+    int rfd = release_args.rfd, fd;
+    (void)arg;
+    (void)!write(release_args.ready, "r", 1);
+    close(release_args.ready);
     for (;;) {
         ssize_t n = read(rfd, &fd, sizeof(fd));
         if (n == (ssize_t)sizeof(fd))
             close(fd);
-        else if (n == 0 || (n < 0 && errno != EINTR))
+        else if (n == 0 || (n < 0 && errno != EINTR)) {
+            close(rfd); /* the launcher's writes fail from here on: it closes inline */
             return NULL;
+        }
     }
 }
 
+/* The thread, started: the launcher goes on (and clones shells) once it runs, not while its
+ * start may hold a lock of libc's or of a sanitizer's runtime that a clone would inherit. */
 int lc_release_start(struct launcher *L)
 {
-    int p[2];
+    int p[2], ready[2];
     pthread_t t;
     sigset_t all, old;
+    char c;
     if (pipe2(p, O_CLOEXEC) < 0)
         return -errno;
+    if (pipe2(ready, O_CLOEXEC) < 0) {
+        int e = errno;
+        close(p[0]);
+        close(p[1]);
+        return -e;
+    }
+    release_args.rfd = p[0];
+    release_args.ready = ready[1];
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    int r = pthread_create(&t, NULL, release_main, (void *)(intptr_t)p[0]);
+    int r = pthread_create(&t, NULL, release_main, NULL);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (r != 0) {
         close(p[0]);
         close(p[1]);
+        close(ready[0]);
+        close(ready[1]);
         return -r;
     }
     pthread_detach(t);
+    while (read(ready[0], &c, 1) < 0 && errno == EINTR)
+        ;
+    close(ready[0]);
     L->release_fd = p[1];
     return 0;
 }
