@@ -203,6 +203,8 @@ void lc_teardown(struct launcher *L, struct sbx *s)
     for (unsigned i = 0; i < TC_ARRAY_SIZE(s->ns_fd); i++)
         if (s->ns_fd[i] >= 0)
             release_later(L, s->ns_fd[i]);
+    if (json_array_size(s->spec.secret_files) > 0)
+        lc_release_pending(L); /* its /run/secrets goes now (on the thread), not when quiet */
     if (s->pid > 0 && !s->exited) {
         /* only on setup failure paths: the child is ours, reap it */
         kill(s->pid, SIGKILL);
