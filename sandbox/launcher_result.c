@@ -2,7 +2,7 @@
 #include "sandbox/launcher_int.h"
 #include "sandbox/vm/vm_proto.h"
 
-/* ---------------- a sandbox's mount namespace ---------------- */
+/* ---------------- a sandbox's namespaces, let go of off the call's path ---------------- */
 
 /* The last reference to a mount namespace takes its mounts down and then waits for an
  * expedited RCU grace period (namespace_unlock; ~0.4 ms on the development VM), and a network
