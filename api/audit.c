@@ -58,7 +58,7 @@ enum MHD_Result tc_api_audit_list(struct tc_request *r)
     PGresult *res = c ? tc_db_exec_once(c, sql.data, f.n + 1, f.params) : NULL;
     if (c && !res)
         tc_log(TC_LOG_ERROR, "audit query failed", "{s:s, s:s}", "request_id", r->request_id,
-               "error", PQerrorMessage(c));
+               "error", tc_db_error(c));
     tc_db_release(r->srv->db, c);
     tc_buf_free(&sql);
     tc_buf_free(&f.where);

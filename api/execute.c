@@ -428,15 +428,14 @@ static int insert_execution(struct tc_request *r, struct exec_state *st, json_t 
                        approval ? "pending_approval" : "running",
                        approval ? NULL : instance,
                        cb};
-    PGresult *res = tc_db_exec(
+    /* (sent with the next statement: the audit head's read, most often) */
+    ok = tc_db_send(
         c,
         "INSERT INTO executions (id, tenant_id, api_key_id, tool, status, request, request_id,"
         " created_at, started_at, limits, claimed_by, callback_url)"
         " VALUES ($1, $2, $3, $4, $8, $5::jsonb, $6, now(),"
         " CASE WHEN $9::int IS NULL THEN NULL ELSE now() END, $7::jsonb, $9::int, $10)",
         10, p);
-    ok = res != NULL;
-    PQclear(res);
     if (ok && approval) {
         ok = tc_approval_insert_tx(c, approval, r->principal.tenant_id, st->id, st->tool,
                                    r->principal.key_id, st->findings, r->srv->public_url,
@@ -447,17 +446,15 @@ static int insert_execution(struct tc_request *r, struct exec_state *st, json_t 
     ok = ok && tc_audit_append_tx(c, r->srv->keys, event, NULL) == 0;
     if (ok && st->idem_key[0]) { /* a repeat of this request finds this execution */
         const char *k[] = {r->principal.tenant_id, st->idem_key, st->id};
-        res = tc_db_exec(c,
-                         "UPDATE idempotency_keys SET execution_id = $3"
-                         " WHERE tenant_id = $1 AND key = $2",
-                         3, k);
-        ok = res != NULL;
-        PQclear(res);
+        ok = tc_db_send(c,
+                        "UPDATE idempotency_keys SET execution_id = $3"
+                        " WHERE tenant_id = $1 AND key = $2",
+                        3, k);
     }
     ok = tc_db_command(c, ok ? "COMMIT" : "ROLLBACK") && ok;
     if (!ok)
         tc_log(TC_LOG_ERROR, "recording the execution failed", "{s:s, s:s}", "request_id",
-               r->request_id, "error", PQerrorMessage(c));
+               r->request_id, "error", tc_db_error(c));
 release:
     tc_db_release(r->srv->db, c);
 out:

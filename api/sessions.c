@@ -2255,7 +2255,7 @@ enum MHD_Result tc_api_session_execute_json(struct tc_request *r, json_t *body,
     }
     if (rc == -EIO && db)
         tc_log(TC_LOG_ERROR, "recording a session call failed", "{s:s, s:s}", "request_id",
-               r->request_id, "error", PQerrorMessage(db));
+               r->request_id, "error", tc_db_error(db));
     if (db)
         rc = tc_db_finish(db, rc);
     tc_db_release(r->srv->db, db);

@@ -147,17 +147,18 @@ int tc_audit_append_tx(PGconn *c, const struct tc_keys *keys, const json_t *even
     tc_db_bytea_hex(digest, 32, digest_bytea);
     tc_db_bytea_hex(mac, 32, mac_bytea);
     const char *p[] = {seqs, canon, hash_bytea, digest_bytea, mac_bytea, keys->master_id};
-    /* the record and the new head in one statement (one round trip; a WITH's INSERT runs
-     * once and to completion whatever the outer statement reads) */
-    r = tc_db_exec(c,
+    /* the record and the new head in one statement (a WITH's INSERT runs once and to
+     * completion whatever the outer statement reads), sent with the transaction's next one,
+     * its COMMIT most often: one round trip for both (a failure fails that one) */
+    bool sent =
+        tc_db_send(c,
                    "WITH rec AS (INSERT INTO audit_log (seq, record, hash, digest, mac, mac_key_id)"
                    " VALUES ($1, $2::jsonb, $3::bytea, $4::bytea, $5::bytea, $6))"
                    " UPDATE audit_head SET seq = $1, hash = $3::bytea",
                    6, p);
     free(canon);
-    if (!r)
+    if (!sent)
         return -EIO;
-    PQclear(r);
     /* A checkpoint that cannot be signed (a record since the last one does not verify) does
      * not stop appends: the minute tick reports it, and verification names the record. */
     if (seq % TC_AUDIT_CHECKPOINT_EVERY == 0 && checkpoint_locked(c, keys, seq, hash, NULL) == -EIO)

@@ -526,7 +526,7 @@ static enum MHD_Result decide(struct tc_request *r, enum tc_decision d)
                : -EIO;
     if (rc == -EIO && c)
         tc_log(TC_LOG_ERROR, "recording a console decision failed", "{s:s, s:s}", "request_id",
-               r->request_id, "error", PQerrorMessage(c));
+               r->request_id, "error", tc_db_error(c));
     tc_db_release(r->srv->db, c);
     json_decref(actor);
     switch (rc) {

@@ -92,7 +92,7 @@ int tc_console_user_add(PGconn *c, const struct tc_keys *keys, const char *tenan
     const char *p[] = {tenant_id, tenant, user_id, name, role, hash};
     if (!tc_db_command(c, "BEGIN")) {
         sodium_memzero(hash, sizeof(hash));
-        *ret_error = strdup(PQerrorMessage(c));
+        *ret_error = strdup(tc_db_error(c));
         return -EIO;
     }
     /* The tenant in a statement of its own, as in tc_auth_create_key(): the next statement's
@@ -111,7 +111,7 @@ int tc_console_user_add(PGconn *c, const struct tc_keys *keys, const char *tenan
     PQclear(t);
     sodium_memzero(hash, sizeof(hash));
     if (!r) {
-        *ret_error = strdup(PQerrorMessage(c));
+        *ret_error = strdup(tc_db_error(c));
         tc_db_command(c, "ROLLBACK");
         return -EIO;
     }
@@ -138,7 +138,7 @@ int tc_console_user_add(PGconn *c, const struct tc_keys *keys, const char *tenan
     if (rc < 0) {
         *ret_error = strdup(rc == -EINVAL ? "the person's name must be 1 to 64 characters: "
                                             "letters, digits and . _ @ -"
-                                          : PQerrorMessage(c));
+                                          : tc_db_error(c));
         tc_db_command(c, "ROLLBACK");
         return rc;
     }
@@ -150,7 +150,7 @@ int tc_console_user_add(PGconn *c, const struct tc_keys *keys, const char *tenan
     rc = ev && tc_audit_append_tx(c, keys, ev, NULL) == 0 && tc_db_command(c, "COMMIT") ? 0 : -EIO;
     json_decref(ev);
     if (rc < 0) {
-        *ret_error = strdup(PQerrorMessage(c));
+        *ret_error = strdup(tc_db_error(c));
         tc_db_command(c, "ROLLBACK");
     }
     return rc;

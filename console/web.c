@@ -508,7 +508,7 @@ enum MHD_Result tc_console_signin(struct tc_request *r)
         c ? tc_session_signin(c, r->srv->keys, name, password, cx->source, &res, token, &u) : -EIO;
     if (rc == -EIO && c)
         tc_log(TC_LOG_ERROR, "console sign-in failed", "{s:s, s:s}", "request_id", r->request_id,
-               "error", PQerrorMessage(c));
+               "error", tc_db_error(c));
     tc_db_release(r->srv->db, c);
     if (rc < 0)
         return tc_console_message(r, 503, "Unavailable",

@@ -51,17 +51,49 @@ struct stmt {
     char *sql;
 };
 
+/* A statement sent with the next one that waits for its result (tc_db_send). */
+struct queued {
+    char *sql;
+    int n;
+    char **params;
+    bool plain; /* sent unnamed (BEGIN) */
+};
+#define QUEUE_MAX 8
+
 struct stmts {
+    bool named;         /* prepare_on when the connection was made */
+    unsigned forgotten; /* times the list was emptied (a name given before is void then) */
     unsigned n;
     bool stale; /* the server's and this list disagree: start both afresh (stmts_renew) */
+    unsigned nq;
+    struct queued q[QUEUE_MAX];
+    char *err; /* the error a run of the queue met (tc_db_error) */
     struct stmt e[STMT_MAX];
 };
+
+static void err_forget(struct stmts *ss)
+{
+    free(ss->err);
+    ss->err = NULL;
+}
+
+static void queue_forget(struct stmts *ss)
+{
+    for (unsigned i = 0; i < ss->nq; i++) {
+        for (int k = 0; k < ss->q[i].n; k++)
+            free(ss->q[i].params[k]);
+        free(ss->q[i].params);
+        free(ss->q[i].sql);
+    }
+    ss->nq = 0;
+}
 
 static void stmts_forget(struct stmts *ss)
 {
     for (unsigned i = 0; i < ss->n; i++)
         free(ss->e[i].sql);
     ss->n = 0;
+    ss->forgotten++;
 }
 
 static int stmts_event(PGEventId id, void *info, void *pass)
@@ -69,12 +101,17 @@ static int stmts_event(PGEventId id, void *info, void *pass)
     (void)pass;
     if (id == PGEVT_CONNRESET) {
         struct stmts *ss = PQinstanceData(((PGEventConnReset *)info)->conn, stmts_event);
-        if (ss)
+        if (ss) {
             stmts_forget(ss);
+            queue_forget(ss);
+            err_forget(ss);
+        }
     } else if (id == PGEVT_CONNDESTROY) {
         struct stmts *ss = PQinstanceData(((PGEventConnDestroy *)info)->conn, stmts_event);
         if (ss) {
             stmts_forget(ss);
+            queue_forget(ss);
+            err_forget(ss);
             free(ss);
         }
     }
@@ -254,7 +291,7 @@ static int stmt_name(PGconn *c, const char *sql, int nparams, char name[16])
     struct stmts *ss;
     uint64_t h;
 
-    if (!(ss = PQinstanceData(c, stmts_event)))
+    if (!(ss = PQinstanceData(c, stmts_event)) || !ss->named)
         return 0;
     if (ss->stale)
         stmts_renew(c, ss);
@@ -287,6 +324,187 @@ static int stmt_name(PGconn *c, const char *sql, int nparams, char name[16])
     ss->e[ss->n].sql = copy;
     ss->n++;
     return 1;
+}
+
+/* ---- Statements sent ahead ----
+ * A transaction's BEGIN, and the statements whose result their caller does not read (the
+ * admission lock, a usage counter, an audit record: tc_db_send), wait in the connection's
+ * queue and go with the next statement that does wait for a result (a COMMIT too): one round
+ * trip for all of them instead of one each (libpq's pipeline mode: the statements, one Sync,
+ * then their results in order). They run as before, in order and in the same transaction; one
+ * that fails fails the statement that carried it (the server skips everything after an error
+ * up to the Sync, and the transaction is aborted: its COMMIT is then no commit). */
+
+/* c's statements and queue, its last run's error forgotten (a new statement is under way) */
+static struct stmts *queue_of(PGconn *c)
+{
+    struct stmts *ss = c ? PQinstanceData(c, stmts_event) : NULL;
+    if (ss)
+        err_forget(ss);
+    return ss;
+}
+
+const char *tc_db_error(PGconn *c)
+{
+    struct stmts *ss = c ? PQinstanceData(c, stmts_event) : NULL;
+    return !c ? "no connection" : ss && ss->err ? ss->err : PQerrorMessage(c);
+}
+
+static bool queue_add(struct stmts *ss, const char *sql, int n, const char *const *params,
+                      bool plain)
+{
+    if (ss->nq == QUEUE_MAX || n < 0)
+        return false;
+    struct queued q = {.sql = strdup(sql),
+                       .n = n,
+                       .params = n > 0 ? calloc((size_t)n, sizeof(char *)) : NULL,
+                       .plain = plain};
+    bool ok = q.sql && (n == 0 || q.params);
+    for (int i = 0; ok && i < n; i++) /* (NULL: an SQL NULL, as in PQexecParams) */
+        ok = !params[i] || (q.params[i] = strdup(params[i]));
+    if (!ok) {
+        for (int i = 0; q.params && i < n; i++)
+            free(q.params[i]);
+        free(q.params);
+        free(q.sql);
+        return false;
+    }
+    ss->q[ss->nq++] = q;
+    return true;
+}
+
+/* The next result of a pipeline, waiting for input up to deadline: false when given up (the
+ * connection is then broken); *ret is NULL at the end of a statement's results. */
+static bool next_result(PGconn *c, int64_t deadline, int64_t bound_ms, PGresult **ret)
+{
+    while (PQisBusy(c)) {
+        if (wait_socket(c, POLLIN, deadline) <= 0) {
+            give_up(c, bound_ms);
+            return false;
+        }
+        if (!PQconsumeInput(c)) {
+            if (stuck(c)) {
+                give_up(c, bound_ms);
+                return false;
+            }
+            break; /* broken: PQgetResult says so */
+        }
+    }
+    *ret = PQgetResult(c);
+    return true;
+}
+
+/* The queue, then sql, in one round trip: sql's result as await_result gives it (the first
+ * error of its own; PGRES_PIPELINE_ABORTED when a queued statement failed), or NULL. */
+static PGresult *run_queue(PGconn *c, struct stmts *ss, const char *sql, int n,
+                           const char *const *params, bool may_name)
+{
+    int64_t bound = (int64_t)stmt_timeout_s * 1000 + REPLY_GRACE_MS;
+    unsigned total = ss->nq + 1;
+    char names[QUEUE_MAX + 1][16];
+    int named[QUEUE_MAX + 1];
+    bool ok = true;
+    /* (preparing a statement the first time is a round trip of its own, before the rest).
+     * One the server refuses to prepare is sent unnamed: it fails again, after the BEGIN, so
+     * that its transaction fails (prepared outside of it, a transaction that had not yet
+     * begun would go on without it, each later statement committing on its own). */
+    unsigned forgotten = ss->forgotten;
+    for (unsigned i = 0; i < total; i++) {
+        named[i] = i < ss->nq
+                       ? (ss->q[i].plain ? 0 : stmt_name(c, ss->q[i].sql, ss->q[i].n, names[i]))
+                   : may_name ? stmt_name(c, sql, n, names[i])
+                              : 0;
+        if (named[i] < 0)
+            named[i] = 0;
+    }
+    for (unsigned i = 0; i < total && ss->forgotten != forgotten; i++)
+        named[i] = 0; /* (the list was renewed meanwhile: the names given before are void) */
+    bool piped = PQenterPipelineMode(c);
+    for (unsigned i = 0; i < total && piped && ok; i++) {
+        const char *q = i < ss->nq ? ss->q[i].sql : sql;
+        int qn = i < ss->nq ? ss->q[i].n : n;
+        const char *const *qp = i < ss->nq ? (const char *const *)ss->q[i].params : params;
+        ok = named[i] ? PQsendQueryPrepared(c, names[i], qn, qp, NULL, NULL, 0)
+                      : PQsendQueryParams(c, q, qn, NULL, qp, NULL, NULL, 0);
+    }
+    ok = ok && piped && PQpipelineSync(c);
+    queue_forget(ss);
+    if (!ok) {
+        if (piped && PQexitPipelineMode(c) != 1)
+            give_up(c, bound); /* some went, not all: never used half sent */
+        return NULL;
+    }
+    int64_t deadline = tc_now_us() / 1000 + bound;
+    int f;
+    while ((f = PQflush(c)) == 1) {
+        if (wait_socket(c, POLLOUT | POLLIN, deadline) <= 0) {
+            give_up(c, bound);
+            break;
+        }
+        if (!PQconsumeInput(c))
+            break;
+    }
+    if (f < 0 && stuck(c))
+        give_up(c, bound);
+    PGresult *own = NULL, *r, *failed = NULL;
+    unsigned idx = 0;
+    bool synced = false;
+    while (!synced && idx <= total && next_result(c, deadline, bound, &r)) {
+        if (!r) {
+            if (PQstatus(c) == CONNECTION_BAD)
+                break;
+            idx++;
+            continue;
+        }
+        ExecStatusType st = PQresultStatus(r);
+        if (st == PGRES_PIPELINE_SYNC)
+            synced = true;
+        if (st == PGRES_PIPELINE_SYNC || idx > total - 1) {
+            PQclear(r);
+        } else if (idx < total - 1) { /* a queued one: its first error is told below */
+            if (st == PGRES_FATAL_ERROR && !failed)
+                failed = r;
+            else
+                PQclear(r);
+        } else if (own && PQresultStatus(own) == PGRES_FATAL_ERROR) {
+            PQclear(r); /* the first error stands */
+        } else {
+            PQclear(own);
+            own = r;
+        }
+    }
+    /* libpq's own message is the Sync's by now (empty): tc_db_error tells it */
+    const PGresult *why = failed ? failed : PQresultStatus(own) == PGRES_FATAL_ERROR ? own : NULL;
+    if (why && !(ss->err = strdup(PQresultErrorMessage(why))))
+        ss->err = strdup("out of memory");
+    if (failed) {
+        if (stale_error(failed))
+            ss->stale = true;
+        tc_log(TC_LOG_WARN, "a statement sent ahead failed", "{s:s}", "error",
+               PQresultErrorMessage(failed));
+        PQclear(failed);
+    }
+    if (!synced) { /* given up, or broken: nothing of it is an answer */
+        PQclear(own);
+        own = NULL;
+    }
+    if (PQexitPipelineMode(c) != 1 && PQstatus(c) == CONNECTION_OK)
+        give_up(c, bound); /* (cannot be: every result was read) never left half way */
+    return own;
+}
+
+bool tc_db_send(PGconn *c, const char *sql, int nparams, const char *const *params)
+{
+    struct stmts *ss = queue_of(c);
+    /* only in a transaction (begun, or its BEGIN waiting): there its COMMIT carries what
+     * waits; outside one nothing might come after it, and it would be lost */
+    bool in_tx = ss && PQstatus(c) == CONNECTION_OK &&
+                 (ss->nq > 0 || PQtransactionStatus(c) == PQTRANS_INTRANS);
+    if (in_tx && queue_add(ss, sql, nparams, params, false))
+        return true;
+    PGresult *r = tc_db_exec(c, sql, nparams, params); /* now, with what waits already */
+    PQclear(r);
+    return r != NULL;
 }
 
 /* Every statement is bounded: a stuck query must not pin a worker forever (and a server that
@@ -326,9 +544,12 @@ PGconn *tc_db_connect(const char *conninfo, char **ret_error)
     const char *const keys[] = {"connect_timeout", "dbname", NULL};
     const char *const vals[] = {ct, conninfo, NULL};
     PGconn *c = PQconnectdbParams(keys, vals, 1);
-    if (c && PQstatus(c) == CONNECTION_OK && prepare_on &&
+    if (c && PQstatus(c) == CONNECTION_OK &&
         PQregisterEventProc(c, stmts_event, "toolcage statements", NULL)) {
-        struct stmts *ss = calloc(1, sizeof(*ss)); /* none: its statements run unnamed */
+        /* none: its statements run unnamed, each in a round trip of its own */
+        struct stmts *ss = calloc(1, sizeof(*ss));
+        if (ss)
+            ss->named = prepare_on;
         if (ss && !PQsetInstanceData(c, stmts_event, ss))
             free(ss);
     }
@@ -345,6 +566,8 @@ bool tc_db_conn_ok(PGconn *c)
 {
     if (!c || PQstatus(c) != CONNECTION_OK)
         return false;
+    if (PQpipelineStatus(c) != PQ_PIPELINE_OFF)
+        return false; /* (run_queue always leaves it: cannot be) start afresh */
     PGTransactionStatusType ts = PQtransactionStatus(c);
     if (ts == PQTRANS_INTRANS || ts == PQTRANS_INERROR)
         return true; /* in use: its next result says */
@@ -516,6 +739,9 @@ void tc_db_release(struct tc_db *db, PGconn *conn)
 {
     if (!conn)
         return;
+    struct stmts *ss = PQinstanceData(conn, stmts_event);
+    if (ss) /* (its transaction was not committed: what waited would be rolled back) */
+        queue_forget(ss);
     /* Never hand out a connection stuck inside a transaction. */
     if (PQtransactionStatus(conn) != PQTRANS_IDLE && PQstatus(conn) == CONNECTION_OK) {
         PGresult *r = exec_plain(conn, "ROLLBACK");
@@ -548,6 +774,13 @@ static PGresult *succeeded(PGresult *r)
 
 PGresult *tc_db_exec(PGconn *conn, const char *sql, int nparams, const char *const *params)
 {
+    struct stmts *ss = queue_of(conn);
+    if (ss && ss->nq) {
+        PGresult *r = run_queue(conn, ss, sql, nparams, params, true);
+        if (PQresultStatus(r) == PGRES_FATAL_ERROR && stale_error(r))
+            ss->stale = true; /* (in a transaction: it has failed; renewed after it) */
+        return succeeded(r);
+    }
     char name[16];
     int named = stmt_name(conn, sql, nparams, name);
     if (named < 0)
@@ -558,8 +791,7 @@ PGresult *tc_db_exec(PGconn *conn, const char *sql, int nparams, const char *con
     if (named && PQresultStatus(r) == PGRES_FATAL_ERROR && stale_error(r)) {
         /* the session lost it, or it went stale: start afresh; outside a transaction the
          * statement runs again, unnamed (inside one, the transaction has failed already) */
-        struct stmts *ss = PQinstanceData(conn, stmts_event);
-        ss->stale = true;
+        ss->stale = true; /* (named: ss is there) */
         stmts_renew(conn, ss);
         if (!ss->stale) {
             PQclear(r);
@@ -571,6 +803,9 @@ PGresult *tc_db_exec(PGconn *conn, const char *sql, int nparams, const char *con
 
 PGresult *tc_db_exec_once(PGconn *conn, const char *sql, int nparams, const char *const *params)
 {
+    struct stmts *ss = queue_of(conn);
+    if (ss && ss->nq)
+        return succeeded(run_queue(conn, ss, sql, nparams, params, false));
     return succeeded(exec_params(conn, sql, nparams, params));
 }
 
@@ -605,13 +840,22 @@ bool tc_db_bytea_parse(const char *s, unsigned char *out, size_t n)
 
 bool tc_db_command(PGconn *conn, const char *sql)
 {
-    bool commit = strcmp(sql, "COMMIT") == 0;
+    bool commit = strcmp(sql, "COMMIT") == 0, rollback = strcmp(sql, "ROLLBACK") == 0;
+    /* (a ROLLBACK cleans up after a failure: what tc_db_error says of it stays) */
+    struct stmts *ss = rollback && conn ? PQinstanceData(conn, stmts_event) : queue_of(conn);
+    /* a BEGIN goes with the transaction's first statement (statements sent ahead, above) */
+    if (ss && strcmp(sql, "BEGIN") == 0 && ss->nq == 0 && PQstatus(conn) == CONNECTION_OK &&
+        PQtransactionStatus(conn) == PQTRANS_IDLE && queue_add(ss, sql, 0, NULL, true))
+        return true;
+    /* what waits to be sent would be rolled back: it is not sent */
+    if (ss && strcmp(sql, "ROLLBACK") == 0)
+        queue_forget(ss);
     /* Nothing to roll back (a COMMIT that rolled back came first, see below): no round
      * trip, and no "there is no transaction in progress" warning from the server. */
     if (strcmp(sql, "ROLLBACK") == 0 && PQstatus(conn) == CONNECTION_OK &&
         PQtransactionStatus(conn) == PQTRANS_IDLE)
         return true;
-    PGresult *r = exec_plain(conn, sql);
+    PGresult *r = ss && ss->nq ? run_queue(conn, ss, sql, 0, NULL, false) : exec_plain(conn, sql);
     bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
     /* COMMIT of a transaction that a failed statement aborted rolls it back, and says so
      * only in its tag ("ROLLBACK"), not as an error: that is no commit. The failed
@@ -634,7 +878,8 @@ int tc_db_finish(PGconn *conn, int rc)
 {
     if (rc == 0 && tc_db_command(conn, "COMMIT"))
         return 0;
-    if (PQtransactionStatus(conn) != PQTRANS_IDLE) /* not after a COMMIT that rolled back */
-        tc_db_command(conn, "ROLLBACK");
+    /* (no round trip after a COMMIT that rolled back, nor for a BEGIN that never went: what
+     * waited to be sent is dropped) */
+    tc_db_command(conn, "ROLLBACK");
     return rc < 0 ? rc : -EIO;
 }

@@ -28,6 +28,16 @@ PGresult *tc_db_exec(PGconn *conn, const char *sql, int nparams, const char *con
 /* tc_db_exec for text built at run time (filters: one text per combination), which would
  * fill the connection's prepared statements: parsed and planned at each run. */
 PGresult *tc_db_exec_once(PGconn *conn, const char *sql, int nparams, const char *const *params);
+/* A statement whose result its caller does not read. In a transaction (after tc_db_begin)
+ * it is sent with the next statement on conn that waits for a result (the COMMIT at the
+ * latest), in the same round trip; if it fails, that statement fails too (the transaction is
+ * aborted, its COMMIT false). Outside one it runs at once. True when queued, or run and
+ * succeeded. tc_db_begin's BEGIN waits the same way; a ROLLBACK or tc_db_release drops what
+ * was not sent (it would have been rolled back). */
+bool tc_db_send(PGconn *conn, const char *sql, int nparams, const char *const *params);
+/* Why the last statement on conn failed (PQerrorMessage's text, or the error of a run that
+ * carried statements sent ahead, whose message libpq's is not by then). */
+const char *tc_db_error(PGconn *conn);
 /* A statement without parameters or rows (BEGIN, COMMIT, ROLLBACK, SET ...): true on success
  * (a COMMIT that rolled back, its transaction having failed, is false). */
 bool tc_db_command(PGconn *conn, const char *sql);

@@ -57,14 +57,13 @@ static int state(PGconn *c, const char *tenant_id, int64_t own[TC_QUOTA__COUNT],
     return 0;
 }
 
-/* The per-tenant admission lock, held to the end of the transaction. */
+/* The per-tenant admission lock, held to the end of the transaction (sent with the
+ * statement after it: it is taken before that one runs). */
 static bool lock_tenant(PGconn *c, const char *tenant_id)
 {
     const char *p[] = {tenant_id};
-    PGresult *r =
-        tc_db_exec(c, "SELECT pg_advisory_xact_lock(" ADMISSION_LOCK_CLASS ", hashtext($1))", 1, p);
-    PQclear(r);
-    return r != NULL;
+    return tc_db_send(c, "SELECT pg_advisory_xact_lock(" ADMISSION_LOCK_CLASS ", hashtext($1))", 1,
+                      p);
 }
 
 /* The concurrency check of tc_quota_admit_tx, on the state already read. */
@@ -151,15 +150,14 @@ bool tc_quota_add_usage_tx(PGconn *c, const char *tenant_id, int64_t cpu_ms, int
     snprintf(cpu, sizeof(cpu), "%lld", (long long)(cpu_ms > 0 ? cpu_ms : 0));
     snprintf(wall, sizeof(wall), "%lld", (long long)(wall_ms > 0 ? wall_ms : 0));
     const char *p[] = {tenant_id, cpu, wall};
-    PGresult *r = tc_db_exec(c,
-                             "INSERT INTO tenant_usage (tenant_id, hour, cpu_ms, wall_ms)"
-                             " VALUES ($1, date_trunc('hour', now()), $2::bigint, $3::bigint)"
-                             " ON CONFLICT (tenant_id, hour) DO UPDATE SET"
-                             " cpu_ms = tenant_usage.cpu_ms + EXCLUDED.cpu_ms,"
-                             " wall_ms = tenant_usage.wall_ms + EXCLUDED.wall_ms",
-                             3, p);
-    PQclear(r);
-    return r != NULL;
+    /* (sent with the transaction's next statement: a failure fails that one, and the commit) */
+    return tc_db_send(c,
+                      "INSERT INTO tenant_usage (tenant_id, hour, cpu_ms, wall_ms)"
+                      " VALUES ($1, date_trunc('hour', now()), $2::bigint, $3::bigint)"
+                      " ON CONFLICT (tenant_id, hour) DO UPDATE SET"
+                      " cpu_ms = tenant_usage.cpu_ms + EXCLUDED.cpu_ms,"
+                      " wall_ms = tenant_usage.wall_ms + EXCLUDED.wall_ms",
+                      3, p);
 }
 
 /* One token from the bucket `scope` of `per_minute` tokens (refilled continuously): 0, or

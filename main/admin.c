@@ -396,7 +396,7 @@ int tc_cmd_secrets(int argc, char **argv)
             tc_token_publish_key(conn, target) < 0 ||
             tc_secrets_reseal_all(conn, cur, target, &done, &left) < 0) {
             fprintf(stderr, "toolcage secrets rotate-master: database error: %s",
-                    PQerrorMessage(conn));
+                    tc_db_error(conn));
         } else {
             printf("re-sealed %zu secret(s) under master key %s; %zu could not be opened\n", done,
                    target->master_id, left);
@@ -480,9 +480,9 @@ int tc_cmd_tenants(int argc, char **argv)
         if (!id[0]) {
             fprintf(stderr, "toolcage: no tenant named '%s'\n", tenant);
         } else if (any && tc_quota_set(conn, keys, id, v, actor) < 0) {
-            fprintf(stderr, "toolcage: the quota could not be stored: %s", PQerrorMessage(conn));
+            fprintf(stderr, "toolcage: the quota could not be stored: %s", tc_db_error(conn));
         } else if (!(q = tc_quota_describe(conn, id, &d))) {
-            fprintf(stderr, "toolcage: %s", PQerrorMessage(conn));
+            fprintf(stderr, "toolcage: %s", tc_db_error(conn));
         } else {
             /* one line per part, as GET /v1/quota shows it */
             printf("tenant %s\n", tenant);

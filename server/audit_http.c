@@ -317,7 +317,7 @@ static ssize_t export_read(void *cls, uint64_t pos, char *buf, size_t max)
         int rc = had ? export_fill(st) : -EIO;
         if (rc < 0)
             tc_log(TC_LOG_ERROR, "audit export failed", "{s:s}", "error",
-                   st->conn ? PQerrorMessage(st->conn)
+                   st->conn ? tc_db_error(st->conn)
                    : !had   ? "no database connection"
                             : strerror(-rc));
         tc_db_release(st->srv->db, st->conn);
@@ -415,7 +415,7 @@ enum MHD_Result tc_audit_export_respond(struct tc_request *r)
     int rc = c ? export_range(r, st, c) : -EIO;
     if (c && rc < 0)
         tc_log(TC_LOG_ERROR, "audit export failed", "{s:s, s:s}", "request_id", r->request_id,
-               "error", PQerrorMessage(c));
+               "error", tc_db_error(c));
     tc_db_release(r->srv->db, c);
     if (rc < 0) {
         export_free(st);

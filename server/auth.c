@@ -133,7 +133,7 @@ int tc_auth_create_key(PGconn *c, const struct tc_keys *keys, const char *tenant
     /* Upsert the tenant and insert the key, and the audit record, in one transaction. */
     const char *p[] = {tenant_id, tenant ? tenant : "", key_id, role, hash, prefix};
     if (!tc_db_command(c, "BEGIN")) {
-        *ret_error = strdup(PQerrorMessage(c));
+        *ret_error = strdup(tc_db_error(c));
         sodium_memzero(key, sizeof(key));
         return -EIO;
     }
@@ -181,7 +181,7 @@ int tc_auth_create_key(PGconn *c, const struct tc_keys *keys, const char *tenant
                                                                                              : -EIO;
     json_decref(ev);
     if (rc < 0) {
-        *ret_error = strdup(PQerrorMessage(c));
+        *ret_error = strdup(tc_db_error(c));
         tc_db_command(c, "ROLLBACK");
         sodium_memzero(key, sizeof(key));
         return rc;

@@ -119,7 +119,7 @@ static void round_once(PGconn *c)
                        "execution_id", l.execution_id, "host", l.host, "port", l.port);
             } else {
                 tc_log(TC_LOG_WARN, "writing an egress ask failed; trying again in a second",
-                       "{s:s, s:s}", "execution_id", l.execution_id, "error", PQerrorMessage(c));
+                       "{s:s, s:s}", "execution_id", l.execution_id, "error", tc_db_error(c));
                 l.next_try_ms = now + 1000;
             }
         } else if (!l.id[0]) {

@@ -318,7 +318,7 @@ static void process_start(struct tc_recorder *rec, PGconn **c, struct item *it)
                 tc_log(TC_LOG_WARN, "recording a start failed; the sandbox waits", "{s:s, s:s}",
                        "execution_id", it->exec_id, "error",
                        rc == -EAGAIN ? "the instance lock is not held"
-                                     : (*c ? PQerrorMessage(*c) : "no connection"));
+                                     : (*c ? tc_db_error(*c) : "no connection"));
             pthread_mutex_lock(&rec->mu);
             it->next_ms = now + 100;
             it->busy = false;
@@ -352,10 +352,10 @@ static void retry_later(struct tc_recorder *rec, PGconn *c, struct item *it)
     if (it->tries == 0) {
         tc_metrics_audit_failure();
         tc_log(TC_LOG_WARN, "storing an outcome failed; it is kept and retried", "{s:s, s:s}",
-               "execution_id", it->exec_id, "error", c ? PQerrorMessage(c) : "no connection");
+               "execution_id", it->exec_id, "error", c ? tc_db_error(c) : "no connection");
     } else if (refused) {
         tc_log(TC_LOG_ERROR, "storing an outcome is refused by the database; retrying",
-               "{s:s, s:s}", "execution_id", it->exec_id, "error", PQerrorMessage(c));
+               "{s:s, s:s}", "execution_id", it->exec_id, "error", tc_db_error(c));
     }
     it->tries++;
     unsigned shift = it->tries < 5 ? it->tries : 5;

@@ -321,7 +321,7 @@ static void record(struct tc_webhooks *w, struct delivery *d, bool delivered, lo
     tc_metrics_delivery(d->kind, delivered ? "delivered" : gave_up ? "given_up" : "failed");
     if (!r) /* the lease runs out and the delivery is tried again: at least once, not exactly */
         tc_log(TC_LOG_ERROR, "recording a webhook delivery failed", "{s:s, s:s}", "delivery_id",
-               d->id, "error", PQerrorMessage(w->conn));
+               d->id, "error", tc_db_error(w->conn));
     PQclear(r);
     if (!delivered)
         tc_log(give_up || d->attempt >= (int)w->o.max_attempts ? TC_LOG_ERROR : TC_LOG_WARN,
@@ -411,7 +411,7 @@ static void claim(struct tc_webhooks *w)
     PGresult *r = tc_db_exec(w->conn, CLAIM_SQL, 5, p);
     if (!r) {
         tc_log(TC_LOG_WARN, "claiming webhook deliveries failed", "{s:s}", "error",
-               PQerrorMessage(w->conn));
+               tc_db_error(w->conn));
         return;
     }
     for (int i = 0; i < PQntuples(r); i++)

@@ -626,7 +626,7 @@ static void sweep_instance(struct tc_worker *w, int dead)
     ok = tc_db_command(c, ok ? "COMMIT" : "ROLLBACK") && ok;
     if (!ok) {
         tc_log(TC_LOG_WARN, "sweeping a dead instance failed; retried", "{s:i, s:s}", "instance",
-               dead, "error", PQerrorMessage(c));
+               dead, "error", tc_db_error(c));
         return;
     }
     if (interrupted || requeued)
@@ -785,7 +785,7 @@ static void *monitor_main(void *arg)
                    "the instance lock is lost; this process claims, starts and sweeps"
                    " nothing until it has it back",
                    "{s:i, s:s}", "instance", (int)w->srv->instance_id, "error",
-                   PQerrorMessage(w->lock_conn));
+                   tc_db_error(w->lock_conn));
             locked = false;
         }
         if (!locked && relock(w)) {
@@ -938,7 +938,7 @@ int tc_worker_start(struct tc_server *srv, struct tc_worker **ret_worker, char *
     return 0;
 fail_db:
     if (ret_error)
-        *ret_error = strdup(PQerrorMessage(w->lock_conn));
+        *ret_error = strdup(tc_db_error(w->lock_conn));
 fail:
     tc_worker_stop(w);
     return -EIO;

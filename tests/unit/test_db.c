@@ -213,14 +213,14 @@ TEST(errors_and_rollbacks)
     if (!c)
         return;
     CHECK(tc_db_exec(c, "SELEC 1", 0, NULL) == NULL);
-    CHECK(strstr(PQerrorMessage(c), "syntax error") != NULL);
+    CHECK(strstr(tc_db_error(c), "syntax error") != NULL);
     CHECK(prepared_count(c) == 0);
     CHECK(tc_db_exec(c, "SELEC 1", 0, NULL) == NULL);
 
     CHECK(tc_db_begin(c) == 0);
     CHECK(add_one(c, "2") == 3);
     CHECK(tc_db_exec(c, "SELECT no_such_column FROM pg_class", 0, NULL) == NULL);
-    CHECK(strstr(PQerrorMessage(c), "no_such_column") != NULL);
+    CHECK(strstr(tc_db_error(c), "no_such_column") != NULL);
     CHECK(add_one(c, "2") == -1); /* the transaction is aborted */
     CHECK(tc_db_finish(c, -1) == -1);
     CHECK(prepared_count(c) == 1);
@@ -301,9 +301,10 @@ static bool insert(PGconn *c, const char *v)
 /* A transaction's statements are all its own, the first one too (a rollback takes it back),
  * and any failed statement fails it, whether the server refused to prepare it (the first
  * time a text runs: the prepare happens inside the transaction) or to run it: the commit
- * then fails and nothing of it stays. The same with statements unnamed. (A BEGIN sent with
- * the first statement, to save its round trip, was tried and dropped: a statement prepared
- * before that BEGIN failed outside the transaction, which then went on and committed.) */
+ * then fails and nothing of it stays. The same with statements unnamed. (The BEGIN goes with
+ * the first statement, to save its round trip: a statement the server refuses to prepare,
+ * which happens before that BEGIN, is then sent unnamed after it, to fail in the
+ * transaction; a first try without that failed here: the transaction went on and committed.) */
 TEST(a_transaction_is_all_or_nothing)
 {
     NEED_DB();
@@ -336,7 +337,7 @@ TEST(a_transaction_is_all_or_nothing)
                              first ? "SELECT no_such_column FROM pg_class"
                                    : "SELECT no_such_column FROM pg_proc",
                              0, NULL) == NULL);
-            CHECK(strstr(PQerrorMessage(c), "no_such_column") != NULL);
+            CHECK(strstr(tc_db_error(c), "no_such_column") != NULL);
             CHECK(PQtransactionStatus(c) == PQTRANS_INERROR);
             CHECK(!insert(c, "5"));
             CHECK(tc_db_finish(c, 0) == -EIO);
@@ -415,6 +416,153 @@ TEST(a_released_connection_is_out_of_its_transaction)
     tc_db_close(db);
 }
 
+/* ---- statements sent ahead (tc_db_send, and the BEGIN) ---- */
+
+/* The round trips c made while fn ran: the Syncs it sent (a statement's own, or a whole
+ * pipeline's) and its simple queries, read from libpq's protocol trace. */
+static long round_trips(PGconn *c, void (*fn)(PGconn *c))
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return -1;
+    PQtrace(c, f);
+    fn(c);
+    PQuntrace(c);
+    fclose(f);
+    long n = 0;
+    for (char *p = buf; p && (p = strstr(p, "\tF\t")); p++) {
+        char *tag = strchr(p + 3, '\t'); /* F, the length, then the message's name */
+        n += tag && (strncmp(tag, "\tSync", 5) == 0 || strncmp(tag, "\tQuery\t", 7) == 0);
+    }
+    free(buf);
+    return n;
+}
+
+static bool send_insert(PGconn *c, const char *v)
+{
+    const char *p[1] = {v};
+    return tc_db_send(c, "INSERT INTO tb VALUES ($1::int)", 1, p);
+}
+
+static long seen_in_tx;
+
+/* BEGIN, an insert sent ahead, a count that reads it, another insert sent ahead, COMMIT */
+static void tx_with_sends(PGconn *c)
+{
+    CHECK(tc_db_begin(c) == 0);
+    CHECK(send_insert(c, "1"));
+    PGresult *r = tc_db_exec(c, "SELECT count(*) FROM tb", 0, NULL);
+    seen_in_tx = r ? strtol(PQgetvalue(r, 0, 0), NULL, 10) : -1;
+    PQclear(r);
+    CHECK(send_insert(c, "2"));
+    CHECK(tc_db_finish(c, 0) == 0);
+}
+
+/* A transaction's BEGIN goes with its first statement, and what is sent ahead with the next
+ * statement that waits, the COMMIT at the latest: 2 round trips where there were 5, in the
+ * same order (the count sees the insert sent before it) and all or nothing as before. */
+TEST(statements_sent_ahead_share_a_round_trip)
+{
+    NEED_DB();
+    PGconn *c = tc_db_connect(url, NULL);
+    CHECK(c != NULL);
+    if (!c)
+        return;
+    PQclear(PQexec(c, "CREATE TEMP TABLE tb (x int)"));
+    tx_with_sends(c); /* (the first run prepares its statements: round trips of their own) */
+    CHECK(seen_in_tx == 1);
+    PQclear(PQexec(c, "DELETE FROM tb"));
+    CHECK(round_trips(c, tx_with_sends) == 2);
+    CHECK(seen_in_tx == 1);
+    CHECK(count_rows(c, "tb") == 2);
+    CHECK(PQtransactionStatus(c) == PQTRANS_IDLE);
+    PQfinish(c);
+}
+
+static void tx_rolled_back(PGconn *c)
+{
+    CHECK(tc_db_begin(c) == 0);
+    CHECK(send_insert(c, "7"));
+    CHECK(tc_db_finish(c, -ECANCELED) == -ECANCELED);
+}
+
+/* A statement sent ahead that fails fails the statement that carried it, with its own error
+ * (tc_db_error), and its transaction: its COMMIT is false and nothing of it stays. A
+ * transaction rolled back before anything of it went costs no round trip at all. Outside a
+ * transaction, a statement sent ahead runs at once (nothing might come after it). */
+TEST(a_statement_sent_ahead_fails_its_transaction)
+{
+    NEED_DB();
+    PGconn *c = tc_db_connect(url, NULL);
+    CHECK(c != NULL);
+    if (!c)
+        return;
+    PQclear(PQexec(c, "CREATE TEMP TABLE tb (x int)"));
+    CHECK(tc_db_begin(c) == 0);
+    CHECK(insert(c, "1"));
+    CHECK(send_insert(c, "one")); /* (queued: the server has not seen it yet) */
+    CHECK(add_one(c, "2") == -1);
+    CHECK(strstr(tc_db_error(c), "invalid input syntax") != NULL);
+    CHECK(PQtransactionStatus(c) == PQTRANS_INERROR);
+    CHECK(tc_db_finish(c, 0) == -EIO);
+    CHECK(PQtransactionStatus(c) == PQTRANS_IDLE);
+    CHECK(count_rows(c, "tb") == 0);
+
+    /* the failing one sent ahead, carried by the COMMIT itself */
+    CHECK(tc_db_begin(c) == 0);
+    CHECK(insert(c, "1"));
+    CHECK(send_insert(c, "one"));
+    CHECK(tc_db_finish(c, 0) == -EIO);
+    CHECK(strstr(tc_db_error(c), "invalid input syntax") != NULL);
+    CHECK(PQtransactionStatus(c) == PQTRANS_IDLE);
+    CHECK(count_rows(c, "tb") == 0);
+
+    CHECK(round_trips(c, tx_rolled_back) == 0);
+    CHECK(count_rows(c, "tb") == 0);
+
+    CHECK(send_insert(c, "3")); /* no transaction: at once */
+    CHECK(count_rows(c, "tb") == 1);
+    CHECK(!send_insert(c, "three"));
+    CHECK(count_rows(c, "tb") == 1);
+    PQfinish(c);
+}
+
+/* The server ends the session while statements wait to be sent: the statement that carries
+ * them fails, and the connection is made again as after any break (out of libpq's pipeline
+ * mode, its statements prepared anew), nothing of the lost transaction in it. */
+TEST(a_session_lost_under_statements_sent_ahead_is_made_again)
+{
+    NEED_DB();
+    PGconn *c = tc_db_connect(url, NULL), *killer = tc_db_connect(url, NULL);
+    CHECK(c != NULL && killer != NULL);
+    if (!c || !killer) {
+        PQfinish(c);
+        PQfinish(killer);
+        return;
+    }
+    CHECK(add_one(c, "1") == 2);
+    CHECK(tc_db_begin(c) == 0);
+    CHECK(send_insert(c, "1")); /* (tb does not exist: it would fail anyway) */
+    char pid[16];
+    snprintf(pid, sizeof(pid), "%d", PQbackendPID(c));
+    const char *p[1] = {pid};
+    PGresult *r = tc_db_exec(killer, "SELECT pg_terminate_backend($1::int, 5000)", 1, p);
+    CHECK(r && strcmp(PQgetvalue(r, 0, 0), "t") == 0);
+    PQclear(r);
+    CHECK(add_one(c, "2") == -1);
+    CHECK(PQpipelineStatus(c) == PQ_PIPELINE_OFF);
+    CHECK(!tc_db_conn_ok(c));
+    CHECK(tc_db_reset(c));
+    CHECK(tc_db_conn_ok(c) && PQpipelineStatus(c) == PQ_PIPELINE_OFF);
+    CHECK(PQtransactionStatus(c) == PQTRANS_IDLE);
+    CHECK(add_one(c, "2") == 3);
+    CHECK(prepared_count(c) == 1);
+    PQfinish(c);
+    PQfinish(killer);
+}
+
 int main(void)
 {
     url = getenv("TOOLCAGE_DATABASE_URL");
@@ -431,5 +579,8 @@ int main(void)
     RUN(a_transaction_is_all_or_nothing);
     RUN(a_rollback_after_a_commit_that_rolled_back_is_quiet);
     RUN(a_released_connection_is_out_of_its_transaction);
+    RUN(statements_sent_ahead_share_a_round_trip);
+    RUN(a_statement_sent_ahead_fails_its_transaction);
+    RUN(a_session_lost_under_statements_sent_ahead_is_made_again);
     return TAP_DONE();
 }
