@@ -450,6 +450,7 @@ static PGresult *run_queue(PGconn *c, struct stmts *ss, const char *sql, int n,
     unsigned idx = 0;
     bool synced = false;
     while (!synced && idx <= total && next_result(c, deadline, bound, &r)) {
+        deadline = tc_now_us() / 1000 + bound; /* each statement its own bound, as alone */
         if (!r) {
             if (PQstatus(c) == CONNECTION_BAD)
                 break;
@@ -847,8 +848,9 @@ bool tc_db_command(PGconn *conn, const char *sql)
     if (ss && strcmp(sql, "BEGIN") == 0 && ss->nq == 0 && PQstatus(conn) == CONNECTION_OK &&
         PQtransactionStatus(conn) == PQTRANS_IDLE && queue_add(ss, sql, 0, NULL, true))
         return true;
-    /* what waits to be sent would be rolled back: it is not sent */
-    if (ss && strcmp(sql, "ROLLBACK") == 0)
+    /* what waits to be sent would be rolled back: it is not sent (a ROLLBACK TO SAVEPOINT
+     * too: what waits came after the savepoint, whose statement carried what came before) */
+    if (ss && (rollback || strncmp(sql, "ROLLBACK TO ", 12) == 0))
         queue_forget(ss);
     /* Nothing to roll back (a COMMIT that rolled back came first, see below): no round
      * trip, and no "there is no transaction in progress" warning from the server. */
@@ -866,6 +868,12 @@ bool tc_db_command(PGconn *conn, const char *sql)
                NULL);
     }
     PQclear(r);
+    /* A COMMIT that carried a statement that failed was skipped with the rest of its
+     * pipeline: the transaction is still open, aborted. A COMMIT ends it whatever happens
+     * (callers on connections of their own do not all roll back after one): here. */
+    if (commit && !ok && PQstatus(conn) == CONNECTION_OK &&
+        PQtransactionStatus(conn) == PQTRANS_INERROR)
+        PQclear(exec_plain(conn, "ROLLBACK"));
     return ok;
 }
 

@@ -519,6 +519,28 @@ TEST(a_statement_sent_ahead_fails_its_transaction)
     CHECK(PQtransactionStatus(c) == PQTRANS_IDLE);
     CHECK(count_rows(c, "tb") == 0);
 
+    /* a bare COMMIT too ends the transaction (a connection of the worker's or the
+     * recorder's is not rolled back by a release): the next one runs */
+    CHECK(tc_db_begin(c) == 0);
+    CHECK(insert(c, "1"));
+    CHECK(send_insert(c, "one"));
+    CHECK(!tc_db_command(c, "COMMIT"));
+    CHECK(PQtransactionStatus(c) == PQTRANS_IDLE);
+    CHECK(tc_db_begin(c) == 0);
+    CHECK(send_insert(c, "2"));
+    CHECK(tc_db_command(c, "COMMIT"));
+    CHECK(count_rows(c, "tb") == 1);
+
+    /* what waits after a savepoint goes with a ROLLBACK TO it, not sent */
+    CHECK(tc_db_begin(c) == 0);
+    CHECK(tc_db_command(c, "SAVEPOINT sp"));
+    CHECK(send_insert(c, "one"));
+    CHECK(tc_db_command(c, "ROLLBACK TO SAVEPOINT sp"));
+    CHECK(send_insert(c, "3"));
+    CHECK(tc_db_finish(c, 0) == 0);
+    CHECK(count_rows(c, "tb") == 2);
+    PQclear(PQexec(c, "DELETE FROM tb"));
+
     CHECK(round_trips(c, tx_rolled_back) == 0);
     CHECK(count_rows(c, "tb") == 0);
 
@@ -543,8 +565,10 @@ TEST(a_session_lost_under_statements_sent_ahead_is_made_again)
         return;
     }
     CHECK(add_one(c, "1") == 2);
+    PQclear(PQexec(c, "CREATE TEMP TABLE tb (x int)"));
+    CHECK(send_insert(c, "0")); /* (prepared now: the pipeline below is the first contact) */
     CHECK(tc_db_begin(c) == 0);
-    CHECK(send_insert(c, "1")); /* (tb does not exist: it would fail anyway) */
+    CHECK(send_insert(c, "1"));
     char pid[16];
     snprintf(pid, sizeof(pid), "%d", PQbackendPID(c));
     const char *p[1] = {pid};
@@ -559,6 +583,7 @@ TEST(a_session_lost_under_statements_sent_ahead_is_made_again)
     CHECK(PQtransactionStatus(c) == PQTRANS_IDLE);
     CHECK(add_one(c, "2") == 3);
     CHECK(prepared_count(c) == 1);
+    CHECK(count_rows(c, "pg_tables WHERE tablename = 'tb'") == 0); /* a new session */
     PQfinish(c);
     PQfinish(killer);
 }
