@@ -440,6 +440,16 @@ static long round_trips(PGconn *c, void (*fn)(PGconn *c))
     return n;
 }
 
+/* A session with its own empty table tb (x int). */
+static PGconn *connect_with_tb(void)
+{
+    PGconn *c = tc_db_connect(url, NULL);
+    CHECK(c != NULL);
+    if (c)
+        PQclear(PQexec(c, "CREATE TEMP TABLE tb (x int)"));
+    return c;
+}
+
 static bool send_insert(PGconn *c, const char *v)
 {
     const char *p[1] = {v};
@@ -466,11 +476,9 @@ static void tx_with_sends(PGconn *c)
 TEST(statements_sent_ahead_share_a_round_trip)
 {
     NEED_DB();
-    PGconn *c = tc_db_connect(url, NULL);
-    CHECK(c != NULL);
+    PGconn *c = connect_with_tb();
     if (!c)
         return;
-    PQclear(PQexec(c, "CREATE TEMP TABLE tb (x int)"));
     tx_with_sends(c); /* (the first run prepares its statements: round trips of their own) */
     CHECK(seen_in_tx == 1);
     PQclear(PQexec(c, "DELETE FROM tb"));
@@ -495,11 +503,9 @@ static void tx_rolled_back(PGconn *c)
 TEST(a_statement_sent_ahead_fails_its_transaction)
 {
     NEED_DB();
-    PGconn *c = tc_db_connect(url, NULL);
-    CHECK(c != NULL);
+    PGconn *c = connect_with_tb();
     if (!c)
         return;
-    PQclear(PQexec(c, "CREATE TEMP TABLE tb (x int)"));
     CHECK(tc_db_begin(c) == 0);
     CHECK(insert(c, "1"));
     CHECK(send_insert(c, "one")); /* (queued: the server has not seen it yet) */
