@@ -283,21 +283,19 @@ static void stmts_renew(PGconn *c, struct stmts *ss)
     ss->stale = false;
 }
 
-/* sql's prepared statement on c: 1 with its name ("s<index>"), prepared on first use; 0
- * when it is to run unnamed (off, the list full, out of memory, a failed transaction); -1
- * when the server refused to parse it (as an unnamed run would have; the error is c's). */
-static int stmt_name(PGconn *c, const char *sql, int nparams, char name[16])
+/* sql's place in c's list (ss): 1 with the name of a statement prepared already; 2 with a
+ * new name, entered in the list for a statement the caller prepares now (stmts_truncate
+ * takes the entry back if the server refuses it); 0 when it is to run unnamed (off, the list
+ * full, out of memory, a failed transaction). */
+static int stmt_slot(PGconn *c, struct stmts *ss, const char *sql, char name[16])
 {
-    struct stmts *ss;
-    uint64_t h;
-
-    if (!(ss = PQinstanceData(c, stmts_event)) || !ss->named)
+    if (!ss || !ss->named)
         return 0;
     if (ss->stale)
         stmts_renew(c, ss);
     if (ss->stale)
         return 0;
-    h = sql_hash(sql);
+    uint64_t h = sql_hash(sql);
     for (unsigned i = 0; i < ss->n; i++)
         if (ss->e[i].hash == h && strcmp(ss->e[i].sql, sql) == 0) {
             snprintf(name, 16, "s%u", i);
@@ -309,21 +307,39 @@ static int stmt_name(PGconn *c, const char *sql, int nparams, char name[16])
     if (!copy)
         return 0;
     snprintf(name, 16, "s%u", ss->n);
-    PGresult *r = await_result(c, PQsendPrepare(c, name, sql, nparams, NULL));
-    bool ok = PQresultStatus(r) == PGRES_COMMAND_OK, stale = !ok && stale_error(r);
-    PQclear(r);
-    if (!ok) {
-        free(copy);
-        if (!stale)
-            return -1;
-        ss->stale = true; /* the name is taken in the session: start afresh, run it unnamed */
-        stmts_renew(c, ss);
-        return 0;
-    }
     ss->e[ss->n].hash = h;
     ss->e[ss->n].sql = copy;
     ss->n++;
-    return 1;
+    return 2;
+}
+
+/* The list back to its first n entries (the server never prepared the others). */
+static void stmts_truncate(struct stmts *ss, unsigned n)
+{
+    while (ss->n > n)
+        free(ss->e[--ss->n].sql);
+}
+
+/* sql's prepared statement on c: 1 with its name ("s<index>"), prepared on first use; 0
+ * when it is to run unnamed; -1 when the server refused to parse it (as an unnamed run would
+ * have; the error is c's). */
+static int stmt_name(PGconn *c, const char *sql, int nparams, char name[16])
+{
+    struct stmts *ss = PQinstanceData(c, stmts_event);
+    int k = stmt_slot(c, ss, sql, name);
+    if (k != 2)
+        return k;
+    PGresult *r = await_result(c, PQsendPrepare(c, name, sql, nparams, NULL));
+    bool ok = PQresultStatus(r) == PGRES_COMMAND_OK, stale = !ok && stale_error(r);
+    PQclear(r);
+    if (ok)
+        return 1;
+    stmts_truncate(ss, ss->n - 1);
+    if (!stale)
+        return -1;
+    ss->stale = true; /* the name is taken in the session: start afresh, run it unnamed */
+    stmts_renew(c, ss);
+    return 0;
 }
 
 /* ---- Statements sent ahead ----
@@ -402,36 +418,47 @@ static PGresult *run_queue(PGconn *c, struct stmts *ss, const char *sql, int n,
     int64_t bound = (int64_t)stmt_timeout_s * 1000 + REPLY_GRACE_MS;
     unsigned total = ss->nq + 1;
     char names[QUEUE_MAX + 1][16];
-    int named[QUEUE_MAX + 1];
+    int kind[QUEUE_MAX + 1];      /* stmt_slot's: 0 unnamed, 1 prepared, 2 prepared here */
+    unsigned slot[QUEUE_MAX + 1]; /* a new one's entry in the list */
     bool ok = true;
-    /* (preparing a statement the first time is a round trip of its own, before the rest).
-     * One the server refuses to prepare is sent unnamed: it fails again, after the BEGIN, so
-     * that its transaction fails (prepared outside of it, a transaction that had not yet
-     * begun would go on without it, each later statement committing on its own). */
+    /* A statement run for the first time on c is prepared in the pipeline too, just before
+     * its run: after the BEGIN, so that one the server refuses fails the transaction (with its
+     * own error), and after the statements sent before it, which it may need. */
     unsigned forgotten = ss->forgotten;
     for (unsigned i = 0; i < total; i++) {
-        named[i] = i < ss->nq
-                       ? (ss->q[i].plain ? 0 : stmt_name(c, ss->q[i].sql, ss->q[i].n, names[i]))
-                   : may_name ? stmt_name(c, sql, n, names[i])
-                              : 0;
-        if (named[i] < 0)
-            named[i] = 0;
+        kind[i] = i < ss->nq ? (ss->q[i].plain ? 0 : stmt_slot(c, ss, ss->q[i].sql, names[i]))
+                  : may_name ? stmt_slot(c, ss, sql, names[i])
+                             : 0;
+        slot[i] = ss->n - 1;
     }
     for (unsigned i = 0; i < total && ss->forgotten != forgotten; i++)
-        named[i] = 0; /* (the list was renewed meanwhile: the names given before are void) */
+        kind[i] = 0; /* (the list was renewed meanwhile: the names given before are void) */
+    /* the pipeline's items in order: a new statement's prepare, then each run */
+    unsigned item_of[QUEUE_MAX + 1], items = 0;
+    for (unsigned i = 0; i < total; i++) {
+        items += kind[i] == 2;
+        item_of[i] = items++;
+    }
     bool piped = PQenterPipelineMode(c);
     for (unsigned i = 0; i < total && piped && ok; i++) {
         const char *q = i < ss->nq ? ss->q[i].sql : sql;
         int qn = i < ss->nq ? ss->q[i].n : n;
         const char *const *qp = i < ss->nq ? (const char *const *)ss->q[i].params : params;
-        ok = named[i] ? PQsendQueryPrepared(c, names[i], qn, qp, NULL, NULL, 0)
-                      : PQsendQueryParams(c, q, qn, NULL, qp, NULL, NULL, 0);
+        if (kind[i] == 2)
+            ok = PQsendPrepare(c, names[i], q, qn, NULL);
+        ok = ok && (kind[i] ? PQsendQueryPrepared(c, names[i], qn, qp, NULL, NULL, 0)
+                            : PQsendQueryParams(c, q, qn, NULL, qp, NULL, NULL, 0));
     }
     ok = ok && piped && PQpipelineSync(c);
     queue_forget(ss);
     if (!ok) {
         if (piped && PQexitPipelineMode(c) != 1)
             give_up(c, bound); /* some went, not all: never used half sent */
+        for (unsigned i = 0; i < total; i++)
+            if (kind[i] == 2) { /* (none of them was prepared) */
+                stmts_truncate(ss, slot[i]);
+                break;
+            }
         return NULL;
     }
     int64_t deadline = tc_now_us() / 1000 + bound;
@@ -447,9 +474,9 @@ static PGresult *run_queue(PGconn *c, struct stmts *ss, const char *sql, int n,
     if (f < 0 && stuck(c))
         give_up(c, bound);
     PGresult *own = NULL, *r, *failed = NULL;
-    unsigned idx = 0;
+    unsigned idx = 0, first_bad = items; /* (the item of the first error) */
     bool synced = false;
-    while (!synced && idx <= total && next_result(c, deadline, bound, &r)) {
+    while (!synced && idx <= items && next_result(c, deadline, bound, &r)) {
         deadline = tc_now_us() / 1000 + bound; /* each statement its own bound, as alone */
         if (!r) {
             if (PQstatus(c) == CONNECTION_BAD)
@@ -460,9 +487,11 @@ static PGresult *run_queue(PGconn *c, struct stmts *ss, const char *sql, int n,
         ExecStatusType st = PQresultStatus(r);
         if (st == PGRES_PIPELINE_SYNC)
             synced = true;
-        if (st == PGRES_PIPELINE_SYNC || idx > total - 1) {
+        if (st == PGRES_FATAL_ERROR && idx < first_bad)
+            first_bad = idx;
+        if (st == PGRES_PIPELINE_SYNC || idx >= items) {
             PQclear(r);
-        } else if (idx < total - 1) { /* a queued one: its first error is told below */
+        } else if (idx < items - 1) { /* a prepare, or a queued one: its error is told below */
             if (st == PGRES_FATAL_ERROR && !failed)
                 failed = r;
             else
@@ -474,6 +503,14 @@ static PGresult *run_queue(PGconn *c, struct stmts *ss, const char *sql, int n,
             own = r;
         }
     }
+    if (!synced)
+        first_bad = 0; /* (broken: what it prepared is not known; the reset forgets it all) */
+    /* what the server skipped after the first error (or refused) was never prepared */
+    for (unsigned i = 0; i < total; i++)
+        if (kind[i] == 2 && item_of[i] - 1 >= first_bad) {
+            stmts_truncate(ss, slot[i]);
+            break;
+        }
     /* libpq's own message is the Sync's by now (empty): tc_db_error tells it */
     const PGresult *why = failed ? failed : PQresultStatus(own) == PGRES_FATAL_ERROR ? own : NULL;
     if (why && !(ss->err = strdup(PQresultErrorMessage(why))))

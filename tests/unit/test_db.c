@@ -479,8 +479,10 @@ TEST(statements_sent_ahead_share_a_round_trip)
     PGconn *c = connect_with_tb();
     if (!c)
         return;
-    tx_with_sends(c); /* (the first run prepares its statements: round trips of their own) */
+    /* the first run prepares its statements in the same round trips */
+    CHECK(round_trips(c, tx_with_sends) == 2);
     CHECK(seen_in_tx == 1);
+    CHECK(prepared_count(c) == 2);
     PQclear(PQexec(c, "DELETE FROM tb"));
     CHECK(round_trips(c, tx_with_sends) == 2);
     CHECK(seen_in_tx == 1);
@@ -549,6 +551,23 @@ TEST(a_statement_sent_ahead_fails_its_transaction)
 
     CHECK(round_trips(c, tx_rolled_back) == 0);
     CHECK(count_rows(c, "tb") == 0);
+
+    /* one the server refuses to prepare (a table not there yet): its own error, not that of
+     * an aborted transaction; nothing of it kept, as prepared or otherwise */
+    const char *late = "INSERT INTO tlate VALUES ($1::int)", *two[1] = {"2"};
+    long prepared = prepared_count(c);
+    CHECK(tc_db_begin(c) == 0);
+    CHECK(insert(c, "1"));
+    CHECK(tc_db_send(c, late, 1, two));
+    CHECK(tc_db_finish(c, 0) == -EIO);
+    CHECK(strstr(tc_db_error(c), "\"tlate\" does not exist") != NULL);
+    CHECK(count_rows(c, "tb") == 0);
+    CHECK(prepared_count(c) == prepared);
+    PQclear(PQexec(c, "CREATE TEMP TABLE tlate (x int)"));
+    CHECK(tc_db_begin(c) == 0);
+    CHECK(tc_db_send(c, late, 1, two)); /* (the list did not keep a name the server lacks) */
+    CHECK(tc_db_finish(c, 0) == 0);
+    CHECK(count_rows(c, "tlate") == 1);
 
     CHECK(send_insert(c, "3")); /* no transaction: at once */
     CHECK(count_rows(c, "tb") == 1);
