@@ -61,8 +61,7 @@ struct queued {
 #define QUEUE_MAX 8
 
 struct stmts {
-    bool named;         /* prepare_on when the connection was made */
-    unsigned forgotten; /* times the list was emptied (a name given before is void then) */
+    bool named; /* prepare_on when the connection was made */
     unsigned n;
     bool stale; /* the server's and this list disagree: start both afresh (stmts_renew) */
     unsigned nq;
@@ -93,7 +92,6 @@ static void stmts_forget(struct stmts *ss)
     for (unsigned i = 0; i < ss->n; i++)
         free(ss->e[i].sql);
     ss->n = 0;
-    ss->forgotten++;
 }
 
 static int stmts_event(PGEventId id, void *info, void *pass)
@@ -423,16 +421,15 @@ static PGresult *run_queue(PGconn *c, struct stmts *ss, const char *sql, int n,
     bool ok = true;
     /* A statement run for the first time on c is prepared in the pipeline too, just before
      * its run: after the BEGIN, so that one the server refuses fails the transaction (with its
-     * own error), and after the statements sent before it, which it may need. */
-    unsigned forgotten = ss->forgotten;
+     * own error), and after the statements sent before it, which it may need. (A stale list
+     * is renewed only at the first stmt_slot: a queue that starts outside a transaction starts
+     * with its unnamed BEGIN, so no name given here is voided by a renewal.) */
     for (unsigned i = 0; i < total; i++) {
         kind[i] = i < ss->nq ? (ss->q[i].plain ? 0 : stmt_slot(c, ss, ss->q[i].sql, names[i]))
                   : may_name ? stmt_slot(c, ss, sql, names[i])
                              : 0;
         slot[i] = ss->n - 1;
     }
-    for (unsigned i = 0; i < total && ss->forgotten != forgotten; i++)
-        kind[i] = 0; /* (the list was renewed meanwhile: the names given before are void) */
     /* the pipeline's items in order: a new statement's prepare, then each run */
     unsigned item_of[QUEUE_MAX + 1], items = 0;
     for (unsigned i = 0; i < total; i++) {
@@ -891,8 +888,7 @@ bool tc_db_command(PGconn *conn, const char *sql)
         queue_forget(ss);
     /* Nothing to roll back (a COMMIT that rolled back came first, see below): no round
      * trip, and no "there is no transaction in progress" warning from the server. */
-    if (strcmp(sql, "ROLLBACK") == 0 && PQstatus(conn) == CONNECTION_OK &&
-        PQtransactionStatus(conn) == PQTRANS_IDLE)
+    if (rollback && PQstatus(conn) == CONNECTION_OK && PQtransactionStatus(conn) == PQTRANS_IDLE)
         return true;
     PGresult *r = ss && ss->nq ? run_queue(conn, ss, sql, 0, NULL, false) : exec_plain(conn, sql);
     bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
