@@ -21,7 +21,8 @@ enum MHD_Result tc_api_healthz(struct tc_request *r)
 #define READY_DB_MS    1500
 #define READY_REUSE_MS 1000
 
-/* The database's answer to readiness: a SELECT 1 bounded well under a probe's timeout (ours 3 s)
+/* The database's answer to readiness: a SELECT 1 on readiness's own connection (tc_db_ping: a
+ * slow database costs the calls' pool nothing), bounded well under a probe's timeout (ours 3 s)
  * (a frozen database makes /readyz answer 503 instead of holding a thread for the round trips'
  * own bound), one probe at a time; a failed one is the answer for a second: back-to-back /readyz
  * calls cannot keep the health listener's one thread in pings that wait out their bound. A

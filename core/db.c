@@ -31,6 +31,11 @@ struct tc_db {
     unsigned nfree;
     PGconn **free_list;
     struct waiter *wait_head, **wait_tail;
+    /* readiness's own connection (tc_db_ping), under probe_lock */
+    pthread_mutex_t probe_lock;
+    PGconn *probe;
+    int64_t probe_sent_ms; /* its SELECT 1 went then, unanswered so far; 0: none out */
+    bool probe_seen;       /* that SELECT 1's rows came (its end has not yet) */
 };
 
 /* ---- Prepared statements, per connection ----
@@ -622,12 +627,12 @@ bool tc_db_conn_ok(PGconn *c)
     return false; /* unsolicited input on a connection that does not LISTEN: start afresh */
 }
 
-/* PQreset, but given up at deadline (ms, tc_now_us's clock) like a round trip: a server that
- * accepts and then says nothing holds no caller longer than its bound. */
-static bool reset_within(PGconn *c, int64_t deadline)
+/* A connection's start (PQconnectPoll) or reset (PQresetPoll) polled to its end, given up at
+ * deadline (ms, tc_now_us's clock) like a round trip: a server that accepts and then says
+ * nothing holds no caller longer than its bound. (Host names are resolved before, in
+ * PQconnectStart/PQresetStart, by libc: bounded by the resolver's own timeouts only.) */
+static bool poll_within(PGconn *c, int64_t deadline, PostgresPollingStatusType (*step)(PGconn *))
 {
-    if (!PQresetStart(c))
-        return false;
     PostgresPollingStatusType st = PGRES_POLLING_WRITING; /* (libpq's first state) */
     while (st != PGRES_POLLING_OK) {
         if (st == PGRES_POLLING_FAILED)
@@ -639,16 +644,23 @@ static bool reset_within(PGconn *c, int64_t deadline)
             for (int i = 0; i < 8 && st != PGRES_POLLING_FAILED && st != PGRES_POLLING_OK; i++) {
                 if (PQsocket(c) >= 0)
                     shutdown(PQsocket(c), SHUT_RDWR);
-                st = PQresetPoll(c);
+                st = step(c);
             }
             if (st != PGRES_POLLING_OK || PQstatus(c) != CONNECTION_OK)
                 return false; /* (a socket libpq still holds is closed by the next reset) */
             break;            /* (its answer was in already) */
         }
-        st = PQresetPoll(c);
+        st = step(c);
     }
-    /* (a new session: statement_timeout, the time zone, non-blocking again) */
-    return PQstatus(c) == CONNECTION_OK && session_setup_within(c, deadline);
+    return PQstatus(c) == CONNECTION_OK;
+}
+
+/* PQreset within deadline (poll_within), with a new session's bounds: statement_timeout, the
+ * time zone, non-blocking again. */
+static bool reset_within(PGconn *c, int64_t deadline)
+{
+    return PQresetStart(c) && poll_within(c, deadline, PQresetPoll) &&
+           session_setup_within(c, deadline);
 }
 
 bool tc_db_reset(PGconn *c)
@@ -688,6 +700,7 @@ int tc_db_open(const char *conninfo, unsigned size, struct tc_db **ret_db, char 
         return -ENOMEM;
     }
     pthread_mutex_init(&db->lock, NULL);
+    pthread_mutex_init(&db->probe_lock, NULL);
     db->wait_tail = &db->wait_head;
     db->size = size;
     for (unsigned i = 0; i < size; i++) {
@@ -708,22 +721,17 @@ void tc_db_close(struct tc_db *db)
         return;
     for (unsigned i = 0; i < db->nfree; i++)
         PQfinish(db->free_list[i]);
-    if (db->size)
+    PQfinish(db->probe);
+    if (db->size) {
         pthread_mutex_destroy(&db->lock);
+        pthread_mutex_destroy(&db->probe_lock);
+    }
     free(db->free_list);
     free(db->conninfo);
     free(db);
 }
 
-static PGconn *acquire_within(struct tc_db *db, int timeout_ms, int64_t reset_deadline);
-
 PGconn *tc_db_acquire(struct tc_db *db, int timeout_ms)
-{
-    return acquire_within(db, timeout_ms, -1);
-}
-
-/* reset_deadline: when a broken connection's reset is given up (-1: the round trips' bound). */
-static PGconn *acquire_within(struct tc_db *db, int timeout_ms, int64_t reset_deadline)
 {
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
@@ -762,7 +770,7 @@ static PGconn *acquire_within(struct tc_db *db, int timeout_ms, int64_t reset_de
     if (!tc_db_conn_ok(c)) {
         /* The database restarted, the backend was terminated or the socket broke: one
          * reconnect attempt, outside the lock. */
-        if (reset_deadline < 0 ? !tc_db_reset(c) : !reset_within(c, reset_deadline)) {
+        if (!tc_db_reset(c)) {
             tc_db_release(db, c);
             return NULL;
         }
@@ -844,18 +852,92 @@ PGresult *tc_db_exec_once(PGconn *conn, const char *sql, int nparams, const char
     return succeeded(exec_params(conn, sql, nparams, params));
 }
 
+/* ---- Readiness's own connection ----
+ * tc_db_ping asks with a SELECT 1 on a connection of its own, never a pooled one. A probe not
+ * answered within its bound leaves its SELECT 1 out, and the next probe waits for that answer:
+ * a slow but live database costs the calls' pool nothing (before, each such probe gave up a
+ * pooled connection, made again by the next call that took it, on a database that was slow
+ * already), and a probe never waits for a pooled connection that calls hold. A SELECT 1 left
+ * unanswered for the round trips' bound is given up (a frozen or vanished server): the next
+ * probe connects afresh, within its own bound. */
+
+static PGconn *probe_connect(const char *conninfo, int64_t deadline)
+{
+    /* (first: the conninfo's own application_name wins) */
+    const char *const keys[] = {"fallback_application_name", "dbname", NULL};
+    const char *const vals[] = {"toolcage readiness", conninfo, NULL};
+    PGconn *c = PQconnectStartParams(keys, vals, 1);
+    if (c && PQstatus(c) != CONNECTION_BAD && poll_within(c, deadline, PQconnectPoll) &&
+        PQsetnonblocking(c, 1) == 0)
+        return c;
+    PQfinish(c);
+    return NULL;
+}
+
+/* The answer to the probe's SELECT 1, read until its end or deadline: 1 its rows came, 0 not
+ * yet (still out), -1 the connection broke or the server refused (the connection is then
+ * started afresh). */
+static int probe_answer(struct tc_db *db, PGconn *c, int64_t deadline)
+{
+    int f;
+    while ((f = PQflush(c)) == 1)
+        if (wait_socket(c, POLLOUT | POLLIN, deadline) <= 0 || !PQconsumeInput(c))
+            return PQstatus(c) == CONNECTION_OK && tc_now_us() / 1000 >= deadline ? 0 : -1;
+    if (f < 0)
+        return -1;
+    for (;;) {
+        while (PQisBusy(c)) {
+            int w = wait_socket(c, POLLIN, deadline);
+            if (w == 0)
+                return 0;
+            if (w < 0 || !PQconsumeInput(c) || PQstatus(c) != CONNECTION_OK)
+                return -1;
+        }
+        PGresult *r = PQgetResult(c);
+        if (!r)
+            return db->probe_seen ? 1 : -1;
+        bool rows = PQresultStatus(r) == PGRES_TUPLES_OK;
+        PQclear(r);
+        if (!rows)
+            return -1;
+        db->probe_seen = true;
+    }
+}
+
 bool tc_db_ping(struct tc_db *db, int bound_ms)
 {
-    int64_t deadline = tc_now_us() / 1000 + bound_ms;
-    PGconn *c = acquire_within(db, bound_ms, deadline);
+    pthread_mutex_lock(&db->probe_lock);
+    int64_t now = tc_now_us() / 1000, deadline = now + bound_ms;
+    PGconn *c = db->probe;
+    bool out = db->probe_sent_ms != 0;
+    if (c && (out ? now - db->probe_sent_ms >= (int64_t)stmt_timeout_s * 1000 + REPLY_GRACE_MS
+                  : !tc_db_conn_ok(c))) {
+        if (out)
+            tc_log(TC_LOG_WARN,
+                   "the database did not answer readiness within the bound: "
+                   "its connection is made again",
+                   NULL);
+        PQfinish(c);
+        c = NULL;
+        out = false;
+    }
     if (!c)
-        return false;
-    int64_t left = deadline - tc_now_us() / 1000;
-    PGresult *r = left > 0 ? await_within(c, PQsendQuery(c, "SELECT 1"), left) : NULL;
-    bool ok = PQresultStatus(r) == PGRES_TUPLES_OK;
-    PQclear(r);
-    tc_db_release(db, c);
-    return ok;
+        c = probe_connect(db->conninfo, deadline);
+    if (c && !out) {
+        out = PQsendQuery(c, "SELECT 1") == 1;
+        db->probe_sent_ms = out ? (now ? now : 1) : 0;
+        db->probe_seen = false;
+    }
+    int a = c && out ? probe_answer(db, c, deadline) : -1;
+    if (a != 0)
+        db->probe_sent_ms = 0;
+    if (a < 0) {
+        PQfinish(c);
+        c = NULL;
+    }
+    db->probe = c;
+    pthread_mutex_unlock(&db->probe_lock);
+    return a > 0;
 }
 
 void tc_db_bytea_hex(const unsigned char *b, size_t n, char *out)

@@ -74,8 +74,8 @@ void tc_db_prepare_statements(bool on);
  * made again at its next use (TOOLCAGE_DB_TIMEOUT_SECONDS). */
 void tc_db_set_timeout(int seconds);
 
-/* True when the server answers SELECT 1 within bound_ms, the wait for a pooled connection
- * included (a connection that did not answer is given up, as at the round trips' own bound). */
+/* True when the server answers SELECT 1 within bound_ms, on a connection of readiness's own
+ * (never a pooled one; one probe at a time): an answer that comes later is the next probe's. */
 bool tc_db_ping(struct tc_db *db, int bound_ms);
 /* Single connection without a pool (CLI commands). */
 PGconn *tc_db_connect(const char *conninfo, char **ret_error);

@@ -2,11 +2,13 @@
  * own in TOOLCAGE_DATABASE_URL): the per-connection prepared statements, and transactions. Each
  * case asserts what the server holds (pg_prepared_statements), not only that a query answered. */
 #include <errno.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/util.h"
 #include "core/db.h"
 #include "tap.h"
 
@@ -613,6 +615,78 @@ TEST(a_session_lost_under_statements_sent_ahead_is_made_again)
     PQfinish(killer);
 }
 
+/* The backend of readiness's connection (tc_db_ping's own), by its application_name: 0 when
+ * there is none, -1 when there is more than one. */
+static int readiness_backend(PGconn *admin)
+{
+    PGresult *r = PQexec(admin, "SELECT pid FROM pg_stat_activity WHERE application_name ="
+                                " 'toolcage readiness' AND datname = current_database()");
+    int n = PQresultStatus(r) == PGRES_TUPLES_OK ? PQntuples(r) : -1;
+    int pid = n == 1 ? atoi(PQgetvalue(r, 0, 0)) : n == 0 ? 0 : -1;
+    PQclear(r);
+    return pid;
+}
+
+/* Readiness asks on a connection of its own. Its backend stopped (SIGSTOP: a database that
+ * is slow, not gone): a ping answers false within its bound, the pool's connection is the
+ * same session and runs (before, each such ping gave a pooled connection up, and the next call
+ * made it again); the late answer is the next ping's, on the same session; unanswered for the
+ * round trips' bound (1 s + the reply's grace here), the connection is made again. */
+TEST(readiness_has_a_connection_of_its_own)
+{
+    NEED_DB();
+    tc_db_set_timeout(1);
+    struct tc_db *db = NULL;
+    PGconn *admin = tc_db_connect(url, NULL);
+    CHECK(admin && tc_db_open(url, 1, &db, NULL) == 0);
+    if (!admin || !db) {
+        PQfinish(admin);
+        tc_db_set_timeout(30);
+        return;
+    }
+    CHECK(tc_db_ping(db, 1500));
+    int probe = readiness_backend(admin);
+    CHECK(probe > 0);
+    PGconn *c = tc_db_acquire(db, 1000);
+    int pooled = c ? PQbackendPID(c) : 0;
+    CHECK(pooled > 0 && pooled != probe);
+    tc_db_release(db, c);
+    if (probe > 0 && kill(probe, SIGSTOP) == 0) {
+        int64_t t0 = tc_now_ms();
+        CHECK(!tc_db_ping(db, 300));
+        CHECK(!tc_db_ping(db, 300)); /* (its SELECT 1 is still out) */
+        int64_t took = tc_now_ms() - t0;
+        CHECK(took >= 600 && took < 3000);
+        c = tc_db_acquire(db, 1000);
+        CHECK(c && PQbackendPID(c) == pooled); /* not given up, not made again */
+        PGresult *r = c ? tc_db_exec(c, "SELECT 1", 0, NULL) : NULL;
+        CHECK(r != NULL);
+        PQclear(r);
+        tc_db_release(db, c);
+        CHECK(kill(probe, SIGCONT) == 0);
+        CHECK(tc_db_ping(db, 1500)); /* the late answer */
+        CHECK(readiness_backend(admin) == probe);
+        /* stopped for longer than the round trips' bound: made again */
+        CHECK(kill(probe, SIGSTOP) == 0);
+        CHECK(!tc_db_ping(db, 300));
+        sleep(6);
+        CHECK(tc_db_ping(db, 1500)); /* a new session, which answers */
+        CHECK(kill(probe, SIGCONT) == 0);
+        for (int i = 0; i < 50 && readiness_backend(admin) == -1; i++)
+            usleep(100 * 1000); /* the old one ends at its socket's end */
+        int again = readiness_backend(admin);
+        CHECK(again > 0 && again != probe);
+        c = tc_db_acquire(db, 1000);
+        CHECK(c && PQbackendPID(c) == pooled);
+        tc_db_release(db, c);
+    }
+    if (probe > 0)
+        (void)kill(probe, SIGCONT); /* (a failed check above left it stopped) */
+    tc_db_close(db);
+    PQfinish(admin);
+    tc_db_set_timeout(30);
+}
+
 int main(void)
 {
     url = getenv("TOOLCAGE_DATABASE_URL");
@@ -632,5 +706,6 @@ int main(void)
     RUN(statements_sent_ahead_share_a_round_trip);
     RUN(a_statement_sent_ahead_fails_its_transaction);
     RUN(a_session_lost_under_statements_sent_ahead_is_made_again);
+    RUN(readiness_has_a_connection_of_its_own);
     return TAP_DONE();
 }
