@@ -505,6 +505,19 @@ static void tick(struct launcher *L)
     tc_egress_link_tick(L->egress, now);
 }
 
+/* The egress proxy was started again (egress_link.c, respawn): the server's host info says
+ * the new pid, in a HELLO of the fields that changed. */
+static void tell_egress_pid(struct launcher *L)
+{
+    pid_t pid = tc_egress_link_pid(L->egress);
+    if (pid == L->egress_told || pid <= 0)
+        return;
+    char msg[48];
+    int n = snprintf(msg, sizeof(msg), "{\"egress_pid\":%d}", (int)pid);
+    if (tc_wire_send(L->sock, TC_WIRE_HELLO, NULL, msg, (size_t)n) == 0)
+        L->egress_told = pid;
+}
+
 /* A sandbox is between go and its program's exec (at most SETUP_QUIET_MS, for hosts without
  * seccomp notification, whose NOTIFY_FD message marks the exec), or a call came less than
  * CALL_QUIET_MS ago and runs or waits for its go (held: the server records its start), or a
@@ -1178,6 +1191,7 @@ int tc_launcher_main(int argc, char **argv)
             return 1;
         }
         free(s);
+        L.egress_told = tc_egress_link_pid(L.egress);
     }
 
     for (;;) {
@@ -1193,6 +1207,7 @@ int tc_launcher_main(int argc, char **argv)
             break;
         for (int i = 0; i < n; i++)
             dispatch(&L, &evs[i]);
+        tell_egress_pid(&L);
         int64_t now = lc_now_ms();
         if (L.uid_note_ms && now >= L.uid_note_ms) {
             tc_uidrange_note(L.uid_fd);

@@ -234,6 +234,7 @@ struct launcher {
                                  * out, retried on tick while busy */
     size_t n_dead_cgs;
     struct tc_egress_link *egress; /* the egress proxy, NULL if it could not be started */
+    pid_t egress_told;             /* the proxy's pid the server was told (HELLO) */
     struct tc_pool pool;           /* shells created ahead of time, and the sandboxes' uids */
     struct tc_gv_host gv;
     struct tc_vm_host vm;

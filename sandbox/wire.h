@@ -10,7 +10,7 @@
 #define TC_WIRE_MAX_PAYLOAD (64u << 20)
 
 enum tc_wire_type {
-    TC_WIRE_HELLO = 1, /* launcher -> server: host info JSON */
+    TC_WIRE_HELLO = 1, /* launcher -> server: host info JSON; later, the fields that changed */
     TC_WIRE_SUBMIT,    /* server -> launcher: spec JSON */
     TC_WIRE_CANCEL,    /* server -> launcher: id only */
     TC_WIRE_RESULT,    /* launcher -> server: result JSON */

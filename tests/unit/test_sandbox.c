@@ -2499,6 +2499,10 @@ TEST(egress_proxy_respawned)
         if (is_egress_proxy(kids[i]))
             now = kids[i];
     CHECK(now > 0 && now != old);
+    /* and the server's host info says so (before, it kept the first proxy's pid) */
+    hi = tc_launcher_host_info(L);
+    CHECK(json_integer_value(json_object_get(hi, "egress_pid")) == now);
+    json_decref(hi);
     proc_status(now, status, sizeof(status));
     CHECK(strstr(status, "\nNoNewPrivs:\t1\n") != NULL);
     CHECK(strstr(status, "\nSeccomp:\t2\n") != NULL);
