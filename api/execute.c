@@ -56,13 +56,15 @@ static void server_timing(const struct exec_state *st, char *out, size_t n)
     const struct {
         const char *name;
         int64_t from, to;
-    } ph[] = {{"screen", st->t_begin, st->t_screened},    /* parse, policy, pre-screen */
+    } ph[] = {{"request", st->r->line_us, st->t_begin},  /* its headers and body, the key */
+              {"auth", st->r->auth_us, st->r->authed_us}, /* the key's lookup (in request) */
+              {"screen", st->t_begin, st->t_screened},    /* parse, policy, pre-screen */
               {"admit", st->t_screened, st->t_recorded},  /* slot, quota, row + audit */
               {"lease", st->t_recorded, st->t_submitted}, /* credentials, spec, submit */
               {"setup", st->t_submitted, st->t_ready},    /* the launcher's sandbox */
               {"run", st->t_ready, st->t_result},         /* start record, program, teardown */
               {"record", st->t_result, now},              /* redaction, outcome + audit */
-              {"total", st->t_begin, now}};
+              {"total", st->r->line_us, now}};
     size_t k = 0;
     out[0] = '\0';
     for (size_t i = 0; i < TC_ARRAY_SIZE(ph) && k < n; i++) {
@@ -493,7 +495,7 @@ static enum MHD_Result on_resumed(struct tc_request *r)
                "stored_first", st->record_rc == 0);
         st->view = NULL;
         idem_end(r, st, 200, view, NULL);
-        char timing[256];
+        char timing[384];
         server_timing(st, timing, sizeof(timing));
         return tc_respond_json_ex(r, 200, view, "application/json", "Server-Timing", timing);
     }

@@ -4,13 +4,17 @@
 //   A='{"TOOLCAGE_DB_PREPARE":"0"}' B='{}' bench/node_bench.sh bench/ab.mjs [N] [ROUNDS]
 //   A_BIN=/old/build/toolcage-server bench/node_bench.sh bench/ab.mjs    (B: TOOLCAGE_BIN's)
 // Both servers share one database (as replicas do) and run one at a time. Prints medians, the
-// Server-Timing phases and B/A ratios; enforces nothing.
+// Server-Timing phases and B/A ratios; enforces nothing. LOAD=0 leaves the 8-client rounds out
+// (they disturb the pools the next one-client calls use: the calmer comparison of one call's
+// time); GAP_MS sets the rest before each one-client call (default 150).
 import http from 'node:http';
 import { Server } from '../tests/integration/harness.mjs';
 
 const N = Number(process.argv[2] || 30);
 const ROUNDS = Number(process.argv[3] || 3);
 const SECS = Number(process.env.SECS || 6);
+const LOAD = process.env.LOAD !== '0';
+const GAP_MS = Number(process.env.GAP_MS || 150);
 const now = () => performance.now();
 const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor((s.length - 1) / 2)]; };
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -61,21 +65,23 @@ try {
   for (let round = 0; round < ROUNDS; round++) {
     for (let i = 0; i < Math.ceil(N / ROUNDS); i++)
       for (const k of (i % 2 ? ['B', 'A'] : ['A', 'B'])) {
-        await sleep(150);
+        await sleep(GAP_MS);
         const r = await calls[k]();
         one[k].push(r.ms);
         for (const [p, v] of Object.entries(r.timing)) (phases[k][p] ??= []).push(v);
       }
-    for (const k of (round % 2 ? ['B', 'A'] : ['A', 'B'])) rates[k].push(await rate(calls[k]));
+    if (LOAD) for (const k of (round % 2 ? ['B', 'A'] : ['A', 'B'])) rates[k].push(await rate(calls[k]));
   }
-  const f = (x) => x.toFixed(1).padStart(7);
-  console.log(`bench/ab: A=${servers.A.bin} ${JSON.stringify(envs.A)} B=${servers.B.bin} ${JSON.stringify(envs.B)}; ${one.A.length} calls each, ${ROUNDS} rounds of ${SECS} s at 8 clients`);
+  const f = (x) => x.toFixed(2).padStart(7);
+  console.log(`bench/ab: A=${servers.A.bin} ${JSON.stringify(envs.A)} B=${servers.B.bin} ${JSON.stringify(envs.B)}; ${one.A.length} calls each, ${GAP_MS} ms apart${LOAD ? `, ${ROUNDS} rounds of ${SECS} s at 8 clients` : ''}`);
   for (const k of ['A', 'B']) {
-    const ph = Object.entries(phases[k]).map(([p, v]) => `${p} ${median(v).toFixed(1)}`).join('  ');
-    console.log(`  ${k}: 1 client ${f(median(one[k]))} ms   8 clients ${rates[k].map((r) => r.toFixed(1)).join(' / ')} /s   ${ph}`);
+    const ph = Object.entries(phases[k]).map(([p, v]) => `${p} ${median(v).toFixed(2)}`).join('  ');
+    const load = LOAD ? `   8 clients ${rates[k].map((r) => r.toFixed(1)).join(' / ')} /s` : '';
+    console.log(`  ${k}: 1 client ${f(median(one[k]))} ms${load}   ${ph}`);
   }
   const sum = (xs) => xs.reduce((a, b) => a + b, 0);
-  console.log(`  B/A: 1 client ${(median(one.B) / median(one.A)).toFixed(2)}x the time; 8 clients ${(sum(rates.B) / sum(rates.A)).toFixed(2)}x the rate`);
+  const load = LOAD ? `; 8 clients ${(sum(rates.B) / sum(rates.A)).toFixed(2)}x the rate` : '';
+  console.log(`  B/A: 1 client ${(median(one.B) / median(one.A)).toFixed(2)}x the time${load}`);
 } finally {
   for (const s of Object.values(servers)) await s.stop();
 }

@@ -121,6 +121,21 @@ function executor(server, tool, limits = () => undefined) {
   });
 }
 
+/** GET path on a keep-alive agent; resolves its time in ms (the HTTP floor: no database, no sandbox). */
+function getter(server, path) {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const url = new URL(`${server.base}${path}`);
+  return () => new Promise((resolve, reject) => {
+    const t0 = now();
+    const req = http.request({ agent, host: url.hostname, port: url.port, path: url.pathname, method: 'GET' }, (res) => {
+      res.resume();
+      res.on('end', () => (res.statusCode === 200 ? resolve(now() - t0) : reject(new Error(`${path}: ${res.statusCode}`))));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
 const f = (x) => (x === undefined ? '      -' : x.toFixed(1).padStart(7));
 const rows = [];
 const row = (name, ms, base, note = '') => rows.push(`  ${name.padEnd(44)} ${f(ms)} ms  ${base ? `${(ms / base).toFixed(2)}x`.padStart(7) : '       '}  ${note}`);
@@ -154,7 +169,9 @@ try {
   const cold = executor(server, 'python', () => ({ cpu_ms: distinct++ }));
   for (let i = 0; i < 5; i++) await exec(); // warm the pool and the connection
   for (let i = 0; i < 3; i++) await cold();
-  const one = [], coldMs = [];
+  const healthz = getter(server, '/healthz');
+  await healthz();
+  const one = [], coldMs = [], floor = [];
   const phases = {};
   let warmN = 0;
   for (let i = 0; i < N; i++) { // turn about: a cold call, then (after a rest) a warm one
@@ -164,14 +181,17 @@ try {
     one.push(r.ms);
     warmN += r.warm;
     for (const [k, v] of Object.entries(r.timing)) (phases[k] ??= []).push(v);
+    await new Promise((res) => setTimeout(res, 25));
+    floor.push(await healthz()); // after a rest too, as the warm call
   }
   const so = stats(one);
   row('toolcage POST /v1/execute, 1 client (cold)', stats(coldMs).median, bare.median, 'a fresh interpreter per call');
   row('toolcage POST /v1/execute, 1 client (warm)', so.median, bare.median, `target <= 1.15x (and <= 0.6x warm); ${warmN} of ${N} warm`);
   const med = (k) => (phases[k] ? stats(phases[k]).median : undefined);
   const http = so.median - (med('total') ?? 0);
-  rows.push(`    where it goes (medians, Server-Timing): screen ${f(med('screen'))}  admit ${f(med('admit'))}  lease ${f(med('lease'))}  setup ${f(med('setup'))}`);
-  rows.push(`                                            run ${f(med('run'))}  record ${f(med('record'))}  server total ${f(med('total'))}  HTTP + client ${f(http)}`);
+  rows.push(`    where it goes (medians, Server-Timing): request ${f(med('request'))} (auth ${f(med('auth'))})  screen ${f(med('screen'))}  admit ${f(med('admit'))}`);
+  rows.push(`                                            lease ${f(med('lease'))}  setup ${f(med('setup'))}  run ${f(med('run'))}  record ${f(med('record'))}`);
+  rows.push(`                                            server total ${f(med('total'))}  HTTP + client ${f(http)}  (GET /healthz, the same client: ${f(stats(floor).median)})`);
 
   const bare8 = await throughput(() => spawnOnce(PY), 8, SECONDS);
   const tc8 = await throughput(exec, 8, SECONDS);

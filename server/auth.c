@@ -252,11 +252,13 @@ enum MHD_Result tc_auth_bearer_dispatch(struct tc_request *r, const struct tc_ro
         return tc_respond_problem_header(r, 401, "unauthorized", "Unauthorized", "WWW-Authenticate",
                                          "Bearer",
                                          "an API key is required: Authorization: Bearer <key>");
+    r->auth_us = tc_now_us();
     PGconn *c = tc_db_acquire(r->srv->db, TC_DB_WAIT_MS);
     if (!c)
         return tc_respond_db_down(r);
     int rc = tc_auth_lookup(c, h + 7, &r->principal);
     tc_db_release(r->srv->db, c);
+    r->authed_us = tc_now_us();
     if (rc == -EIO)
         return tc_respond_db_down(r);
     if (rc < 0)

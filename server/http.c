@@ -490,7 +490,8 @@ static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *
     r->srv = srv;
     r->conn = conn;
     r->routes = l->routes; /* the listener's own: the health listener's has health alone */
-    r->start_ms = tc_now_ms();
+    r->line_us = tc_now_us();
+    r->start_ms = r->line_us / 1000;
     r->raw_uri_len = strlen(uri);
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);

@@ -38,6 +38,27 @@ test('python print(6*7) prints 42 and completes with exit code 0', async () => {
   assert.ok(r.duration_ms >= 0 && r.duration_ms < 10_000 * SLOW, `duration_ms ${r.duration_ms}`);
 });
 
+test('a synchronous answer says where its time went (Server-Timing): every phase, in order, within the client\'s own time', async () => {
+  const res = await server.request('POST', '/v1/execute', { key: server.keys.agent, json: { tool: 'python', code: 'print(1)' } });
+  assert.equal(res.status, 200, res.text.slice(0, 300));
+  const header = res.headers.get('server-timing') ?? '';
+  const t = {};
+  for (const part of header.split(',')) {
+    const m = /^\s*([a-z]+);dur=([0-9]+\.[0-9]{3})$/.exec(part);
+    assert.ok(m, `Server-Timing entry ${JSON.stringify(part)} in ${header}`);
+    t[m[1]] = Number(m[2]);
+  }
+  const phases = ['request', 'screen', 'admit', 'lease', 'setup', 'run', 'record'];
+  assert.deepEqual(Object.keys(t).sort(), [...phases, 'auth', 'total'].sort(), header);
+  // the key's check is part of reading the request; the phases follow one another
+  assert.ok(t.auth > 0 && t.auth <= t.request, header);
+  const sum = phases.reduce((a, k) => a + t[k], 0);
+  assert.ok(Math.abs(t.total - sum) <= 0.001 * phases.length + 0.05, `total ${t.total} against the phases' ${sum}: ${header}`);
+  // the server's total lies inside the client's round trip (it starts at the request line)
+  assert.ok(t.total < res.ms, `server total ${t.total} ms, the client saw ${res.ms} ms`);
+  assert.ok(t.run > 0 && t.admit > 0, header);
+});
+
 test('result carries the effective limits (policy defaults) and how each was enforced', async () => {
   const defaults = await policyLimits('python');
   const { json: r } = await server.execute({ tool: 'python', code: 'x = [0] * 1000000\nprint(len(x))' });

@@ -2960,11 +2960,14 @@ export interface operations {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     /**
                      * @description Where the time of a synchronous call went (W3C Server Timing),
-                     *     milliseconds: `screen` (parse, policy, pre-screen), `admit`
+                     *     milliseconds: `request` (from its request line: headers, body, the
+                     *     API key's check), `auth` (that check, part of `request`), `screen`
+                     *     (parse, policy, pre-screen), `admit`
                      *     (slot, quota, the execution row and its audit record), `lease`
                      *     (credentials, spec, submission), `setup` (the launcher's
                      *     sandbox), `run` (start record, program, teardown), `record`
-                     *     (redaction, the outcome and its audit record), `total`.
+                     *     (redaction, the outcome and its audit record), `total` (from the
+                     *     request line to the answer).
                      */
                     "Server-Timing"?: string;
                     [name: string]: unknown;
