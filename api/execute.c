@@ -47,22 +47,25 @@ struct exec_state {
     struct tc_exec_stream *stream; /* its live events (api/stream.h), or NULL */
     /* when each step ended (tc_now_us), for the Server-Timing header of the answer */
     int64_t t_begin, t_screened, t_recorded, t_submitted, t_ready, t_result;
+    int64_t t_go; /* the recorder's, atomic: execution.start stored, the go sent */
 };
 
 /* Server-Timing (W3C): where the time of a synchronous call went, in milliseconds. */
 static void server_timing(const struct exec_state *st, char *out, size_t n)
 {
-    int64_t now = tc_now_us();
+    int64_t now = tc_now_us(), go = __atomic_load_n(&st->t_go, __ATOMIC_ACQUIRE);
     const struct {
         const char *name;
         int64_t from, to;
-    } ph[] = {{"request", st->r->line_us, st->t_begin},  /* its headers and body, the key */
+    } ph[] = {{"request", st->r->line_us, st->t_begin},   /* its headers and body, the key */
               {"auth", st->r->auth_us, st->r->authed_us}, /* the key's lookup (in request) */
               {"screen", st->t_begin, st->t_screened},    /* parse, policy, pre-screen */
               {"admit", st->t_screened, st->t_recorded},  /* slot, quota, row + audit */
               {"lease", st->t_recorded, st->t_submitted}, /* credentials, spec, submit */
               {"setup", st->t_submitted, st->t_ready},    /* the launcher's sandbox */
               {"run", st->t_ready, st->t_result},         /* start record, program, teardown */
+              {"start", st->t_ready, go},                 /* the start record (in run) */
+              {"program", go, st->t_result},              /* go to result (in run) */
               {"record", st->t_result, now},              /* redaction, outcome + audit */
               {"total", st->r->line_us, now}};
     size_t k = 0;
@@ -189,7 +192,8 @@ static void on_ready_cb(void *userdata, const char *id)
                                 .tool = st->tool,
                                 .request_id = st->request_id,
                                 .claimed_by = st->claimed_by,
-                                .actor = actor};
+                                .actor = actor,
+                                .went_us = &st->t_go};
     (void)id;
     (void)tc_recorder_start_run(st->srv->recorder, &ids);
     json_decref(actor);

@@ -190,7 +190,7 @@ try {
   const med = (k) => (phases[k] ? stats(phases[k]).median : undefined);
   const http = so.median - (med('total') ?? 0);
   rows.push(`    where it goes (medians, Server-Timing): request ${f(med('request'))} (auth ${f(med('auth'))})  screen ${f(med('screen'))}  admit ${f(med('admit'))}`);
-  rows.push(`                                            lease ${f(med('lease'))}  setup ${f(med('setup'))}  run ${f(med('run'))}  record ${f(med('record'))}`);
+  rows.push(`                                            lease ${f(med('lease'))}  setup ${f(med('setup'))}  run ${f(med('run'))} (start ${f(med('start'))}  program ${f(med('program'))})  record ${f(med('record'))}`);
   rows.push(`                                            server total ${f(med('total'))}  HTTP + client ${f(http)}  (GET /healthz, the same client: ${f(stats(floor).median)})`);
 
   const bare8 = await throughput(() => spawnOnce(PY), 8, SECONDS);

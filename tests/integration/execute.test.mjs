@@ -49,9 +49,11 @@ test('a synchronous answer says where its time went (Server-Timing): every phase
     t[m[1]] = Number(m[2]);
   }
   const phases = ['request', 'screen', 'admit', 'lease', 'setup', 'run', 'record'];
-  assert.deepEqual(Object.keys(t).sort(), [...phases, 'auth', 'total'].sort(), header);
-  // the key's check is part of reading the request; the phases follow one another
+  assert.deepEqual(Object.keys(t).sort(), [...phases, 'auth', 'start', 'program', 'total'].sort(), header);
+  // the key's check is part of reading the request, the start record and the program are
+  // run's two parts; the phases follow one another
   assert.ok(t.auth > 0 && t.auth <= t.request, header);
+  assert.ok(t.start > 0 && t.program > 0 && Math.abs(t.start + t.program - t.run) <= 0.003, header);
   const sum = phases.reduce((a, k) => a + t[k], 0);
   assert.ok(Math.abs(t.total - sum) <= 0.001 * phases.length + 0.05, `total ${t.total} against the phases' ${sum}: ${header}`);
   // the server's total lies inside the client's round trip (it starts at the request line)

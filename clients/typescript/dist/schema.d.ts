@@ -2964,7 +2964,8 @@ export interface operations {
                      *     (parse, policy, pre-screen), `admit`
                      *     (slot, quota, the execution row and its audit record), `lease`
                      *     (credentials, spec, submission), `setup` (the launcher's
-                     *     sandbox), `run` (start record, program, teardown), `record`
+                     *     sandbox), `run` (start record, program, teardown; of it `start`,
+                     *     the start record, and `program`, from the go to the result), `record`
                      *     (redaction, the outcome and its audit record), `total` (from the
                      *     request line to the answer).
                      */
