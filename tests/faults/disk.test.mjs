@@ -7,7 +7,7 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import fs from 'node:fs';
 import path from 'node:path';
-import { BIN, Server } from '../integration/harness.mjs';
+import { BIN, Server, psql } from '../integration/harness.mjs';
 import {
   faultPolicy, tmpdir, call, tag, checkCalls, checkAudit, report, markers, freePort,
   pgStop, pgStart, logLines, sleep, SLOW,
@@ -136,6 +136,13 @@ test('outcomes not stored at shutdown (PostgreSQL down) wait on disk and are sto
   const stateDir = tmpdir('disk-spill-state');
   const s = await serveWith('faults-disk-spill', { stateDir, logPath: path.join(path.dirname(a.logPath), 'faults-disk-spill.server.log') });
   const tags = [tag(), tag(), tag()];
+  let holder = null; // the session that holds the old instance's lock (below)
+  const release = async () => {
+    if (!holder) return;
+    await a.sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%toolcage-faults-hold-%' AND pid <> pg_backend_pid()");
+    await holder;
+    holder = null;
+  };
   // Started (their start recorded: the program itself marks it), then the database goes away
   // while they run: a fixed pause lost the race on a loaded host, where a start came late.
   const pending = tags.map((tg) => call(s, tg, { sleepS: 5 }));
@@ -153,9 +160,26 @@ test('outcomes not stored at shutdown (PostgreSQL down) wait on disk and are sto
     assert.equal(spilled.length, 3, `on disk: ${spilled}`);
     await pgStart();
     restarted = true;
+    // `a` lives on this database too: it would sweep the old process's three running rows as
+    // interrupted 2 s after it sees their instance's lock free, and the new process stores them
+    // only after its migrations and start-up (~2 s apart in a run's log). Their instance is held
+    // alive (its lock, in a session of the test's) until the new process has stored them.
+    const old = (await a.sql("SELECT string_agg(DISTINCT claimed_by::text, ',') FROM executions WHERE status = 'running'")).trim();
+    assert.match(old, /^[0-9]+$/, `the old process's instance: ${old}`);
+    const marker = `toolcage-faults-hold-${tag()}`;
+    holder = psql(`SELECT pg_advisory_lock(7715, ${old}), '${marker}'; SELECT pg_sleep(50)`, { db: a.database }).catch(() => {});
+    for (const end = Date.now() + 10_000 * SLOW; ;) {
+      const n = (await a.sql(`SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database
+        WHERE d.datname = current_database() AND l.locktype = 'advisory' AND l.classid = 7715
+        AND l.objid = ${old} AND l.objsubid = 2 AND l.granted`)).trim();
+      if (n === '1') break;
+      assert.ok(Date.now() < end, 'the old instance\'s lock, held by the test');
+      await sleep(20);
+    }
     // The same state directory, a new process: it stores them first thing.
     await s.spawnAndWait(await freePort());
     const counts = await checkCalls(s, calls, mdir, { allowInterrupted: false });
+    await release();
     assert.deepEqual(counts.byStatus, { completed: 3 }, JSON.stringify(counts));
     for (const tg of tags) assert.deepEqual(markers(mdir, tg), { start: 1, end: 1 });
     assert.deepEqual(fs.readdirSync(path.join(stateDir, 'state', 'outcomes')).filter((f) => f.endsWith('.json')), []);
@@ -163,6 +187,7 @@ test('outcomes not stored at shutdown (PostgreSQL down) wait on disk and are sto
     report(t, 'spill at shutdown, stored at next start', { ...counts, spilled: 3, audit_records: checked, s: Math.round((performance.now() - t0) / 1000) });
   } finally {
     if (!restarted) await pgStart();
+    await release();
     if (!s.exited) await sigterm(s);
     fs.rmSync(stateDir, { recursive: true, force: true });
   }

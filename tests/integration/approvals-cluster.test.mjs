@@ -71,7 +71,10 @@ test('kill -9 of the process running a claimed call: the other marks it interrup
   const marker = `toolcage-it-foreign-lock-${tag}`;
   const foreign = psql(`SELECT pg_advisory_lock(7715, ${Number(ownerInstance)}), '${marker}'; SELECT pg_sleep(120)`, { db: 'postgres' }).catch(() => {});
   await until(async () => (await psql(`SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database WHERE d.datname = 'postgres' AND l.locktype = 'advisory' AND l.classid = 7715 AND l.objid = ${Number(ownerInstance)} AND l.granted`, { db: 'postgres' })).trim() === '1', 5000 * SLOW, 'the foreign lock');
-  await sleep(500); // the sandbox is running `sleep 5`
+  // the program has started (its execution.start is in: killed before it, the approved call
+  // would rightly be queued again and run by the survivor), and runs `sleep 5`
+  await until(async () => (await sqlJson(a, `SELECT to_json(code_started_at IS NOT NULL) FROM executions WHERE id = ${lit(held.id)}`)) === true, 10_000 * SLOW, 'the start record');
+  await sleep(300);
   killed.add(owner);
   const tKill = performance.now();
   await owner.kill();

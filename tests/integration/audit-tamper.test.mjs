@@ -286,11 +286,13 @@ test('(e2) fail closed after the run: a result whose completion record cannot be
   await seed();
   const failures0 = await metric('toolcage_audit_write_failures_total');
   const pending = server.request('POST', '/v1/execute', { key: server.keys.agent, json: { tool: 'shell', code: 'sleep 1; echo secret-result' } });
-  // Wait until the execute record is in, then take the right to append away.
+  // Wait until the program has started (its execution.start record is in: a row is 'running'
+  // from its admission on, tens of ms before its start record), then take the right to append
+  // away. (Taken away before the start record, the sandbox would be cancelled unrun.)
   const deadline = Date.now() + 5000 * SLOW;
   let id = '';
   while (!id && Date.now() < deadline) {
-    id = (await server.sql("SELECT id FROM executions WHERE status = 'running' AND request->>'code' = 'sleep 1; echo secret-result'")).trim();
+    id = (await server.sql("SELECT id FROM executions WHERE status = 'running' AND code_started_at IS NOT NULL AND request->>'code' = 'sleep 1; echo secret-result'")).trim();
   }
   assert.ok(id, 'the execution started');
   await server.sql('REVOKE INSERT ON audit_log FROM toolcage_app');

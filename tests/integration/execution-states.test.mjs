@@ -49,6 +49,11 @@ test('held, queued and running rows move only along the machine', async () => {
   assert.equal(done.status, 'completed');
   // a fresh row in every state, as the server would make it
   const tenant = (await server.sql(`SELECT tenant_id FROM executions WHERE id = '${done.id}'`)).trim();
+  // Running rows are claimed by the live server's own instance (the one that ran done), whose
+  // lock is held: a dead instance's (this lane's first server was instance 1) would be closed
+  // as interrupted by the live server's sweep 2-3.4 s later, in the middle of the statements.
+  const me = Number((await server.sql(`SELECT claimed_by FROM executions WHERE id = '${done.id}'`)).trim());
+  assert.ok(me > 0, 'the instance that ran it');
   const mk = async (status, claimed) => {
     const id = crypto.randomUUID();
     await asApp(`INSERT INTO executions (id, tenant_id, tool, status, request, limits, claimed_by)
@@ -60,13 +65,13 @@ test('held, queued and running rows move only along the machine', async () => {
   await refused(`INSERT INTO executions (id, tenant_id, tool, status, request, limits)
     VALUES ('${crypto.randomUUID()}', '${tenant}', 'shell', 'running', '{}', '{}')`, /cannot be created/);
   const p = await mk('pending_approval');
-  await refused(`UPDATE executions SET status = 'running', claimed_by = 1 WHERE id = ${p}`, /not a transition/);
+  await refused(`UPDATE executions SET status = 'running', claimed_by = ${me} WHERE id = ${p}`, /not a transition/);
   // queued, then claimed, in one transaction: the server's worker (it claims queued rows, and
   // would close this one, which has no approval, as an error) never sees it queued
   await asApp(`UPDATE executions SET status = 'queued' WHERE id = ${p};
-    UPDATE executions SET status = 'running', claimed_by = 1 WHERE id = ${p}`);
+    UPDATE executions SET status = 'running', claimed_by = ${me} WHERE id = ${p}`);
   await refused(`UPDATE executions SET status = 'completed' WHERE id = ${p}`, /not a transition/); // no result
-  await refused(`UPDATE executions SET claimed_by = 2 WHERE id = ${p}`, /claimed_by changes only/);
+  await refused(`UPDATE executions SET claimed_by = ${me + 1} WHERE id = ${p}`, /claimed_by changes only/);
   await asApp(`UPDATE executions SET code_started_at = now() WHERE id = ${p}`);
   await refused(`UPDATE executions SET code_started_at = now() WHERE id = ${p}`, /starts once/);
   // started: never back to the queue
@@ -74,7 +79,7 @@ test('held, queued and running rows move only along the machine', async () => {
   await asApp(`UPDATE executions SET status = 'failed', result = '{"error":"interrupted_after_start"}' WHERE id = ${p}`);
   // not started: may go back once to the queue (the first statement; the second's refusal
   // rolls it back, so the worker never claims this row either)
-  const r = await mk('running', 1);
+  const r = await mk('running', me);
   await refused(`UPDATE executions SET status = 'queued', claimed_by = NULL WHERE id = ${r};
     UPDATE executions SET late_result = '{}' WHERE id = ${r}`, /needs a final row/);
 });
