@@ -883,7 +883,7 @@ static int probe_answer(struct tc_db *db, PGconn *c, int64_t deadline)
     while ((f = PQflush(c)) == 1)
         if (wait_socket(c, POLLOUT | POLLIN, deadline) <= 0 || !PQconsumeInput(c))
             return PQstatus(c) == CONNECTION_OK && tc_now_us() / 1000 >= deadline ? 0 : -1;
-    if (f < 0)
+    if (f < 0 || !PQconsumeInput(c)) /* (what came already: a deadline of now reads it too) */
         return -1;
     for (;;) {
         while (PQisBusy(c)) {
@@ -910,16 +910,23 @@ bool tc_db_ping(struct tc_db *db, int bound_ms)
     int64_t now = tc_now_us() / 1000, deadline = now + bound_ms;
     PGconn *c = db->probe;
     bool out = db->probe_sent_ms != 0;
-    if (c && (out ? now - db->probe_sent_ms >= (int64_t)stmt_timeout_s * 1000 + REPLY_GRACE_MS
-                  : !tc_db_conn_ok(c))) {
-        if (out)
+    if (c && out && now - db->probe_sent_ms >= (int64_t)stmt_timeout_s * 1000 + REPLY_GRACE_MS) {
+        /* out for the round trips' bound: an answer that came meanwhile (probes far apart)
+         * says the connection works, and a fresh SELECT 1 goes; none, it is made again */
+        int a = probe_answer(db, c, now);
+        if (a == 0)
             tc_log(TC_LOG_WARN,
                    "the database did not answer readiness within the bound: "
                    "its connection is made again",
                    NULL);
+        if (a <= 0) {
+            PQfinish(c);
+            c = NULL;
+        }
+        out = false;
+    } else if (c && !out && !tc_db_conn_ok(c)) {
         PQfinish(c);
         c = NULL;
-        out = false;
     }
     if (!c)
         c = probe_connect(db->conninfo, deadline);

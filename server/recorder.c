@@ -47,7 +47,6 @@ struct item {
     size_t bytes;    /* of view, while counted in memory */
     unsigned tries;
     int64_t next_ms, answer_by_ms, give_up_ms;
-    int64_t *went_us; /* K_START: tc_record_ids' */
 };
 
 struct tc_recorder {
@@ -84,7 +83,6 @@ static void set_ids(struct item *it, const struct tc_record_ids *ids)
     snprintf(it->request_id, sizeof(it->request_id), "%s", ids->request_id ? ids->request_id : "");
     it->claimed_by = ids->claimed_by;
     it->actor = json_incref(ids->actor);
-    it->went_us = ids->went_us;
 }
 
 /* Append (FIFO) and wake a thread. */
@@ -333,8 +331,6 @@ static void process_start(struct tc_recorder *rec, PGconn **c, struct item *it)
         tc_log(TC_LOG_WARN, "the execution is no longer this instance's; its sandbox is cancelled",
                "{s:s}", "execution_id", it->exec_id);
     }
-    if (rc == 0 && it->went_us)
-        __atomic_store_n(it->went_us, tc_now_us(), __ATOMIC_RELEASE);
     launcher_say(rec, it->exec_id, rc == 0);
     remove_item(rec, it);
     item_free(it);

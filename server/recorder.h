@@ -29,9 +29,6 @@ struct tc_record_ids {
     const char *exec_id, *tenant_id, *tool, *request_id;
     int claimed_by; /* the instance that runs it */
     json_t *actor;  /* borrowed */
-    /* tc_recorder_start_run: set (tc_now_us, atomically) right before the go, or NULL. Its
-     * owner keeps it until the sandbox's result, which cannot come before the go. */
-    int64_t *went_us;
 };
 
 /* The launcher said the held sandbox exec_id is ready: record the start, then go.
