@@ -47,17 +47,20 @@ struct exec_state {
     struct tc_exec_stream *stream; /* its live events (api/stream.h), or NULL */
     /* when each step ended (tc_now_us), for the Server-Timing header of the answer */
     int64_t t_begin, t_screened, t_recorded, t_submitted, t_ready, t_result;
-    int64_t t_go; /* the recorder's, atomic: execution.start stored, the go sent */
+    int64_t t_go; /* the go sent (execution.start stored): set with t_result (job.went_us) */
 };
 
 /* Server-Timing (W3C): where the time of a synchronous call went, in milliseconds. */
 static void server_timing(const struct exec_state *st, char *out, size_t n)
 {
-    int64_t now = tc_now_us(), go = __atomic_load_n(&st->t_go, __ATOMIC_ACQUIRE);
+    int64_t now = tc_now_us(), go = st->t_go;
+    /* a call that waited for a sandbox slot: from its handler's first run to its last */
+    bool queued = st->r->slot_deadline_ms != 0 && st->r->handler_us;
     const struct {
         const char *name;
         int64_t from, to;
-    } ph[] = {{"request", st->r->line_us, st->t_begin},   /* its headers and body, the key */
+    } ph[] = {{"request", st->r->line_us, queued ? st->r->handler_us : st->t_begin},
+              {"queue", queued ? st->r->handler_us : 0, st->t_begin},
               {"auth", st->r->auth_us, st->r->authed_us}, /* the key's lookup (in request) */
               {"screen", st->t_begin, st->t_screened},    /* parse, policy, pre-screen */
               {"admit", st->t_screened, st->t_recorded},  /* slot, quota, row + audit */
@@ -192,8 +195,7 @@ static void on_ready_cb(void *userdata, const char *id)
                                 .tool = st->tool,
                                 .request_id = st->request_id,
                                 .claimed_by = st->claimed_by,
-                                .actor = actor,
-                                .went_us = &st->t_go};
+                                .actor = actor};
     (void)id;
     (void)tc_recorder_start_run(st->srv->recorder, &ids);
     json_decref(actor);
@@ -718,6 +720,8 @@ enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
                                     const struct tc_execute_opts *opts)
 {
     enum MHD_Result ret;
+    if (!r->handler_us) /* (a call that waits for a slot runs this again) */
+        r->handler_us = tc_now_us();
     if (r->srv->draining) { /* shutting down: another replica takes the call */
         json_decref(body);
         return tc_respond_problem_header(r, 503, "draining", "Service unavailable", "Connection",
@@ -987,8 +991,11 @@ enum MHD_Result tc_api_execute_json(struct tc_request *r, json_t *body,
     }
     /* Held until the recorder has written execution.start (on_ready_cb). */
     json_object_set_new(spec, "hold", json_true());
-    struct tc_launcher_job job = {
-        .done = on_result_cb, .ready = on_ready_cb, .userdata = s, .reserved = true};
+    struct tc_launcher_job job = {.done = on_result_cb,
+                                  .ready = on_ready_cb,
+                                  .userdata = s,
+                                  .reserved = true,
+                                  .went_us = &s->t_go};
     if (s->stream) {
         json_object_set_new(spec, "stream", json_true());
         job.chunk = on_chunk_cb;

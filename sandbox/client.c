@@ -38,6 +38,8 @@ struct pending {
     tc_launcher_ready_cb ready;
     void (*chunk)(void *userdata, int stream, const char *data, size_t len);
     void *userdata;
+    int64_t *went_us; /* the job's, written at delivery with go_us */
+    int64_t go_us;    /* (l->mu) when tc_launcher_go sent the go */
 };
 
 struct tc_launcher {
@@ -295,6 +297,8 @@ static int spawn_launcher(struct tc_launcher *l, int *ret_sock, pid_t *ret_pid)
 
 static void deliver(struct pending *p, json_t *result)
 {
+    if (p->went_us) /* (unlinked from l->pending: no one else sees p) */
+        *p->went_us = p->go_us;
     p->cb(p->userdata, result);
     free(p);
 }
@@ -843,6 +847,7 @@ static int pending_new(json_t *spec, const struct tc_launcher_job *job, struct p
     p->ready = job->ready;
     p->chunk = job->chunk;
     p->userdata = job->userdata;
+    p->went_us = job->went_us;
     *ret_p = p;
     *ret_text = s;
     return 0;
@@ -953,6 +958,16 @@ int tc_launcher_verdict(struct tc_launcher *l, const char *id, long ask, const c
 
 int tc_launcher_go(struct tc_launcher *l, const char *id)
 {
+    int64_t now = tc_now_us();
+    if (!l || !id)
+        return -EINVAL;
+    pthread_mutex_lock(&l->mu);
+    for (struct pending *p = l->pending; p; p = p->next)
+        if (strcmp(p->id, id) == 0) {
+            p->go_us = now;
+            break;
+        }
+    pthread_mutex_unlock(&l->mu);
     return send_about(l, TC_WIRE_GO, id, NULL, 0);
 }
 

@@ -138,6 +138,9 @@ struct tc_launcher_job {
     void (*chunk)(void *userdata, int stream, const char *data, size_t len);
     void *userdata;
     bool reserved; /* takes a slot promised by tc_launcher_reserve() */
+    /* or NULL: set to when tc_launcher_go() sent the go (tc_now_us; 0: none was sent), on the
+     * reader thread right before done, so it lives as long as userdata must */
+    int64_t *went_us;
 };
 
 /* 0, -EINVAL (spec fails validation), -EAGAIN (too many in flight), -EPIPE (launcher gone). */

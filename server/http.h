@@ -120,6 +120,7 @@ struct tc_request {
     long long start_ms;
     int64_t line_us;            /* the request line came (tc_now_us), for Server-Timing */
     int64_t auth_us, authed_us; /* the API key's lookup began and ended (0: none) */
+    int64_t handler_us;         /* its handler first ran (POST /v1/execute's, for a queue) */
     bool started;               /* the headers are in and the handler has seen the request */
     size_t raw_uri_len;         /* of the request target as received, up to its first NUL byte */
     struct tc_http_conn *gconn; /* the connection's record in srv->guard, or NULL */

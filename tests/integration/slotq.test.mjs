@@ -30,6 +30,13 @@ test('every slot taken: calls wait instead of 503, and another tenant\'s single 
     assert.equal(res.status, 200, `${name}: ${res.text.slice(0, 300)}`);
     assert.equal(res.json.stdout, `${name}-${t}\n`);
   }
+  // b's answer says it waited for a slot (Server-Timing's queue), and its phases still add up
+  const timing = (res) => Object.fromEntries((res.headers.get('server-timing') ?? '').split(',')
+    .map((p) => /^\s*([a-z]+);dur=([0-9.]+)$/.exec(p)).filter(Boolean).map((m) => [m[1], Number(m[2])]));
+  const tb = timing(all.find((x) => x.name === 'b').res);
+  assert.ok(tb.queue >= 500, `b waited for a slot: Server-Timing ${JSON.stringify(tb)}`);
+  const sum = ['request', 'queue', 'screen', 'admit', 'lease', 'setup', 'run', 'record'].reduce((a, k) => a + tb[k], 0);
+  assert.ok(tb.request < tb.queue && Math.abs(tb.total - sum) <= 0.06, JSON.stringify(tb));
   // Start order as the database has it: b's call started within the first slots that freed,
   // not after a's ten.
   const rows = (await server.sql(`SELECT request->>'code', extract(epoch FROM started_at) FROM executions

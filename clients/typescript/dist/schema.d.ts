@@ -2960,7 +2960,8 @@ export interface operations {
                     /**
                      * @description Where the time of a synchronous call went (W3C Server Timing),
                      *     milliseconds: `request` (from its request line: headers, body, the
-                     *     API key's check), `auth` (that check, part of `request`), `screen`
+                     *     API key's check), `auth` (that check, part of `request`), `queue`
+                     *     (only for a call that waited for a sandbox slot: the wait), `screen`
                      *     (parse, policy, pre-screen), `admit`
                      *     (slot, quota, the execution row and its audit record), `lease`
                      *     (credentials, spec, submission), `setup` (the launcher's
