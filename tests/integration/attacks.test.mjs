@@ -778,8 +778,17 @@ for (const [backend, file] of ['native', 'gvisor', 'egress', 'image', 'session',
     // sandbox that call left ready (for gVisor: runsc booted, the interpreter at its gate),
     // and every expectation and host check below holds on that path.
     const warm = (inst.backend === 'native' || inst.backend === 'gvisor') && file.endsWith('.py');
-    if (warm) await primeWarm(meta, inst);
-    const r = await runOne(meta, inst, undefined, file);
+    // primeWarm waits for a warm sandbox that was not there before its calls: another
+    // template's refill (the previous attack's, whose run took it) can be that one, and the
+    // attack then finds none of its own (a CI run under ASan: 023 ran cold 8 ms after its
+    // priming). Primed and run again then, at most twice; every run meets every expectation,
+    // and the last must be warm.
+    let r;
+    for (let attempt = 0; ; attempt++) {
+      if (warm) await primeWarm(meta, inst);
+      r = await runOne(meta, inst, undefined, file);
+      if (!warm || r.warm || attempt === 2) break;
+    }
     if (warm) assert.equal(r.warm, true, `${file}: the attack did not run in a warm sandbox`);
     if (inst.backend === 'microvm') {
       assert.match(r.enforced?.isolation ?? '', /^microvm_(kvm|tcg)$/, `${file}: not a guest's outcome: ${JSON.stringify(r).slice(0, 2000)}`);
