@@ -59,8 +59,9 @@ static void server_timing(const struct exec_state *st, char *out, size_t n)
     const struct {
         const char *name;
         int64_t from, to;
-    } ph[] = {{"request", st->r->line_us, queued ? st->r->handler_us : st->t_begin},
-              {"queue", queued ? st->r->handler_us : 0, st->t_begin},
+    } ph[] = {/* headers, body, the key's check: to the handler (queued) or the screen */
+              {"request", st->r->line_us, queued ? st->r->handler_us : st->t_begin},
+              {"queue", queued ? st->r->handler_us : 0, st->t_begin}, /* the wait for a slot */
               {"auth", st->r->auth_us, st->r->authed_us}, /* the key's lookup (in request) */
               {"screen", st->t_begin, st->t_screened},    /* parse, policy, pre-screen */
               {"admit", st->t_screened, st->t_recorded},  /* slot, quota, row + audit */
