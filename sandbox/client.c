@@ -496,11 +496,13 @@ static void run_generation(struct tc_launcher *l)
             break;
         if (h.type == TC_WIRE_HELLO) {
             /* a later HELLO: the fields of the host info that changed (the egress proxy's pid
-             * after it was started again); only those a launcher may change are taken */
+             * after it was started again, 0 after it died); only those a launcher may change
+             * are taken */
             json_t *upd = payload ? json_loads(payload, 0, NULL) : NULL;
             json_t *epid = json_object_get(upd, "egress_pid");
             pthread_mutex_lock(&l->mu);
-            if (json_is_integer(epid) && json_integer_value(epid) > 0 && l->host_info)
+            if (json_is_integer(epid) && json_integer_value(epid) >= 0 &&
+                json_integer_value(epid) <= INT_MAX && l->host_info)
                 json_object_set(l->host_info, "egress_pid", epid);
             pthread_mutex_unlock(&l->mu);
             json_decref(upd);

@@ -505,12 +505,13 @@ static void tick(struct launcher *L)
     tc_egress_link_tick(L->egress, now);
 }
 
-/* The egress proxy was started again (egress_link.c, respawn): the server's host info says
- * the new pid, in a HELLO of the fields that changed. */
+/* The egress proxy died (0: none runs until a sandbox needs it) or was started again
+ * (egress_link.c, respawn): the server's host info says so, in a HELLO of the fields that
+ * changed. */
 static void tell_egress_pid(struct launcher *L)
 {
     pid_t pid = tc_egress_link_pid(L->egress);
-    if (pid == L->egress_told || pid <= 0)
+    if (pid == L->egress_told || pid < 0)
         return;
     char msg[48];
     int n = snprintf(msg, sizeof(msg), "{\"egress_pid\":%d}", (int)pid);

@@ -2606,6 +2606,16 @@ TEST(egress_proxy_respawned)
     usleep((useconds_t)(500 * 1000 * slow_factor())); /* its CONNECT is answered by then */
     CHECK(kill(old, SIGKILL) == 0);
     wait_gone(&old, 1);
+    /* the host info no longer names the dead proxy (before, it did until one was started) */
+    json_int_t told = -1;
+    for (int i = 0; i < 500 * slow_factor() && told != 0; i++) {
+        hi = tc_launcher_host_info(L);
+        told = json_integer_value(json_object_get(hi, "egress_pid"));
+        json_decref(hi);
+        if (told != 0)
+            usleep(10000);
+    }
+    CHECK(told == 0);
     for (int round = 0; round < 2; round++) { /* the first call starts it, the next uses it */
         json_t *r = run(spec_connect_denied(""));
         CHECK(strcmp(str(r, "status"), "completed") == 0);
