@@ -6,7 +6,8 @@
 // Both servers share one database (as replicas do) and run one at a time. Prints medians, the
 // Server-Timing phases and B/A ratios; enforces nothing. LOAD=0 leaves the 8-client rounds out
 // (they disturb the pools the next one-client calls use: the calmer comparison of one call's
-// time); GAP_MS sets the rest before each one-client call (default 150).
+// time); GAP_MS sets the rest before each one-client call (default 150); COLD=1 gives each call
+// limits of its own (no warm sandbox fits: a fresh interpreter per call, as bench/e2e's cold row).
 import http from 'node:http';
 import { Server } from '../tests/integration/harness.mjs';
 
@@ -15,6 +16,7 @@ const ROUNDS = Number(process.argv[3] || 3);
 const SECS = Number(process.env.SECS || 6);
 const LOAD = process.env.LOAD !== '0';
 const GAP_MS = Number(process.env.GAP_MS || 150);
+const COLD = process.env.COLD === '1';
 const now = () => performance.now();
 const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor((s.length - 1) / 2)]; };
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -22,8 +24,10 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 function executor(server) {
   const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
   const url = new URL(`${server.base}/v1/execute`);
-  const body = JSON.stringify({ tool: 'python', code: 'pass' });
+  let distinct = 5000;
   return () => new Promise((resolve, reject) => {
+    // COLD=1: each call's limits differ (a CPU limit of its own), so none finds a warm sandbox
+    const body = JSON.stringify({ tool: 'python', code: 'pass', ...(COLD ? { limits: { cpu_ms: distinct++ } } : {}) });
     const t0 = now();
     const req = http.request({ agent, host: url.hostname, port: url.port, path: url.pathname, method: 'POST',
       headers: { authorization: `Bearer ${server.keys.agent}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
