@@ -1203,32 +1203,42 @@ TEST(hold_go_cancel_reserve)
 
 static void wait_gone(const pid_t *pids, int n);
 
-/* The pid of the process whose command line has an argument containing mark, 0 if none
- * (bounded: /proc's numeric entries). */
-static pid_t pid_with_arg(const char *mark)
+/* Processes but this one whose command line mentions id (runsc run/gofer/sandbox carry the
+ * bundle path, which ends in the sandbox id), -1 if /proc cannot be read; *ret_first (if
+ * not NULL) one of them, 0 if none. Bounded: /proc's numeric entries. */
+static int procs_with(const char *id, pid_t *ret_first)
 {
-    pid_t found = 0;
     DIR *d = opendir("/proc");
     struct dirent *e;
-    while (d && !found && (e = readdir(d))) {
+    int n = 0;
+    if (ret_first)
+        *ret_first = 0;
+    if (!d)
+        return -1;
+    while ((e = readdir(d))) {
         char path[300], buf[4096];
-        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+        if (e->d_name[0] < '0' || e->d_name[0] > '9' || atoi(e->d_name) == getpid())
             continue;
         snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
             continue;
-        ssize_t n = read(fd, buf, sizeof(buf) - 1);
+        ssize_t k = read(fd, buf, sizeof(buf) - 1);
         close(fd);
-        for (ssize_t i = 0; n > 0 && i < n; i += (ssize_t)strlen(buf + i) + 1) {
-            buf[n] = '\0';
-            if (strstr(buf + i, mark) && atoi(e->d_name) != getpid())
-                found = (pid_t)atoi(e->d_name);
+        if (k <= 0)
+            continue;
+        for (ssize_t i = 0; i < k; i++)
+            if (buf[i] == '\0')
+                buf[i] = ' ';
+        buf[k] = '\0';
+        if (strstr(buf, id)) {
+            if (ret_first && n == 0)
+                *ret_first = (pid_t)atoi(e->d_name);
+            n++;
         }
     }
-    if (d)
-        closedir(d);
-    return found;
+    closedir(d);
+    return n;
 }
 
 /* State letter of pid ('S' sleeping, 'Z' zombie...), '?' when gone. */
@@ -1269,7 +1279,7 @@ TEST(hold_gate_shut)
     held_wait(&h, false, 5000);
     CHECK(h.ready == 1);
     pid_t p = 0;
-    for (int i = 0; i < 500 && !(p = pid_with_arg(mark)); i++)
+    for (int i = 0; i < 500 && procs_with(mark, &p) <= 0; i++)
         usleep(10000);
     CHECK(p > 0);                            /* the program runs before go */
     usleep((useconds_t)(600 * 1000 * slow)); /* longer than its wall time */
@@ -1298,7 +1308,7 @@ TEST(hold_gate_shut)
     CHECK(tc_launcher_submit_job(L, s, &job) == 0);
     held_wait(&c, false, 5000);
     p = 0;
-    for (int i = 0; i < 500 && !(p = pid_with_arg(mark)); i++)
+    for (int i = 0; i < 500 && procs_with(mark, &p) <= 0; i++)
         usleep(10000);
     CHECK(p > 0);
     CHECK(tc_launcher_cancel(L, id) == 0);
@@ -2670,38 +2680,6 @@ static bool gvisor_available(void)
     return ok;
 }
 
-/* Processes whose command line mentions this sandbox id (runsc run/gofer/sandbox carry the
- * bundle path, which ends in the id). */
-static int procs_with(const char *id)
-{
-    DIR *d = opendir("/proc");
-    struct dirent *e;
-    int n = 0;
-    if (!d)
-        return -1;
-    while ((e = readdir(d))) {
-        char path[300], buf[4096];
-        if (e->d_name[0] < '0' || e->d_name[0] > '9')
-            continue;
-        snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-            continue;
-        ssize_t k = read(fd, buf, sizeof(buf) - 1);
-        close(fd);
-        if (k <= 0)
-            continue;
-        for (ssize_t i = 0; i < k; i++)
-            if (buf[i] == '\0')
-                buf[i] = ' ';
-        buf[k] = '\0';
-        if (strstr(buf, id))
-            n++;
-    }
-    closedir(d);
-    return n;
-}
-
 static json_t *gv(json_t *spec)
 {
     json_object_set_new(spec, "backend", json_string("gvisor"));
@@ -3368,7 +3346,7 @@ TEST(gvisor_backend)
         int running = 0;
         for (int k = 0; k < 100 && running == 0; k++) {
             usleep(20000);
-            running = procs_with(id);
+            running = procs_with(id, NULL);
         }
         CHECK(running > 0); /* runsc, its gofer and sandbox */
         kill(tc_launcher_pid(L), SIGKILL);
@@ -3382,7 +3360,7 @@ TEST(gvisor_backend)
             usleep(10000);
         CHECK(tc_launcher_alive(L));
         int left = -1;
-        for (int k = 0; k < 200 && (left = procs_with(id)) != 0; k++)
+        for (int k = 0; k < 200 && (left = procs_with(id, NULL)) != 0; k++)
             usleep(20000);
         CHECK(left == 0);
         r = run(gv(spec_sh("echo again")));
