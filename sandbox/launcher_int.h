@@ -127,7 +127,6 @@ struct sbx {
     int ns_fd[3]; /* PID 1's mount, network and IPC namespaces, held (lc_hold_ns) */
     int cfg_fd;   /* PID 1's configuration, between prepare() and release() */
     bool held;    /* set up, waiting for TC_WIRE_GO (spec "hold") */
-    bool gate_shut; /* held, its program started and waiting at its gate (launcher_start.c) */
     bool cancel_requested; /* killed by TC_WIRE_CANCEL: the result says "cancelled" */
     int64_t chunk_ms;      /* spec "stream": when output last went out as TC_WIRE_CHUNK */
     uint64_t budget_ns;    /* spec "session": the call's CPU budget (TC_WIRE_BUDGET), 0 = none */
@@ -291,8 +290,6 @@ void lc_start_in_slot(struct launcher *L, struct sbx *s, json_t *spec, struct tc
 bool lc_warm_take(struct launcher *L, json_t *spec, struct tc_spec *parsed);
 /* A held call in a warm sandbox is let go: its gate byte and stdin go out from now. 0. */
 int lc_warm_go(struct launcher *L, struct sbx *s);
-/* A shut gate opens (a held gated sandbox's go): its byte and the call's stdin go in. 0. */
-int lc_open_gate(struct launcher *L, struct sbx *s);
 void lc_pump_stdin(struct launcher *L, struct sbx *s);
 /* Idle: start one warm sandbox a template wants. True when one was started. */
 bool lc_warm_refill(struct launcher *L, int64_t now);

@@ -453,11 +453,6 @@ static void finish(struct launcher *L, struct sbx *s)
 
 void lc_maybe_finish(struct launcher *L, struct sbx *s)
 {
-    /* A shut gate's program that ended before its go is reported at go, as it would have
-     * been had it started then (its exit status and output, or PID 1's setup error); a
-     * cancel or the hold's bound drop it unreported (lc_drop_held) as any held sandbox. */
-    if (s->gate_shut)
-        return;
     if (s->used && s->exited && s->out.fd < 0 && s->err.fd < 0)
         finish(L, s);
 }

@@ -58,11 +58,9 @@ static int watch_streams(struct launcher *L, struct sbx *s)
         (r = lc_watch(L, s->err.fd, EPOLLIN, s->slot, W_STDERR)) < 0 ||
         (r = lc_watch(L, s->ctl_fd, EPOLLIN, s->slot, W_CTL)) < 0)
         return r;
-    /* a session's stays open (launcher.c), a warm one's until its call (launcher_warm.c), a
-     * shut gate's until its go */
+    /* a session's stays open (launcher.c), a warm one's until its call (launcher_warm.c) */
     if (s->stdin_len > 0 || s->spec.session || s->warm_tmpl)
-        return lc_watch(L, s->stdin_fd, s->stdin_len > 0 && !s->gate_shut ? EPOLLOUT : 0, s->slot,
-                        W_STDIN);
+        return lc_watch(L, s->stdin_fd, s->stdin_len > 0 ? EPOLLOUT : 0, s->slot, W_STDIN);
     close(s->stdin_fd);
     s->stdin_fd = -1;
     return 0;
@@ -565,19 +563,7 @@ void lc_start_in_slot(struct launcher *L, struct sbx *s, json_t *spec, struct tc
     }
     if (!s->gvisor)
         r = prepare(L, s);
-    if (r == 0 && s->spec.hold && s->spec.gate && !s->gvisor && !s->vm && !s->spec.session) {
-        /* A gated program (ours: it reads the gate's byte before it touches the call's code)
-         * starts now, while the server records the start; the gate opens at go, so nothing of
-         * the call runs before it. Its interpreter's start-up is off the call's path. */
-        s->gate_shut = true;
-        r = release(L, s);
-        if (r == RESTARTED)
-            return; /* (s is the new start's, which has said READY or failed) */
-        if (r == 0) {
-            hold(L, s);
-            return;
-        }
-    } else if (r == 0 && s->spec.hold) {
+    if (r == 0 && s->spec.hold) {
         hold(L, s);
         return;
     }
@@ -593,8 +579,7 @@ void lc_start_in_slot(struct launcher *L, struct sbx *s, json_t *spec, struct tc
 
 /* A new shell for s's call (release() above): s's sandbox is torn down without a word to
  * the server, and its spec starts again in the same slot, released at once (a held call's go
- * has come; a new hold would wait for a second one), or, for a shut gate (no go yet, no READY
- * said), held again: that start says READY. */
+ * has come; a new hold would wait for a second one). */
 static void restart(struct launcher *L, struct sbx *s)
 {
     char err[256] = "", id[sizeof(s->id)];
@@ -602,12 +587,10 @@ static void restart(struct launcher *L, struct sbx *s)
     json_t *spec = json_incref(s->spec_json);
     unsigned tries = s->shell_tries + 1;
 
-    bool before_go = s->gate_shut; /* released at hold(), its go still to come */
     memcpy(id, s->id, sizeof(id));
     lc_teardown(L, s);
     lc_retry_dead_cgs(L);
-    if (!before_go)
-        json_object_del(spec, "hold");
+    json_object_del(spec, "hold");
     if (tc_spec_parse(spec, &parsed, err, sizeof(err)) < 0) { /* it parsed before */
         lc_send_error(L, id, "invalid spec: %s", err);
         json_decref(spec);
@@ -628,18 +611,11 @@ void lc_go(struct launcher *L, const char *id)
         lc_quiet_begin(L, lc_now_ms());
         s->start_ms = lc_now_ms();
         s->deadline_ms = s->start_ms + s->spec.limits.wall_ms;
-        if (s->exited) /* a shut gate's program that ended before go (its report is due now) */
-            s->end_ms = s->start_ms;
-        int r = s->warm_used   ? lc_warm_go(L, s)
-                : s->gate_shut ? lc_open_gate(L, s)
-                : s->gvisor    ? spawn_gvisor(L, s)
-                               : release(L, s);
+        int r = s->warm_used ? lc_warm_go(L, s) : s->gvisor ? spawn_gvisor(L, s) : release(L, s);
         if (r < 0)
             start_fail(L, s, "spawn: %s", strerror(-r));
         else if (r == 0)
             lc_hold_ns(L, s); /* (a shell that was not ready at hold()) */
-        if (r == 0)
-            lc_maybe_finish(L, s);
         return;
     }
 }

@@ -184,17 +184,9 @@ int lc_warm_go(struct launcher *L, struct sbx *w)
     w->cpu_base_ns = cpu;
     w->start_ms = lc_now_ms();
     w->deadline_ms = w->start_ms + w->spec.limits.wall_ms;
-    return lc_open_gate(L, w);
-}
-
-int lc_open_gate(struct launcher *L, struct sbx *s)
-{
-    s->gate_shut = false;
-    if (s->stdin_fd < 0) /* the program is gone (its end is reported now that go has come) */
-        return 0;
-    struct epoll_event ev = {.events = EPOLLOUT, .data.u64 = lc_wdata(s->slot, W_STDIN)};
-    epoll_ctl(L->epfd, EPOLL_CTL_MOD, s->stdin_fd, &ev);
-    lc_pump_stdin(L, s); /* the gate and the call's stdin now (the pipe is empty): the rest, if
+    struct epoll_event ev = {.events = EPOLLOUT, .data.u64 = lc_wdata(w->slot, W_STDIN)};
+    epoll_ctl(L->epfd, EPOLL_CTL_MOD, w->stdin_fd, &ev);
+    lc_pump_stdin(L, w); /* the gate and the call's stdin now (the pipe is empty): the rest, if
                           * any, when it drains */
     return 0;
 }

@@ -1201,155 +1201,6 @@ TEST(hold_go_cancel_reserve)
     check_clean();
 }
 
-static void wait_gone(const pid_t *pids, int n);
-
-/* Processes but this one whose command line mentions id (runsc run/gofer/sandbox carry the
- * bundle path, which ends in the sandbox id), -1 if /proc cannot be read; *ret_first (if
- * not NULL) one of them, 0 if none. Bounded: /proc's numeric entries. */
-static int procs_with(const char *id, pid_t *ret_first)
-{
-    DIR *d = opendir("/proc");
-    struct dirent *e;
-    int n = 0;
-    if (ret_first)
-        *ret_first = 0;
-    if (!d)
-        return -1;
-    while ((e = readdir(d))) {
-        char path[300], buf[4096];
-        if (e->d_name[0] < '0' || e->d_name[0] > '9' || atoi(e->d_name) == getpid())
-            continue;
-        snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-            continue;
-        ssize_t k = read(fd, buf, sizeof(buf) - 1);
-        close(fd);
-        if (k <= 0)
-            continue;
-        for (ssize_t i = 0; i < k; i++)
-            if (buf[i] == '\0')
-                buf[i] = ' ';
-        buf[k] = '\0';
-        if (strstr(buf, id)) {
-            if (ret_first && n == 0)
-                *ret_first = (pid_t)atoi(e->d_name);
-            n++;
-        }
-    }
-    closedir(d);
-    return n;
-}
-
-/* State letter of pid ('S' sleeping, 'Z' zombie...), '?' when gone. */
-static char proc_state(pid_t pid)
-{
-    char path[64], line[512];
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "re");
-    const char *rp = f && fgets(line, sizeof(line), f) ? strrchr(line, ')') : NULL;
-    char st = rp && rp[1] == ' ' ? rp[2] : '?';
-    if (f)
-        fclose(f);
-    return st;
-}
-
-/* A held gated program (a python tool's runner) starts at once, while its call is held,
- * and waits at its gate: nothing past the gate runs before go, its wall time counts from go,
- * a cancel ends it unrun, and a program that ends before go is reported at go as if it had
- * started then. */
-TEST(hold_gate_shut)
-{
-    int64_t slow = 1;
-    if (getenv("TOOLCAGE_SLOW"))
-        (void)tc_parse_i64(getenv("TOOLCAGE_SLOW"), 1, 100, &slow);
-    char mark[48], script[160], id[80];
-    struct held h = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
-    struct tc_launcher_job job = {.done = held_done, .ready = held_ready, .userdata = &h};
-
-    snprintf(mark, sizeof(mark), "gate-%d-run", (int)getpid());
-    snprintf(script, sizeof(script), ": %s; read -r -n1 g; echo \"ran $g\"; cat", mark);
-    json_t *s = spec_sh(script);
-    json_object_set_new(s, "gate", json_true());
-    json_object_set_new(s, "hold", json_true());
-    json_object_set_new(s, "stdin_b64", json_string("aW4K")); /* "in\n" */
-    set_limit(s, "wall_ms", 400 * slow);
-    snprintf(id, sizeof(id), "%s", str(s, "id"));
-    CHECK(tc_launcher_submit_job(L, s, &job) == 0);
-    held_wait(&h, false, 5000);
-    CHECK(h.ready == 1);
-    pid_t p = 0;
-    for (int i = 0; i < 500 && procs_with(mark, &p) <= 0; i++)
-        usleep(10000);
-    CHECK(p > 0);                            /* the program runs before go */
-    usleep((useconds_t)(600 * 1000 * slow)); /* longer than its wall time */
-    CHECK(h.res == NULL);
-    CHECK(proc_state(p) == 'S'); /* at its gate, not past it */
-    CHECK(tc_launcher_go(L, id) == 0);
-    held_wait(&h, true, 5000);
-    CHECK(h.res != NULL);
-    if (h.res) {
-        CHECK(strcmp(str(h.res, "status"), "completed") == 0);
-        CHECK(strcmp(OUT(h.res), "ran g\nin\n") == 0); /* the gate's byte, then the stdin */
-        CHECK(num(h.res, "duration_ms") < 400 * slow);
-    }
-    json_decref(h.res);
-    json_decref(s);
-
-    /* cancel while its gate is shut: it ends unrun */
-    struct held c = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
-    job.userdata = &c;
-    snprintf(mark, sizeof(mark), "gate-%d-cancel", (int)getpid());
-    snprintf(script, sizeof(script), ": %s; read -r -n1 g; echo ran", mark);
-    s = spec_sh(script);
-    json_object_set_new(s, "gate", json_true());
-    json_object_set_new(s, "hold", json_true());
-    snprintf(id, sizeof(id), "%s", str(s, "id"));
-    CHECK(tc_launcher_submit_job(L, s, &job) == 0);
-    held_wait(&c, false, 5000);
-    p = 0;
-    for (int i = 0; i < 500 && procs_with(mark, &p) <= 0; i++)
-        usleep(10000);
-    CHECK(p > 0);
-    CHECK(tc_launcher_cancel(L, id) == 0);
-    held_wait(&c, true, 5000);
-    CHECK(c.res != NULL);
-    if (c.res) {
-        CHECK(strcmp(str(c.res, "status"), "error") == 0);
-        CHECK(strstr(str(c.res, "error"), "before the program started") != NULL);
-        CHECK(strcmp(OUT(c.res), "") == 0);
-    }
-    if (p > 0)
-        wait_gone(&p, 1);
-    CHECK(p <= 0 || proc_state(p) == '?' || proc_state(p) == 'Z');
-    json_decref(c.res);
-    json_decref(s);
-
-    /* ends before go: nothing is said until go, then its exit and output as if it ran then */
-    struct held e = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
-    job.userdata = &e;
-    s = spec_sh("echo early >&2; exit 3");
-    json_object_set_new(s, "gate", json_true());
-    json_object_set_new(s, "hold", json_true());
-    snprintf(id, sizeof(id), "%s", str(s, "id"));
-    CHECK(tc_launcher_submit_job(L, s, &job) == 0);
-    held_wait(&e, false, 5000);
-    usleep((useconds_t)(500 * 1000 * slow));
-    CHECK(e.res == NULL);
-    CHECK(tc_launcher_go(L, id) == 0);
-    held_wait(&e, true, 5000);
-    CHECK(e.res != NULL);
-    if (e.res) {
-        CHECK(strcmp(str(e.res, "status"), "failed") == 0);
-        CHECK(num(e.res, "exit_code") == 3);
-        CHECK(strcmp(ERR(e.res), "early\n") == 0);
-        CHECK(num(e.res, "duration_ms") >= 0 && num(e.res, "duration_ms") < 1000 * slow);
-    }
-    json_decref(e.res);
-    json_decref(s);
-    check_clean();
-}
-
 struct conc {
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -2680,6 +2531,38 @@ static bool gvisor_available(void)
     return ok;
 }
 
+/* Processes whose command line mentions this sandbox id (runsc run/gofer/sandbox carry the
+ * bundle path, which ends in the id). */
+static int procs_with(const char *id)
+{
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    int n = 0;
+    if (!d)
+        return -1;
+    while ((e = readdir(d))) {
+        char path[300], buf[4096];
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        ssize_t k = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        if (k <= 0)
+            continue;
+        for (ssize_t i = 0; i < k; i++)
+            if (buf[i] == '\0')
+                buf[i] = ' ';
+        buf[k] = '\0';
+        if (strstr(buf, id))
+            n++;
+    }
+    closedir(d);
+    return n;
+}
+
 static json_t *gv(json_t *spec)
 {
     json_object_set_new(spec, "backend", json_string("gvisor"));
@@ -3346,7 +3229,7 @@ TEST(gvisor_backend)
         int running = 0;
         for (int k = 0; k < 100 && running == 0; k++) {
             usleep(20000);
-            running = procs_with(id, NULL);
+            running = procs_with(id);
         }
         CHECK(running > 0); /* runsc, its gofer and sandbox */
         kill(tc_launcher_pid(L), SIGKILL);
@@ -3360,7 +3243,7 @@ TEST(gvisor_backend)
             usleep(10000);
         CHECK(tc_launcher_alive(L));
         int left = -1;
-        for (int k = 0; k < 200 && (left = procs_with(id, NULL)) != 0; k++)
+        for (int k = 0; k < 200 && (left = procs_with(id)) != 0; k++)
             usleep(20000);
         CHECK(left == 0);
         r = run(gv(spec_sh("echo again")));
@@ -3447,7 +3330,6 @@ int main(int argc, char **argv)
     RUN(cancel);
     RUN(namespaces_held_then_let_go);
     RUN(hold_go_cancel_reserve);
-    RUN(hold_gate_shut);
     RUN(session_input_interrupt);
     RUN(pool_shells_killed);
     RUN(shell_dead_before_go_restarts);
