@@ -19,7 +19,10 @@
  * that group's: another tenant's calls, however many and however varied, never take away a
  * tenant's warm sandboxes or templates. What a tenant can see of the others is only that all
  * of warm_max is held (its calls then run cold). */
+#include <fcntl.h>
 #include <poll.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "sandbox/launcher_int.h"
 
@@ -118,8 +121,50 @@ static bool settled(const struct sbx *w, int64_t now)
            !pending(w->oom_fd) && !pending(w->pidfd);
 }
 
-/* The call takes warm sandbox w (settled, not dirty): 0; -2: the call's own stdin or files do
- * not go in (w goes if any file went in): the call starts cold and meets that error there. */
+/* The first line of a small /proc file into buf: its length, or -1 (no such file: the kernel
+ * does not have it, or the process is gone; no right to read it). */
+static ssize_t read_proc(const char *path, char *buf, size_t size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, size - 1);
+    close(fd);
+    if (n < 0)
+        return -1;
+    buf[n] = '\0';
+    return n;
+}
+
+/* Its program waits at its gate: PID 1's child, blocked in read(2) on its stdin, as the
+ * kernel reports it (/proc/PID/syscall). Until then its interpreter may still be starting
+ * (the exec is reported long before the gate: python's start-up, the runner's warm-up), and
+ * may read files of its workspace as it does (a .pth or usercustomize.py under HOME, a
+ * sitecustomize.py on a PYTHONPATH that reaches into it): the call's files must not be there
+ * before. gvisor and microvm: the program runs under another kernel, and its settled start is
+ * all the launcher sees; so too on a host whose /proc does not say (no such files, or no
+ * right to read them). */
+static bool at_gate(const struct sbx *w)
+{
+    char path[64], buf[192], *end;
+    if (w->gvisor || w->vm)
+        return true;
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)w->pid, (int)w->pid);
+    if (read_proc(path, buf, sizeof(buf)) < 0)
+        return true;
+    long kid = strtol(buf, &end, 10);
+    if (end == buf || kid <= 0) /* (no child yet: the exec has not come) */
+        return false;
+    snprintf(path, sizeof(path), "/proc/%ld/syscall", kid);
+    if (read_proc(path, buf, sizeof(buf)) < 0)
+        return true;
+    long nr = strtol(buf, &end, 10); /* "NR ARG0 ...", or "running" */
+    return end != buf && nr == SYS_read && strncmp(end, " 0x0 ", 5) == 0;
+}
+
+/* The call takes warm sandbox w (settled, at its gate, not dirty): 0; -2: the call's own
+ * stdin or files do not go in (w goes if any file went in): the call starts cold and meets
+ * that error there. */
 static int adopt(struct launcher *L, struct sbx *w, json_t *spec, struct tc_spec *parsed)
 {
     unsigned char *in = NULL, *buf;
@@ -230,7 +275,8 @@ bool lc_warm_take(struct launcher *L, json_t *spec, struct tc_spec *parsed)
                 t->retry_ms = now + 1000;
                 continue;
             }
-            if (!settled(w, now)) { /* still starting: this call goes cold, it stays */
+            /* still starting: this call goes cold, it stays */
+            if (!settled(w, now) || !at_gate(w)) {
                 w->warm_skip = true;
                 continue;
             }

@@ -39,12 +39,12 @@ echo "guest: ready in $(($(now) - t0)) s"
 # startup_overhead (a benchmark: 200 interpreter starts), fifty_concurrent (50 sandboxes
 # within fixed time limits) and gvisor_backend and warm_gvisor (runsc's Go runtime under an emulated CPU
 # exceeds the CPU limits); nor can pool_sized_by_demand (a pool refilled within a window) and
-# warm_sandboxes and warm_tenants_apart (interpreters started ahead, a second's windows), even stretched tenfold:
+# warm_sandboxes, warm_tenants_apart and warm_only_at_gate (interpreters started ahead, a second's windows), even stretched tenfold:
 # they run in both unit lanes on the host (cgroup v1). With KVM every case runs.
 # The microvm cases would boot a guest inside this guest (no /dev/kvm here: emulation inside
 # emulation); they run in the unit lanes on the host.
 skip="microvm_backend,microvm_limits,warm_microvm"
-[[ "$ACCEL" == TCG ]] && skip="$skip,startup_overhead,fifty_concurrent,gvisor_backend,warm_gvisor,pool_sized_by_demand,warm_sandboxes,warm_tenants_apart"
+[[ "$ACCEL" == TCG ]] && skip="$skip,startup_overhead,fifty_concurrent,gvisor_backend,warm_gvisor,pool_sized_by_demand,warm_sandboxes,warm_tenants_apart,warm_only_at_gate"
 t=$(now)
 # wall-clock budgets in the tests stretch under an emulated CPU (TOOLCAGE_SLOW)
 tslow=1

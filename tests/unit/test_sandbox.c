@@ -1944,6 +1944,39 @@ static bool warm_at_gate(void)
     return ok;
 }
 
+/* A warm sandbox's program runs python (exec'd, its start reported) but is not at its gate. */
+static bool warm_before_gate(void)
+{
+    json_t *hi = tc_launcher_host_info(L);
+    char path[PATH_MAX], line[256], buf[256];
+    snprintf(path, sizeof(path), "/proc/%d/root%s", tc_launcher_pid(L),
+             json_string_value(json_object_get(hi, "warm_list")));
+    json_decref(hi);
+    FILE *f = fopen(path, "re");
+    bool seen = false;
+    while (f && !seen && fgets(line, sizeof(line), f)) {
+        long pid = strtol(line, NULL, 10), kid = 0;
+        snprintf(path, sizeof(path), "/proc/%ld/task/%ld/children", pid, pid);
+        FILE *k = fopen(path, "re");
+        if (k && fgets(buf, sizeof(buf), k))
+            kid = strtol(buf, NULL, 10);
+        if (k)
+            fclose(k);
+        snprintf(path, sizeof(path), "/proc/%ld/exe", kid);
+        ssize_t n = kid > 0 ? readlink(path, buf, sizeof(buf) - 1) : -1;
+        if (n <= 0 || !strstr((buf[n] = '\0', buf), "python3"))
+            continue;
+        snprintf(path, sizeof(path), "/proc/%ld/syscall", kid);
+        k = fopen(path, "re");
+        seen = k && fgets(buf, sizeof(buf), k) && strncmp(buf, "0 0x0 ", 6) != 0;
+        if (k)
+            fclose(k);
+    }
+    if (f)
+        fclose(f);
+    return seen;
+}
+
 /* n warm sandboxes wait, each at its gate, and the launcher has no other child but idle
  * shells and its proxy (a shell being made, before its exec, is one for a moment: a refill
  * after a call). */
@@ -2045,6 +2078,60 @@ TEST(warm_tenants_apart)
     /* b's is still there, and its next call takes it */
     CHECK(run_tenant("tenant-b", 3000 * slow));
 
+    second_stop(l2, main_l, state, NULL);
+}
+
+/* A warm sandbox goes to a call only once its program waits at its gate: until then its
+ * interpreter may still be starting up, reading files of its workspace (a .pth under HOME,
+ * usercustomize.py), and the call's files must not be there yet. Here a warm sandbox's
+ * program (no main.py yet: a cold one has its call's) sleeps before its gate, long after its
+ * exec was reported: a call meanwhile runs cold and leaves it be; once the program is at its
+ * gate, the next call takes it. */
+TEST(warm_only_at_gate)
+{
+    const int64_t slow = slow_factor();
+    struct tc_launcher *main_l = L, *l2 = NULL;
+    char state[128];
+    snprintf(state, sizeof(state), "/tmp/toolcage-test-%d-atgate", (int)getpid());
+    struct tc_launcher_options o = {.exe = "/proc/self/exe",
+                                    .state_dir = state,
+                                    .max_sandboxes = 4,
+                                    .pool_max = TC_POOL_NONE,
+                                    .warm = 2};
+    int rc = tc_launcher_start(&o, &l2);
+    CHECK(rc == 0);
+    if (rc < 0)
+        return;
+    L = l2;
+    const char *pre = "import time\nif not os.path.exists('/workspace/main.py'): time.sleep(3)";
+    for (int i = 0; i < 2; i++) { /* cold twice: the template is learned */
+        json_t *r = run(spec_gated(pre, "print('x')\n", NULL));
+        CHECK(strcmp(OUT(r), "x\n") == 0);
+        CHECK(!json_object_get(r, "warm"));
+        json_decref(r);
+    }
+    bool before = false;
+    for (int i = 0; i < 300 * slow && !(before = warm_before_gate()); i++)
+        usleep(10000);
+    CHECK(before); /* a warm sandbox's python runs, short of its gate */
+    json_t *r = run(spec_gated(pre, "print('y')\n", NULL));
+    CHECK(strcmp(OUT(r), "y\n") == 0);
+    CHECK(!json_object_get(r, "warm")); /* cold: the warm one was not at its gate */
+    if (tap_case_failed)
+        dump(r);
+    json_decref(r);
+    bool gated = false;
+    for (int i = 0; i < 800 * slow && !gated; i++) {
+        gated = warm_waiting() >= 1 && warm_at_gate();
+        if (!gated)
+            usleep(10000);
+    }
+    CHECK(gated);
+    r = run(spec_gated(pre, "print('z')\n", NULL));
+    CHECK(strcmp(OUT(r), "z\n") == 0);
+    CHECK(json_is_true(json_object_get(r, "warm")));
+    CHECK(num(r, "duration_ms") < 1500 * slow); /* its sleep was before the call */
+    json_decref(r);
     second_stop(l2, main_l, state, NULL);
 }
 
@@ -3335,6 +3422,7 @@ int main(int argc, char **argv)
     RUN(shell_dead_before_go_restarts);
     RUN(pool_sized_by_demand);
     RUN(warm_sandboxes);
+    RUN(warm_only_at_gate);
     RUN(warm_tenants_apart);
     RUN(fifty_concurrent);
     RUN(launcher_death_fails_pending_and_restarts);
