@@ -1910,18 +1910,22 @@ static int warm_waiting(void)
     return n;
 }
 
-/* Every warm sandbox's program is at its gate: blocked reading its stdin (fd 0), the
- * sandbox's PID 1's child (gVisor's: runsc's, not looked into). */
-static bool warm_at_gate(void)
+/* The warm sandboxes' programs, as the launcher lists them (host report warm_list, in its
+ * mount namespace): how many are native (PID 1 is toolcage-init; gVisor's, runsc's, are not
+ * looked into), how many of those are at their gate (PID 1's child blocked reading its stdin,
+ * fd 0), and how many run python short of it. false if the list cannot be read. */
+static bool warm_gates(int *native, int *at, int *before)
 {
     json_t *hi = tc_launcher_host_info(L);
     char path[PATH_MAX], line[256], buf[256];
     snprintf(path, sizeof(path), "/proc/%d/root%s", tc_launcher_pid(L),
              json_string_value(json_object_get(hi, "warm_list")));
     json_decref(hi);
+    *native = *at = *before = 0;
     FILE *f = fopen(path, "re");
-    bool ok = f != NULL;
-    while (ok && fgets(line, sizeof(line), f)) {
+    if (!f)
+        return false;
+    while (fgets(line, sizeof(line), f)) {
         long pid = strtol(line, NULL, 10), kid = 0;
         snprintf(path, sizeof(path), "/proc/%ld/task/%ld/children", pid, pid);
         FILE *k = fopen(path, "re");
@@ -1933,48 +1937,35 @@ static bool warm_at_gate(void)
         ssize_t n = readlink(path, buf, sizeof(buf) - 1);
         if (n <= 0 || !strstr((buf[n] = '\0', buf), "toolcage-init"))
             continue; /* runsc */
+        (*native)++;
         snprintf(path, sizeof(path), "/proc/%ld/syscall", kid);
         k = kid > 0 ? fopen(path, "re") : NULL;
-        ok = k && fgets(buf, sizeof(buf), k) && strncmp(buf, "0 0x0 ", 6) == 0;
-        if (k)
-            fclose(k);
-    }
-    if (f)
-        fclose(f);
-    return ok;
-}
-
-/* A warm sandbox's program runs python (exec'd, its start reported) but is not at its gate. */
-static bool warm_before_gate(void)
-{
-    json_t *hi = tc_launcher_host_info(L);
-    char path[PATH_MAX], line[256], buf[256];
-    snprintf(path, sizeof(path), "/proc/%d/root%s", tc_launcher_pid(L),
-             json_string_value(json_object_get(hi, "warm_list")));
-    json_decref(hi);
-    FILE *f = fopen(path, "re");
-    bool seen = false;
-    while (f && !seen && fgets(line, sizeof(line), f)) {
-        long pid = strtol(line, NULL, 10), kid = 0;
-        snprintf(path, sizeof(path), "/proc/%ld/task/%ld/children", pid, pid);
-        FILE *k = fopen(path, "re");
-        if (k && fgets(buf, sizeof(buf), k))
-            kid = strtol(buf, NULL, 10);
+        bool gate = k && fgets(buf, sizeof(buf), k) && strncmp(buf, "0 0x0 ", 6) == 0;
         if (k)
             fclose(k);
         snprintf(path, sizeof(path), "/proc/%ld/exe", kid);
-        ssize_t n = kid > 0 ? readlink(path, buf, sizeof(buf) - 1) : -1;
-        if (n <= 0 || !strstr((buf[n] = '\0', buf), "python3"))
-            continue;
-        snprintf(path, sizeof(path), "/proc/%ld/syscall", kid);
-        k = fopen(path, "re");
-        seen = k && fgets(buf, sizeof(buf), k) && strncmp(buf, "0 0x0 ", 6) != 0;
-        if (k)
-            fclose(k);
+        n = kid > 0 ? readlink(path, buf, sizeof(buf) - 1) : -1;
+        if (gate)
+            (*at)++;
+        else if (n > 0 && strstr((buf[n] = '\0', buf), "python3"))
+            (*before)++;
     }
-    if (f)
-        fclose(f);
-    return seen;
+    fclose(f);
+    return true;
+}
+
+/* Every warm sandbox's program is at its gate (gVisor's: not looked into). */
+static bool warm_at_gate(void)
+{
+    int native, at, before;
+    return warm_gates(&native, &at, &before) && at == native;
+}
+
+/* A warm sandbox's program runs python (exec'd, its start reported) short of its gate. */
+static bool warm_before_gate(void)
+{
+    int native, at, before;
+    return warm_gates(&native, &at, &before) && before > 0;
 }
 
 /* n warm sandboxes wait, each at its gate, and the launcher has no other child but idle
@@ -2090,19 +2081,12 @@ TEST(warm_tenants_apart)
 TEST(warm_only_at_gate)
 {
     const int64_t slow = slow_factor();
-    struct tc_launcher *main_l = L, *l2 = NULL;
+    struct tc_launcher *main_l = L, *l2;
     char state[128];
-    snprintf(state, sizeof(state), "/tmp/toolcage-test-%d-atgate", (int)getpid());
-    struct tc_launcher_options o = {.exe = "/proc/self/exe",
-                                    .state_dir = state,
-                                    .max_sandboxes = 4,
-                                    .pool_max = TC_POOL_NONE,
-                                    .warm = 2};
-    int rc = tc_launcher_start(&o, &l2);
-    CHECK(rc == 0);
-    if (rc < 0)
+    if (!(l2 = second_start(
+              (struct tc_launcher_options){.max_sandboxes = 4, .pool_max = TC_POOL_NONE, .warm = 2},
+              "atgate", state, sizeof(state))))
         return;
-    L = l2;
     const char *pre = "import time\nif not os.path.exists('/workspace/main.py'): time.sleep(3)";
     for (int i = 0; i < 2; i++) { /* cold twice: the template is learned */
         json_t *r = run(spec_gated(pre, "print('x')\n", NULL));
