@@ -19,10 +19,7 @@
  * that group's: another tenant's calls, however many and however varied, never take away a
  * tenant's warm sandboxes or templates. What a tenant can see of the others is only that all
  * of warm_max is held (its calls then run cold). */
-#include <fcntl.h>
 #include <poll.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "sandbox/launcher_int.h"
 
@@ -121,21 +118,6 @@ static bool settled(const struct sbx *w, int64_t now)
            !pending(w->oom_fd) && !pending(w->pidfd);
 }
 
-/* The first line of a small /proc file into buf: its length, or -1 (no such file: the kernel
- * does not have it, or the process is gone; no right to read it). */
-static ssize_t read_proc(const char *path, char *buf, size_t size)
-{
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, buf, size - 1);
-    close(fd);
-    if (n < 0)
-        return -1;
-    buf[n] = '\0';
-    return n;
-}
-
 /* Its program waits at its gate: PID 1's child, blocked in read(2) on its stdin, as the
  * kernel reports it (/proc/PID/syscall). Until then its interpreter may still be starting
  * (the exec is reported long before the gate: python's start-up, the runner's warm-up), and
@@ -146,20 +128,21 @@ static ssize_t read_proc(const char *path, char *buf, size_t size)
  * right to read them). */
 static bool at_gate(const struct sbx *w)
 {
-    char path[64], buf[192], *end;
+    char path[64], *end;
+    _cleanup_free_ char *kids = NULL, *call = NULL;
     if (w->gvisor || w->vm)
         return true;
     snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)w->pid, (int)w->pid);
-    if (read_proc(path, buf, sizeof(buf)) < 0)
+    if (tc_read_file(path, 4096, &kids, NULL) < 0)
         return true;
-    long kid = strtol(buf, &end, 10);
-    if (end == buf || kid <= 0) /* (no child yet: the exec has not come) */
+    long kid = strtol(kids, &end, 10);
+    if (end == kids || kid <= 0) /* (no child yet: the exec has not come) */
         return false;
     snprintf(path, sizeof(path), "/proc/%ld/syscall", kid);
-    if (read_proc(path, buf, sizeof(buf)) < 0)
+    if (tc_read_file(path, 4096, &call, NULL) < 0)
         return true;
-    long nr = strtol(buf, &end, 10); /* "NR ARG0 ...", or "running" */
-    return end != buf && nr == SYS_read && strncmp(end, " 0x0 ", 5) == 0;
+    long nr = strtol(call, &end, 10); /* "NR ARG0 ...", or "running" */
+    return end != call && nr == SYS_read && strncmp(end, " 0x0 ", 5) == 0;
 }
 
 /* The call takes warm sandbox w (settled, at its gate, not dirty): 0; -2: the call's own
