@@ -9,9 +9,13 @@
 #include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <time.h>
 
+#include "common/buf.h"
+#include "common/resolve.h"
 #include "common/util.h"
 #include "core/log.h"
 
@@ -45,9 +49,9 @@ struct tc_db {
  * run as named prepared statements, keyed by their text: after the first use a statement is
  * only bound and executed (PostgreSQL plans it once, or per bind while custom plans are
  * cheaper, as it decides). The list is bounded: a text beyond it runs unnamed, as before.
- * The server's side lives in the session: a reset (PQreset) forgets the list, and so does a
- * session that ends. TOOLCAGE_DB_PREPARE=0 turns it off for connections made after
- * (a transaction-mode connection pooler in front of PostgreSQL, which moves a client's
+ * The server's side lives in the session: a reset (a new connection) starts with an empty
+ * list, and a session that ends forgets it. TOOLCAGE_DB_PREPARE=0 turns it off for connections made
+ * after (a transaction-mode connection pooler in front of PostgreSQL, which moves a client's
  * statements between sessions, cannot keep them). */
 #define STMT_MAX 192
 
@@ -161,7 +165,7 @@ void tc_db_set_timeout(int seconds)
  * given up REPLY_GRACE_MS after the statement's own bound: the connection is then shut down
  * (libpq sees it closed: CONNECTION_BAD), the call fails as it would on a broken connection
  * (a COMMIT's outcome unknown, as then), and the pool reconnects it at its next use, within
- * connect_timeout (tc_db_connect). */
+ * the same bound (connect_within: the host names' lookup, the connect, the authentication). */
 #define REPLY_GRACE_MS 5000
 
 /* Waits for c's socket (events) until deadline: > 0 ready, 0 timed out, < 0 poll failed. */
@@ -575,27 +579,252 @@ static bool session_setup(PGconn *c)
                                        REPLY_GRACE_MS);
 }
 
-PGconn *tc_db_connect(const char *conninfo, char **ret_error)
+/* The prepared statements' list (above), attached to a new connection. */
+static void adopt(PGconn *c)
 {
-    /* a server that accepts and then says nothing is given up too (PQreset keeps it): the
-     * conninfo's own connect_timeout, if it has one, comes later and wins */
-    char ct[16];
-    snprintf(ct, sizeof(ct), "%d", stmt_timeout_s + REPLY_GRACE_MS / 1000);
-    const char *const keys[] = {"connect_timeout", "dbname", NULL};
-    const char *const vals[] = {ct, conninfo, NULL};
-    PGconn *c = PQconnectdbParams(keys, vals, 1);
-    if (c && PQstatus(c) == CONNECTION_OK &&
-        PQregisterEventProc(c, stmts_event, "toolcage statements", NULL)) {
-        /* none: its statements run unnamed, each in a round trip of its own */
-        struct stmts *ss = calloc(1, sizeof(*ss));
-        if (ss)
-            ss->named = prepare_on;
-        if (ss && !PQsetInstanceData(c, stmts_event, ss))
-            free(ss);
+    if (!PQregisterEventProc(c, stmts_event, "toolcage statements", NULL))
+        return; /* none: its statements run unnamed, each in a round trip of its own */
+    struct stmts *ss = calloc(1, sizeof(*ss));
+    if (ss)
+        ss->named = prepare_on;
+    if (ss && !PQsetInstanceData(c, stmts_event, ss))
+        free(ss);
+}
+
+static bool poll_within(PGconn *c, int64_t deadline, PostgresPollingStatusType (*step)(PGconn *));
+
+/* ---- Host names, looked up within a bound ----
+ * libpq resolves a host name with libc's getaddrinfo inside PQconnectStart (and PQconnectdb,
+ * PQresetStart): for as long as the resolver's configuration says (timeout x attempts x
+ * servers, for each search domain), and nothing can stop it. A resolver that does not answer
+ * would hold a call, the worker or readiness for tens of seconds or minutes, whatever the
+ * round trips' bound. So every connection is made here: each TCP host name of the conninfo
+ * (or PGHOST) is looked up first (common/resolve.h), within RESOLVE_BOUND_MS and the
+ * connection's own bound (and the statements' bound when that is shorter), and handed to libpq as
+ * one host entry per address, with its hostaddr (libpq then resolves nothing, tries the addresses
+ * in order, and keeps the name for the server certificate's check, .pgpass and its messages). Unix
+ * sockets, address literals, and a conninfo that gives hostaddr itself go as they are. A reset is a
+ * new connection, its names looked up again: an address that moved (a managed database's failover)
+ * is followed. */
+#define RESOLVE_BOUND_MS 5000
+
+struct hosts {
+    char *host, *hostaddr, *port; /* the lists to connect with; NULL: the conninfo's own */
+};
+
+static void hosts_free(struct hosts *h)
+{
+    free(h->host);
+    free(h->hostaddr);
+    free(h->port);
+}
+
+static unsigned list_len(const char *list)
+{
+    unsigned n = 1;
+    for (const char *p = list; (p = strchr(p, ',')); p++)
+        n++;
+    return n;
+}
+
+/* Entry i (from 0) of a comma-separated list, as libpq splits it: false past its end or when
+ * it does not fit. */
+static bool list_entry(const char *list, unsigned i, char *out, size_t size)
+{
+    const char *p = list;
+    for (; i > 0; i--) {
+        if (!(p = strchr(p, ',')))
+            return false;
+        p++;
     }
-    if (!c || PQstatus(c) != CONNECTION_OK || !session_setup(c)) {
+    size_t len = strcspn(p, ",");
+    if (len >= size)
+        return false;
+    memcpy(out, p, len);
+    out[len] = '\0';
+    return true;
+}
+
+static bool is_literal(const char *h)
+{
+    unsigned char a[sizeof(struct in6_addr)];
+    return inet_pton(AF_INET, h, a) == 1 || inet_pton(AF_INET6, h, a) == 1;
+}
+
+static int add_entry(struct tc_buf *h, struct tc_buf *a, struct tc_buf *p, bool first,
+                     const char *host, const char *addr, const char *port)
+{
+    const char *sep = first ? "" : ",";
+    if (tc_buf_appendf(h, "%s%s", sep, host) < 0 || tc_buf_appendf(a, "%s%s", sep, addr) < 0 ||
+        tc_buf_appendf(p, "%s%s", sep, port) < 0)
+        return -ENOMEM;
+    return 0;
+}
+
+/* Looks the conninfo's TCP host names up, by deadline (ms, tc_now_us's clock) and within
+ * RESOLVE_BOUND_MS each: *ret gets the lists to connect with (left empty when no name needs
+ * it). A name not found, or not in time, is left out, as libpq leaves out a host it cannot
+ * reach; none left: -ETIMEDOUT or -ENOENT, and *ret_error says which name and why. */
+static int resolve_hosts(const char *conninfo, int64_t deadline, struct hosts *ret,
+                         char **ret_error)
+{
+    PQconninfoOption *opts = PQconninfoParse(conninfo, NULL);
+    if (!opts)
+        return 0; /* (libpq says what it cannot parse) */
+    const char *host = NULL, *hostaddr = NULL, *port = NULL;
+    for (PQconninfoOption *o = opts; o->keyword; o++) {
+        if (strcmp(o->keyword, "host") == 0)
+            host = o->val;
+        else if (strcmp(o->keyword, "hostaddr") == 0)
+            hostaddr = o->val;
+        else if (strcmp(o->keyword, "port") == 0)
+            port = o->val;
+    }
+    /* (what libpq takes when the conninfo has none) */
+    if (!host || !*host)
+        host = getenv("PGHOST");
+    if (!hostaddr || !*hostaddr)
+        hostaddr = getenv("PGHOSTADDR");
+    if (!port || !*port)
+        port = getenv("PGPORT");
+    unsigned nh = host && *host ? list_len(host) : 0, np = port && *port ? list_len(port) : 0;
+    int bound = stmt_timeout_s * 1000 < RESOLVE_BOUND_MS ? stmt_timeout_s * 1000 : RESOLVE_BOUND_MS;
+    int rc = 0, why = 0;
+    bool named = false;
+    unsigned kept = 0;
+    char failed[1024] = "";
+    struct tc_buf h, a, p;
+    tc_buf_init(&h, 64 * 1024);
+    tc_buf_init(&a, 64 * 1024);
+    tc_buf_init(&p, 64 * 1024);
+    /* as they are: no host (the default socket), hostaddr given, or lists libpq refuses */
+    if (nh == 0 || (hostaddr && *hostaddr) || (np > 1 && np != nh))
+        goto out;
+    for (unsigned i = 0; i < nh; i++) {
+        char name[1024], pt[64] = "";
+        if (!list_entry(host, i, name, sizeof(name)) ||
+            (np > 1 && !list_entry(port, i, pt, sizeof(pt)))) {
+            named = false; /* (nothing libpq would take either: it says so) */
+            goto out;
+        }
+        if (!name[0] || name[0] == '/' || name[0] == '@' || is_literal(name)) {
+            if ((rc = add_entry(&h, &a, &p, kept == 0, name, "", pt)) < 0)
+                goto out;
+            kept++;
+            continue;
+        }
+        named = true;
+        int64_t left = deadline - tc_now_us() / 1000;
+        if (left > bound)
+            left = bound;
+        struct addrinfo *ai = NULL;
+        int r = left > 0 ? tc_resolve_within(name, (int)left, &ai) : -ETIMEDOUT;
+        if (r == -ENOMEM) {
+            rc = r;
+            goto out;
+        }
+        if (r < 0) {
+            why = r;
+            memcpy(failed, name, sizeof(failed));
+            continue;
+        }
+        for (struct addrinfo *x = ai; x; x = x->ai_next) {
+            char addr[INET6_ADDRSTRLEN];
+            const void *in =
+                x->ai_family == AF_INET6
+                    ? (const void *)&((const struct sockaddr_in6 *)(const void *)x->ai_addr)
+                          ->sin6_addr
+                    : (const void *)&((const struct sockaddr_in *)(const void *)x->ai_addr)
+                          ->sin_addr;
+            if ((x->ai_family != AF_INET && x->ai_family != AF_INET6) ||
+                !inet_ntop(x->ai_family, in, addr, sizeof(addr)))
+                continue;
+            if ((rc = add_entry(&h, &a, &p, kept == 0, name, addr, pt)) < 0)
+                break;
+            kept++;
+        }
+        freeaddrinfo(ai);
+        if (rc < 0)
+            goto out;
+    }
+    if (named && kept == 0) {
+        rc = why ? why : -ENOENT;
+        char msg[sizeof(failed) + 128];
+        if (rc == -ETIMEDOUT)
+            snprintf(msg, sizeof(msg),
+                     "could not translate host name \"%s\" to address: no answer within %d ms\n",
+                     failed, bound);
+        else
+            snprintf(msg, sizeof(msg),
+                     "could not translate host name \"%s\" to address: not found\n", failed);
+        if (ret_error)
+            *ret_error = strdup(msg);
+    } else if (named) {
+        ret->host = tc_buf_steal(&h, NULL);
+        ret->hostaddr = tc_buf_steal(&a, NULL);
+        ret->port = np > 1 ? tc_buf_steal(&p, NULL) : NULL;
+    }
+out:
+    if (rc == -ENOMEM && ret_error)
+        *ret_error = strdup("out of memory");
+    tc_buf_free(&h);
+    tc_buf_free(&a);
+    tc_buf_free(&p);
+    PQconninfoFree(opts);
+    return rc;
+}
+
+/* A connection from conninfo, its host names looked up first (above), started and polled to
+ * its end by deadline (poll_within); first_key/first_val (or NULL) go before the conninfo, so
+ * that the conninfo's own wins. NULL, and *ret_error, when it failed. */
+static PGconn *connect_within(const char *conninfo, int64_t deadline, const char *first_key,
+                              const char *first_val, char **ret_error)
+{
+    struct hosts hs = {NULL, NULL, NULL};
+    if (resolve_hosts(conninfo, deadline, &hs, ret_error) < 0)
+        return NULL;
+    const char *keys[6], *vals[6];
+    int n = 0;
+    if (first_key) {
+        keys[n] = first_key;
+        vals[n++] = first_val;
+    }
+    keys[n] = "dbname";
+    vals[n++] = conninfo;
+    if (hs.host) {
+        keys[n] = "host";
+        vals[n++] = hs.host;
+        keys[n] = "hostaddr";
+        vals[n++] = hs.hostaddr;
+    }
+    if (hs.port) {
+        keys[n] = "port";
+        vals[n++] = hs.port;
+    }
+    keys[n] = vals[n] = NULL;
+    PGconn *c = PQconnectStartParams(keys, vals, 1);
+    hosts_free(&hs);
+    if (!c || PQstatus(c) == CONNECTION_BAD || !poll_within(c, deadline, PQconnectPoll)) {
         if (ret_error)
             *ret_error = strdup(c ? PQerrorMessage(c) : "out of memory");
+        PQfinish(c);
+        return NULL;
+    }
+    return c;
+}
+
+PGconn *tc_db_connect(const char *conninfo, char **ret_error)
+{
+    /* a server that accepts and then says nothing is given up too, as a round trip is */
+    PGconn *c = connect_within(conninfo,
+                               tc_now_us() / 1000 + (int64_t)stmt_timeout_s * 1000 + REPLY_GRACE_MS,
+                               NULL, NULL, ret_error);
+    if (!c)
+        return NULL;
+    adopt(c);
+    if (!session_setup(c)) {
+        if (ret_error)
+            *ret_error = strdup(PQerrorMessage(c));
         PQfinish(c);
         return NULL;
     }
@@ -627,10 +856,10 @@ bool tc_db_conn_ok(PGconn *c)
     return false; /* unsolicited input on a connection that does not LISTEN: start afresh */
 }
 
-/* A connection's start (PQconnectPoll) or reset (PQresetPoll) polled to its end, given up at
- * deadline (ms, tc_now_us's clock) like a round trip: a server that accepts and then says
- * nothing holds no caller longer than its bound. (Host names are resolved before, in
- * PQconnectStart/PQresetStart, by libc: bounded by the resolver's own timeouts only.) */
+/* A connection's start (PQconnectPoll) polled to its end, given up at deadline (ms,
+ * tc_now_us's clock) like a round trip: a server that accepts and then says nothing holds no
+ * caller longer than its bound. (Its host names were looked up before, within their own
+ * bound: connect_within.) */
 static bool poll_within(PGconn *c, int64_t deadline, PostgresPollingStatusType (*step)(PGconn *))
 {
     PostgresPollingStatusType st = PGRES_POLLING_WRITING; /* (libpq's first state) */
@@ -655,17 +884,31 @@ static bool poll_within(PGconn *c, int64_t deadline, PostgresPollingStatusType (
     return PQstatus(c) == CONNECTION_OK;
 }
 
-/* PQreset within deadline (poll_within), with a new session's bounds: statement_timeout, the
- * time zone, non-blocking again. */
-static bool reset_within(PGconn *c, int64_t deadline)
+/* *c made again within deadline: a new connection (its host names looked up again), with a
+ * new session's bounds (statement_timeout, the time zone, non-blocking again). The old one's
+ * socket is shut down first, as PQreset would; when the new one cannot be made, *c stays (not
+ * ok: made again at its next use). */
+static bool reset_within(PGconn **c, const char *conninfo, int64_t deadline)
 {
-    return PQresetStart(c) && poll_within(c, deadline, PQresetPoll) &&
-           session_setup_within(c, deadline);
+    if (*c && PQsocket(*c) >= 0)
+        shutdown(PQsocket(*c), SHUT_RDWR);
+    PGconn *n = connect_within(conninfo, deadline, NULL, NULL, NULL);
+    if (!n)
+        return false;
+    adopt(n);
+    if (!session_setup_within(n, deadline)) {
+        PQfinish(n);
+        return false;
+    }
+    PQfinish(*c);
+    *c = n;
+    return true;
 }
 
-bool tc_db_reset(PGconn *c)
+bool tc_db_reset(PGconn **c, const char *conninfo)
 {
-    return reset_within(c, tc_now_us() / 1000 + (int64_t)stmt_timeout_s * 1000 + REPLY_GRACE_MS);
+    return reset_within(c, conninfo,
+                        tc_now_us() / 1000 + (int64_t)stmt_timeout_s * 1000 + REPLY_GRACE_MS);
 }
 
 bool tc_db_revive(PGconn **c, const char *conninfo)
@@ -673,7 +916,7 @@ bool tc_db_revive(PGconn **c, const char *conninfo)
     if (*c && PQstatus(*c) == CONNECTION_OK)
         return true;
     if (*c)
-        return tc_db_reset(*c);
+        return tc_db_reset(c, conninfo);
     *c = tc_db_connect(conninfo, NULL);
     return *c != NULL;
 }
@@ -683,7 +926,7 @@ bool tc_db_ensure(PGconn **c, const char *conninfo)
     if (tc_db_conn_ok(*c))
         return true;
     if (*c)
-        return tc_db_reset(*c);
+        return tc_db_reset(c, conninfo);
     *c = tc_db_connect(conninfo, NULL);
     return *c != NULL;
 }
@@ -770,7 +1013,7 @@ PGconn *tc_db_acquire(struct tc_db *db, int timeout_ms)
     if (!tc_db_conn_ok(c)) {
         /* The database restarted, the backend was terminated or the socket broke: one
          * reconnect attempt, outside the lock. */
-        if (!tc_db_reset(c)) {
+        if (!tc_db_reset(&c, db->conninfo)) {
             tc_db_release(db, c);
             return NULL;
         }
@@ -864,11 +1107,9 @@ PGresult *tc_db_exec_once(PGconn *conn, const char *sql, int nparams, const char
 static PGconn *probe_connect(const char *conninfo, int64_t deadline)
 {
     /* (first: the conninfo's own application_name wins) */
-    const char *const keys[] = {"fallback_application_name", "dbname", NULL};
-    const char *const vals[] = {"toolcage readiness", conninfo, NULL};
-    PGconn *c = PQconnectStartParams(keys, vals, 1);
-    if (c && PQstatus(c) != CONNECTION_BAD && poll_within(c, deadline, PQconnectPoll) &&
-        PQsetnonblocking(c, 1) == 0)
+    PGconn *c =
+        connect_within(conninfo, deadline, "fallback_application_name", "toolcage readiness", NULL);
+    if (c && PQsetnonblocking(c, 1) == 0)
         return c;
     PQfinish(c);
     return NULL;

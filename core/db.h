@@ -54,9 +54,11 @@ bool tc_db_bytea_parse(const char *s, unsigned char *out, size_t n);
 /* True when c is connected and, if idle, the server has not closed it meanwhile (checked
  * without a round trip). A connection found broken is left to tc_db_ensure() or the pool. */
 bool tc_db_conn_ok(PGconn *c);
-/* PQreset and the session's settings again (a reset makes a new session): true when usable.
- * Every reset goes through here: a bare PQreset leaves a session without statement_timeout. */
-bool tc_db_reset(PGconn *c);
+/* *c made again from conninfo: a new connection (its host names looked up again, within their
+ * bound) with the session's settings, in *c's place (the old one finished); true when usable.
+ * When it cannot be made, *c stays as it was. Every reset goes through here: a bare PQreset
+ * leaves a session without statement_timeout, and resolves host names without a bound. */
+bool tc_db_reset(PGconn **c, const char *conninfo);
 /* Make *c usable: keep it if tc_db_conn_ok(), else reset it (or connect when NULL).
  * For connections outside the pool (worker, recorder). True when usable. */
 bool tc_db_ensure(PGconn **c, const char *conninfo);

@@ -5,14 +5,12 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <netdb.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 
+#include "common/resolve.h"
 #include "sandbox/egress_rules.h"
 #include "server/webhook.h"
 #include "server/webhook_internal.h"
@@ -45,97 +43,16 @@ static void refusal(char *why, size_t n, const char *host, const char *addr, con
                  host, what);
 }
 
-/* ---- a host name lookup that gives up waiting after LOOKUP_TIMEOUT_MS ----
- * getaddrinfo_a() goes on in the background after we stop waiting; its completion
- * notification holds the second reference, so whoever finishes last frees the request. */
-struct lookup {
-    pthread_mutex_t mu;
-    int refs;
-    struct gaicb cb;
-    struct addrinfo hints;
-    char host[256];
-};
-
-static void lookup_unref(struct lookup *l)
-{
-    pthread_mutex_lock(&l->mu);
-    int refs = --l->refs;
-    pthread_mutex_unlock(&l->mu);
-    if (refs > 0)
-        return;
-    if (l->cb.ar_result)
-        freeaddrinfo(l->cb.ar_result);
-    pthread_mutex_destroy(&l->mu);
-    free(l);
-}
-
-static void lookup_done(union sigval sv)
-{
-    lookup_unref(sv.sival_ptr);
-}
-
-/* Resolves host; calls check(ai) on the answer if it came in time. -ETIMEDOUT, -ENOENT
- * (no answer), -ENOMEM, or what check returns. */
+/* Resolves host within LOOKUP_TIMEOUT_MS (common/resolve.h); calls check(ai) on the answer if
+ * it came in time. -ETIMEDOUT, -ENOENT (no answer), -ENOMEM, or what check returns. */
 static int lookup(const char *host, int (*check)(const struct addrinfo *ai, void *arg), void *arg)
 {
-    struct lookup *l = calloc(1, sizeof(*l));
-    if (!l)
-        return -ENOMEM;
-    if (strlen(host) >= sizeof(l->host)) {
-        free(l);
-        return -ENOENT;
-    }
-    pthread_mutex_init(&l->mu, NULL);
-    l->refs = 2;
-    snprintf(l->host, sizeof(l->host), "%s", host);
-    l->hints.ai_family = AF_UNSPEC;
-    l->hints.ai_socktype = SOCK_STREAM;
-    l->cb.ar_name = l->host;
-    l->cb.ar_request = &l->hints;
-    struct sigevent se = {.sigev_notify = SIGEV_THREAD};
-    se.sigev_notify_function = lookup_done;
-    se.sigev_value.sival_ptr = l;
-    struct gaicb *list[] = {&l->cb};
-    if (getaddrinfo_a(GAI_NOWAIT, list, 1, &se) != 0) {
-        pthread_mutex_destroy(&l->mu);
-        free(l);
-        return -ENOENT;
-    }
-    struct timespec deadline, left;
-    clock_gettime(CLOCK_MONOTONIC, &deadline);
-    deadline.tv_sec += LOOKUP_TIMEOUT_MS / 1000;
-    deadline.tv_nsec += (LOOKUP_TIMEOUT_MS % 1000) * 1000000L;
-    if (deadline.tv_nsec >= 1000000000L) {
-        deadline.tv_sec++;
-        deadline.tv_nsec -= 1000000000L;
-    }
-    int rc;
-    for (;;) {
-        const struct gaicb *const wait[] = {&l->cb};
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        left.tv_sec = deadline.tv_sec - now.tv_sec;
-        left.tv_nsec = deadline.tv_nsec - now.tv_nsec;
-        if (left.tv_nsec < 0) {
-            left.tv_sec--;
-            left.tv_nsec += 1000000000L;
-        }
-        if (left.tv_sec < 0) {
-            rc = -ETIMEDOUT;
-            break;
-        }
-        int s = gai_suspend(wait, 1, &left);
-        if (s == EAI_INTR)
-            continue;
-        if (s == EAI_AGAIN && gai_error(&l->cb) == EAI_INPROGRESS) {
-            rc = -ETIMEDOUT;
-            break;
-        }
-        int e = gai_error(&l->cb);
-        rc = e == 0 && l->cb.ar_result ? check(l->cb.ar_result, arg) : -ENOENT;
-        break;
-    }
-    lookup_unref(l);
+    struct addrinfo *ai;
+    int rc = tc_resolve_within(host, LOOKUP_TIMEOUT_MS, &ai);
+    if (rc < 0)
+        return rc;
+    rc = check(ai, arg);
+    freeaddrinfo(ai);
     return rc;
 }
 

@@ -1,7 +1,19 @@
 /* core/db.c against a real PostgreSQL (scripts/test gives the unit tests a database of their
  * own in TOOLCAGE_DATABASE_URL): the per-connection prepared statements, and transactions. Each
  * case asserts what the server holds (pg_prepared_statements), not only that a query answered. */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -175,7 +187,7 @@ TEST(a_reset_session_is_bounded_again)
         CHECK(PQstatus(c) == CONNECTION_OK);
         CHECK(strcmp(show(c, "statement_timeout"), "0") == 0);
         CHECK(terminate(killer, c));
-        CHECK(tc_db_reset(c));
+        CHECK(tc_db_reset(&c, url));
         CHECK(strcmp(show(c, "statement_timeout"), "3s") == 0);
         CHECK(strcmp(show(c, "TimeZone"), "UTC") == 0);
         CHECK(PQisnonblocking(c) == 1);
@@ -607,7 +619,7 @@ TEST(a_session_lost_under_statements_sent_ahead_is_made_again)
     CHECK(add_one(c, "2") == -1);
     CHECK(PQpipelineStatus(c) == PQ_PIPELINE_OFF);
     CHECK(!tc_db_conn_ok(c));
-    CHECK(tc_db_reset(c));
+    CHECK(tc_db_reset(&c, url));
     CHECK(tc_db_conn_ok(c) && PQpipelineStatus(c) == PQ_PIPELINE_OFF);
     CHECK(PQtransactionStatus(c) == PQTRANS_IDLE);
     CHECK(add_one(c, "2") == 3);
@@ -743,6 +755,289 @@ TEST(readiness_has_a_connection_of_its_own)
     tc_db_set_timeout(30);
 }
 
+/* ---- Host names looked up within a bound (core/db.c, connect_within) ----
+ * Each case runs in a child of its own, in a mount and network namespace of its own: its
+ * /etc/hosts, resolv.conf and nsswitch.conf are bound over the host's, its loopback is its
+ * own, and the database is reached through its Unix socket (a path: any namespace), or a
+ * relay to it on the loopback. */
+
+#define NAME "db.toolcage-resolve.test"
+
+struct netns {
+    char dir[64];
+    char hosts[96];
+};
+
+static bool write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "we");
+    if (!f)
+        return false;
+    bool ok = fputs(text, f) >= 0;
+    return fclose(f) == 0 && ok;
+}
+
+/* This process in namespaces of its own (above): hosts as /etc/hosts, a resolver at
+ * 127.0.0.1 (slow to give up: 30 s a try) for names not in it. */
+static bool private_net(struct netns *n, const char *hosts)
+{
+    snprintf(n->dir, sizeof(n->dir), "/tmp/tc-resolve.XXXXXX");
+    if (!mkdtemp(n->dir) || unshare(CLONE_NEWNS | CLONE_NEWNET) < 0 ||
+        mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+        return false;
+    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct ifreq ifr = {0};
+    snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+    bool up = s >= 0 && ioctl(s, SIOCGIFFLAGS, &ifr) == 0 &&
+              (ifr.ifr_flags |= IFF_UP, ioctl(s, SIOCSIFFLAGS, &ifr) == 0);
+    if (s >= 0)
+        close(s);
+    static const char *const files[][2] = {
+        {"resolv.conf", "nameserver 127.0.0.1\noptions timeout:30 attempts:2\n"},
+        {"nsswitch.conf", "hosts: files dns\n"},
+        {"hosts", NULL}};
+    for (size_t i = 0; up && i < TC_ARRAY_SIZE(files); i++) {
+        char src[128], dst[64];
+        snprintf(src, sizeof(src), "%s/%s", n->dir, files[i][0]);
+        snprintf(dst, sizeof(dst), "/etc/%s", files[i][0]);
+        up = write_file(src, files[i][1] ? files[i][1] : hosts) &&
+             mount(src, dst, NULL, MS_BIND, NULL) == 0;
+    }
+    snprintf(n->hosts, sizeof(n->hosts), "%s/hosts", n->dir);
+    return up;
+}
+
+static void private_net_done(struct netns *n)
+{
+    static const char *const names[] = {"resolv.conf", "nsswitch.conf", "hosts"};
+    for (size_t i = 0; i < TC_ARRAY_SIZE(names); i++) {
+        char p[128];
+        snprintf(p, sizeof(p), "%s/%s", n->dir, names[i]);
+        unlink(p);
+    }
+    rmdir(n->dir);
+}
+
+/* The test database's conninfo option key ("" when it has none). */
+static void url_option(const char *key, char *out, size_t size)
+{
+    PQconninfoOption *o = PQconninfoParse(url, NULL);
+    out[0] = '\0';
+    for (PQconninfoOption *x = o; x && x->keyword; x++)
+        if (strcmp(x->keyword, key) == 0 && x->val)
+            snprintf(out, size, "%s", x->val);
+    PQconninfoFree(o);
+}
+
+/* Runs fn in a child (in its own namespaces: private_net); the case passes when the child's
+ * checks did. */
+static void in_child(void (*fn)(void))
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        tap_case_failed = 0;
+        fn();
+        fflush(stderr);
+        _exit(tap_case_failed ? 1 : 0);
+    }
+    int st = 0;
+    CHECK(pid > 0 && waitpid(pid, &st, 0) == pid);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+static void *blocking_lookup(void *arg)
+{
+    struct addrinfo *ai = NULL, hints = {.ai_socktype = SOCK_STREAM};
+    if (getaddrinfo(NAME, "5432", &hints, &ai) == 0)
+        freeaddrinfo(ai);
+    __atomic_store_n((int *)arg, 1, __ATOMIC_SEQ_CST);
+    return NULL;
+}
+
+static int lookup_done;
+
+static void resolver_silent(void)
+{
+    struct netns n;
+    CHECK(private_net(&n, "127.0.0.1 localhost\n"));
+    /* the resolver: a socket that takes the queries and never answers */
+    int dns = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(53)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CHECK(dns >= 0 && bind(dns, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+    /* the control: libc's own lookup, as libpq makes it, is still waiting when ours is over */
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, blocking_lookup, &lookup_done) == 0);
+    pthread_detach(t);
+    char sock[512], db[128], user[128], ci[1024];
+    url_option("host", sock, sizeof(sock));
+    url_option("dbname", db, sizeof(db));
+    url_option("user", user, sizeof(user));
+    tc_db_set_timeout(1); /* the lookup's bound: 1 s (the statements' bound, under 5 s) */
+    snprintf(ci, sizeof(ci), "host=%s port=5432 dbname='%s' user='%s'", NAME, db, user);
+    char *err = NULL;
+    int64_t t0 = tc_now_ms();
+    PGconn *c = tc_db_connect(ci, &err);
+    int64_t took = tc_now_ms() - t0;
+    CHECK(c == NULL);
+    CHECK(took >= 900 && took < 3000);
+    CHECK(err && strstr(err, "\"" NAME "\"") && strstr(err, "no answer within 1000 ms"));
+    if (err)
+        fprintf(stderr, "    # %lld ms: %s", (long long)took, err);
+    free(err);
+    PQfinish(c);
+    /* a list: the name given up on, the next host (the socket) tried, within the bound */
+    snprintf(ci, sizeof(ci), "host=%s,%s dbname='%s' user='%s'", NAME, sock, db, user);
+    t0 = tc_now_ms();
+    c = tc_db_connect(ci, NULL);
+    took = tc_now_ms() - t0;
+    CHECK(c && add_one(c, "1") == 2);
+    CHECK(took >= 900 && took < 3000);
+    PQfinish(c);
+    CHECK(__atomic_load_n(&lookup_done, __ATOMIC_SEQ_CST) == 0);
+    tc_db_set_timeout(30);
+    private_net_done(&n);
+}
+
+/* A resolver that takes queries and never answers: a connection to a host name is given up
+ * within the lookup's bound (before, libpq waited for libc's lookup: the resolver's 30 s x 2
+ * tries here, for each search domain), with a message that names the host; in a list of
+ * hosts, the next one is tried. */
+TEST(a_host_name_is_looked_up_within_a_bound)
+{
+    NEED_DB();
+    if (geteuid() != 0) {
+        CHECK(getenv("CI") == NULL);
+        TAP_SKIP_HERE("needs root (a mount and network namespace of its own)");
+    }
+    in_child(resolver_silent);
+}
+
+/* Copies between a and b until either ends. */
+static void pump(int a, int b)
+{
+    char buf[16384];
+    struct pollfd p[2] = {{.fd = a, .events = POLLIN}, {.fd = b, .events = POLLIN}};
+    for (;;) {
+        if (poll(p, 2, -1) < 0 && errno != EINTR)
+            return;
+        for (int i = 0; i < 2; i++) {
+            if (!p[i].revents)
+                continue;
+            ssize_t n = read(p[i].fd, buf, sizeof(buf));
+            if (n <= 0)
+                return;
+            for (ssize_t off = 0; off < n;) {
+                ssize_t w = write(p[1 - i].fd, buf + off, (size_t)(n - off));
+                if (w <= 0)
+                    return;
+                off += w;
+            }
+        }
+    }
+}
+
+/* A relay from any IPv4 address of the loopback, port *ret_port, to the database's Unix
+ * socket path: a process (and one per connection), gone with this one. */
+static pid_t relay_to(const char *path, int *ret_port)
+{
+    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    socklen_t len = sizeof(sa);
+    if (l < 0 || bind(l, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(l, 16) < 0 ||
+        getsockname(l, (struct sockaddr *)&sa, &len) < 0)
+        return -1;
+    *ret_port = ntohs(sa.sin_port);
+    pid_t pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        signal(SIGCHLD, SIG_IGN);
+        for (;;) {
+            int a = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+            if (a < 0)
+                continue;
+            if (fork() == 0) {
+                prctl(PR_SET_PDEATHSIG, SIGKILL);
+                struct sockaddr_un su = {.sun_family = AF_UNIX};
+                size_t pl = strlen(path);
+                int u =
+                    pl < sizeof(su.sun_path) ? socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0) : -1;
+                if (u >= 0)
+                    memcpy(su.sun_path, path, pl + 1);
+                if (u >= 0 && connect(u, (struct sockaddr *)&su, sizeof(su)) == 0)
+                    pump(a, u);
+                _exit(0);
+            }
+            close(a);
+        }
+    }
+    close(l);
+    return pid;
+}
+
+static void each_address(void)
+{
+    struct netns n;
+    CHECK(private_net(&n, "::1 " NAME "\n127.0.0.1 " NAME "\n"));
+    char sock[512], port[16], db[128], user[128], path[600], ci[1024];
+    url_option("host", sock, sizeof(sock));
+    url_option("port", port, sizeof(port));
+    url_option("dbname", db, sizeof(db));
+    url_option("user", user, sizeof(user));
+    snprintf(path, sizeof(path), "%s/.s.PGSQL.%s", sock, port[0] ? port : "5432");
+    int rport = 0;
+    pid_t relay = relay_to(path, &rport);
+    CHECK(relay > 0);
+    snprintf(ci, sizeof(ci), "host=%s port=%d dbname='%s' user='%s'", NAME, rport, db, user);
+    PGconn *c = tc_db_connect(ci, NULL), *killer = tc_db_connect(url, NULL);
+    CHECK(c && killer);
+    if (c && killer) {
+        /* every address of the name handed to libpq, the name kept (certificate, .pgpass) */
+        CHECK(strcmp(PQhost(c), NAME) == 0);
+        CHECK(strcmp(PQhostaddr(c), "127.0.0.1") == 0); /* (::1 first: no listener there) */
+        PQconninfoOption *o = PQconninfo(c);
+        for (PQconninfoOption *x = o; x && x->keyword; x++)
+            if (strcmp(x->keyword, "hostaddr") == 0)
+                CHECK(x->val && strstr(x->val, "::1") && strstr(x->val, "127.0.0.1"));
+        PQconninfoFree(o);
+        CHECK(add_one(c, "1") == 2);
+        /* the name moves: a reset looks it up again (PQreset would go to the old address) */
+        CHECK(write_file(n.hosts, "127.0.0.2 " NAME "\n"));
+        CHECK(terminate(killer, c));
+        CHECK(add_one(c, "1") == -1);
+        CHECK(tc_db_reset(&c, ci));
+        CHECK(strcmp(PQhostaddr(c), "127.0.0.2") == 0);
+        CHECK(add_one(c, "2") == 3);
+        CHECK(strcmp(show(c, "TimeZone"), "UTC") == 0);
+        /* gone from the hosts: the reset fails, and c stays (not ok, made again later) */
+        CHECK(write_file(n.hosts, "127.0.0.1 localhost\n"));
+        CHECK(terminate(killer, c));
+        PGconn *before = c;
+        CHECK(!tc_db_reset(&c, ci));
+        CHECK(c == before && !tc_db_conn_ok(c));
+    }
+    PQfinish(c);
+    PQfinish(killer);
+    if (relay > 0)
+        kill(relay, SIGKILL);
+    private_net_done(&n);
+}
+
+/* A host name with two addresses (::1 with no listener, then 127.0.0.1 with a relay to the
+ * database): the connection goes through the second; moved to 127.0.0.2, a reset follows it;
+ * gone, a reset fails and leaves the connection as it was. */
+TEST(a_host_name_connects_to_each_of_its_addresses)
+{
+    NEED_DB();
+    char sock[512];
+    url_option("host", sock, sizeof(sock));
+    if (geteuid() != 0 || sock[0] != '/') {
+        CHECK(getenv("CI") == NULL);
+        TAP_SKIP_HERE("needs root and a database on a Unix socket");
+    }
+    in_child(each_address);
+}
+
 int main(void)
 {
     url = getenv("TOOLCAGE_DATABASE_URL");
@@ -763,5 +1058,7 @@ int main(void)
     RUN(a_statement_sent_ahead_fails_its_transaction);
     RUN(a_session_lost_under_statements_sent_ahead_is_made_again);
     RUN(readiness_has_a_connection_of_its_own);
+    RUN(a_host_name_is_looked_up_within_a_bound);
+    RUN(a_host_name_connects_to_each_of_its_addresses);
     return TAP_DONE();
 }
