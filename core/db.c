@@ -591,33 +591,27 @@ static void adopt(PGconn *c)
         free(ss);
 }
 
-static bool poll_within(PGconn *c, int64_t deadline, PostgresPollingStatusType (*step)(PGconn *));
+static bool poll_within(PGconn *c, int64_t deadline);
 
 /* ---- Host names, looked up within a bound ----
  * libpq resolves a host name with libc's getaddrinfo inside PQconnectStart (and PQconnectdb,
  * PQresetStart): for as long as the resolver's configuration says (timeout x attempts x
  * servers, for each search domain), and nothing can stop it. A resolver that does not answer
  * would hold a call, the worker or readiness for tens of seconds or minutes, whatever the
- * round trips' bound. So every connection is made here: each TCP host name of the conninfo
- * (or PGHOST) is looked up first (common/resolve.h), within RESOLVE_BOUND_MS and the
- * connection's own bound (and the statements' bound when that is shorter), and handed to libpq as
- * one host entry per address, with its hostaddr (libpq then resolves nothing, tries the addresses
- * in order, and keeps the name for the server certificate's check, .pgpass and its messages). Unix
- * sockets, address literals, and a conninfo that gives hostaddr itself go as they are. A reset is a
- * new connection, its names looked up again: an address that moved (a managed database's failover)
- * is followed. */
+ * round trips' bound. So every connection is made here (connect_within), host by host as libpq
+ * goes: a TCP host name of the conninfo (or PGHOST) is looked up when its turn comes
+ * (common/resolve.h), within RESOLVE_BOUND_MS (or the statements' bound, or what is left of
+ * the caller's, when shorter); then each of its addresses is an attempt of its own, handed to
+ * libpq as hostaddr beside the name (libpq resolves nothing, and keeps the name for the server
+ * certificate's check, .pgpass and its messages), within the conninfo's connect_timeout (or
+ * the round trips' bound), as libpq's blocking connect goes from address to address. A name
+ * that is not found, or not in time, is passed over as libpq passes over a host it cannot
+ * reach. Unix sockets and address literals are tried as they are; a conninfo that gives
+ * hostaddr or a service goes to libpq whole (a service file's host names are then looked up
+ * by libpq, without this bound; one address that does not answer ends that attempt). A reset
+ * is a new connection, its names looked up again: an address that moved (a managed
+ * database's failover) is followed. */
 #define RESOLVE_BOUND_MS 5000
-
-struct hosts {
-    char *host, *hostaddr, *port; /* the lists to connect with; NULL: the conninfo's own */
-};
-
-static void hosts_free(struct hosts *h)
-{
-    free(h->host);
-    free(h->hostaddr);
-    free(h->port);
-}
 
 static unsigned list_len(const char *list)
 {
@@ -651,139 +645,43 @@ static bool is_literal(const char *h)
     return inet_pton(AF_INET, h, a) == 1 || inet_pton(AF_INET6, h, a) == 1;
 }
 
-static int add_entry(struct tc_buf *h, struct tc_buf *a, struct tc_buf *p, bool first,
-                     const char *host, const char *addr, const char *port)
+/* What the conninfo says about where to connect, libpq's environment variables where it says
+ * nothing (as libpq takes them; an explicit empty value stays empty). */
+struct target {
+    PQconninfoOption *opts;
+    const char *host, *hostaddr, *port, *service;
+    int64_t attempt_ms; /* each address's bound: connect_timeout, or the round trips' */
+};
+
+static const char *opt_or_env(PQconninfoOption *opts, const char *key, const char *env)
 {
-    const char *sep = first ? "" : ",";
-    if (tc_buf_appendf(h, "%s%s", sep, host) < 0 || tc_buf_appendf(a, "%s%s", sep, addr) < 0 ||
-        tc_buf_appendf(p, "%s%s", sep, port) < 0)
-        return -ENOMEM;
-    return 0;
+    for (PQconninfoOption *o = opts; o && o->keyword; o++)
+        if (strcmp(o->keyword, key) == 0 && o->val)
+            return o->val;
+    return getenv(env);
 }
 
-/* Looks the conninfo's TCP host names up, by deadline (ms, tc_now_us's clock) and within
- * RESOLVE_BOUND_MS each: *ret gets the lists to connect with (left empty when no name needs
- * it). A name not found, or not in time, is left out, as libpq leaves out a host it cannot
- * reach; none left: -ETIMEDOUT or -ENOENT, and *ret_error says which name and why. */
-static int resolve_hosts(const char *conninfo, int64_t deadline, struct hosts *ret,
-                         char **ret_error)
+static void target_parse(const char *conninfo, struct target *t)
 {
-    PQconninfoOption *opts = PQconninfoParse(conninfo, NULL);
-    if (!opts)
-        return 0; /* (libpq says what it cannot parse) */
-    const char *host = NULL, *hostaddr = NULL, *port = NULL;
-    for (PQconninfoOption *o = opts; o->keyword; o++) {
-        if (strcmp(o->keyword, "host") == 0)
-            host = o->val;
-        else if (strcmp(o->keyword, "hostaddr") == 0)
-            hostaddr = o->val;
-        else if (strcmp(o->keyword, "port") == 0)
-            port = o->val;
-    }
-    /* (what libpq takes when the conninfo has none) */
-    if (!host || !*host)
-        host = getenv("PGHOST");
-    if (!hostaddr || !*hostaddr)
-        hostaddr = getenv("PGHOSTADDR");
-    if (!port || !*port)
-        port = getenv("PGPORT");
-    unsigned nh = host && *host ? list_len(host) : 0, np = port && *port ? list_len(port) : 0;
-    int bound = stmt_timeout_s * 1000 < RESOLVE_BOUND_MS ? stmt_timeout_s * 1000 : RESOLVE_BOUND_MS;
-    int rc = 0, why = 0;
-    bool named = false;
-    unsigned kept = 0;
-    char failed[1024] = "";
-    struct tc_buf h, a, p;
-    tc_buf_init(&h, 64 * 1024);
-    tc_buf_init(&a, 64 * 1024);
-    tc_buf_init(&p, 64 * 1024);
-    /* as they are: no host (the default socket), hostaddr given, or lists libpq refuses */
-    if (nh == 0 || (hostaddr && *hostaddr) || (np > 1 && np != nh))
-        goto out;
-    for (unsigned i = 0; i < nh; i++) {
-        char name[1024], pt[64] = "";
-        if (!list_entry(host, i, name, sizeof(name)) ||
-            (np > 1 && !list_entry(port, i, pt, sizeof(pt)))) {
-            named = false; /* (nothing libpq would take either: it says so) */
-            goto out;
-        }
-        if (!name[0] || name[0] == '/' || name[0] == '@' || is_literal(name)) {
-            if ((rc = add_entry(&h, &a, &p, kept == 0, name, "", pt)) < 0)
-                goto out;
-            kept++;
-            continue;
-        }
-        named = true;
-        int64_t left = deadline - tc_now_us() / 1000;
-        if (left > bound)
-            left = bound;
-        struct addrinfo *ai = NULL;
-        int r = left > 0 ? tc_resolve_within(name, (int)left, &ai) : -ETIMEDOUT;
-        if (r == -ENOMEM) {
-            rc = r;
-            goto out;
-        }
-        if (r < 0) {
-            why = r;
-            memcpy(failed, name, sizeof(failed));
-            continue;
-        }
-        for (struct addrinfo *x = ai; x; x = x->ai_next) {
-            char addr[INET6_ADDRSTRLEN];
-            const void *in =
-                x->ai_family == AF_INET6
-                    ? (const void *)&((const struct sockaddr_in6 *)(const void *)x->ai_addr)
-                          ->sin6_addr
-                    : (const void *)&((const struct sockaddr_in *)(const void *)x->ai_addr)
-                          ->sin_addr;
-            if ((x->ai_family != AF_INET && x->ai_family != AF_INET6) ||
-                !inet_ntop(x->ai_family, in, addr, sizeof(addr)))
-                continue;
-            if ((rc = add_entry(&h, &a, &p, kept == 0, name, addr, pt)) < 0)
-                break;
-            kept++;
-        }
-        freeaddrinfo(ai);
-        if (rc < 0)
-            goto out;
-    }
-    if (named && kept == 0) {
-        rc = why ? why : -ENOENT;
-        char msg[sizeof(failed) + 128];
-        if (rc == -ETIMEDOUT)
-            snprintf(msg, sizeof(msg),
-                     "could not translate host name \"%s\" to address: no answer within %d ms\n",
-                     failed, bound);
-        else
-            snprintf(msg, sizeof(msg),
-                     "could not translate host name \"%s\" to address: not found\n", failed);
-        if (ret_error)
-            *ret_error = strdup(msg);
-    } else if (named) {
-        ret->host = tc_buf_steal(&h, NULL);
-        ret->hostaddr = tc_buf_steal(&a, NULL);
-        ret->port = np > 1 ? tc_buf_steal(&p, NULL) : NULL;
-    }
-out:
-    if (rc == -ENOMEM && ret_error)
-        *ret_error = strdup("out of memory");
-    tc_buf_free(&h);
-    tc_buf_free(&a);
-    tc_buf_free(&p);
-    PQconninfoFree(opts);
-    return rc;
+    t->opts = PQconninfoParse(conninfo, NULL);
+    t->host = opt_or_env(t->opts, "host", "PGHOST");
+    t->hostaddr = opt_or_env(t->opts, "hostaddr", "PGHOSTADDR");
+    t->port = opt_or_env(t->opts, "port", "PGPORT");
+    t->service = opt_or_env(t->opts, "service", "PGSERVICE");
+    const char *ct = opt_or_env(t->opts, "connect_timeout", "PGCONNECT_TIMEOUT");
+    long v = ct ? strtol(ct, NULL, 10) : 0;
+    t->attempt_ms = v > 0 ? (v < 2 ? 2 : v) * 1000L /* (libpq's floor) */
+                          : (int64_t)stmt_timeout_s * 1000 + REPLY_GRACE_MS;
 }
 
-/* A connection from conninfo, its host names looked up first (above), started and polled to
- * its end by deadline (poll_within); first_key/first_val (or NULL) go before the conninfo, so
- * that the conninfo's own wins. NULL, and *ret_error, when it failed. */
-static PGconn *connect_within(const char *conninfo, int64_t deadline, const char *first_key,
-                              const char *first_val, char **ret_error)
+/* One attempt: at one address (host, and hostaddr when it was looked up; or the conninfo as it
+ * is, host NULL), started and polled to its end within attempt_ms and deadline (poll_within).
+ * NULL, with its message appended to errs, when it failed. */
+static PGconn *attempt(const char *conninfo, const char *first_key, const char *first_val,
+                       const char *host, const char *hostaddr, const char *port, int64_t deadline,
+                       int64_t attempt_ms, struct tc_buf *errs)
 {
-    struct hosts hs = {NULL, NULL, NULL};
-    if (resolve_hosts(conninfo, deadline, &hs, ret_error) < 0)
-        return NULL;
-    const char *keys[6], *vals[6];
+    const char *keys[7], *vals[7];
     int n = 0;
     if (first_key) {
         keys[n] = first_key;
@@ -791,34 +689,124 @@ static PGconn *connect_within(const char *conninfo, int64_t deadline, const char
     }
     keys[n] = "dbname";
     vals[n++] = conninfo;
-    if (hs.host) {
+    if (host) {
         keys[n] = "host";
-        vals[n++] = hs.host;
-        keys[n] = "hostaddr";
-        vals[n++] = hs.hostaddr;
+        vals[n++] = host;
     }
-    if (hs.port) {
+    if (hostaddr) {
+        keys[n] = "hostaddr";
+        vals[n++] = hostaddr;
+    }
+    if (port) {
         keys[n] = "port";
-        vals[n++] = hs.port;
+        vals[n++] = port;
     }
     keys[n] = vals[n] = NULL;
+    int64_t until = tc_now_us() / 1000 + attempt_ms;
     PGconn *c = PQconnectStartParams(keys, vals, 1);
-    hosts_free(&hs);
-    if (!c || PQstatus(c) == CONNECTION_BAD || !poll_within(c, deadline, PQconnectPoll)) {
-        if (ret_error)
-            *ret_error = strdup(c ? PQerrorMessage(c) : "out of memory");
-        PQfinish(c);
-        return NULL;
+    if (c && PQstatus(c) != CONNECTION_BAD &&
+        poll_within(c, deadline && deadline < until ? deadline : until))
+        return c;
+    (void)!tc_buf_appendf(errs, "%s", c ? PQerrorMessage(c) : "out of memory\n");
+    PQfinish(c);
+    return NULL;
+}
+
+/* Host name's addresses, looked up within bound_ms (numeric, an IPv6 one with its scope:
+ * fe80::1%eth0), each followed by a NUL, in addrs: 0, or -ETIMEDOUT / -ENOENT / -ENOMEM with
+ * the reason appended to errs. */
+static int resolve_host(const char *name, int bound_ms, struct tc_buf *addrs, struct tc_buf *errs)
+{
+    struct addrinfo *ai = NULL;
+    int r = bound_ms > 0 ? tc_resolve_within(name, bound_ms, &ai) : -ETIMEDOUT;
+    for (struct addrinfo *x = ai; x && r == 0; x = x->ai_next) {
+        char addr[NI_MAXHOST];
+        if ((x->ai_family != AF_INET && x->ai_family != AF_INET6) ||
+            getnameinfo(x->ai_addr, x->ai_addrlen, addr, sizeof(addr), NULL, 0, NI_NUMERICHOST))
+            continue;
+        if (tc_buf_append(addrs, addr, strlen(addr) + 1) < 0)
+            r = -ENOMEM;
     }
+    tc_resolve_free(ai);
+    if (r == 0 && addrs->len == 0)
+        r = -ENOENT;
+    if (r == -ETIMEDOUT)
+        (void)!tc_buf_appendf(errs,
+                              "could not translate host name \"%s\" to address: no answer "
+                              "within %d ms\n",
+                              name, bound_ms);
+    else if (r < 0)
+        (void)!tc_buf_appendf(errs, "could not translate host name \"%s\" to address: %s\n", name,
+                              r == -ENOMEM ? "out of memory" : "not found");
+    return r;
+}
+
+/* A connection from conninfo, host by host (above), each address within its attempt's bound,
+ * all of it given up at deadline (ms, tc_now_us's clock; 0: none but the attempts' and the
+ * lookups'); first_key/first_val (or NULL) go before the conninfo, so that the conninfo's own
+ * wins. NULL, and *ret_error (every host's reason), when it failed. */
+static PGconn *connect_within(const char *conninfo, int64_t deadline, const char *first_key,
+                              const char *first_val, char **ret_error)
+{
+    struct target t;
+    target_parse(conninfo, &t);
+    unsigned nh = t.host && *t.host ? list_len(t.host) : 0,
+             np = t.port && *t.port ? list_len(t.port) : 0;
+    bool as_is = !t.opts || nh == 0 || (t.hostaddr && *t.hostaddr) || (t.service && *t.service) ||
+                 (np > 1 && np != nh);
+    PGconn *c = NULL;
+    struct tc_buf errs, addrs;
+    tc_buf_init(&errs, 64 * 1024);
+    tc_buf_init(&addrs, 64 * 1024);
+    if (as_is) {
+        c = attempt(conninfo, first_key, first_val, NULL, NULL, NULL, deadline, t.attempt_ms,
+                    &errs);
+        goto out;
+    }
+    for (unsigned i = 0; i < nh && !c; i++) {
+        char name[1024], port[64];
+        int64_t now = tc_now_us() / 1000;
+        if (deadline && now >= deadline) {
+            (void)!tc_buf_appendf(&errs, "no host tried within the bound\n");
+            break;
+        }
+        if (!list_entry(t.host, i, name, sizeof(name)) ||
+            (np > 1 && !list_entry(t.port, i, port, sizeof(port)))) {
+            (void)!tc_buf_appendf(&errs, "host list entry %u cannot be used\n", i + 1);
+            continue;
+        }
+        const char *pt = np > 1 ? port : NULL;
+        if (!name[0] || name[0] == '/' || name[0] == '@' || is_literal(name)) {
+            c = attempt(conninfo, first_key, first_val, name, NULL, pt, deadline, t.attempt_ms,
+                        &errs);
+            continue;
+        }
+        int64_t bound =
+            stmt_timeout_s * 1000 < RESOLVE_BOUND_MS ? stmt_timeout_s * 1000 : RESOLVE_BOUND_MS;
+        if (deadline && deadline - now < bound)
+            bound = deadline - now;
+        tc_buf_reset(&addrs);
+        if (resolve_host(name, (int)bound, &addrs, &errs) < 0)
+            continue;
+        /* each address an attempt of its own, in the resolver's order, as libpq goes: one that
+         * does not answer has its bound (connect_timeout), then the next one is tried */
+        for (size_t off = 0; off < addrs.len && !c; off += strlen(addrs.data + off) + 1)
+            c = attempt(conninfo, first_key, first_val, name, addrs.data + off, pt, deadline,
+                        t.attempt_ms, &errs);
+    }
+out:
+    if (!c && ret_error)
+        *ret_error = errs.len ? tc_buf_steal(&errs, NULL) : strdup("no host to connect to\n");
+    tc_buf_free(&errs);
+    tc_buf_free(&addrs);
+    PQconninfoFree(t.opts);
     return c;
 }
 
 PGconn *tc_db_connect(const char *conninfo, char **ret_error)
 {
-    /* a server that accepts and then says nothing is given up too, as a round trip is */
-    PGconn *c = connect_within(conninfo,
-                               tc_now_us() / 1000 + (int64_t)stmt_timeout_s * 1000 + REPLY_GRACE_MS,
-                               NULL, NULL, ret_error);
+    /* (each address within the round trips' bound, or the conninfo's connect_timeout) */
+    PGconn *c = connect_within(conninfo, 0, NULL, NULL, ret_error);
     if (!c)
         return NULL;
     adopt(c);
@@ -856,11 +844,10 @@ bool tc_db_conn_ok(PGconn *c)
     return false; /* unsolicited input on a connection that does not LISTEN: start afresh */
 }
 
-/* A connection's start (PQconnectPoll) polled to its end, given up at deadline (ms,
- * tc_now_us's clock) like a round trip: a server that accepts and then says nothing holds no
- * caller longer than its bound. (Its host names were looked up before, within their own
- * bound: connect_within.) */
-static bool poll_within(PGconn *c, int64_t deadline, PostgresPollingStatusType (*step)(PGconn *))
+/* A connection's start polled to its end (PQconnectPoll), given up at deadline (ms,
+ * tc_now_us's clock): a server that accepts and then says nothing holds no caller longer than
+ * that. (Its host name was looked up before, within its own bound: connect_within.) */
+static bool poll_within(PGconn *c, int64_t deadline)
 {
     PostgresPollingStatusType st = PGRES_POLLING_WRITING; /* (libpq's first state) */
     while (st != PGRES_POLLING_OK) {
@@ -868,47 +855,39 @@ static bool poll_within(PGconn *c, int64_t deadline, PostgresPollingStatusType (
             return false;
         if (wait_socket(c, st == PGRES_POLLING_READING ? POLLIN : POLLOUT, deadline) <= 0) {
             tc_log(TC_LOG_WARN, "the database did not accept a connection within the bound", NULL);
-            /* Shut down, libpq may try the next address (or without TLS) on a new socket:
-             * again, until it gives up; at most a few times (one per address). */
+            /* Shut down, libpq may try again (without TLS) on a new socket: again, until it
+             * gives up; at most a few times. */
             for (int i = 0; i < 8 && st != PGRES_POLLING_FAILED && st != PGRES_POLLING_OK; i++) {
                 if (PQsocket(c) >= 0)
                     shutdown(PQsocket(c), SHUT_RDWR);
-                st = step(c);
+                st = PQconnectPoll(c);
             }
-            if (st != PGRES_POLLING_OK || PQstatus(c) != CONNECTION_OK)
-                return false; /* (a socket libpq still holds is closed by the next reset) */
-            break;            /* (its answer was in already) */
+            return st == PGRES_POLLING_OK && PQstatus(c) == CONNECTION_OK;
         }
-        st = step(c);
+        st = PQconnectPoll(c);
     }
     return PQstatus(c) == CONNECTION_OK;
 }
 
-/* *c made again within deadline: a new connection (its host names looked up again), with a
- * new session's bounds (statement_timeout, the time zone, non-blocking again). The old one's
- * socket is shut down first, as PQreset would; when the new one cannot be made, *c stays (not
- * ok: made again at its next use). */
-static bool reset_within(PGconn **c, const char *conninfo, int64_t deadline)
+/* *c made again: a new connection (its host names looked up again), with a new session's
+ * bounds (statement_timeout, the time zone, non-blocking again). The old one's socket is shut
+ * down first, as PQreset would; when the new one cannot be made, *c stays (not ok: made again
+ * at its next use). */
+bool tc_db_reset(PGconn **c, const char *conninfo)
 {
     if (*c && PQsocket(*c) >= 0)
         shutdown(PQsocket(*c), SHUT_RDWR);
-    PGconn *n = connect_within(conninfo, deadline, NULL, NULL, NULL);
+    PGconn *n = connect_within(conninfo, 0, NULL, NULL, NULL);
     if (!n)
         return false;
     adopt(n);
-    if (!session_setup_within(n, deadline)) {
+    if (!session_setup(n)) {
         PQfinish(n);
         return false;
     }
     PQfinish(*c);
     *c = n;
     return true;
-}
-
-bool tc_db_reset(PGconn **c, const char *conninfo)
-{
-    return reset_within(c, conninfo,
-                        tc_now_us() / 1000 + (int64_t)stmt_timeout_s * 1000 + REPLY_GRACE_MS);
 }
 
 bool tc_db_revive(PGconn **c, const char *conninfo)

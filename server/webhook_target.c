@@ -52,7 +52,7 @@ static int lookup(const char *host, int (*check)(const struct addrinfo *ai, void
     if (rc < 0)
         return rc;
     rc = check(ai, arg);
-    freeaddrinfo(ai);
+    tc_resolve_free(ai);
     return rc;
 }
 
