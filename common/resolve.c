@@ -2,57 +2,62 @@
 #include "common/resolve.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-/* A lookup libc works on (getaddrinfo_a), shared by whoever asks for its name meanwhile. Its
- * completion notification holds a reference and takes it out of the list; each waiter holds
- * one; the last to let go frees it. */
-struct lookup {
-    int refs; /* under mu */
-    struct lookup *next;
-    struct gaicb cb;
-    struct addrinfo hints;
+/* One name's lookup: libc's getaddrinfo on a thread of its own (not getaddrinfo_a: its one
+ * pool of threads, first come first served, would make the database's lookups wait behind
+ * whatever names tenants ask webhooks to go to). The thread holds a reference until it is done
+ * and takes it out of the pending list; each waiter holds one; the last to let go frees it. */
+struct tc_lookup {
+    struct tc_resolver *r;
+    struct tc_lookup *next;
+    int refs;            /* under r->mu */
+    bool done;           /* under r->mu, with err and ai */
+    int err;             /* getaddrinfo's return */
+    struct addrinfo *ai; /* its answer */
+    pthread_cond_t cv;   /* CLOCK_MONOTONIC; broadcast when done */
     char host[256];
 };
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static struct lookup *pending; /* under mu */
-
-static void unref_locked(struct lookup *l)
+static void unref_locked(struct tc_lookup *l)
 {
     if (--l->refs > 0)
         return;
-    if (l->cb.ar_result)
-        freeaddrinfo(l->cb.ar_result);
+    if (l->ai)
+        freeaddrinfo(l->ai);
+    pthread_cond_destroy(&l->cv);
     free(l);
 }
 
-static void unlist_locked(struct lookup *l)
+static void *lookup_main(void *arg)
 {
-    for (struct lookup **pp = &pending; *pp; pp = &(*pp)->next)
+    struct tc_lookup *l = arg;
+    struct tc_resolver *r = l->r;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
+    int e = getaddrinfo(l->host, NULL, &hints, &ai);
+    pthread_mutex_lock(&r->mu);
+    l->err = e;
+    l->ai = e == 0 ? ai : NULL;
+    l->done = true;
+    for (struct tc_lookup **pp = &r->pending; *pp; pp = &(*pp)->next)
         if (*pp == l) {
             *pp = l->next;
-            return;
+            break;
         }
-}
-
-/* (on a thread of libc's, once the lookup is over) */
-static void lookup_done(union sigval sv)
-{
-    struct lookup *l = sv.sival_ptr;
-    pthread_mutex_lock(&mu);
-    unlist_locked(l);
+    r->n--;
+    pthread_cond_broadcast(&l->cv);
     unref_locked(l);
-    pthread_mutex_unlock(&mu);
+    pthread_mutex_unlock(&r->mu);
+    return NULL;
 }
 
-/* A copy of a libc answer, each entry one allocation (tc_resolve_free), NULL out of memory. */
+/* A copy of an answer, each entry one allocation (tc_resolve_free), NULL out of memory. */
 static struct addrinfo *copy_answer(const struct addrinfo *ai)
 {
     struct addrinfo *head = NULL, **tail = &head;
@@ -82,66 +87,76 @@ void tc_resolve_free(struct addrinfo *ai)
     }
 }
 
-static int64_t now_ms(void)
+/* A new lookup of host, its thread started: NULL when it cannot be (memory, threads). */
+static struct tc_lookup *start_locked(struct tc_resolver *r, const char *host)
 {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+    struct tc_lookup *l = calloc(1, sizeof(*l));
+    if (!l)
+        return NULL;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&l->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    l->r = r;
+    l->refs = 2; /* the thread's and the caller's */
+    snprintf(l->host, sizeof(l->host), "%s", host);
+    pthread_attr_t a;
+    pthread_t t;
+    sigset_t all, old;
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    sigfillset(&all); /* (no signal is this thread's to take) */
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int e = pthread_create(&t, &a, lookup_main, l);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&a);
+    if (e != 0) {
+        pthread_cond_destroy(&l->cv);
+        free(l);
+        return NULL;
+    }
+    l->next = r->pending;
+    r->pending = l;
+    r->n++;
+    return l;
 }
 
-int tc_resolve_within(const char *host, int timeout_ms, struct addrinfo **ret_ai)
+int tc_resolve_within(struct tc_resolver *r, const char *host, int timeout_ms,
+                      struct addrinfo **ret_ai)
 {
-    if (strlen(host) >= sizeof(((struct lookup *)NULL)->host))
+    if (strlen(host) >= sizeof(((struct tc_lookup *)NULL)->host))
         return -ENOENT; /* (no DNS name is that long) */
-    int64_t deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
-    struct lookup *l;
-    pthread_mutex_lock(&mu);
-    for (l = pending; l && strcmp(l->host, host) != 0; l = l->next)
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    if (timeout_ms < 0)
+        timeout_ms = 0;
+    until.tv_sec += timeout_ms / 1000;
+    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&r->mu);
+    struct tc_lookup *l;
+    for (l = r->pending; l && strcmp(l->host, host) != 0; l = l->next)
         ;
     if (l) {
         l->refs++; /* the same name asked for already: its answer is this one's too */
-    } else if ((l = calloc(1, sizeof(*l)))) {
-        l->refs = 2; /* ours and the notification's */
-        snprintf(l->host, sizeof(l->host), "%s", host);
-        l->hints.ai_family = AF_UNSPEC;
-        l->hints.ai_socktype = SOCK_STREAM;
-        l->cb.ar_name = l->host;
-        l->cb.ar_request = &l->hints;
-        struct sigevent se = {.sigev_notify = SIGEV_THREAD};
-        se.sigev_notify_function = lookup_done;
-        se.sigev_value.sival_ptr = l;
-        struct gaicb *list[] = {&l->cb};
-        /* (under mu: the notification runs on a thread of its own, and waits for it) */
-        if (getaddrinfo_a(GAI_NOWAIT, list, 1, &se) != 0) {
-            /* Not started, or started without its waiters' list: libc may still work on it
-             * and notify, so it is never freed (a rare failure: out of memory or threads). */
-            pthread_mutex_unlock(&mu);
-            return -ENOENT;
-        }
-        l->next = pending;
-        pending = l;
+    } else if (r->n >= r->max || !(l = start_locked(r, host))) {
+        pthread_mutex_unlock(&r->mu);
+        return -EAGAIN;
     }
-    pthread_mutex_unlock(&mu);
-    if (!l)
-        return -ENOMEM;
-    int rc, e;
-    const struct gaicb *const wait[] = {&l->cb};
-    while ((e = gai_error(&l->cb)) == EAI_INPROGRESS) {
-        int64_t left = deadline - now_ms();
-        if (left <= 0)
-            break;
-        struct timespec ts = {.tv_sec = left / 1000, .tv_nsec = (left % 1000) * 1000000L};
-        /* (its return says little: a timeout, a signal, a wake-up; the request says) */
-        (void)gai_suspend(wait, 1, &ts);
-    }
-    if (e == EAI_INPROGRESS)
+    while (!l->done && pthread_cond_timedwait(&l->cv, &r->mu, &until) != ETIMEDOUT)
+        ;
+    int rc;
+    if (!l->done)
         rc = -ETIMEDOUT;
-    else if (e == 0 && l->cb.ar_result) /* (read-only once done; our reference keeps it) */
-        rc = (*ret_ai = copy_answer(l->cb.ar_result)) ? 0 : -ENOMEM;
+    else if (l->err == 0 && l->ai)
+        rc = (*ret_ai = copy_answer(l->ai)) ? 0 : -ENOMEM;
     else
-        rc = e == EAI_MEMORY ? -ENOMEM : -ENOENT;
-    pthread_mutex_lock(&mu);
+        rc = l->err == EAI_MEMORY ? -ENOMEM : -ENOENT;
     unref_locked(l);
-    pthread_mutex_unlock(&mu);
+    pthread_mutex_unlock(&r->mu);
     return rc;
 }

@@ -591,7 +591,7 @@ static void adopt(PGconn *c)
         free(ss);
 }
 
-static bool poll_within(PGconn *c, int64_t deadline);
+static int poll_within(PGconn *c, int64_t deadline);
 
 /* ---- Host names, looked up within a bound ----
  * libpq resolves a host name with libc's getaddrinfo inside PQconnectStart (and PQconnectdb,
@@ -603,8 +603,9 @@ static bool poll_within(PGconn *c, int64_t deadline);
  * (common/resolve.h), within RESOLVE_BOUND_MS (or the statements' bound, or what is left of
  * the caller's, when shorter); then each of its addresses is an attempt of its own, handed to
  * libpq as hostaddr beside the name (libpq resolves nothing, and keeps the name for the server
- * certificate's check, .pgpass and its messages), within the conninfo's connect_timeout (or
- * the round trips' bound), as libpq's blocking connect goes from address to address. A name
+ * certificate's check, .pgpass and its messages), within the conninfo's connect_timeout (else
+ * an even share of what is left), as libpq's blocking connect goes from address to address;
+ * all of it within the round trips' bound (or the caller's, readiness's 1.5 s). A name
  * that is not found, or not in time, is passed over as libpq passes over a host it cannot
  * reach. Unix sockets and address literals are tried as they are; a conninfo that gives
  * hostaddr or a service goes to libpq whole (a service file's host names are then looked up
@@ -645,12 +646,16 @@ static bool is_literal(const char *h)
     return inet_pton(AF_INET, h, a) == 1 || inet_pton(AF_INET6, h, a) == 1;
 }
 
+/* The database's host names: a pool of lookups of their own (never behind the names tenants
+ * ask webhooks to go to), at most 16 names pending at once. */
+static struct tc_resolver db_lookups = TC_RESOLVER_INIT(16);
+
 /* What the conninfo says about where to connect, libpq's environment variables where it says
  * nothing (as libpq takes them; an explicit empty value stays empty). */
 struct target {
     PQconninfoOption *opts;
-    const char *host, *hostaddr, *port, *service;
-    int64_t attempt_ms; /* each address's bound: connect_timeout, or the round trips' */
+    const char *host, *hostaddr, *port, *service, *attrs;
+    int64_t timeout_ms; /* connect_timeout: each address's bound; 0: none given */
 };
 
 static const char *opt_or_env(PQconninfoOption *opts, const char *key, const char *env)
@@ -668,20 +673,29 @@ static void target_parse(const char *conninfo, struct target *t)
     t->hostaddr = opt_or_env(t->opts, "hostaddr", "PGHOSTADDR");
     t->port = opt_or_env(t->opts, "port", "PGPORT");
     t->service = opt_or_env(t->opts, "service", "PGSERVICE");
+    t->attrs = opt_or_env(t->opts, "target_session_attrs", "PGTARGETSESSIONATTRS");
     const char *ct = opt_or_env(t->opts, "connect_timeout", "PGCONNECT_TIMEOUT");
     long v = ct ? strtol(ct, NULL, 10) : 0;
-    t->attempt_ms = v > 0 ? (v < 2 ? 2 : v) * 1000L /* (libpq's floor) */
-                          : (int64_t)stmt_timeout_s * 1000 + REPLY_GRACE_MS;
+    t->timeout_ms = v > 0 ? (v < 2 ? 2 : v) * 1000L : 0; /* (libpq's floor: 2 s) */
+}
+
+/* A list libpq takes as it is: an empty entry (libpq's default for it), which an override
+ * could not say. */
+static bool has_empty_entry(const char *list)
+{
+    size_t n = strlen(list);
+    return n == 0 || list[0] == ',' || list[n - 1] == ',' || strstr(list, ",,");
 }
 
 /* One attempt: at one address (host, and hostaddr when it was looked up; or the conninfo as it
- * is, host NULL), started and polled to its end within attempt_ms and deadline (poll_within).
- * NULL, with its message appended to errs, when it failed. */
+ * is, host NULL), with attrs as its target_session_attrs (NULL: the conninfo's), started and
+ * polled to its end by until (poll_within). NULL, with its message appended to errs, when it
+ * failed. */
 static PGconn *attempt(const char *conninfo, const char *first_key, const char *first_val,
-                       const char *host, const char *hostaddr, const char *port, int64_t deadline,
-                       int64_t attempt_ms, struct tc_buf *errs)
+                       const char *host, const char *hostaddr, const char *port, const char *attrs,
+                       int64_t until, struct tc_buf *errs)
 {
-    const char *keys[7], *vals[7];
+    const char *keys[8], *vals[8];
     int n = 0;
     if (first_key) {
         keys[n] = first_key;
@@ -701,24 +715,33 @@ static PGconn *attempt(const char *conninfo, const char *first_key, const char *
         keys[n] = "port";
         vals[n++] = port;
     }
+    if (attrs) {
+        keys[n] = "target_session_attrs";
+        vals[n++] = attrs;
+    }
     keys[n] = vals[n] = NULL;
-    int64_t until = tc_now_us() / 1000 + attempt_ms;
     PGconn *c = PQconnectStartParams(keys, vals, 1);
-    if (c && PQstatus(c) != CONNECTION_BAD &&
-        poll_within(c, deadline && deadline < until ? deadline : until))
+    int r = c && PQstatus(c) != CONNECTION_BAD ? poll_within(c, until) : -1;
+    if (r > 0)
         return c;
-    (void)!tc_buf_appendf(errs, "%s", c ? PQerrorMessage(c) : "out of memory\n");
+    if (r == 0) /* (libpq's words: the message then says only that the socket was closed) */
+        (void)!tc_buf_appendf(
+            errs, "connection to server at \"%s\"%s%s%s, port %s failed: timeout expired\n",
+            PQhost(c), PQhostaddr(c)[0] ? " (" : "", PQhostaddr(c), PQhostaddr(c)[0] ? ")" : "",
+            PQport(c));
+    else
+        (void)!tc_buf_appendf(errs, "%s", c ? PQerrorMessage(c) : "out of memory\n");
     PQfinish(c);
     return NULL;
 }
 
 /* Host name's addresses, looked up within bound_ms (numeric, an IPv6 one with its scope:
- * fe80::1%eth0), each followed by a NUL, in addrs: 0, or -ETIMEDOUT / -ENOENT / -ENOMEM with
- * the reason appended to errs. */
+ * fe80::1%eth0), each followed by a NUL, in addrs: 0, or < 0 with the reason appended to
+ * errs. */
 static int resolve_host(const char *name, int bound_ms, struct tc_buf *addrs, struct tc_buf *errs)
 {
     struct addrinfo *ai = NULL;
-    int r = bound_ms > 0 ? tc_resolve_within(name, bound_ms, &ai) : -ETIMEDOUT;
+    int r = bound_ms > 0 ? tc_resolve_within(&db_lookups, name, bound_ms, &ai) : -ETIMEDOUT;
     for (struct addrinfo *x = ai; x && r == 0; x = x->ai_next) {
         char addr[NI_MAXHOST];
         if ((x->ai_family != AF_INET && x->ai_family != AF_INET6) ||
@@ -730,69 +753,90 @@ static int resolve_host(const char *name, int bound_ms, struct tc_buf *addrs, st
     tc_resolve_free(ai);
     if (r == 0 && addrs->len == 0)
         r = -ENOENT;
+    if (r < 0)
+        (void)!tc_buf_appendf(errs, "could not translate host name \"%s\" to address: ", name);
     if (r == -ETIMEDOUT)
-        (void)!tc_buf_appendf(errs,
-                              "could not translate host name \"%s\" to address: no answer "
-                              "within %d ms\n",
-                              name, bound_ms);
+        (void)!tc_buf_appendf(errs, "no answer within %d ms\n", bound_ms);
+    else if (r == -EAGAIN)
+        (void)!tc_buf_appendf(errs, "too many lookups pending\n");
     else if (r < 0)
-        (void)!tc_buf_appendf(errs, "could not translate host name \"%s\" to address: %s\n", name,
-                              r == -ENOMEM ? "out of memory" : "not found");
+        (void)!tc_buf_appendf(errs, "%s\n", r == -ENOMEM ? "out of memory" : "not found");
     return r;
 }
 
-/* A connection from conninfo, host by host (above), each address within its attempt's bound,
- * all of it given up at deadline (ms, tc_now_us's clock; 0: none but the attempts' and the
- * lookups'); first_key/first_val (or NULL) go before the conninfo, so that the conninfo's own
- * wins. NULL, and *ret_error (every host's reason), when it failed. */
+/* The bound of an attempt at one address, with left more after it (of this host, and one for
+ * each host after it): the conninfo's connect_timeout, else an even share of what is left of
+ * the deadline (a first address that does not answer leaves the others their turn). */
+static int64_t attempt_until(const struct target *t, int64_t deadline, unsigned left)
+{
+    int64_t now = tc_now_us() / 1000;
+    int64_t share = t->timeout_ms ? t->timeout_ms : (deadline - now) / (left + 1);
+    return now + share < deadline ? now + share : deadline;
+}
+
+/* A connection from conninfo, host by host and address by address (above), all of it within
+ * deadline (ms, tc_now_us's clock; 0: the round trips' bound from now); first_key/first_val
+ * (or NULL) go before the conninfo, so that the conninfo's own wins. NULL, and *ret_error
+ * (every attempt's reason), when it failed. */
 static PGconn *connect_within(const char *conninfo, int64_t deadline, const char *first_key,
                               const char *first_val, char **ret_error)
 {
+    if (!deadline)
+        deadline = tc_now_us() / 1000 + (int64_t)stmt_timeout_s * 1000 + REPLY_GRACE_MS;
     struct target t;
     target_parse(conninfo, &t);
     unsigned nh = t.host && *t.host ? list_len(t.host) : 0,
              np = t.port && *t.port ? list_len(t.port) : 0;
     bool as_is = !t.opts || nh == 0 || (t.hostaddr && *t.hostaddr) || (t.service && *t.service) ||
-                 (np > 1 && np != nh);
+                 (np > 1 && np != nh) || has_empty_entry(t.host) ||
+                 (np > 1 && has_empty_entry(t.port));
+    /* prefer-standby: libpq's two rounds, a standby first, then any */
+    bool prefer = t.attrs && strcmp(t.attrs, "prefer-standby") == 0;
     PGconn *c = NULL;
     struct tc_buf errs, addrs;
     tc_buf_init(&errs, 64 * 1024);
     tc_buf_init(&addrs, 64 * 1024);
     if (as_is) {
-        c = attempt(conninfo, first_key, first_val, NULL, NULL, NULL, deadline, t.attempt_ms,
-                    &errs);
+        c = attempt(conninfo, first_key, first_val, NULL, NULL, NULL, NULL,
+                    attempt_until(&t, deadline, 0), &errs);
         goto out;
     }
-    for (unsigned i = 0; i < nh && !c; i++) {
-        char name[1024], port[64];
-        int64_t now = tc_now_us() / 1000;
-        if (deadline && now >= deadline) {
-            (void)!tc_buf_appendf(&errs, "no host tried within the bound\n");
-            break;
+    for (int round = 0; round < (prefer ? 2 : 1) && !c; round++) {
+        const char *attrs = prefer ? (round == 0 ? "standby" : "any") : NULL;
+        for (unsigned i = 0; i < nh && !c; i++) {
+            char name[1024], port[64];
+            int64_t now = tc_now_us() / 1000;
+            if (now >= deadline) {
+                (void)!tc_buf_appendf(&errs, "no more hosts tried: the bound is over\n");
+                break;
+            }
+            if (!list_entry(t.host, i, name, sizeof(name)) ||
+                (np > 1 && !list_entry(t.port, i, port, sizeof(port)))) {
+                (void)!tc_buf_appendf(&errs, "host list entry %u cannot be used\n", i + 1);
+                continue;
+            }
+            const char *pt = np > 1 ? port : NULL;
+            unsigned after = nh - 1 - i;
+            if (name[0] == '/' || name[0] == '@' || is_literal(name)) {
+                c = attempt(conninfo, first_key, first_val, name, NULL, pt, attrs,
+                            attempt_until(&t, deadline, after), &errs);
+                continue;
+            }
+            int64_t bound =
+                stmt_timeout_s * 1000 < RESOLVE_BOUND_MS ? stmt_timeout_s * 1000 : RESOLVE_BOUND_MS;
+            if (deadline - now < bound)
+                bound = deadline - now;
+            tc_buf_reset(&addrs);
+            if (resolve_host(name, (int)bound, &addrs, &errs) < 0)
+                continue;
+            /* each address an attempt of its own, in the resolver's order, as libpq goes */
+            unsigned naddr = 0;
+            for (size_t off = 0; off < addrs.len; off += strlen(addrs.data + off) + 1)
+                naddr++;
+            for (size_t off = 0; off < addrs.len && !c; off += strlen(addrs.data + off) + 1)
+                c = attempt(conninfo, first_key, first_val, name, addrs.data + off, pt, attrs,
+                            attempt_until(&t, deadline, --naddr + after), &errs);
         }
-        if (!list_entry(t.host, i, name, sizeof(name)) ||
-            (np > 1 && !list_entry(t.port, i, port, sizeof(port)))) {
-            (void)!tc_buf_appendf(&errs, "host list entry %u cannot be used\n", i + 1);
-            continue;
-        }
-        const char *pt = np > 1 ? port : NULL;
-        if (!name[0] || name[0] == '/' || name[0] == '@' || is_literal(name)) {
-            c = attempt(conninfo, first_key, first_val, name, NULL, pt, deadline, t.attempt_ms,
-                        &errs);
-            continue;
-        }
-        int64_t bound =
-            stmt_timeout_s * 1000 < RESOLVE_BOUND_MS ? stmt_timeout_s * 1000 : RESOLVE_BOUND_MS;
-        if (deadline && deadline - now < bound)
-            bound = deadline - now;
-        tc_buf_reset(&addrs);
-        if (resolve_host(name, (int)bound, &addrs, &errs) < 0)
-            continue;
-        /* each address an attempt of its own, in the resolver's order, as libpq goes: one that
-         * does not answer has its bound (connect_timeout), then the next one is tried */
-        for (size_t off = 0; off < addrs.len && !c; off += strlen(addrs.data + off) + 1)
-            c = attempt(conninfo, first_key, first_val, name, addrs.data + off, pt, deadline,
-                        t.attempt_ms, &errs);
     }
 out:
     if (!c && ret_error)
@@ -805,7 +849,7 @@ out:
 
 PGconn *tc_db_connect(const char *conninfo, char **ret_error)
 {
-    /* (each address within the round trips' bound, or the conninfo's connect_timeout) */
+    /* (within the round trips' bound; each address within connect_timeout, or its share) */
     PGconn *c = connect_within(conninfo, 0, NULL, NULL, ret_error);
     if (!c)
         return NULL;
@@ -846,13 +890,14 @@ bool tc_db_conn_ok(PGconn *c)
 
 /* A connection's start polled to its end (PQconnectPoll), given up at deadline (ms,
  * tc_now_us's clock): a server that accepts and then says nothing holds no caller longer than
- * that. (Its host name was looked up before, within its own bound: connect_within.) */
-static bool poll_within(PGconn *c, int64_t deadline)
+ * that. 1 connected, 0 given up at the deadline, -1 failed. (Its host name was looked up
+ * before, within its own bound: connect_within.) */
+static int poll_within(PGconn *c, int64_t deadline)
 {
     PostgresPollingStatusType st = PGRES_POLLING_WRITING; /* (libpq's first state) */
     while (st != PGRES_POLLING_OK) {
         if (st == PGRES_POLLING_FAILED)
-            return false;
+            return -1;
         if (wait_socket(c, st == PGRES_POLLING_READING ? POLLIN : POLLOUT, deadline) <= 0) {
             tc_log(TC_LOG_WARN, "the database did not accept a connection within the bound", NULL);
             /* Shut down, libpq may try again (without TLS) on a new socket: again, until it
@@ -862,32 +907,45 @@ static bool poll_within(PGconn *c, int64_t deadline)
                     shutdown(PQsocket(c), SHUT_RDWR);
                 st = PQconnectPoll(c);
             }
-            return st == PGRES_POLLING_OK && PQstatus(c) == CONNECTION_OK;
+            return st == PGRES_POLLING_OK && PQstatus(c) == CONNECTION_OK ? 1 : 0;
         }
         st = PQconnectPoll(c);
     }
-    return PQstatus(c) == CONNECTION_OK;
+    return PQstatus(c) == CONNECTION_OK ? 1 : -1;
 }
 
 /* *c made again: a new connection (its host names looked up again), with a new session's
  * bounds (statement_timeout, the time zone, non-blocking again). The old one's socket is shut
- * down first, as PQreset would; when the new one cannot be made, *c stays (not ok: made again
- * at its next use). */
+ * down first, as PQreset would; when the new one cannot be made, *c stays, broken (not ok:
+ * made again at its next use), and tc_db_error(*c) says why the new one could not be. */
 bool tc_db_reset(PGconn **c, const char *conninfo)
 {
-    if (*c && PQsocket(*c) >= 0)
+    if (*c && PQsocket(*c) >= 0) {
         shutdown(PQsocket(*c), SHUT_RDWR);
-    PGconn *n = connect_within(conninfo, 0, NULL, NULL, NULL);
-    if (!n)
-        return false;
-    adopt(n);
-    if (!session_setup(n)) {
-        PQfinish(n);
-        return false;
+        (void)PQconsumeInput(*c); /* reads the end: CONNECTION_BAD */
     }
-    PQfinish(*c);
-    *c = n;
-    return true;
+    char *why = NULL;
+    PGconn *n = connect_within(conninfo, 0, NULL, NULL, &why);
+    if (n) {
+        adopt(n);
+        if (session_setup(n)) {
+            free(why);
+            PQfinish(*c);
+            *c = n;
+            return true;
+        }
+        free(why);
+        why = strdup(PQerrorMessage(n));
+        PQfinish(n);
+    }
+    struct stmts *ss = *c ? PQinstanceData(*c, stmts_event) : NULL;
+    if (ss && why) {
+        err_forget(ss);
+        ss->err = why;
+        why = NULL;
+    }
+    free(why);
+    return false;
 }
 
 bool tc_db_revive(PGconn **c, const char *conninfo)

@@ -17,6 +17,11 @@
 
 #define LOOKUP_TIMEOUT_MS 1000 /* a slow resolver must not hold an HTTP thread for long */
 
+/* The names tenants ask webhooks to go to: a pool of their own (not the database's), at most
+ * 32 pending at once; beyond, a name is not looked up now (as one not resolved in time: the
+ * connect-time check decides). */
+static struct tc_resolver lookups = TC_RESOLVER_INIT(32);
+
 const char *tc_webhook_address_refused(const struct sockaddr *sa, bool allow_private)
 {
     enum tc_addr_class c = tc_egress_classify(sa);
@@ -48,7 +53,7 @@ static void refusal(char *why, size_t n, const char *host, const char *addr, con
 static int lookup(const char *host, int (*check)(const struct addrinfo *ai, void *arg), void *arg)
 {
     struct addrinfo *ai;
-    int rc = tc_resolve_within(host, LOOKUP_TIMEOUT_MS, &ai);
+    int rc = tc_resolve_within(&lookups, host, LOOKUP_TIMEOUT_MS, &ai);
     if (rc < 0)
         return rc;
     rc = check(ai, arg);

@@ -906,16 +906,27 @@ static void resolver_silent(void)
     PQfinish(c);
     /* asked again and again while unanswered: one pending lookup, not one per asking (each
      * lookup is two queries, A and AAAA, and the resolver is slow to give up) */
+    static struct tc_resolver pool = TC_RESOLVER_INIT(4);
     for (int i = 0; i < 5; i++) {
         struct addrinfo *ai = NULL;
-        CHECK(tc_resolve_within(NAME, 100, &ai) == -ETIMEDOUT && ai == NULL);
+        CHECK(tc_resolve_within(&pool, NAME, 100, &ai) == -ETIMEDOUT && ai == NULL);
     }
     int queries = 0;
     char q[512];
     while (recv(dns, q, sizeof(q), MSG_DONTWAIT) > 0)
         queries++;
     fprintf(stderr, "    # %d queries reached the resolver\n", queries);
-    CHECK(queries >= 1 && queries <= 4); /* ours and the control's */
+    /* the database's lookup, the control's, and the pool's first (each A and AAAA): 14 when
+     * each asking sends its own */
+    CHECK(queries >= 1 && queries <= 6);
+    /* a pool's bound on names pending: the fifth name is refused at once, not queued */
+    for (int i = 0; i < 4; i++) {
+        char other[64];
+        struct addrinfo *ai = NULL;
+        snprintf(other, sizeof(other), "n%d." NAME, i);
+        CHECK(tc_resolve_within(&pool, other, i < 3 ? 1 : 2000, &ai) ==
+              (i < 3 ? -ETIMEDOUT : -EAGAIN));
+    }
     CHECK(__atomic_load_n(&lookup_done, __ATOMIC_SEQ_CST) == 0);
     tc_db_set_timeout(30);
     private_net_done(&n);
@@ -1046,6 +1057,16 @@ static void each_address(void)
         CHECK(strcmp(PQhostaddr(c), "127.0.0.1") == 0 && add_one(c, "1") == 2);
         CHECK(took >= 1900 && took < 6000);
         fprintf(stderr, "    # past the silent address in %lld ms\n", (long long)took);
+        /* without connect_timeout: the bound (1 s + 5 s here) shared out, half each */
+        tc_db_set_timeout(1);
+        CHECK(terminate(killer, c));
+        t0 = tc_now_ms();
+        CHECK(tc_db_reset(&c, ci));
+        took = tc_now_ms() - t0;
+        CHECK(strcmp(PQhostaddr(c), "127.0.0.1") == 0 && add_one(c, "1") == 2);
+        CHECK(took >= 2900 && took < 5500);
+        fprintf(stderr, "    # and in %lld ms with its share of the bound\n", (long long)took);
+        tc_db_set_timeout(30);
         if (hole >= 0)
             close(hole);
         /* gone from the hosts: the reset fails, and c stays (not ok, made again later) */
@@ -1053,7 +1074,8 @@ static void each_address(void)
         CHECK(terminate(killer, c));
         PGconn *before = c;
         CHECK(!tc_db_reset(&c, ci));
-        CHECK(c == before && !tc_db_conn_ok(c));
+        CHECK(c == before && !tc_db_conn_ok(c) && PQstatus(c) == CONNECTION_BAD);
+        CHECK(strstr(tc_db_error(c), "could not translate host name \"" NAME "\""));
     }
     PQfinish(c);
     PQfinish(killer);
@@ -1064,8 +1086,9 @@ static void each_address(void)
 
 /* A host name with two addresses (::1 with no listener, then 127.0.0.1 with a relay to the
  * database): the connection goes through the second; moved to 127.0.0.2, a reset follows it;
- * ::1 accepting and saying nothing, its connect_timeout passes and the next address is tried;
- * gone, a reset fails and leaves the connection as it was. */
+ * ::1 accepting and saying nothing, its connect_timeout (or, without one, its share of the
+ * bound) passes and the next address is tried; gone, a reset fails and leaves the connection,
+ * broken, with the reason. */
 TEST(a_host_name_connects_to_each_of_its_addresses)
 {
     NEED_DB();
@@ -1076,6 +1099,28 @@ TEST(a_host_name_connects_to_each_of_its_addresses)
         TAP_SKIP_HERE("needs root and a database on a Unix socket");
     }
     in_child(each_address);
+}
+
+/* Host by host, target_session_attrs still means what it means to libpq: "standby" is refused
+ * by a primary (the test database), "prefer-standby" takes it in its second round. */
+TEST(target_session_attrs_hold_host_by_host)
+{
+    NEED_DB();
+    char sock[512], db[128], user[128], ci[1024];
+    url_option("host", sock, sizeof(sock));
+    url_option("dbname", db, sizeof(db));
+    url_option("user", user, sizeof(user));
+    snprintf(ci, sizeof(ci), "host=%s dbname='%s' user='%s' target_session_attrs=standby", sock,
+             db, user);
+    char *err = NULL;
+    PGconn *c = tc_db_connect(ci, &err);
+    CHECK(c == NULL && err && strstr(err, "hot standby"));
+    free(err);
+    snprintf(ci, sizeof(ci), "host=%s dbname='%s' user='%s' target_session_attrs=prefer-standby",
+             sock, db, user);
+    c = tc_db_connect(ci, NULL);
+    CHECK(c && add_one(c, "1") == 2);
+    PQfinish(c);
 }
 
 int main(void)
@@ -1100,5 +1145,6 @@ int main(void)
     RUN(readiness_has_a_connection_of_its_own);
     RUN(a_host_name_is_looked_up_within_a_bound);
     RUN(a_host_name_connects_to_each_of_its_addresses);
+    RUN(target_session_attrs_hold_host_by_host);
     return TAP_DONE();
 }
