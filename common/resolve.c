@@ -1,5 +1,6 @@
 /* A host name looked up with a bound on the wait (common/resolve.h). */
 #include "common/resolve.h"
+#include "common/util.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -127,16 +128,7 @@ int tc_resolve_within(struct tc_resolver *r, const char *host, int timeout_ms,
 {
     if (strlen(host) >= sizeof(((struct tc_lookup *)NULL)->host))
         return -ENOENT; /* (no DNS name is that long) */
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    if (timeout_ms < 0)
-        timeout_ms = 0;
-    until.tv_sec += timeout_ms / 1000;
-    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    struct timespec until = tc_timespec_in(CLOCK_MONOTONIC, timeout_ms);
     pthread_mutex_lock(&r->mu);
     struct tc_lookup *l;
     for (l = r->pending; l && strcmp(l->host, host) != 0; l = l->next)

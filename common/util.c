@@ -145,6 +145,21 @@ int64_t tc_now_us(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
+
+struct timespec tc_timespec_in(clockid_t clock, int64_t ms)
+{
+    struct timespec t;
+    clock_gettime(clock, &t);
+    if (ms < 0)
+        ms = 0;
+    t.tv_sec += (time_t)(ms / 1000);
+    t.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (t.tv_nsec >= 1000000000L) {
+        t.tv_sec++;
+        t.tv_nsec -= 1000000000L;
+    }
+    return t;
+}
 int64_t tc_wall_ms(void)
 {
     return clock_ms(CLOCK_REALTIME);

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #define TC_STRINGIFY_(x) #x
@@ -74,6 +75,8 @@ int tc_read_file(const char *path, size_t max, char **ret_buf, size_t *ret_len);
 /* Milliseconds of CLOCK_MONOTONIC / CLOCK_REALTIME. */
 int64_t tc_now_ms(void);
 int64_t tc_now_us(void); /* CLOCK_MONOTONIC, microseconds */
+/* The time ms (>= 0) from now on clock, as pthread_cond_timedwait and friends take it. */
+struct timespec tc_timespec_in(clockid_t clock, int64_t ms);
 int64_t tc_wall_ms(void);
 
 /* Random UUIDv7 (time-ordered) into out[37]. */

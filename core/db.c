@@ -1013,14 +1013,7 @@ void tc_db_close(struct tc_db *db)
 
 PGconn *tc_db_acquire(struct tc_db *db, int timeout_ms)
 {
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += timeout_ms / 1000;
-    deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (deadline.tv_nsec >= 1000000000L) {
-        deadline.tv_sec++;
-        deadline.tv_nsec -= 1000000000L;
-    }
+    struct timespec deadline = tc_timespec_in(CLOCK_REALTIME, timeout_ms);
     PGconn *c = NULL;
     pthread_mutex_lock(&db->lock);
     if (db->nfree > 0 && !db->wait_head) {

@@ -857,6 +857,15 @@ static void *blocking_lookup(void *arg)
 
 static int lookup_done;
 
+/* tc_db_connect(ci, err), and how long it took in *took (ms). */
+static PGconn *timed_connect(const char *ci, char **err, int64_t *took)
+{
+    int64_t t0 = tc_now_ms();
+    PGconn *c = tc_db_connect(ci, err);
+    *took = tc_now_ms() - t0;
+    return c;
+}
+
 static void resolver_silent(void)
 {
     struct netns n;
@@ -877,9 +886,8 @@ static void resolver_silent(void)
     tc_db_set_timeout(1); /* the lookup's bound: 1 s (the statements' bound, under 5 s) */
     snprintf(ci, sizeof(ci), "host=%s port=5432 dbname='%s' user='%s'", NAME, db, user);
     char *err = NULL;
-    int64_t t0 = tc_now_ms();
-    PGconn *c = tc_db_connect(ci, &err);
-    int64_t took = tc_now_ms() - t0;
+    int64_t took;
+    PGconn *c = timed_connect(ci, &err, &took);
     CHECK(c == NULL);
     CHECK(took >= 900 && took < 3000);
     CHECK(err && strstr(err, "\"" NAME "\"") && strstr(err, "no answer within 1000 ms"));
@@ -889,18 +897,14 @@ static void resolver_silent(void)
     PQfinish(c);
     /* a list: the name given up on, the next host (the socket) tried, within the bound */
     snprintf(ci, sizeof(ci), "host=%s,%s dbname='%s' user='%s'", NAME, sock, db, user);
-    t0 = tc_now_ms();
-    c = tc_db_connect(ci, NULL);
-    took = tc_now_ms() - t0;
+    c = timed_connect(ci, NULL, &took);
     CHECK(c && add_one(c, "1") == 2);
     CHECK(took >= 900 && took < 3000);
     PQfinish(c);
     /* the other way round: the first host answers, the name's lookup never starts (as libpq
      * goes host by host: a slow name after a good host costs nothing) */
     snprintf(ci, sizeof(ci), "host=%s,%s dbname='%s' user='%s'", sock, NAME, db, user);
-    t0 = tc_now_ms();
-    c = tc_db_connect(ci, NULL);
-    took = tc_now_ms() - t0;
+    c = timed_connect(ci, NULL, &took);
     CHECK(c && add_one(c, "1") == 2);
     CHECK(took < 500);
     PQfinish(c);
@@ -1110,8 +1114,8 @@ TEST(target_session_attrs_hold_host_by_host)
     url_option("host", sock, sizeof(sock));
     url_option("dbname", db, sizeof(db));
     url_option("user", user, sizeof(user));
-    snprintf(ci, sizeof(ci), "host=%s dbname='%s' user='%s' target_session_attrs=standby", sock,
-             db, user);
+    snprintf(ci, sizeof(ci), "host=%s dbname='%s' user='%s' target_session_attrs=standby", sock, db,
+             user);
     char *err = NULL;
     PGconn *c = tc_db_connect(ci, &err);
     CHECK(c == NULL && err && strstr(err, "hot standby"));
