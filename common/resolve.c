@@ -18,6 +18,7 @@
 struct tc_lookup {
     struct tc_resolver *r;
     struct tc_lookup *next;
+    int64_t started_ms;  /* tc_now_ms */
     int refs;            /* under r->mu */
     bool done;           /* under r->mu, with err and ai */
     int err;             /* getaddrinfo's return */
@@ -100,6 +101,7 @@ static struct tc_lookup *start_locked(struct tc_resolver *r, const char *host)
     pthread_cond_init(&l->cv, &ca);
     pthread_condattr_destroy(&ca);
     l->r = r;
+    l->started_ms = tc_now_ms();
     l->refs = 2; /* the thread's and the caller's */
     snprintf(l->host, sizeof(l->host), "%s", host);
     pthread_attr_t a;
@@ -130,12 +132,18 @@ int tc_resolve_within(struct tc_resolver *r, const char *host, int timeout_ms,
         return -ENOENT; /* (no DNS name is that long) */
     struct timespec until = tc_timespec_in(CLOCK_MONOTONIC, timeout_ms);
     pthread_mutex_lock(&r->mu);
-    struct tc_lookup *l;
-    for (l = r->pending; l && strcmp(l->host, host) != 0; l = l->next)
-        ;
-    if (l) {
-        l->refs++; /* the same name asked for already: its answer is this one's too */
-    } else if (r->n >= r->max || !(l = start_locked(r, host))) {
+    struct tc_lookup *l, *same = NULL; /* the newest pending lookup of this name */
+    for (l = r->pending; l; l = l->next)
+        if (strcmp(l->host, host) == 0 && (!same || l->started_ms > same->started_ms))
+            same = l;
+    if (same && tc_now_ms() - same->started_ms < r->fresh_ms) {
+        l = same; /* asked for a moment ago: its answer is this one's too */
+        l->refs++;
+    } else if (r->n < r->max && (l = start_locked(r, host))) {
+        ; /* (its two references set: the thread's and ours) */
+    } else if ((l = same)) {
+        l->refs++; /* the pool full: the name's newest lookup, when it answers */
+    } else {
         pthread_mutex_unlock(&r->mu);
         return -EAGAIN;
     }

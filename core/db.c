@@ -647,8 +647,8 @@ static bool is_literal(const char *h)
 }
 
 /* The database's host names: a pool of lookups of their own (never behind the names tenants
- * ask webhooks to go to), at most 16 names pending at once. */
-static struct tc_resolver db_lookups = TC_RESOLVER_INIT(16);
+ * ask webhooks to go to), at most 16 pending at once, a name's joined for RESOLVE_BOUND_MS. */
+static struct tc_resolver db_lookups = TC_RESOLVER_INIT(16, RESOLVE_BOUND_MS);
 
 /* What the conninfo says about where to connect, libpq's environment variables where it says
  * nothing (as libpq takes them; an explicit empty value stays empty). */
@@ -1044,6 +1044,14 @@ PGconn *tc_db_acquire(struct tc_db *db, int timeout_ms)
         /* The database restarted, the backend was terminated or the socket broke: one
          * reconnect attempt, outside the lock. */
         if (!tc_db_reset(&c, db->conninfo)) {
+            /* why, at most every 5 s (each request that meets it fails: 503) */
+            static int64_t said_ms;
+            int64_t now = tc_now_ms(), said = __atomic_load_n(&said_ms, __ATOMIC_RELAXED);
+            if (now - said >= 5000 &&
+                __atomic_compare_exchange_n(&said_ms, &said, now, false, __ATOMIC_RELAXED,
+                                            __ATOMIC_RELAXED))
+                tc_log(TC_LOG_WARN, "a database connection could not be made again", "{s:s}",
+                       "error", tc_db_error(c));
             tc_db_release(db, c);
             return NULL;
         }

@@ -18,9 +18,9 @@
 #define LOOKUP_TIMEOUT_MS 1000 /* a slow resolver must not hold an HTTP thread for long */
 
 /* The names tenants ask webhooks to go to: a pool of their own (not the database's), at most
- * 32 pending at once; beyond, a name is not looked up now (as one not resolved in time: the
- * connect-time check decides). */
-static struct tc_resolver lookups = TC_RESOLVER_INIT(32);
+ * 32 pending at once (a name's joined for a second); beyond, a name is not looked up now (as one
+ * not resolved in time: the connect-time check decides). */
+static struct tc_resolver lookups = TC_RESOLVER_INIT(32, LOOKUP_TIMEOUT_MS);
 
 const char *tc_webhook_address_refused(const struct sockaddr *sa, bool allow_private)
 {

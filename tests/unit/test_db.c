@@ -910,7 +910,7 @@ static void resolver_silent(void)
     PQfinish(c);
     /* asked again and again while unanswered: one pending lookup, not one per asking (each
      * lookup is two queries, A and AAAA, and the resolver is slow to give up) */
-    static struct tc_resolver pool = TC_RESOLVER_INIT(4);
+    static struct tc_resolver pool = TC_RESOLVER_INIT(4, 5000);
     for (int i = 0; i < 5; i++) {
         struct addrinfo *ai = NULL;
         CHECK(tc_resolve_within(&pool, NAME, 100, &ai) == -ETIMEDOUT && ai == NULL);
@@ -931,6 +931,17 @@ static void resolver_silent(void)
         CHECK(tc_resolve_within(&pool, other, i < 3 ? 1 : 2000, &ai) ==
               (i < 3 ? -ETIMEDOUT : -EAGAIN));
     }
+    /* the name back in /etc/hosts while its lookup still waits on the resolver: a lookup
+     * within the pool's fresh_ms joins that one (no answer), the next after it starts anew */
+    static struct tc_resolver fresh = TC_RESOLVER_INIT(4, 300);
+    struct addrinfo *ai = NULL;
+    CHECK(tc_resolve_within(&fresh, NAME, 50, &ai) == -ETIMEDOUT);
+    CHECK(write_file(n.hosts, "127.0.0.1 localhost\n127.0.0.9 " NAME "\n"));
+    CHECK(tc_resolve_within(&fresh, NAME, 50, &ai) == -ETIMEDOUT);
+    usleep(300 * 1000);
+    CHECK(tc_resolve_within(&fresh, NAME, 1000, &ai) == 0 && ai && ai->ai_family == AF_INET &&
+          ((struct sockaddr_in *)(void *)ai->ai_addr)->sin_addr.s_addr == htonl(0x7f000009));
+    tc_resolve_free(ai);
     CHECK(__atomic_load_n(&lookup_done, __ATOMIC_SEQ_CST) == 0);
     tc_db_set_timeout(30);
     private_net_done(&n);
@@ -940,7 +951,8 @@ static void resolver_silent(void)
  * within the lookup's bound (before, libpq waited for libc's lookup: the resolver's 30 s x 2
  * tries here, for each search domain), with a message that names the host; in a list of
  * hosts, the next one is tried, and a name after a host that answers is never looked up; the
- * name asked for again meanwhile, no second query goes out. */
+ * name asked for again meanwhile, no second query goes out; back in /etc/hosts, the name is
+ * found once the pending lookup is no longer fresh. */
 TEST(a_host_name_is_looked_up_within_a_bound)
 {
     NEED_DB();
