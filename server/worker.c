@@ -51,8 +51,8 @@ struct suspect {
 
 struct tc_worker {
     struct tc_server *srv;
-    pthread_t thread, monitor;
-    bool started, monitor_started;
+    pthread_t thread, monitor, clock;
+    bool started, monitor_started, clock_started;
     int wake_fd; /* eventfd: stop requested or a job finished */
     pthread_mutex_t lock;
     pthread_cond_t monitor_cv;
@@ -808,6 +808,30 @@ static void *monitor_main(void *arg)
     return NULL;
 }
 
+/* ---- the deadlines' thread ----
+ * A waiter's deadline and a queued call's need no database: they are kept on a thread of
+ * their own, every 100 ms, so that they hold whether or not the database answers (the worker
+ * thread's round trips wait up to their bound, TOOLCAGE_DB_TIMEOUT_SECONDS + 5 s, when it does
+ * not: the deadlines were that late then). */
+static void *clock_main(void *arg)
+{
+    struct tc_worker *w = arg;
+    pthread_mutex_lock(&w->lock);
+    while (!w->stopping) {
+        pthread_mutex_unlock(&w->lock);
+        int64_t now = tc_now_ms();
+        tc_waiters_expire(now);
+        tc_slotq_expire(now);
+        tc_slotq_pump(); /* slots a restarted launcher gave back without saying so */
+        struct timespec ts = tc_timespec_in(CLOCK_REALTIME, 100);
+        pthread_mutex_lock(&w->lock);
+        if (!w->stopping)
+            pthread_cond_timedwait(&w->monitor_cv, &w->lock, &ts);
+    }
+    pthread_mutex_unlock(&w->lock);
+    return NULL;
+}
+
 /* ---- the worker thread ---- */
 
 /* A cancel request (execution/cancel.h) reaches every server: the launcher that runs the
@@ -873,11 +897,7 @@ static void *worker_main(void *arg)
                 break;
             continue;
         }
-        /* deadlines hold whether or not the database answers */
         int64_t now = tc_now_ms();
-        tc_waiters_expire(now);
-        tc_slotq_expire(now);
-        tc_slotq_pump(); /* slots a restarted launcher gave back without saying so */
         if (!tc_db_ensure(&w->conn, w->srv->cfg->database_url))
             continue;
         if (!listening || PQstatus(w->listen_conn) != CONNECTION_OK)
@@ -931,6 +951,9 @@ int tc_worker_start(struct tc_server *srv, struct tc_worker **ret_worker, char *
     if (pthread_create(&w->monitor, NULL, monitor_main, w) != 0)
         goto fail;
     w->monitor_started = true;
+    if (pthread_create(&w->clock, NULL, clock_main, w) != 0)
+        goto fail;
+    w->clock_started = true;
     if (pthread_create(&w->thread, NULL, worker_main, w) != 0)
         goto fail;
     w->started = true;
@@ -970,6 +993,8 @@ void tc_worker_stop(struct tc_worker *w)
         pthread_join(w->thread, NULL);
     if (w->monitor_started)
         pthread_join(w->monitor, NULL);
+    if (w->clock_started)
+        pthread_join(w->clock, NULL);
     PQfinish(w->conn);
     PQfinish(w->listen_conn);
     PQfinish(w->lock_conn); /* releases the instance lock */
