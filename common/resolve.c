@@ -11,6 +11,14 @@
 #include <string.h>
 #include <time.h>
 
+/* A name's lookups pending at once, at most: a quarter of the pool (at least 2). A silent
+ * resolver gets a new lookup every fresh_ms, each as long as libc waits; beyond, the newest
+ * is joined, and the rest of the pool stays for other names. */
+static unsigned per_name(const struct tc_resolver *r)
+{
+    return r->max / 4 < 2 ? 2 : r->max / 4;
+}
+
 /* One name's lookup: libc's getaddrinfo on a thread of its own (not getaddrinfo_a: its one
  * pool of threads, first come first served, would make the database's lookups wait behind
  * whatever names tenants ask webhooks to go to). The thread holds a reference until it is done
@@ -133,11 +141,17 @@ int tc_resolve_within(struct tc_resolver *r, const char *host, int timeout_ms,
     struct timespec until = tc_timespec_in(CLOCK_MONOTONIC, timeout_ms);
     pthread_mutex_lock(&r->mu);
     struct tc_lookup *l, *same = NULL; /* the newest pending lookup of this name */
+    unsigned of_name = 0;
     for (l = r->pending; l; l = l->next)
-        if (strcmp(l->host, host) == 0 && (!same || l->started_ms > same->started_ms))
-            same = l;
-    if (same && tc_now_ms() - same->started_ms < r->fresh_ms) {
-        l = same; /* asked for a moment ago: its answer is this one's too */
+        if (strcmp(l->host, host) == 0) {
+            of_name++;
+            if (!same || l->started_ms > same->started_ms)
+                same = l;
+        }
+    /* asked for a moment ago, or as many pending as one name may have (it never takes the
+     * pool from the others): its answer is this one's too */
+    if (same && (tc_now_ms() - same->started_ms < r->fresh_ms || of_name >= per_name(r))) {
+        l = same;
         l->refs++;
     } else if (r->n < r->max && (l = start_locked(r, host))) {
         ; /* (its two references set: the thread's and ours) */

@@ -11,9 +11,10 @@ struct tc_lookup;
 /* Lookups that share a bound on how many may be pending at once: a pool per purpose (the
  * database's names, the names tenants ask webhooks to go to), so that one kind cannot use up
  * another's. A lookup of a name joins one of that name pending for less than fresh_ms, else
- * starts anew (while the pool has room): a resolver that stops answering costs one lookup per
- * name per fresh_ms, and once it answers again (or the name is in /etc/hosts again), the next
- * lookup after at most fresh_ms has it. Static: TC_RESOLVER_INIT(max, fresh_ms). */
+ * starts anew, while the pool has room and the name has fewer than a quarter of it (at least
+ * 2) pending: once the resolver answers again (or the name is in /etc/hosts again), a lookup
+ * has it within fresh_ms, or, after an outage longer than that many lookups, once the newest
+ * pending one ends (libc's own timeouts). Static: TC_RESOLVER_INIT(max, fresh_ms). */
 struct tc_resolver {
     pthread_mutex_t mu;
     unsigned max, n; /* lookups pending: at most max */

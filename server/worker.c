@@ -794,12 +794,7 @@ static void *monitor_main(void *arg)
                    (int)w->srv->instance_id);
             wake(w);
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        int64_t wait = locked ? HEARTBEAT_MS : 200;
-        ts.tv_nsec += (long)(wait * 1000000);
-        ts.tv_sec += ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
+        struct timespec ts = tc_timespec_in(CLOCK_MONOTONIC, locked ? HEARTBEAT_MS : 200);
         pthread_mutex_lock(&w->lock);
         if (!w->stopping)
             pthread_cond_timedwait(&w->monitor_cv, &w->lock, &ts);
@@ -809,10 +804,11 @@ static void *monitor_main(void *arg)
 }
 
 /* ---- the deadlines' thread ----
- * A waiter's deadline and a queued call's need no database: they are kept on a thread of
- * their own, every 100 ms, so that they hold whether or not the database answers (the worker
- * thread's round trips wait up to their bound, TOOLCAGE_DB_TIMEOUT_SECONDS + 5 s, when it does
- * not: the deadlines were that late then). */
+ * A call queued for a sandbox slot and a long-poll are resumed at their deadlines by a thread
+ * of their own, every 100 ms, whether or not the database answers (the worker thread's round
+ * trips wait up to their bound, TOOLCAGE_DB_TIMEOUT_SECONDS + 5 s, when it does not: the
+ * deadlines were that late then). A queued call's 503 needs no database; a long-poll's answer
+ * reads the execution, and waits for the database as any read does. */
 static void *clock_main(void *arg)
 {
     struct tc_worker *w = arg;
@@ -823,7 +819,7 @@ static void *clock_main(void *arg)
         tc_waiters_expire(now);
         tc_slotq_expire(now);
         tc_slotq_pump(); /* slots a restarted launcher gave back without saying so */
-        struct timespec ts = tc_timespec_in(CLOCK_REALTIME, 100);
+        struct timespec ts = tc_timespec_in(CLOCK_MONOTONIC, 100);
         pthread_mutex_lock(&w->lock);
         if (!w->stopping)
             pthread_cond_timedwait(&w->monitor_cv, &w->lock, &ts);
@@ -940,7 +936,11 @@ int tc_worker_start(struct tc_server *srv, struct tc_worker **ret_worker, char *
     w->srv = srv;
     w->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     pthread_mutex_init(&w->lock, NULL);
-    pthread_cond_init(&w->monitor_cv, NULL);
+    pthread_condattr_t ca; /* (a wall clock set back must not stretch a wait) */
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&w->monitor_cv, &ca);
+    pthread_condattr_destroy(&ca);
     w->lock_conn = tc_db_connect(srv->cfg->database_url, ret_error);
     w->conn = w->lock_conn ? tc_db_connect(srv->cfg->database_url, ret_error) : NULL;
     if (w->wake_fd < 0 || !w->conn)

@@ -11,10 +11,10 @@
  * The worker thread LISTENs for approved work (toolcage_queue) and finished executions
  * (toolcage_done); it claims queued executions with FOR UPDATE SKIP LOCKED (only with a
  * sandbox slot reserved) and runs them through the launcher exactly once, after checking the
- * stored payload against the approved hash; it expires approvals. A third thread keeps the
- * deadlines that need no database (long-polls, calls queued for a sandbox slot), every
- * 100 ms, whatever the other two wait for; webhooks are delivered by a thread of their own
- * (server/webhook.h).
+ * stored payload against the approved hash; it expires approvals. A third thread resumes
+ * calls queued for a sandbox slot and long-polls at their deadlines, every 100 ms, whatever
+ * the other two wait for (a queued call's 503 needs no database); webhooks are delivered by a
+ * thread of their own (server/webhook.h).
  *
  * The sweeper closes executions left `running` by a dead instance: one whose lock is free,
  * seen so for TC_SWEEP_GRACE_MS by this process, and whose heartbeat is that old too. In one

@@ -34,7 +34,7 @@ test('a call queued for a slot answers 503 at its deadline while the database is
   await sleep(1500);
   const t0 = performance.now();
   const queued = execute('echo queued');
-  await sleep(300); // (in the queue: the slot is busy)
+  await sleep(300 * SLOW); // (in the queue: the slot is busy)
   frozen = true; // (before: a signal that fails half way still gets its SIGCONT)
   pgSignal('SIGSTOP');
   let q, ms;

@@ -931,6 +931,19 @@ static void resolver_silent(void)
         CHECK(tc_resolve_within(&pool, other, i < 3 ? 1 : 2000, &ai) ==
               (i < 3 ? -ETIMEDOUT : -EAGAIN));
     }
+    /* never fresh (1 ms): a name still has at most two lookups pending, and the pool's other
+     * room stays for other names */
+    static struct tc_resolver stale = TC_RESOLVER_INIT(4, 1);
+    for (int i = 0; i < 4; i++) {
+        struct addrinfo *none = NULL;
+        usleep(5 * 1000);
+        CHECK(tc_resolve_within(&stale, NAME, 10, &none) == -ETIMEDOUT);
+    }
+    struct addrinfo *other = NULL;
+    CHECK(tc_resolve_within(&stale, "other." NAME, 10, &other) == -ETIMEDOUT);
+    pthread_mutex_lock(&stale.mu);
+    CHECK(stale.n == 3);
+    pthread_mutex_unlock(&stale.mu);
     /* the name back in /etc/hosts while its lookup still waits on the resolver: a lookup
      * within the pool's fresh_ms joins that one (no answer), the next after it starts anew */
     static struct tc_resolver fresh = TC_RESOLVER_INIT(4, 300);
