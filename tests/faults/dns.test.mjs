@@ -16,7 +16,6 @@ import { Server, BIN } from '../integration/harness.mjs';
 import { faultPolicy, tmpdir, call, tag, terminateBackends, report, logLines, sleep, SLOW } from './lib.mjs';
 
 const NAME = 'tcdb.toolcage-dns.test';
-const RESOLVER = '127.0.0.153'; // (any loopback address: the host's own resolver keeps its)
 const dir = tmpdir('dns');
 const { policy } = faultPolicy(dir);
 const files = {
@@ -27,7 +26,6 @@ const files = {
 const withName = `127.0.0.1 localhost\n127.0.0.1 ${NAME}\n`;
 const withoutName = '127.0.0.1 localhost\n';
 fs.writeFileSync(files.hosts, withName);
-fs.writeFileSync(files.resolv, `nameserver ${RESOLVER}\noptions timeout:30 attempts:2\n`);
 fs.writeFileSync(files.nsswitch, 'hosts: files dns\n');
 // toolcage serve in the mount namespace (exec'd: the server finds its launcher beside itself)
 const wrapper = path.join(dir, 'serve-in-ns.sh');
@@ -38,8 +36,24 @@ exec unshare -m --propagation private sh -c 'mount --bind "$1" /etc/hosts &&
 `, { mode: 0o755 });
 
 let queries = 0;
-const resolver = dgram.createSocket('udp4');
-resolver.on('message', () => { queries++; });
+let resolver = null;
+/** The silent resolver: port 53 of a loopback address nobody else uses (probed). */
+async function silentResolver() {
+  for (const addr of ['127.0.0.153', '127.0.0.154', '127.0.0.155', '127.0.0.156']) {
+    const sock = dgram.createSocket('udp4');
+    try {
+      await new Promise((resolve, reject) => { sock.once('error', reject); sock.bind(53, addr, resolve); });
+    } catch (e) {
+      sock.close();
+      if (e.code === 'EADDRINUSE') continue;
+      throw e;
+    }
+    sock.on('message', () => { queries++; });
+    fs.writeFileSync(files.resolv, `nameserver ${addr}\noptions timeout:30 attempts:2\n`);
+    return sock;
+  }
+  throw new Error('port 53 is taken on every loopback address tried');
+}
 const relays = new Set();
 const relay = net.createServer((c) => {
   const m = (process.env.TOOLCAGE_DATABASE_URL || '').match(/(?:^|\s)host=(\S+)/);
@@ -62,13 +76,13 @@ const server = new Server('faults-dns', {
 });
 
 before(async () => {
-  await new Promise((resolve, reject) => { resolver.once('error', reject); resolver.bind(53, RESOLVER, resolve); });
+  resolver = await silentResolver();
   await new Promise((resolve) => relay.listen(0, '127.0.0.1', resolve));
   await server.start();
 }, { timeout: 120_000 * SLOW });
 after(async () => {
   await server.stop();
-  resolver.close();
+  resolver?.close();
   for (const c of relays) c.destroy();
   relay.close();
   fs.rmSync(dir, { recursive: true, force: true });
@@ -90,6 +104,11 @@ test('a resolver that stops answering costs calls and readiness the lookup\'s bo
   // the name gone from /etc/hosts (lookups go to the silent resolver), every connection cut
   fs.writeFileSync(files.hosts, withoutName);
   assert.ok(await terminateBackends(server) >= 1);
+  for (let i = 0; i < 50; i++) { // (pg_terminate_backend does not wait for the backends' end)
+    const left = await server.sql(`SELECT count(*) FROM pg_stat_activity WHERE usename = 'toolcage_app'`);
+    if (Number(left.trim()) === 0) break;
+    await sleep(100);
+  }
   const during = [];
   for (let i = 0; i < 3; i++) during.push(await call(server, tag(), { timeoutMs: 120_000 }));
   const ready = await readyz();

@@ -1000,23 +1000,31 @@ static void pump(int a, int b)
     }
 }
 
-/* A relay from any IPv4 address of the loopback, port *ret_port, to the database's Unix
- * socket path: a process (and one per connection), gone with this one. */
+/* A relay from 127.0.0.1 and 127.0.0.2, port *ret_port (the same on both), to the database's
+ * Unix socket path: a process (and one per connection), gone with this one. Other loopback
+ * addresses on that port are free: 127.0.0.3 for a silent listener. */
 static pid_t relay_to(const char *path, int *ret_port)
 {
-    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int l[2];
     struct sockaddr_in sa = {.sin_family = AF_INET};
     socklen_t len = sizeof(sa);
-    if (l < 0 || bind(l, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(l, 16) < 0 ||
-        getsockname(l, (struct sockaddr *)&sa, &len) < 0)
-        return -1;
+    for (int i = 0; i < 2; i++) {
+        sa.sin_addr.s_addr = htonl(0x7f000001 + (uint32_t)i);
+        if ((l[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
+            bind(l[i], (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(l[i], 16) < 0 ||
+            getsockname(l[i], (struct sockaddr *)&sa, &len) < 0)
+            return -1; /* (the port of the first is the second's) */
+    }
     *ret_port = ntohs(sa.sin_port);
     pid_t pid = fork();
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         signal(SIGCHLD, SIG_IGN);
+        struct pollfd p[2] = {{.fd = l[0], .events = POLLIN}, {.fd = l[1], .events = POLLIN}};
         for (;;) {
-            int a = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+            if (poll(p, 2, -1) <= 0)
+                continue;
+            int a = accept4(p[0].revents ? l[0] : l[1], NULL, NULL, SOCK_CLOEXEC);
             if (a < 0)
                 continue;
             if (fork() == 0) {
@@ -1034,7 +1042,8 @@ static pid_t relay_to(const char *path, int *ret_port)
             close(a);
         }
     }
-    close(l);
+    close(l[0]);
+    close(l[1]);
     return pid;
 }
 
@@ -1070,20 +1079,21 @@ static void each_address(void)
         CHECK(strcmp(show(c, "TimeZone"), "UTC") == 0);
         /* an address that accepts and says nothing (a stale address now someone else's):
          * given its connect_timeout, then the next address, as libpq's blocking connect does */
-        int hole = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
-        struct sockaddr_in6 h6 = {.sin6_family = AF_INET6,
-                                  .sin6_port = htons((uint16_t)rport),
-                                  .sin6_addr = IN6ADDR_LOOPBACK_INIT};
-        CHECK(hole >= 0 && setsockopt(hole, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) == 0 &&
-              bind(hole, (struct sockaddr *)&h6, sizeof(h6)) == 0 && listen(hole, 4) == 0);
-        CHECK(write_file(n.hosts, "::1 " NAME "\n127.0.0.1 " NAME "\n"));
+        int hole = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in h4 = {.sin_family = AF_INET, .sin_port = htons((uint16_t)rport)};
+        h4.sin_addr.s_addr = htonl(0x7f000003);
+        CHECK(hole >= 0 && bind(hole, (struct sockaddr *)&h4, sizeof(h4)) == 0 &&
+              listen(hole, 4) == 0);
+        /* (.3 and .2 share as long a prefix with the source, 127.0.0.1: the resolver keeps
+         * their order, RFC 6724 rule 9) */
+        CHECK(write_file(n.hosts, "127.0.0.3 " NAME "\n127.0.0.2 " NAME "\n"));
         char ct[1100];
         snprintf(ct, sizeof(ct), "%s connect_timeout=2", ci);
         CHECK(terminate(killer, c));
         int64_t t0 = tc_now_ms();
         CHECK(tc_db_reset(&c, ct));
         int64_t took = tc_now_ms() - t0;
-        CHECK(strcmp(PQhostaddr(c), "127.0.0.1") == 0 && add_one(c, "1") == 2);
+        CHECK(strcmp(PQhostaddr(c), "127.0.0.2") == 0 && add_one(c, "1") == 2);
         CHECK(took >= 1900 && took < 6000);
         fprintf(stderr, "    # past the silent address in %lld ms\n", (long long)took);
         /* without connect_timeout: the bound (1 s + 5 s here) shared out, half each */
@@ -1092,7 +1102,7 @@ static void each_address(void)
         t0 = tc_now_ms();
         CHECK(tc_db_reset(&c, ci));
         took = tc_now_ms() - t0;
-        CHECK(strcmp(PQhostaddr(c), "127.0.0.1") == 0 && add_one(c, "1") == 2);
+        CHECK(strcmp(PQhostaddr(c), "127.0.0.2") == 0 && add_one(c, "1") == 2);
         CHECK(took >= 2900 && took < 5500);
         fprintf(stderr, "    # and in %lld ms with its share of the bound\n", (long long)took);
         tc_db_set_timeout(30);
@@ -1115,9 +1125,9 @@ static void each_address(void)
 
 /* A host name with two addresses (::1 with no listener, then 127.0.0.1 with a relay to the
  * database): the connection goes through the second; moved to 127.0.0.2, a reset follows it;
- * ::1 accepting and saying nothing, its connect_timeout (or, without one, its share of the
- * bound) passes and the next address is tried; gone, a reset fails and leaves the connection,
- * broken, with the reason. */
+ * first 127.0.0.3 accepting and saying nothing, its connect_timeout (or, without one, its
+ * share of the bound) passes and the next address (127.0.0.2) is tried; gone, a reset fails and
+ * leaves the connection, broken, with the reason. */
 TEST(a_host_name_connects_to_each_of_its_addresses)
 {
     NEED_DB();
