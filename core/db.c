@@ -687,6 +687,15 @@ static bool has_empty_entry(const char *list)
     return n == 0 || list[0] == ',' || list[n - 1] == ',' || strstr(list, ",,");
 }
 
+/* key = val onto PQconnectStartParams's arrays, when val is given. */
+static void add_key(const char **keys, const char **vals, int *n, const char *key, const char *val)
+{
+    if (key && val) {
+        keys[*n] = key;
+        vals[(*n)++] = val;
+    }
+}
+
 /* One attempt: at one address (host, and hostaddr when it was looked up; or the conninfo as it
  * is, host NULL), with attrs as its target_session_attrs (NULL: the conninfo's), started and
  * polled to its end by until (poll_within). NULL, with its message appended to errs, when it
@@ -697,28 +706,12 @@ static PGconn *attempt(const char *conninfo, const char *first_key, const char *
 {
     const char *keys[8], *vals[8];
     int n = 0;
-    if (first_key) {
-        keys[n] = first_key;
-        vals[n++] = first_val;
-    }
-    keys[n] = "dbname";
-    vals[n++] = conninfo;
-    if (host) {
-        keys[n] = "host";
-        vals[n++] = host;
-    }
-    if (hostaddr) {
-        keys[n] = "hostaddr";
-        vals[n++] = hostaddr;
-    }
-    if (port) {
-        keys[n] = "port";
-        vals[n++] = port;
-    }
-    if (attrs) {
-        keys[n] = "target_session_attrs";
-        vals[n++] = attrs;
-    }
+    add_key(keys, vals, &n, first_key, first_val);
+    add_key(keys, vals, &n, "dbname", conninfo);
+    add_key(keys, vals, &n, "host", host);
+    add_key(keys, vals, &n, "hostaddr", hostaddr);
+    add_key(keys, vals, &n, "port", port);
+    add_key(keys, vals, &n, "target_session_attrs", attrs);
     keys[n] = vals[n] = NULL;
     PGconn *c = PQconnectStartParams(keys, vals, 1);
     int r = c && PQstatus(c) != CONNECTION_BAD ? poll_within(c, until) : -1;

@@ -772,13 +772,24 @@ static bool relock(struct tc_worker *w)
 
 /* The monitor thread: heartbeat while the lock is held; reconnect and take it back when the
  * lock connection broke. */
+/* Rests ms on monitor_cv, or not at all once stopping: false then (tc_worker_quiesce). */
+static bool rest(struct tc_worker *w, int64_t ms)
+{
+    struct timespec ts = tc_timespec_in(CLOCK_MONOTONIC, ms);
+    pthread_mutex_lock(&w->lock);
+    if (!w->stopping)
+        pthread_cond_timedwait(&w->monitor_cv, &w->lock, &ts);
+    bool go_on = !w->stopping;
+    pthread_mutex_unlock(&w->lock);
+    return go_on;
+}
+
 static void *monitor_main(void *arg)
 {
     struct tc_worker *w = arg;
-    pthread_mutex_lock(&w->lock);
-    while (!w->stopping) {
-        pthread_mutex_unlock(&w->lock);
-        bool locked = w->srv->instance_locked;
+    bool locked;
+    do {
+        locked = w->srv->instance_locked;
         if (locked && heartbeat(w) != 1) {
             w->srv->instance_locked = false;
             tc_log(TC_LOG_WARN,
@@ -794,12 +805,7 @@ static void *monitor_main(void *arg)
                    (int)w->srv->instance_id);
             wake(w);
         }
-        struct timespec ts = tc_timespec_in(CLOCK_MONOTONIC, locked ? HEARTBEAT_MS : 200);
-        pthread_mutex_lock(&w->lock);
-        if (!w->stopping)
-            pthread_cond_timedwait(&w->monitor_cv, &w->lock, &ts);
-    }
-    pthread_mutex_unlock(&w->lock);
+    } while (rest(w, locked ? HEARTBEAT_MS : 200));
     return NULL;
 }
 
@@ -812,19 +818,12 @@ static void *monitor_main(void *arg)
 static void *clock_main(void *arg)
 {
     struct tc_worker *w = arg;
-    pthread_mutex_lock(&w->lock);
-    while (!w->stopping) {
-        pthread_mutex_unlock(&w->lock);
+    do {
         int64_t now = tc_now_ms();
         tc_waiters_expire(now);
         tc_slotq_expire(now);
         tc_slotq_pump(); /* slots a restarted launcher gave back without saying so */
-        struct timespec ts = tc_timespec_in(CLOCK_MONOTONIC, 100);
-        pthread_mutex_lock(&w->lock);
-        if (!w->stopping)
-            pthread_cond_timedwait(&w->monitor_cv, &w->lock, &ts);
-    }
-    pthread_mutex_unlock(&w->lock);
+    } while (rest(w, 100));
     return NULL;
 }
 
