@@ -124,6 +124,22 @@ int tc_cmd_exec(int argc, char **argv)
     struct tc_config cfg;
     if (tc_cli_load_config(&cfg) < 0)
         return tc_cli_fail_config();
+    /* none of the configuration's credentials in the launcher (a fork of ours): exec needs no
+     * database nor mail */
+    forget(&cfg.database_url);
+    forget(&cfg.migrate_database_url);
+    forget(&cfg.smtp_url);
+    /* One run: start only what it needs (no spare shells; no egress proxy without network).
+     * The launcher is started now, before the policy is read, so that its setup goes on
+     * beside ours (the policy, the code, the spec): forked, not exec'd, as for a tool without
+     * network (most; one with network gets its own, exec'd, below), with nothing of the run
+     * in this process yet. */
+    struct tc_launcher_options lo = tc_cli_launcher_options(&cfg, 1);
+    lo.pool = lo.pool_max = lo.warm = TC_POOL_NONE;
+    lo.no_egress = lo.no_exec = true;
+    struct tc_launcher *launcher = NULL;
+    if (tc_launcher_open_once(&lo, &launcher) < 0)
+        launcher = NULL; /* (opened again below, where its failure is told) */
     int rc = 125;
     struct tc_policy *policy = NULL;
     json_t *errors = NULL, *body = NULL, *spec = NULL, *result = NULL, *view = NULL;
@@ -172,29 +188,32 @@ int tc_cmd_exec(int argc, char **argv)
     }
     spec = tc_exec_build_spec(tool, &req, limits, id, image);
     json_decref(image);
-    /* one run: start only what it needs (no spare shells; no egress proxy without network) */
-    struct tc_launcher_options lo = tc_cli_launcher_options(&cfg, 1);
-    /* one call: a shell or an interpreter ahead of time is waste */
-    lo.pool = lo.pool_max = lo.warm = TC_POOL_NONE;
-    lo.no_egress = tool->network_none;
-    /* one launcher for one run: forked, not exec'd, where no egress proxy (a fork of the
-     * launcher that parses what the sandbox sends) would inherit this process's memory (the
-     * environment, whatever it holds); the redactor's secrets are read meanwhile, below */
-    lo.no_exec = lo.no_egress;
-    /* none of the configuration's credentials in it: exec needs no database nor mail */
-    forget(&cfg.database_url);
-    forget(&cfg.migrate_database_url);
-    forget(&cfg.smtp_url);
     if (!spec) {
         fprintf(stderr, "toolcage exec: %s\n", strerror(ENOMEM));
+        goto out;
+    }
+    /* A tool with network needs the egress proxy, a fork of its launcher that parses what the
+     * sandbox sends: that launcher is exec'd, so that the proxy does not hold this process's
+     * memory (the environment, the policy, the code, whatever else). The one forked above
+     * goes, unused. The redactor's secrets are read meanwhile, below, after either. */
+    if (!tool->network_none) {
+        tc_launcher_stop(launcher);
+        launcher = NULL;
+        lo.no_egress = lo.no_exec = false;
+    }
+    if (!launcher && (r = tc_launcher_open_once(&lo, &launcher)) < 0) {
+        fprintf(stderr, "toolcage exec: the sandbox did not run: %s\n", strerror(-r));
+        launcher = NULL;
         goto out;
     }
     /* the screen's findings and the redactor are made while the launcher sets up and the
      * sandbox runs (the CLI does not hold a call back on its findings: it reports them, as
      * the audit would) */
+    tc_prescreen_once(); /* one screen: no JIT to compile */
     struct meanwhile mw = {.tool = tool, .body = req.body, .state_dir = cfg.state_dir};
     int64_t done_ms = 0;
-    if ((r = tc_launcher_run_once(&lo, spec, screen_and_redactor, &mw, &result, &done_ms)) < 0) {
+    if ((r = tc_launcher_run_once(launcher, spec, screen_and_redactor, &mw, &result, &done_ms)) <
+        0) {
         fprintf(stderr, "toolcage exec: the sandbox did not run: %s\n", strerror(-r));
         tc_redactor_free(mw.red);
         json_decref(mw.findings);
@@ -228,6 +247,9 @@ int tc_cmd_exec(int argc, char **argv)
     }
     rc = exit_status_of(view);
 out:
+    /* the result is out: the launcher's end (the sandbox's cgroups, its mounts) is awaited
+     * now, before ours */
+    tc_launcher_stop(launcher);
     tc_exec_request_done(&req);
     json_decref(errors);
     json_decref(body);

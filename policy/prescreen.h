@@ -6,6 +6,7 @@
 #pragma once
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "policy/policy.h"
@@ -30,6 +31,14 @@ enum tc_prescreen_action {
  * TC_PRESCREEN_MAX_FINDINGS. Any bytes are accepted (NUL, invalid UTF-8). -ENOMEM on failure
  * (ret untouched). Thread-safe. */
 int tc_prescreen(const char *language, const char *code, size_t len, json_t **ret_findings);
+
+/* For a process that screens one request (toolcage exec): the rules are compiled without
+ * PCRE2's JIT, whose compiling (executable memory mapped rule by rule) costs more than it saves
+ * on one program: ~2.7 ms of CPU of a 3.8 ms screen of `pass` on a machine of ours, on the
+ * path of a one-shot run (bench/README.md). The findings are the same. Before the first
+ * screen; a long-lived process (the server) keeps the JIT. */
+void tc_prescreen_once(void);
+bool tc_prescreen_jit(void); /* (for the rule tables compiled in prescreen*.c) */
 
 /* Everything in an execute request that can run, screened (body: a request that passed
  * tc_exec_request_parse, i.e. tool, code, and optional stdin and files):

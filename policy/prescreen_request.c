@@ -145,7 +145,7 @@ static void compile_stdin_patterns(void)
         PCRE2_SIZE off;
         stdin_re[i] = pcre2_compile((PCRE2_SPTR)stdin_patterns[i].re, PCRE2_ZERO_TERMINATED,
                                     PCRE2_MULTILINE, &err, &off, NULL);
-        if (stdin_re[i])
+        if (stdin_re[i] && tc_prescreen_jit())
             (void)pcre2_jit_compile(stdin_re[i], PCRE2_JIT_COMPLETE);
     }
 }

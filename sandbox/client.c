@@ -50,6 +50,7 @@ struct tc_launcher {
     char pool[8], pool_max[8], pool_shrink_ms[16], warm[8], warm_group_max[8];
     char *uid_registry, *gvisor_platform, *init_path, *egress_ca_file;
     bool no_cgroup, no_seccomp_notify, no_egress, microvm_fast;
+    bool once; /* a launcher for one run (tc_launcher_open_once): --once */
     unsigned max;
     /* the launcher is a fork of ours running tc_launcher_main, not an exec (one generation:
      * forked by the caller's thread before the reader starts; tc_launcher_options.no_exec) */
@@ -162,7 +163,7 @@ static int spawn_launcher(struct tc_launcher *l, int *ret_sock, pid_t *ret_pid)
 {
     int sv[2];
     char fdarg[] = "3", maxarg[16], ppidarg[24], one[] = "1";
-    enum { FIXED = 20, OPTIONAL_PAIRS = 9 }; /* (twice too small before: count them) */
+    enum { FIXED = 20, OPTIONAL_PAIRS = 10 }; /* (twice too small before: count them) */
     char *argv[FIXED + 2 * OPTIONAL_PAIRS + 1] = {"toolcage",
                                                   "launcher",
                                                   "--fd",
@@ -185,7 +186,7 @@ static int spawn_launcher(struct tc_launcher *l, int *ret_sock, pid_t *ret_pid)
                                                   l->warm_group_max};
     size_t n = FIXED;
     pid_t pid;
-    _Static_assert(FIXED + 2 * OPTIONAL_PAIRS + 1 == 39, "argv: 20 fixed, 9 optional pairs, NULL");
+    _Static_assert(FIXED + 2 * OPTIONAL_PAIRS + 1 == 41, "argv: 20 fixed, 10 optional pairs, NULL");
 
     if (l->uid_registry) {
         argv[n++] = "--uid-registry";
@@ -217,6 +218,10 @@ static int spawn_launcher(struct tc_launcher *l, int *ret_sock, pid_t *ret_pid)
     }
     if (l->microvm_fast) {
         argv[n++] = "--microvm-fast";
+        argv[n++] = one;
+    }
+    if (l->once) {
+        argv[n++] = "--once";
         argv[n++] = one;
     }
     if (n >= sizeof(argv) / sizeof(argv[0]))
@@ -626,7 +631,7 @@ static void *reader_main(void *arg)
             break;
         run_generation(l);
         pthread_mutex_lock(&l->mu);
-        stop = l->stopping || l->no_exec;
+        stop = l->stopping || l->no_exec || l->once; /* (once: it goes after its result) */
         if (!stop && l->spawns > 0)
             l->restarts++;
         pthread_mutex_unlock(&l->mu);
@@ -641,7 +646,8 @@ static void *reader_main(void *arg)
 
 /* The launcher object, its options checked; a launcher that is a fork of ours is forked
  * (l->first_sock, l->first_pid). No thread yet: launcher_begin(). */
-static int launcher_open(const struct tc_launcher_options *opts, struct tc_launcher **ret_launcher)
+static int launcher_open(const struct tc_launcher_options *opts, bool once,
+                         struct tc_launcher **ret_launcher)
 {
     struct tc_launcher *l;
     int r;
@@ -704,6 +710,7 @@ static int launcher_open(const struct tc_launcher_options *opts, struct tc_launc
     l->no_seccomp_notify = opts->no_seccomp_notify;
     l->no_egress = opts->no_egress;
     l->microvm_fast = opts->microvm_fast;
+    l->once = once;
     if ((opts->uid_registry && !(l->uid_registry = strdup(opts->uid_registry))) ||
         (opts->gvisor_platform && !(l->gvisor_platform = strdup(opts->gvisor_platform))) ||
         (opts->init_path && !(l->init_path = strdup(opts->init_path))) ||
@@ -749,14 +756,13 @@ fail:
 }
 
 /* The reader thread (it spawns the launcher, or takes the one launcher_open forked), then,
- * if hello, its HELLO. On failure l is stopped (freed). */
-static int launcher_begin(struct tc_launcher *l, bool hello)
+ * if hello, its HELLO. On failure l is left to the caller to stop (tc_launcher_stop reaps a
+ * launcher launcher_open forked). */
+static int launcher_read(struct tc_launcher *l, bool hello)
 {
     int r = -pthread_create(&l->reader, NULL, reader_main, l);
-    if (r < 0) {
-        tc_launcher_stop(l); /* (reaps a launcher launcher_open forked) */
+    if (r < 0)
         return r;
-    }
     l->reader_started = true;
     if (!hello)
         return 0;
@@ -769,6 +775,13 @@ static int launcher_begin(struct tc_launcher *l, bool hello)
             break;
     r = l->hello_done ? l->hello_err : -ETIMEDOUT;
     pthread_mutex_unlock(&l->mu);
+    return r;
+}
+
+/* launcher_read; on failure l is stopped (freed) */
+static int launcher_begin(struct tc_launcher *l, bool hello)
+{
+    int r = launcher_read(l, hello);
     if (r < 0)
         tc_launcher_stop(l);
     return r;
@@ -777,7 +790,7 @@ static int launcher_begin(struct tc_launcher *l, bool hello)
 int tc_launcher_start(const struct tc_launcher_options *opts, struct tc_launcher **ret_launcher)
 {
     struct tc_launcher *l;
-    int r = launcher_open(opts, &l);
+    int r = launcher_open(opts, false, &l);
     if (r == 0 && (r = launcher_begin(l, true)) == 0)
         *ret_launcher = l;
     return r;
@@ -1114,20 +1127,21 @@ int tc_launcher_run_sync_while(struct tc_launcher *l, json_t *spec, void (*meanw
     return r;
 }
 
-int tc_launcher_run_once(const struct tc_launcher_options *opts, json_t *spec,
-                         void (*meanwhile)(void *), void *userdata, json_t **ret_result,
-                         int64_t *ret_done_ms)
+int tc_launcher_open_once(const struct tc_launcher_options *opts, struct tc_launcher **ret_launcher)
 {
-    struct tc_launcher *l;
-    int r = launcher_open(opts, &l);
-    if (r < 0)
-        return r;
+    return launcher_open(opts, true, ret_launcher);
+}
+
+int tc_launcher_run_once(struct tc_launcher *l, json_t *spec, void (*meanwhile)(void *),
+                         void *userdata, json_t **ret_result, int64_t *ret_done_ms)
+{
+    int r;
+    if (!l || !l->once || l->reader_started)
+        return -EINVAL;      /* one run, in a launcher opened for it */
     if (l->first_pid <= 0) { /* exec'd: started, then used as any other */
-        if ((r = launcher_begin(l, true)) < 0)
+        if ((r = launcher_read(l, true)) < 0)
             return r;
-        r = tc_launcher_run_sync_while(l, spec, meanwhile, userdata, ret_result, ret_done_ms);
-        tc_launcher_stop(l);
-        return r;
+        return tc_launcher_run_sync_while(l, spec, meanwhile, userdata, ret_result, ret_done_ms);
     }
     /* A fork of ours, and no other thread yet: the spec goes into its socket now, and the
      * launcher reads it once it has set itself up and said HELLO (its setup, this JSON and
@@ -1136,10 +1150,8 @@ int tc_launcher_run_once(const struct tc_launcher_options *opts, json_t *spec,
     struct tc_launcher_job job = {.done = sync_cb, .userdata = &w};
     struct pending *p;
     char *s;
-    if ((r = pending_new(spec, &job, &p, &s)) < 0) {
-        tc_launcher_stop(l);
+    if ((r = pending_new(spec, &job, &p, &s)) < 0)
         return r;
-    }
     pthread_mutex_init(&w.mu, NULL);
     pthread_cond_init(&w.cv, NULL);
     l->pending = p;
@@ -1151,7 +1163,7 @@ int tc_launcher_run_once(const struct tc_launcher_options *opts, json_t *spec,
         l->in_flight = 0;
         free(p);
     }
-    if ((r = launcher_begin(l, !sent)) == 0) { /* (on failure l is stopped) */
+    if ((r = launcher_read(l, !sent)) == 0) {
         if (sent && meanwhile)
             meanwhile(userdata);
         /* the result, or an error one when the launcher dies (the reader fails what is
@@ -1163,14 +1175,13 @@ int tc_launcher_run_once(const struct tc_launcher_options *opts, json_t *spec,
         pthread_mutex_lock(&l->mu);
         r = !sent ? -EPIPE : l->hello_done ? l->hello_err : -EPIPE;
         pthread_mutex_unlock(&l->mu);
-        tc_launcher_stop(l);
         if (r == 0) {
             *ret_result = w.result;
             w.result = NULL;
             if (ret_done_ms)
                 *ret_done_ms = w.done_ms;
         }
-    }
+    } /* (else no reader ran: what is pending is tc_launcher_stop's to free) */
     json_decref(w.result);
     pthread_mutex_destroy(&w.mu);
     pthread_cond_destroy(&w.cv);

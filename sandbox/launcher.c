@@ -63,6 +63,10 @@ void lc_send_result(struct launcher *L, const char *id, json_t *result)
     }
     (void)tc_wire_send(L->sock, TC_WIRE_RESULT, id, s, len);
     free(s);
+    /* one call's launcher: its result is out, it goes now (its teardown and exit beside the
+     * caller's use of the result, not after the caller has said so) */
+    if (L->once)
+        L->stopping = true;
 }
 
 void lc_send_error(struct launcher *L, const char *id, const char *fmt, ...)
@@ -871,6 +875,7 @@ struct settings {
     char init_path[PATH_MAX];
     char egress_ca[PATH_MAX];
     bool no_cgroup, no_seccomp_notify, no_egress, microvm_fast;
+    bool once; /* one call (toolcage exec): its shell is made ahead, in setup */
 };
 
 static int setup(struct launcher *L, const struct settings *set)
@@ -956,10 +961,6 @@ static int setup(struct launcher *L, const struct settings *set)
     L->base_fd = tc_child_base_config(&L->rootfs, "newroot");
     if (L->base_fd < 0)
         return L->base_fd;
-    r = tc_seccomp_build(!set->no_seccomp_notify, &L->sc);
-    if (r < 0)
-        return r;
-
     sigemptyset(&mask);
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGINT);
@@ -984,8 +985,18 @@ static int setup(struct launcher *L, const struct settings *set)
                                .base_fd = L->base_fd,
                                .init_fd = L->init_fd,
                                .cap_last_cap = L->rootfs.cap_last_cap};
-    return tc_pool_init(&L->pool, &env, L->uid_base, MAX_SLOTS, (unsigned)pool, (unsigned)pool_max,
-                        (int64_t)set->pool_shrink_ms, L->epfd, shell_wdata);
+    r = tc_pool_init(&L->pool, &env, L->uid_base, MAX_SLOTS, (unsigned)pool, (unsigned)pool_max,
+                     (int64_t)set->pool_shrink_ms, L->epfd, shell_wdata);
+    if (r < 0)
+        return r;
+    L->once = set->once;
+    /* One call's launcher (toolcage exec): its shell now, before the filter is built and the
+     * spec read, so that the shell's own start (its fds, its cgroups, toolcage-init's exec
+     * and base mounts) goes on beside them rather than after. */
+    if (set->once)
+        tc_pool_once(&L->pool, lc_now_ms());
+    /* (the filter goes into each sandbox's configuration, at its start: none is made yet) */
+    return tc_seccomp_build(!set->no_seccomp_notify, &L->sc);
 }
 
 static void cleanup(struct launcher *L)
@@ -1106,6 +1117,10 @@ int tc_launcher_main(int argc, char **argv)
         }
         if (!ok && strcmp(a, "--microvm-fast") == 0 && parse_uint(v, 1, &flag) == 0) {
             set.microvm_fast = flag;
+            ok = true;
+        }
+        if (!ok && strcmp(a, "--once") == 0 && parse_uint(v, 1, &flag) == 0) {
+            set.once = flag;
             ok = true;
         }
         if (!ok) {

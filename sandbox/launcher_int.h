@@ -230,6 +230,7 @@ struct launcher {
     int uid_fd;          /* holds the range until we are gone */
     int64_t uid_note_ms; /* when our pid goes into its file (tc_uidrange_note); 0: done */
     bool stopping;
+    bool once;                  /* one call (--once, toolcage exec): gone once its result is out */
     struct tc_cgroup *dead_cgs; /* finished sandboxes' groups: removed once the result is
                                  * out, retried on tick while busy */
     size_t n_dead_cgs;

@@ -125,6 +125,8 @@ static void take(struct tc_pool *p, unsigned idx, int64_t now_ms, struct tc_shel
     epoll_ctl(p->epfd, EPOLL_CTL_DEL, e->sh.sync_fd, NULL);
     *ret = e->sh;
     memset(e, 0, sizeof(*e));
+    if (p->once)
+        p->min = p->max = p->target = 0;
     if (keep < 0)
         return;
     if (epoll_ctl(p->epfd, EPOLL_CTL_ADD, keep, &ev) < 0) {
@@ -247,6 +249,13 @@ void tc_pool_refill(struct tc_pool *p, int64_t now_ms)
         drop(p, idx);
         p->retry_at_ms = now_ms + REFILL_BACKOFF_MS;
     }
+}
+
+void tc_pool_once(struct tc_pool *p, int64_t now_ms)
+{
+    p->once = true;
+    p->min = p->max = p->target = 1;
+    tc_pool_refill(p, now_ms);
 }
 
 void tc_pool_tick(struct tc_pool *p, int64_t now_ms)

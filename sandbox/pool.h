@@ -59,6 +59,7 @@ struct tc_pool {
     unsigned char *uid_used;
     unsigned cg_seq;     /* groups are named s<seq> */
     int64_t retry_at_ms; /* after a failed refill */
+    bool once;           /* tc_pool_once: the target drops to 0 at the first take */
 };
 
 /* min..max shells (max < min is taken as min; both 0: shells are made on demand only);
@@ -89,6 +90,9 @@ bool tc_pool_wants_refill(const struct tc_pool *p, int64_t now_ms);
 int64_t tc_pool_timeout(const struct tc_pool *p, int64_t now_ms);
 /* Create one shell (call when idle). */
 void tc_pool_refill(struct tc_pool *p, int64_t now_ms);
+/* A launcher for one call: one shell now, ahead of the call, kept until the call takes it,
+ * and none made after that (but on demand, as with no pool). */
+void tc_pool_once(struct tc_pool *p, int64_t now_ms);
 /* Drop a shell stuck joining for seconds (it would block refills forever); step the target
  * down after shrink_ms without a miss. */
 void tc_pool_tick(struct tc_pool *p, int64_t now_ms);

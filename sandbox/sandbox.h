@@ -195,14 +195,21 @@ int tc_launcher_run_sync(struct tc_launcher *l, json_t *spec, json_t **ret_resul
  * *ret_done_ms (if not NULL): the wall clock (ms) when the result came. */
 int tc_launcher_run_sync_while(struct tc_launcher *l, json_t *spec, void (*meanwhile)(void *),
                                void *userdata, json_t **ret_result, int64_t *ret_done_ms);
-/* One run in a launcher of its own, stopped after it (`toolcage exec`): as tc_launcher_start,
- * then tc_launcher_run_sync_while, then tc_launcher_stop, except that a launcher forked
- * (opts->no_exec) is handed the spec at once, before its HELLO, so that its setup, the spec's
- * sending and meanwhile overlap. A launcher that cannot start: its cause (as
- * tc_launcher_start's), no result. */
-int tc_launcher_run_once(const struct tc_launcher_options *opts, json_t *spec,
-                         void (*meanwhile)(void *), void *userdata, json_t **ret_result,
-                         int64_t *ret_done_ms);
+/* One run in a launcher of its own (`toolcage exec`), in two steps. tc_launcher_open_once
+ * opens it before the run's spec is known: a launcher forked (opts->no_exec) starts its setup
+ * there, beside the caller's own (the policy, the code, the spec: hold no secret before it);
+ * it makes its one shell as it sets up, before the spec comes, and none after; it goes by
+ * itself once its result is out (--once).
+ * tc_launcher_run_once then runs the spec in it, as tc_launcher_start and
+ * tc_launcher_run_sync_while would, except that a forked launcher is handed the spec at once,
+ * before its HELLO. A launcher that cannot start: its cause (as tc_launcher_start's), no
+ * result. Either way l is the caller's to stop (tc_launcher_stop, which waits for the
+ * launcher's end: its cgroups and mounts gone), also when no spec ever went to it; stopped
+ * after the result has been used, the launcher's teardown and the caller's work overlap. */
+int tc_launcher_open_once(const struct tc_launcher_options *opts,
+                          struct tc_launcher **ret_launcher);
+int tc_launcher_run_once(struct tc_launcher *l, json_t *spec, void (*meanwhile)(void *),
+                         void *userdata, json_t **ret_result, int64_t *ret_done_ms);
 
 bool tc_launcher_alive(struct tc_launcher *l);
 unsigned tc_launcher_in_flight(struct tc_launcher *l);

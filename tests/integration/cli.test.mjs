@@ -321,6 +321,44 @@ test('exec: its launcher (a fork of the CLI for a tool without network) holds no
   }
 });
 
+test('exec: a tool with network gets an exec\'d launcher (its egress proxy holds nothing of the CLI); the one forked at start, before the policy was read, is gone', async () => {
+  const dir = tmpDir('exec-net');
+  const policy = path.join(dir, 'policy.json');
+  const pol = JSON.parse(fs.readFileSync(EXAMPLE_POLICY, 'utf8'));
+  pol.tools['shell-net'] = { ...pol.tools.shell, network: { allow: ['example.invalid:443'] } };
+  fs.writeFileSync(policy, JSON.stringify(pol));
+  const cli = spawn(BIN, ['exec', '--tool', 'shell-net', '--policy', policy],
+    { env: { ...process.env, TOOLCAGE_STATE_DIR: path.join(dir, 'state') }, stdio: ['pipe', 'pipe', 'pipe'] });
+  let out = '', err = '';
+  cli.stdout.on('data', (d) => { out += d; });
+  cli.stderr.on('data', (d) => { err += d; });
+  const done = new Promise((resolve) => cli.on('close', resolve));
+  cli.stdin.end('sleep 2; echo "proxy at $HTTPS_PROXY"\n');
+  // (an exec'd launcher is a child of the CLI's reader thread: every thread's children)
+  const childrenOf = (pid) => {
+    try {
+      return fs.readdirSync(`/proc/${pid}/task`).flatMap((t) => fs.readFileSync(`/proc/${pid}/task/${t}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number));
+    } catch { return []; }
+  };
+  const exeOf = (pid) => { try { return path.basename(fs.readlinkSync(`/proc/${pid}/exe`)); } catch { return ''; } };
+  try {
+    // the launcher that runs the call: toolcage-launcher, exec'd; the CLI's only child by then
+    let kids = [];
+    for (const until = Date.now() + 10_000 * SLOW; Date.now() < until; await sleep(20)) {
+      kids = childrenOf(cli.pid);
+      if (kids.length === 1 && exeOf(kids[0]) === 'toolcage-launcher' && childrenOf(kids[0]).length >= 2) break;
+    }
+    assert.equal(kids.length, 1, `the CLI's children: ${kids.map((k) => `${k} ${exeOf(k)}`).join(', ')}`);
+    assert.equal(exeOf(kids[0]), 'toolcage-launcher', 'exec\'d, not a fork of the CLI');
+    assert.ok(childrenOf(kids[0]).length >= 2, 'it runs its egress proxy beside the sandbox');
+  } finally {
+    const code = await done;
+    fs.rmSync(dir, { recursive: true, force: true });
+    assert.equal(code, 0, err);
+    assert.match(out, /^proxy at http:\/\/127\.0\.0\.1:\d+\n$/);
+  }
+});
+
 test('serve: a bad environment value stops start-up with one line naming the variable', async () => {
   const dir = tmpDir('badenv');
   try {

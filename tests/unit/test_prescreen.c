@@ -853,6 +853,13 @@ TEST(corpus_covers_techniques)
 
 int main(void)
 {
+    /* test_prescreen_once (CMakeLists.txt): every case again as toolcage exec screens, the
+     * rules compiled without the JIT */
+    if (getenv("TC_TEST_PRESCREEN_ONCE")) {
+        tc_prescreen_once();
+        if (tc_prescreen_jit())
+            return 1;
+    }
     RUN(finding_shape);
     RUN(finding_location_after_delimiter);
     RUN(languages);

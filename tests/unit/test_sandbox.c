@@ -209,11 +209,11 @@ static bool is_egress_proxy(long pid)
 
 /* Children of the launcher other than its egress proxy (a permanent child) and its idle
  * shells (*ret_shells of them). */
-/* The launcher's children (up to max) into pids; -1 when its list cannot be read. */
-static int launcher_child_pids(pid_t *pids, int max)
+/* pid's children (up to max) into pids; -1 when its list cannot be read. */
+static int child_pids_of(int pid, pid_t *pids, int max)
 {
     char path[128], buf[4096];
-    int pid = tc_launcher_pid(L), n = 0;
+    int n = 0;
     snprintf(path, sizeof(path), "/proc/%d/task/%d/children", pid, pid);
     FILE *f = fopen(path, "re");
     if (!f)
@@ -227,6 +227,12 @@ static int launcher_child_pids(pid_t *pids, int max)
         }
     fclose(f);
     return n;
+}
+
+/* The launcher's children (up to max) into pids; -1 when its list cannot be read. */
+static int launcher_child_pids(pid_t *pids, int max)
+{
+    return child_pids_of(tc_launcher_pid(L), pids, max);
 }
 
 static int launcher_children(int *ret_shells)
@@ -1496,9 +1502,21 @@ static void comm_of(pid_t pid, char *buf, size_t n)
  * runs sandboxes, and is not restarted when it dies (a fork from the reader thread of a
  * process that may have other threads could inherit their locks held). From this process
  * (threads: the main launcher's reader) the option falls back to an exec. */
-static void count_call(void *ud)
+/* meanwhile of a one-run launcher's run: mid-run (the program sleeps 0.6 s), its children */
+struct once_watch {
+    pid_t lpid;
+    int calls, kids_during, idle_during;
+};
+
+static void watch_once(void *ud)
 {
-    (*(int *)ud)++;
+    struct once_watch *w = ud;
+    pid_t kids[8];
+    w->calls++;
+    nanosleep(&(struct timespec){0, 300000000L}, NULL);
+    w->kids_during = child_pids_of(w->lpid, kids, 8);
+    for (int k = 0; k < w->kids_during; k++)
+        w->idle_during += is_idle_shell(w->lpid, kids[k]);
 }
 
 TEST(launcher_no_exec)
@@ -1553,17 +1571,62 @@ TEST(launcher_no_exec)
             bad |= 4;
         }
         tc_launcher_stop(l);
-        /* one run in a launcher of its own (toolcage exec): the spec is in the forked
-         * launcher's socket before its HELLO; meanwhile runs; the launcher is gone after */
-        int calls = 0;
+        /* one run in a launcher of its own (toolcage exec), opened before its spec is known:
+         * the forked launcher makes its one shell as it sets up (toolcage-init waiting, its
+         * child, before any spec went to it); the spec is in its socket before its HELLO;
+         * meanwhile runs; while the program runs no other shell is made; once the result is
+         * out the launcher goes by itself (a zombie, ours to reap at the stop) */
+        struct tc_launcher *once = NULL;
+        struct once_watch ow = {0};
+        int ahead = 0, gone = 0;
         pid_t before = getpid();
-        if (tc_launcher_run_once(&o, spec_sh("echo once; exit 3"), count_call, &calls, &r, NULL) <
-                0 ||
-            strcmp(OUT(r), "once\n") != 0 ||
-            json_integer_value(json_object_get(r, "exit_code")) != 3 || calls != 1 ||
-            getpid() != before || waitpid(-1, NULL, WNOHANG) != -1) {
-            fprintf(stderr, "    run_once: %s, meanwhile %d\n", r ? json_dumps(r, 0) : "(none)",
-                    calls);
+        if (tc_launcher_open_once(&o, &once) < 0)
+            bad |= 8;
+        else {
+            char kids[256] = "", path[96];
+            /* its pid: our only child (the reader, which would take it, is not started) */
+            snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)before, (int)before);
+            for (int i = 0; i < 500 && !ahead; i++) {
+                FILE *f = fopen(path, "re");
+                if (f && fgets(kids, sizeof(kids), f))
+                    ow.lpid = (pid_t)strtol(kids, NULL, 10);
+                if (f)
+                    fclose(f);
+                pid_t sh[8];
+                int n = ow.lpid > 0 ? child_pids_of(ow.lpid, sh, 8) : 0;
+                for (int k = 0; k < n; k++)
+                    ahead += is_idle_shell(ow.lpid, sh[k]);
+                if (!ahead)
+                    nanosleep(&(struct timespec){0, 10000000L}, NULL);
+            }
+            if (tc_launcher_run_once(once, spec_sh("sleep 0.6; echo once; exit 3"), watch_once, &ow,
+                                     &r, NULL) < 0 ||
+                strcmp(OUT(r), "once\n") != 0 ||
+                json_integer_value(json_object_get(r, "exit_code")) != 3 || ow.calls != 1 ||
+                getpid() != before)
+                bad |= 8;
+            for (int i = 0; i < 200 && !gone; i++) {
+                char st[512] = "";
+                snprintf(path, sizeof(path), "/proc/%d/stat", (int)ow.lpid);
+                FILE *f = fopen(path, "re");
+                if (f && fgets(st, sizeof(st), f)) {
+                    const char *e = strrchr(st, ')');
+                    gone = e && e[1] == ' ' && e[2] == 'Z';
+                }
+                if (f)
+                    fclose(f);
+                if (!gone)
+                    nanosleep(&(struct timespec){0, 10000000L}, NULL);
+            }
+        }
+        tc_launcher_stop(once);
+        if ((bad & 8) || ahead != 1 || ow.idle_during != 0 || ow.kids_during != 1 || !gone ||
+            waitpid(-1, NULL, WNOHANG) != -1) {
+            fprintf(stderr,
+                    "    run_once: %s, meanwhile %d, shells ahead %d, during the run %d "
+                    "children (%d idle shells), gone by itself %d\n",
+                    r ? json_dumps(r, 0) : "(none)", ow.calls, ahead, ow.kids_during,
+                    ow.idle_during, gone);
             bad |= 8;
         }
         json_decref(r);
@@ -1571,16 +1634,28 @@ TEST(launcher_no_exec)
         /* a launcher whose setup fails: its cause, no result, nothing left to reap */
         struct tc_launcher_options broken = o;
         broken.init_path = "/nonexistent/toolcage-init";
-        int rr = tc_launcher_run_once(&broken, spec_sh("echo never"), NULL, NULL, &r, NULL);
+        int rr = tc_launcher_open_once(&broken, &once);
+        if (rr == 0) {
+            rr = tc_launcher_run_once(once, spec_sh("echo never"), NULL, NULL, &r, NULL);
+            tc_launcher_stop(once);
+        }
         if (rr != -ENOENT || r || waitpid(-1, NULL, WNOHANG) != -1) {
             fprintf(stderr, "    run_once with no init: %d (%s)\n", rr, strerror(-rr));
             bad |= 16;
         }
-        /* a held spec needs someone to say go: refused before anything runs */
+        /* a held spec needs someone to say go: refused before anything runs; a launcher
+         * opened and never used goes at the stop */
         json_t *held = spec_sh("echo held");
         json_object_set_new(held, "hold", json_true());
-        if (tc_launcher_run_once(&o, held, NULL, NULL, &r, NULL) != -EINVAL || r)
+        if (tc_launcher_open_once(&o, &once) < 0 ||
+            tc_launcher_run_once(once, held, NULL, NULL, &r, NULL) != -EINVAL || r)
             bad |= 32;
+        tc_launcher_stop(once);
+        if (tc_launcher_open_once(&o, &once) < 0)
+            bad |= 64;
+        tc_launcher_stop(once);
+        if (waitpid(-1, NULL, WNOHANG) != -1)
+            bad |= 64;
         _exit(bad);
     }
     int st = 0;
