@@ -1,7 +1,8 @@
 /* The python tools' runner: written into the sandbox's workspace and run in place of the code
  * file, which it runs as __main__. With --plots it is the matplotlib backend of a tool with
  * output.plots (docs/plots.md); with --gate it waits for the call's first stdin byte, so that
- * the launcher may start it before the call (docs/sandbox.md, Warm interpreters). Kept here as
+ * the launcher may start it before the call (docs/sandbox.md, Warm interpreters), then moves
+ * the call's files, staged under .toolcage/stage until then, into place. Kept here as
  * the text it is; tests/integration/plots.test.mjs runs it. */
 #include "execution/plots.h"
 
@@ -37,6 +38,23 @@ const char tc_plots_runner[] =
     "                plt.close(fig)\n"
     "    except Exception as e:  # never the program's failure\n"
     "        print(\"toolcage: a figure could not be saved: %s\" % e, file=sys.stderr)\n"
+    "\n"
+    "\n"
+    "def _unstage(src, dst):\n"
+    "    \"\"\"Moves what src holds into dst, folders merged (the launcher refused every clash).\"\"\"\n"
+    "    try:\n"
+    "        names = os.listdir(src)\n"
+    "    except FileNotFoundError:\n"
+    "        return\n"
+    "    for name in names:\n"
+    "        s, d = os.path.join(src, name), os.path.join(dst, name)\n"
+    "        if os.path.isdir(d) and not os.path.islink(d):\n"
+    "            _unstage(s, d)\n"
+    "        elif os.path.lexists(d):\n"
+    "            raise FileExistsError(d)\n"
+    "        else:\n"
+    "            os.rename(s, d)\n"
+    "    os.rmdir(src)\n"
     "\n"
     "\n"
     "if __name__ == \"__main__\":\n"
@@ -94,6 +112,12 @@ const char tc_plots_runner[] =
     "            gate = os.read(0, 1)\n"
     "        if gate != b\"g\":  # no call is coming (the launcher is gone): run nothing\n"
     "            os._exit(125)\n"
+    "        # the call's files waited until now where start-up reads nothing (the launcher's\n"
+    "        # lc_write_files): into place, and no finder of the workspace remembers it without them\n"
+    "        _unstage(\"/workspace/.toolcage/stage\", \"/workspace\")\n"
+    "        for p, f in list(sys.path_importer_cache.items()):\n"
+    "            if p.startswith(\"/workspace\") and hasattr(f, \"invalidate_caches\"):\n"
+    "                f.invalidate_caches()\n"
     "    del gate\n"
     "    path = args[0]\n"
     "    sys.argv = args\n"

@@ -13,6 +13,82 @@
 
 #define LIST_MAX 10000 /* entries in one listing */
 
+bool lc_own_file(json_t *f)
+{
+    const char *p = json_string_value(json_object_get(f, "path"));
+    return p && strncmp(p, ".toolcage/", 10) == 0 &&
+           json_integer_value(json_object_get(f, "mode")) == 0444;
+}
+
+/* a and b cannot both be: the same path, or one a folder above the other */
+static bool clash(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b), n = la < lb ? la : lb;
+    return strncmp(a, b, n) == 0 && (la == lb || (la < lb ? b[la] : a[lb]) == '/');
+}
+
+/* A gated spec's call files (its runner waits for its gate: a warm sandbox's, a held call
+ * released before its go) are written under TC_WS_STAGE, not in place: the interpreter may
+ * still be starting when they are written, and its start-up reads some files of the
+ * workspace (a .pth or usercustomize.py under HOME, a sitecustomize.py on a PYTHONPATH in
+ * it), so that the call's code would run before its gate, before its start is recorded. The
+ * runner moves them into place once the gate has opened (execution/plots.c), merging folders
+ * with toolcage's own (.toolcage); a call's file where one of toolcage's own is, or one of its
+ * folders, or under TC_WS_STAGE, is refused here, as writing it in place would have been. */
+int lc_write_files(struct sbx *s, json_t *files, json_t *all, char *err, size_t errlen)
+{
+    json_t *own, *call, *f, *g;
+    size_t i, j;
+    int r;
+
+    if (!s->spec.gate)
+        return tc_ws_write_files(s->ws_fd, files, s->uid, s->uid, err, errlen);
+    own = json_array();
+    call = json_array();
+    if (!own || !call) {
+        json_decref(own);
+        json_decref(call);
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    r = 0;
+    json_array_foreach(files, i, f)
+    {
+        const char *p = json_string_value(json_object_get(f, "path"));
+        if (lc_own_file(f)) {
+            json_array_append(own, f);
+            continue;
+        }
+        bool taken = p && clash(p, TC_WS_STAGE);
+        json_array_foreach(all, j, g) if (!taken && lc_own_file(g)) taken =
+            clash(p, json_string_value(json_object_get(g, "path")));
+        if (!p || taken) {
+            snprintf(err, errlen, "files[%zu]: %s: %s", i, p ? p : "", strerror(EEXIST));
+            r = -EEXIST;
+            break;
+        }
+        char staged[320];
+        snprintf(staged, sizeof(staged), "%s/%s", TC_WS_STAGE, p);
+        json_t *c = json_copy(f); /* (shallow: the content is shared) */
+        if (c && json_object_set_new(c, "path", json_string(staged)) < 0) {
+            json_decref(c);
+            c = NULL;
+        }
+        if (!c || json_array_append_new(call, c) < 0) {
+            snprintf(err, errlen, "out of memory");
+            r = -ENOMEM;
+            break;
+        }
+    }
+    if (r == 0)
+        r = tc_ws_write_files(s->ws_fd, own, s->uid, s->uid, err, errlen);
+    if (r == 0)
+        r = tc_ws_write_files(s->ws_fd, call, s->uid, s->uid, err, errlen);
+    json_decref(own);
+    json_decref(call);
+    return r;
+}
+
 static void answer(struct launcher *L, const char *id, json_t *head, const void *data, size_t len)
 {
     char *line = head ? json_dumps(head, JSON_COMPACT) : NULL;

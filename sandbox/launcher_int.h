@@ -274,6 +274,12 @@ void lc_read_ctl(struct launcher *L, struct sbx *s);
 void lc_deliver_result(void *userdata, const char *id, json_t *result);
 /* launcher_files.c: TC_WIRE_FILE, a session's file operation, answered at once. */
 void lc_file_op(struct launcher *L, const char *id, const char *payload, size_t len);
+/* One of toolcage's own files in a spec (.toolcage/..., mode 0444: the runner), not the
+ * call's. */
+bool lc_own_file(json_t *f);
+/* Writes files (of the spec's, all) into s's workspace; a gated spec's call files staged
+ * (TC_WS_STAGE, docs/sandbox.md). 0 or -errno with err set. */
+int lc_write_files(struct sbx *s, json_t *files, json_t *all, char *err, size_t errlen);
 /* A "stream" sandbox's output not sent yet goes out now (before its result). */
 void lc_flush_chunks(struct launcher *L, struct sbx *s);
 /* The sandbox's seccomp violations so far: [{syscall, count}, ...]. */

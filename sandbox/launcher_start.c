@@ -553,7 +553,7 @@ void lc_start_in_slot(struct launcher *L, struct sbx *s, json_t *spec, struct tc
     s->ws_mounted = true;
     s->ws_fd = r;
     if (s->spec.files &&
-        (r = tc_ws_write_files(s->ws_fd, s->spec.files, s->uid, s->uid, err, sizeof(err))) < 0) {
+        (r = lc_write_files(s, s->spec.files, s->spec.files, err, sizeof(err))) < 0) {
         start_fail(L, s, "workspace %s", err);
         return;
     }

@@ -33,13 +33,6 @@ static bool eligible(const struct launcher *L, const struct tc_spec *p)
 
 /* toolcage's own files (the runner: read-only, under .toolcage/; a request's files are 0644):
  * part of the template, not of the call */
-static bool own_file(json_t *f)
-{
-    const char *p = json_string_value(json_object_get(f, "path"));
-    return p && strncmp(p, ".toolcage/", 10) == 0 &&
-           json_integer_value(json_object_get(f, "mode")) == 0444;
-}
-
 /* The spec a warm sandbox of this call's template starts with (without an id). */
 static json_t *template_spec(json_t *spec)
 {
@@ -54,7 +47,7 @@ static json_t *template_spec(json_t *spec)
     static const char *const per_call[] = {"id", "stdin_b64", "collect", "stream", "hold"};
     for (i = 0; i < sizeof(per_call) / sizeof(per_call[0]); i++)
         json_object_del(t, per_call[i]);
-    json_array_foreach(json_object_get(spec, "files"), i, f) if (own_file(f))
+    json_array_foreach(json_object_get(spec, "files"), i, f) if (lc_own_file(f))
         json_array_append(files, f);
     json_object_set_new(t, "files", files);
     return t;
@@ -169,9 +162,9 @@ static int adopt(struct launcher *L, struct sbx *w, json_t *spec, struct tc_spec
     free(in);
     /* the call's files (toolcage's own are there: the template is the call's) */
     files = json_array();
-    json_array_foreach(parsed->files, i, f) if (!own_file(f)) json_array_append(files, f);
-    if (!files || (json_array_size(files) &&
-                   tc_ws_write_files(w->ws_fd, files, w->uid, w->uid, err, sizeof(err)) < 0)) {
+    json_array_foreach(parsed->files, i, f) if (!lc_own_file(f)) json_array_append(files, f);
+    if (!files ||
+        (json_array_size(files) && lc_write_files(w, files, parsed->files, err, sizeof(err)) < 0)) {
         if (files && json_array_size(files))
             lc_kill_sbx(L, w, "spoilt"); /* some may be in it */
         json_decref(files);

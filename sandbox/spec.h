@@ -49,7 +49,8 @@ struct tc_spec {
     int hold;    /* wait for TC_WIRE_GO before the program starts (see sandbox.h) */
     int stream;  /* send output as it comes (TC_WIRE_CHUNK), not only in the result */
     int session; /* stdin stays open for TC_WIRE_INPUT; output only as chunks (see sandbox.h) */
-    int gate;    /* the program reads one byte, 'g', from stdin before the call's code runs */
+    int gate;    /* the program reads one byte, 'g', from stdin before the call's code runs, then
+                    moves the call's files from TC_WS_STAGE into place (sandbox/launcher_files.c) */
     int warm;    /* with gate: the launcher may start the program before the call (sandbox.h) */
 };
 

@@ -84,6 +84,33 @@ test('what the code writes under .toolcage is not a figure unless it is a PNG, a
   assert.deepEqual(e.files.map((f) => f.path), ['mine.png'], 'only the program\'s own file is a file');
 });
 
+// A gated call's files wait under .toolcage/stage until the runner's gate opens, where python's
+// start-up reads nothing (docs/sandbox.md, Warm interpreters); the runner moves them into place:
+// nested folders, and a folder merged with toolcage's own .toolcage. A file where one of
+// toolcage's own is, or under .toolcage/stage, is refused at the start, unrun.
+test('a call\'s files are in place when its code runs, folders merged, none left staged; a clash with the runner\'s own is refused', async () => {
+  const code = [
+    'import os',
+    'for top, dirs, files in os.walk("/workspace"):',
+    '    for f in sorted(files): print(os.path.relpath(os.path.join(top, f), "/workspace"), open(os.path.join(top, f)).readline().strip())',
+  ].join('\n');
+  const files = [
+    { path: 'data/a.txt', content: 'A' },
+    { path: 'data/sub/b.txt', content: 'B' },
+    { path: '.toolcage/notes.txt', content: 'N' },
+    { path: 'top.txt', content: 'T' },
+  ];
+  const e = (await server.execute({ tool: 'python', code, files })).json;
+  assert.equal(e.status, 'completed', e.stderr);
+  assert.deepEqual(e.stdout.split('\n').sort(), ['', '.toolcage/notes.txt N', '.toolcage/toolcage_plots.py # toolcage: runs the tool\'s code file as __main__, as python would. With --plots, figures',
+    'data/a.txt A', 'data/sub/b.txt B', 'main.py import os', 'top.txt T'], e.stdout);
+  for (const path of ['.toolcage/toolcage_plots.py', '.toolcage/stage/x.py', '.toolcage/stage', '.toolcage']) {
+    const r = (await server.execute({ tool: 'python', code: 'open("/workspace/ran", "w")\nprint("ran")', files: [{ path, content: 'x' }] })).json;
+    assert.notEqual(r.status, 'completed', `${path}: ${JSON.stringify(r)}`);
+    assert.equal(r.stdout || '', '', `${path}: it ran`);
+  }
+});
+
 // The runner freezes the start-up objects (gc.freeze, docs/plots.md): the program's own garbage
 // is collected as ever, and its exit is python's: exit handlers run, and a file it never closed
 // is flushed as the interpreter ends. Evidence: the freeze count the program sees, what
