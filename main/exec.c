@@ -137,7 +137,7 @@ int tc_cmd_exec(int argc, char **argv)
     struct tc_launcher_options lo = tc_cli_launcher_options(&cfg, 1);
     lo.pool = lo.pool_max = lo.warm = TC_POOL_NONE;
     lo.no_egress = lo.no_exec = true;
-    struct tc_launcher *launcher = NULL;
+    struct tc_launcher *launcher = NULL, *spare = NULL;
     if (tc_launcher_open_once(&lo, &launcher) < 0)
         launcher = NULL; /* (opened again below, where its failure is told) */
     int rc = 125;
@@ -195,9 +195,11 @@ int tc_cmd_exec(int argc, char **argv)
     /* A tool with network needs the egress proxy, a fork of its launcher that parses what the
      * sandbox sends: that launcher is exec'd, so that the proxy does not hold this process's
      * memory (the environment, the policy, the code, whatever else). The one forked above
-     * goes, unused. The redactor's secrets are read meanwhile, below, after either. */
+     * goes, unused: told now, reaped at the end (its teardown beside the run, not before it).
+     * The redactor's secrets are read meanwhile, below, after either. */
     if (!tool->network_none) {
-        tc_launcher_stop(launcher);
+        tc_launcher_dismiss(launcher);
+        spare = launcher;
         launcher = NULL;
         lo.no_egress = lo.no_exec = false;
     }
@@ -209,7 +211,8 @@ int tc_cmd_exec(int argc, char **argv)
     /* the screen's findings and the redactor are made while the launcher sets up and the
      * sandbox runs (the CLI does not hold a call back on its findings: it reports them, as
      * the audit would) */
-    tc_prescreen_once(); /* one screen: no JIT to compile */
+    if (code_len <= 64 * 1024) /* one short screen: no JIT to compile (more would pay it back) */
+        tc_prescreen_once();
     struct meanwhile mw = {.tool = tool, .body = req.body, .state_dir = cfg.state_dir};
     int64_t done_ms = 0;
     if ((r = tc_launcher_run_once(launcher, spec, screen_and_redactor, &mw, &result, &done_ms)) <
@@ -250,6 +253,7 @@ out:
     /* the result is out: the launcher's end (the sandbox's cgroups, its mounts) is awaited
      * now, before ours */
     tc_launcher_stop(launcher);
+    tc_launcher_stop(spare);
     tc_exec_request_done(&req);
     json_decref(errors);
     json_decref(body);

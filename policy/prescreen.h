@@ -32,11 +32,13 @@ enum tc_prescreen_action {
  * (ret untouched). Thread-safe. */
 int tc_prescreen(const char *language, const char *code, size_t len, json_t **ret_findings);
 
-/* For a process that screens one request (toolcage exec): the rules are compiled without
- * PCRE2's JIT, whose compiling (executable memory mapped rule by rule) costs more than it saves
- * on one program: ~2.7 ms of CPU of a 3.8 ms screen of `pass` on a machine of ours, on the
- * path of a one-shot run (bench/README.md). The findings are the same. Before the first
- * screen; a long-lived process (the server) keeps the JIT. */
+/* For a process that screens one short request (toolcage exec, code up to 64 KiB): the rules
+ * are compiled without PCRE2's JIT, whose compiling (executable memory mapped rule by rule)
+ * costs more than it saves on one program: ~2.7 ms of CPU of a 3.8 ms screen of `pass` on a
+ * machine of ours, on the path of a one-shot run (bench/README.md). The same rules; PCRE2's
+ * interpreter and JIT count the match limit differently, so a pathological input near it may
+ * be reported otherwise than by the server (whose findings hold the call back; the CLI's
+ * only report). Before the first screen; a long-lived process (the server) keeps the JIT. */
 void tc_prescreen_once(void);
 bool tc_prescreen_jit(void); /* (for the rule tables compiled in prescreen*.c) */
 

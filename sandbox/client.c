@@ -1132,12 +1132,20 @@ int tc_launcher_open_once(const struct tc_launcher_options *opts, struct tc_laun
     return launcher_open(opts, true, ret_launcher);
 }
 
+void tc_launcher_dismiss(struct tc_launcher *l)
+{
+    if (l && l->first_pid > 0 && !l->reader_started && l->first_sock >= 0) {
+        close(l->first_sock);
+        l->first_sock = -1;
+    }
+}
+
 int tc_launcher_run_once(struct tc_launcher *l, json_t *spec, void (*meanwhile)(void *),
                          void *userdata, json_t **ret_result, int64_t *ret_done_ms)
 {
     int r;
-    if (!l || !l->once || l->reader_started)
-        return -EINVAL;      /* one run, in a launcher opened for it */
+    if (!l || !l->once || l->reader_started || (l->first_pid > 0 && l->first_sock < 0))
+        return -EINVAL;      /* one run, in a launcher opened for it (and not dismissed) */
     if (l->first_pid <= 0) { /* exec'd: started, then used as any other */
         if ((r = launcher_read(l, true)) < 0)
             return r;
@@ -1181,7 +1189,7 @@ int tc_launcher_run_once(struct tc_launcher *l, json_t *spec, void (*meanwhile)(
             if (ret_done_ms)
                 *ret_done_ms = w.done_ms;
         }
-    } /* (else no reader ran: what is pending is tc_launcher_stop's to free) */
+    } /* (else no reader runs, or none was sent: what is pending is tc_launcher_stop's) */
     json_decref(w.result);
     pthread_mutex_destroy(&w.mu);
     pthread_cond_destroy(&w.cv);
@@ -1255,7 +1263,8 @@ void tc_launcher_stop(struct tc_launcher *l)
     if (l->reader_started)
         pthread_join(l->reader, NULL);
     if (l->first_pid > 0) { /* forked by the start, stopped before the reader took it */
-        close(l->first_sock);
+        if (l->first_sock >= 0)
+            close(l->first_sock);
         reap_launcher(l->first_pid);
     }
     for (struct pending *p = l->pending, *next; p; p = next) { /* (no reader ever ran) */

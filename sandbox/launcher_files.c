@@ -27,20 +27,49 @@ static bool clash(const char *a, const char *b)
     return strncmp(a, b, n) == 0 && (la == lb || (la < lb ? b[la] : a[lb]) == '/');
 }
 
-/* A gated spec's call files (its runner waits for its gate: a warm sandbox's, a held call
- * released before its go) are written under TC_WS_STAGE, not in place: the interpreter may
- * still be starting when they are written, and its start-up reads some files of the
- * workspace (a .pth or usercustomize.py under HOME, a sitecustomize.py on a PYTHONPATH in
- * it), so that the call's code would run before its gate, before its start is recorded. The
- * runner moves them into place once the gate has opened (execution/plots.c), merging folders
- * with toolcage's own (.toolcage); a call's file where one of toolcage's own is, or one of its
- * folders, or under TC_WS_STAGE, is refused here, as writing it in place would have been. */
+int lc_check_files(json_t *files, json_t *all, bool gated, char *err, size_t errlen)
+{
+    json_t *f, *g;
+    size_t i, j;
+    json_array_foreach(files, i, f)
+    {
+        const char *p = json_string_value(json_object_get(f, "path"));
+        if (lc_own_file(f))
+            continue;
+        if (!p) {
+            snprintf(err, errlen, "files[%zu]: no path", i);
+            return -EINVAL;
+        }
+        if (gated && strlen(p) + sizeof(TC_WS_STAGE "/") > TC_WS_STAGED_PATH_MAX) {
+            snprintf(err, errlen, "files[%zu]: %s", i, strerror(ENAMETOOLONG));
+            return -ENAMETOOLONG;
+        }
+        bool taken = gated && clash(p, TC_WS_STAGE);
+        json_array_foreach(all, j, g) if (!taken && lc_own_file(g)) taken =
+            clash(p, json_string_value(json_object_get(g, "path")));
+        if (taken) {
+            snprintf(err, errlen, "files[%zu]: %s: %s", i, p, strerror(EEXIST));
+            return -EEXIST;
+        }
+    }
+    return 0;
+}
+
+/* A gated spec's call files (its runner waits for its gate: a warm sandbox's, a cold call's)
+ * are written under TC_WS_STAGE, not in place: a warm sandbox's interpreter may still be
+ * starting when they are written (gvisor and microvm ones cannot be seen at their gate), and
+ * its start-up reads some files of the workspace (a .pth or usercustomize.py under HOME, a
+ * sitecustomize.py on a PYTHONPATH in it), so that the call's code would run before its gate,
+ * before its start is recorded. The runner moves them into place once the gate has opened
+ * (execution/plots.c), merging folders with toolcage's own (.toolcage). */
 int lc_write_files(struct sbx *s, json_t *files, json_t *all, char *err, size_t errlen)
 {
-    json_t *own, *call, *f, *g;
-    size_t i, j;
+    json_t *own, *call, *f;
+    size_t i;
     int r;
 
+    if ((r = lc_check_files(files, all, s->spec.gate, err, errlen)) < 0)
+        return r;
     if (!s->spec.gate)
         return tc_ws_write_files(s->ws_fd, files, s->uid, s->uid, err, errlen);
     own = json_array();
@@ -51,24 +80,15 @@ int lc_write_files(struct sbx *s, json_t *files, json_t *all, char *err, size_t 
         snprintf(err, errlen, "out of memory");
         return -ENOMEM;
     }
-    r = 0;
     json_array_foreach(files, i, f)
     {
-        const char *p = json_string_value(json_object_get(f, "path"));
         if (lc_own_file(f)) {
             json_array_append(own, f);
             continue;
         }
-        bool taken = p && clash(p, TC_WS_STAGE);
-        json_array_foreach(all, j, g) if (!taken && lc_own_file(g)) taken =
-            clash(p, json_string_value(json_object_get(g, "path")));
-        if (!p || taken) {
-            snprintf(err, errlen, "files[%zu]: %s: %s", i, p ? p : "", strerror(EEXIST));
-            r = -EEXIST;
-            break;
-        }
-        char staged[320];
-        snprintf(staged, sizeof(staged), "%s/%s", TC_WS_STAGE, p);
+        char staged[TC_WS_STAGED_PATH_MAX]; /* (lc_check_files: it fits) */
+        snprintf(staged, sizeof(staged), "%s/%s", TC_WS_STAGE,
+                 json_string_value(json_object_get(f, "path")));
         json_t *c = json_copy(f); /* (shallow: the content is shared) */
         if (c && json_object_set_new(c, "path", json_string(staged)) < 0) {
             json_decref(c);

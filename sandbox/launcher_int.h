@@ -277,8 +277,12 @@ void lc_file_op(struct launcher *L, const char *id, const char *payload, size_t 
 /* One of toolcage's own files in a spec (.toolcage/..., mode 0444: the runner), not the
  * call's. */
 bool lc_own_file(json_t *f);
-/* Writes files (of the spec's, all) into s's workspace; a gated spec's call files staged
- * (TC_WS_STAGE, docs/sandbox.md). 0 or -errno with err set. */
+/* Whether files (of the spec's, all) may be written: a call's file where one of toolcage's own
+ * is, or (gated: staged) under TC_WS_STAGE, may not (-EEXIST); a staged path too long,
+ * -ENAMETOOLONG. 0 or -errno with err set; nothing is written. */
+int lc_check_files(json_t *files, json_t *all, bool gated, char *err, size_t errlen);
+/* Writes files (of the spec's, all) into s's workspace (lc_check_files first); a gated spec's
+ * call files staged (TC_WS_STAGE, docs/sandbox.md). 0 or -errno with err set. */
 int lc_write_files(struct sbx *s, json_t *files, json_t *all, char *err, size_t errlen);
 /* A "stream" sandbox's output not sent yet goes out now (before its result). */
 void lc_flush_chunks(struct launcher *L, struct sbx *s);

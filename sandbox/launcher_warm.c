@@ -31,8 +31,6 @@ static bool eligible(const struct launcher *L, const struct tc_spec *p)
            !p->network_allow && !p->inject && !p->secret_files && !p->session;
 }
 
-/* toolcage's own files (the runner: read-only, under .toolcage/; a request's files are 0644):
- * part of the template, not of the call */
 /* The spec a warm sandbox of this call's template starts with (without an id). */
 static json_t *template_spec(json_t *spec)
 {
@@ -163,8 +161,13 @@ static int adopt(struct launcher *L, struct sbx *w, json_t *spec, struct tc_spec
     /* the call's files (toolcage's own are there: the template is the call's) */
     files = json_array();
     json_array_foreach(parsed->files, i, f) if (!lc_own_file(f)) json_array_append(files, f);
-    if (!files ||
-        (json_array_size(files) && lc_write_files(w, files, parsed->files, err, sizeof(err)) < 0)) {
+    /* (a clash is found before anything is written: the sandbox stays warm for another call) */
+    if (!files || lc_check_files(files, parsed->files, true, err, sizeof(err)) < 0) {
+        json_decref(files);
+        free(buf);
+        return -2;
+    }
+    if (json_array_size(files) && lc_write_files(w, files, parsed->files, err, sizeof(err)) < 0) {
         if (files && json_array_size(files))
             lc_kill_sbx(L, w, "spoilt"); /* some may be in it */
         json_decref(files);

@@ -125,8 +125,6 @@ static void take(struct tc_pool *p, unsigned idx, int64_t now_ms, struct tc_shel
     epoll_ctl(p->epfd, EPOLL_CTL_DEL, e->sh.sync_fd, NULL);
     *ret = e->sh;
     memset(e, 0, sizeof(*e));
-    if (p->once)
-        p->min = p->max = p->target = 0;
     if (keep < 0)
         return;
     if (epoll_ctl(p->epfd, EPOLL_CTL_ADD, keep, &ev) < 0) {
@@ -152,6 +150,9 @@ static void missed(struct tc_pool *p, int64_t now_ms)
 int tc_pool_take(struct tc_pool *p, int64_t now_ms, bool count_miss, struct tc_shell *ret)
 {
     int joining = -1;
+
+    if (p->once) /* its one call takes a shell: the one made ahead, or (it died) a new one */
+        p->min = p->max = p->target = 0;
 
     for (unsigned i = 0; i < TC_POOL_MAX; i++) {
         struct tc_pool_entry *e = &p->e[i];

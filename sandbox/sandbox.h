@@ -210,6 +210,10 @@ int tc_launcher_open_once(const struct tc_launcher_options *opts,
                           struct tc_launcher **ret_launcher);
 int tc_launcher_run_once(struct tc_launcher *l, json_t *spec, void (*meanwhile)(void *),
                          void *userdata, json_t **ret_result, int64_t *ret_done_ms);
+/* A launcher opened with tc_launcher_open_once that will not be used: told to go at once (a
+ * forked one sees its socket closed, tears down what it set up and exits, beside the caller's
+ * work); tc_launcher_stop, later, only reaps it. */
+void tc_launcher_dismiss(struct tc_launcher *l);
 
 bool tc_launcher_alive(struct tc_launcher *l);
 unsigned tc_launcher_in_flight(struct tc_launcher *l);

@@ -17,7 +17,8 @@ void tc_ws_unmount(const char *path);
 int tc_ws_write_files(int dirfd, json_t *files, uid_t uid, gid_t gid, char *err, size_t errlen);
 /* Where a gated spec's call files wait for its gate (sandbox/launcher_files.c); the runner
  * (execution/plots.c) moves them into place. */
-#define TC_WS_STAGE ".toolcage/stage"
+#define TC_WS_STAGE           ".toolcage/stage"
+#define TC_WS_STAGED_PATH_MAX 4096 /* a staged file's path (TC_WS_STAGE/PATH), NUL included */
 
 /* Collect regular files matching the patterns (fnmatch on the relative path, '*' also
  * matches '/'): [{path, content_b64, size, truncated}]. Each file is capped at

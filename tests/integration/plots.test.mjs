@@ -4,9 +4,12 @@
 // up in files; what the code writes itself is never taken for a figure unless it is a PNG.
 // Evidence: the PNG headers (signature, IHDR size) of the returned bytes, the stored view, the
 // files list, the traceback text.
-import { test } from 'node:test';
+import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { setup } from './harness.mjs';
 
 const server = setup('plots');
@@ -108,6 +111,36 @@ test('a call\'s files are in place when its code runs, folders merged, none left
     const r = (await server.execute({ tool: 'python', code: 'open("/workspace/ran", "w")\nprint("ran")', files: [{ path, content: 'x' }] })).json;
     assert.notEqual(r.status, 'completed', `${path}: ${JSON.stringify(r)}`);
     assert.equal(r.stdout || '', '', `${path}: it ran`);
+  }
+});
+
+// A tool without -I whose PYTHONPATH reaches into the workspace, and the user's site-packages
+// under HOME (/workspace): start-up looked for them before the call's files were in place, the
+// runner looks again after its gate; a .pth there runs then, as the call's code, not before.
+let peer;
+after(async () => { if (peer) await peer.stop(); });
+test('a tool without -I imports what the call ships on its PYTHONPATH and in the user\'s site-packages', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'toolcage-it-plots-path-'));
+  const pol = JSON.parse(fs.readFileSync(server.policy, 'utf8'));
+  pol.tools['python-path'] = { ...pol.tools.python, command: ['/usr/bin/python3', '-B', '{code_file}'],
+    env: { ...pol.tools.python.env, PYTHONPATH: '/workspace/lib' } };
+  const policy = path.join(dir, 'policy.json');
+  fs.writeFileSync(policy, JSON.stringify(pol));
+  peer = await server.peer('plots-path', { policy });
+  const ver = spawnSync('/usr/bin/python3', ['-c', 'import sys; print("%d.%d" % sys.version_info[:2])']).stdout.toString().trim();
+  const site = `.local/lib/python${ver}/site-packages`;
+  const code = 'import helpers, vend, sys\nprint(helpers.X, vend.Y, "pth" in sys.modules)';
+  const files = [
+    { path: 'lib/helpers.py', content: 'X = "h"' },
+    { path: `${site}/vend.py`, content: 'Y = "v"' },
+    { path: `${site}/mark.pth`, content: 'import sys; sys.modules["pth"] = sys' },
+  ];
+  try {
+    const e = (await peer.execute({ tool: 'python-path', code, files })).json;
+    assert.equal(e.status, 'completed', e.stderr);
+    assert.equal(e.stdout, 'h v True\n');
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
   }
 });
 
