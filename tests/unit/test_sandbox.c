@@ -1583,16 +1583,12 @@ TEST(launcher_no_exec)
         if (tc_launcher_open_once(&o, &once) < 0)
             bad |= 8;
         else {
-            char kids[256] = "", path[96];
-            /* its pid: our only child (the reader, which would take it, is not started) */
-            snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)before, (int)before);
+            char path[96];
             for (int i = 0; i < 500 && !ahead; i++) {
-                FILE *f = fopen(path, "re");
-                if (f && fgets(kids, sizeof(kids), f))
-                    ow.lpid = (pid_t)strtol(kids, NULL, 10);
-                if (f)
-                    fclose(f);
                 pid_t sh[8];
+                /* its pid: our only child (the reader, which would take it, is not started) */
+                if (child_pids_of((int)before, sh, 1) == 1)
+                    ow.lpid = sh[0];
                 int n = ow.lpid > 0 ? child_pids_of(ow.lpid, sh, 8) : 0;
                 for (int k = 0; k < n; k++)
                     ahead += is_idle_shell(ow.lpid, sh[k]);
