@@ -839,7 +839,11 @@ async function primeWarm(meta, inst) {
   const known = new Set(before.split(' '));
   for (let i = 0; i < 2; i++) { // a template is made warm from its second call on
     const r = await server.execute({ ...payload(meta, inst), code: 'pass' }, { timeout: 60_000 * SLOW });
-    assert.equal(r.json.status, 'completed', JSON.stringify(r.json));
+    // A cold gVisor call's CPU includes runsc's own boot (docs/sandbox.md, gvisor backend):
+    // under a tight cpu_ms (023: 1 s) a slow machine spends it before `pass` (seen: 1039 ms,
+    // killed). The call still taught the launcher its template, which is all it is here for.
+    const bootSpent = inst.backend === 'gvisor' && r.json.warm === false && r.json.killed_reason === 'cpu';
+    if (!bootSpent) assert.equal(r.json.status, 'completed', JSON.stringify(r.json));
   }
   for (let i = 0; i < 100; i++) {
     const list = hostReport(lpid).warm_list;
