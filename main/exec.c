@@ -217,7 +217,11 @@ int tc_cmd_exec(int argc, char **argv)
     int64_t done_ms = 0;
     if ((r = tc_launcher_run_once(launcher, spec, screen_and_redactor, &mw, &result, &done_ms)) <
         0) {
-        fprintf(stderr, "toolcage exec: the sandbox did not run: %s\n", strerror(-r));
+        /* the launcher's own words, if it said why (its setup: it does not print them) */
+        json_t *hi = tc_launcher_host_info(launcher);
+        const char *why = json_string_value(json_object_get(hi, "error"));
+        fprintf(stderr, "toolcage exec: the sandbox did not run: %s\n", why ? why : strerror(-r));
+        json_decref(hi);
         tc_redactor_free(mw.red);
         json_decref(mw.findings);
         goto out;

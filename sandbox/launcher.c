@@ -1175,7 +1175,10 @@ int tc_launcher_main(int argc, char **argv)
         char msg[PATH_MAX + 128];
         snprintf(msg, sizeof(msg), "launcher setup failed: %s",
                  L.setup_error[0] ? L.setup_error : strerror(-r));
-        fprintf(stderr, "toolcage launcher: %s\n", msg); /* the server's stderr */
+        /* the server's stderr; a one-run launcher's (toolcage exec) goes in its HELLO only:
+         * the CLI says it once, and not for the spare it turned away (a tool with network) */
+        if (!set.once)
+            fprintf(stderr, "toolcage launcher: %s\n", msg);
         /* the cause travels too: the server reports ENOSPC as such, not as "I/O error" */
         json_t *hi = json_pack("{s:s, s:i}", "error", msg, "errno", -r);
         char *s = hi ? json_dumps(hi, JSON_COMPACT) : NULL;

@@ -361,6 +361,31 @@ test('exec: a tool with network gets an exec\'d launcher (its egress proxy holds
   }
 });
 
+test('exec: a launcher that cannot set up is reported once, in its own words (a tool with network: not also by the spare it turned away)', async () => {
+  const dir = tmpDir('exec-nosetup');
+  const policy = path.join(dir, 'policy.json');
+  const pol = JSON.parse(fs.readFileSync(EXAMPLE_POLICY, 'utf8'));
+  pol.tools['shell-net'] = { ...pol.tools.shell, network: { allow: ['example.invalid:443'] } };
+  fs.writeFileSync(policy, JSON.stringify(pol));
+  // the uid registry under a plain file: every launcher's setup fails, root or not
+  fs.writeFileSync(path.join(dir, 'file'), '');
+  try {
+    for (const tool of ['shell', 'shell-net']) {
+      const r = await run(['exec', '--tool', tool, '--policy', policy], {
+        input: 'echo ran\n',
+        env: { TOOLCAGE_STATE_DIR: path.join(dir, 'state'), TOOLCAGE_UID_REGISTRY: path.join(dir, 'file', 'uids') },
+      });
+      assert.equal(r.code, 125, `${tool}: ${r.stderr}`);
+      assert.equal(r.stdout, '', tool);
+      const lines = r.stderr.split('\n').filter(Boolean);
+      assert.equal(lines.length, 1, `${tool}: ${r.stderr}`);
+      assert.match(lines[0], /^toolcage exec: the sandbox did not run: launcher setup failed: .*registry/, tool);
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('serve: a bad environment value stops start-up with one line naming the variable', async () => {
   const dir = tmpDir('badenv');
   try {
