@@ -321,12 +321,18 @@ test('exec: its launcher (a fork of the CLI for a tool without network) holds no
   }
 });
 
-test('exec: a tool with network gets an exec\'d launcher (its egress proxy holds nothing of the CLI); the one forked at start, before the policy was read, has gone', async () => {
-  const dir = tmpDir('exec-net');
+/** The example policy plus "shell-net" (the shell tool with a network allowlist), in dir. */
+function netPolicy(dir) {
   const policy = path.join(dir, 'policy.json');
   const pol = JSON.parse(fs.readFileSync(EXAMPLE_POLICY, 'utf8'));
   pol.tools['shell-net'] = { ...pol.tools.shell, network: { allow: ['example.invalid:443'] } };
   fs.writeFileSync(policy, JSON.stringify(pol));
+  return policy;
+}
+
+test('exec: a tool with network gets an exec\'d launcher (its egress proxy holds nothing of the CLI); the one forked at start, before the policy was read, has gone', async () => {
+  const dir = tmpDir('exec-net');
+  const policy = netPolicy(dir);
   const cli = spawn(BIN, ['exec', '--tool', 'shell-net', '--policy', policy],
     { env: { ...process.env, TOOLCAGE_STATE_DIR: path.join(dir, 'state') }, stdio: ['pipe', 'pipe', 'pipe'] });
   let out = '', err = '';
@@ -363,10 +369,7 @@ test('exec: a tool with network gets an exec\'d launcher (its egress proxy holds
 
 test('exec: a launcher that cannot set up is reported once, in its own words (a tool with network: not also by the spare it turned away)', async () => {
   const dir = tmpDir('exec-nosetup');
-  const policy = path.join(dir, 'policy.json');
-  const pol = JSON.parse(fs.readFileSync(EXAMPLE_POLICY, 'utf8'));
-  pol.tools['shell-net'] = { ...pol.tools.shell, network: { allow: ['example.invalid:443'] } };
-  fs.writeFileSync(policy, JSON.stringify(pol));
+  const policy = netPolicy(dir);
   // the uid registry under a plain file: every launcher's setup fails, root or not
   fs.writeFileSync(path.join(dir, 'file'), '');
   try {
