@@ -877,10 +877,12 @@ async function primeWarm(meta, inst, reuse) {
   const known = new Set(before.split(' '));
   for (let i = 0; i < 2; i++) { // a template is made warm from its second call on
     const r = await server.execute({ ...p, code: 'pass' }, { timeout: 60_000 * SLOW });
-    // A cold gVisor call's CPU includes runsc's own boot (docs/sandbox.md, gvisor backend):
-    // under a tight cpu_ms (023: 1 s) a slow machine spends it before `pass` (seen: 1039 ms,
-    // killed). The call still taught the launcher its template, which is all it is here for.
-    const bootSpent = inst.backend === 'gvisor' && r.json.warm === false && r.json.killed_reason === 'cpu';
+    // A cold gVisor call's CPU and wall time include runsc's own boot (docs/sandbox.md, gvisor
+    // backend): under a tight limit a slow or loaded machine spends it before `pass` is run
+    // (seen: 023, cpu_ms 1000, killed at 1039 ms; 058, timeout_ms 2000, out of time at 2023 ms).
+    // The call still taught the launcher its template, which is all it is here for; the
+    // attack itself takes a warm sandbox, booted ahead, its limits counted from the take.
+    const bootSpent = inst.backend === 'gvisor' && r.json.warm === false && ['cpu', 'timeout'].includes(r.json.killed_reason);
     if (!bootSpent) assert.equal(r.json.status, 'completed', JSON.stringify(r.json));
   }
   for (let i = 0; i < 100; i++) {
