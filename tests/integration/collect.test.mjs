@@ -238,12 +238,14 @@ test('symlinks planted in the workspace are not followed: nothing of /etc/passwd
 // collect), opens with O_NOFOLLOW and checks what it opened, and walks at most 32 levels.
 test('a process racing symlinks against the collector, and a tree deeper than the walk: nothing of the host, the cut said', async () => {
   const hostPasswd = fs.readFileSync('/etc/passwd', 'utf8').split('\n')[0];
+  // the racer's command line names this run (the other lane runs this file beside this one)
+  const mark = `racer-${crypto.randomBytes(6).toString('hex')}`;
   const t0 = performance.now();
   const r = await run({
     tool: 'sh',
     code: [
       'echo regular > race.txt',
-      '( setsid sh -c \'while :; do ln -sf /etc/passwd r1 && mv -f r1 race.txt; echo regular > r2 && mv -f r2 race.txt; done\' </dev/null >/dev/null 2>&1 & )',
+      `( setsid sh -c 'while :; do : ${mark}; ln -sf /etc/passwd r1 && mv -f r1 race.txt; echo regular > r2 && mv -f r2 race.txt; done' </dev/null >/dev/null 2>&1 & )`,
       'p=.; for i in $(seq 40); do p=$p/d; done; mkdir -p $p && echo deep > $p/leaf.txt',
       'sleep 0.3',
       'echo started',
@@ -262,7 +264,7 @@ test('a process racing symlinks against the collector, and a tree deeper than th
   assert.ok(ms < 15_000, `collect took ${ms.toFixed(0)} ms`);
   // The racer is gone with its sandbox: no process of it is left on the host.
   const racers = fs.readdirSync('/proc').filter((d) => /^\d+$/.test(d)).filter((d) => {
-    try { return fs.readFileSync(`/proc/${d}/cmdline`, 'utf8').includes('mv -f r1 race.txt'); } catch { return false; }
+    try { return fs.readFileSync(`/proc/${d}/cmdline`, 'utf8').includes(mark); } catch { return false; }
   });
   assert.deepEqual(racers, [], 'the racing process outlived its sandbox');
 });
