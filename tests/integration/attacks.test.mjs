@@ -96,7 +96,7 @@ import os from 'node:os';
 import net from 'node:net';
 import path from 'node:path';
 import crypto from 'node:crypto';
-import { setup, ROOT, SLOW, ASAN, sleep, corpusImage, imagesCli } from './harness.mjs';
+import { setup, ROOT, SLOW, ASAN, sleep, corpusImage, imagesCli, statFields } from './harness.mjs';
 import { hostExpect } from '../attacks/hostprobe.mjs';
 
 const DIR = path.join(ROOT, 'tests/attacks');
@@ -800,8 +800,7 @@ for (const [backend, file] of ['native', 'gvisor', 'egress', 'image', 'session',
 
 /** How long ago process pid started, in ms (/proc: its start time in clock ticks since boot). */
 function ageMs(pid) {
-  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const start = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]); // field 22
+  const start = Number(statFields(pid)[19]); // field 22
   const up = Number(fs.readFileSync('/proc/uptime', 'utf8').split(' ')[0]);
   return up * 1000 - start * 10; // (USER_HZ is 100 on Linux)
 }

@@ -14,7 +14,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { setup, assertProblem, psql, BIN, SLOW } from './harness.mjs';
+import { setup, assertProblem, psql, BIN, SLOW, statFields } from './harness.mjs';
 
 const execFileP = promisify(execFile);
 const server = setup('audit-tamper', { freshDatabase: true });
@@ -479,9 +479,7 @@ test('(i) the launcher and the egress proxy inherit no database credentials and 
     for (const d of fs.readdirSync('/proc')) {
       if (!/^\d+$/.test(d)) continue;
       try {
-        const stat = fs.readFileSync(`/proc/${d}/stat`, 'utf8');
-        const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-        if (ppid === pid) out.push(Number(d));
+        if (Number(statFields(d)[1]) === pid) out.push(Number(d));
       } catch { /* gone */ }
     }
     return out;

@@ -608,6 +608,16 @@ async function curlHttp(url, method, headers, body, tmpDir) {
  */
 export { Server };
 
+/**
+ * The fields of /proc/PID/stat after the command name (which may hold spaces and parentheses):
+ * [0] is field 3 (the state), [1] the parent's pid, [11] and [12] user and system ticks, [19]
+ * the start time in ticks since boot. Throws as readFileSync does (ENOENT: gone).
+ */
+export function statFields(pid) {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+}
+
 export function setup(name = caller(), opts = {}) {
   const server = new Server(name, opts);
   // node:test (Node 20) runs a file's top-level before hooks at once, not one after the

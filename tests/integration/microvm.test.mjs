@@ -6,7 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import { setup, SLOW } from './harness.mjs';
+import { setup, SLOW, statFields } from './harness.mjs';
 
 const server = setup('microvm');
 
@@ -21,8 +21,7 @@ function qemus() {
   for (const d of fs.readdirSync('/proc')) {
     if (!/^\d+$/.test(d)) continue;
     try {
-      const stat = fs.readFileSync(`/proc/${d}/stat`, 'utf8');
-      parent.set(Number(d), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
+      parent.set(Number(d), Number(statFields(d)[1]));
       if (fs.readFileSync(`/proc/${d}/cmdline`, 'utf8').startsWith('/usr/bin/qemu-system-x86_64\0')) isQemu.add(Number(d));
     } catch { /* gone */ }
   }

@@ -8,7 +8,7 @@ import { test, beforeEach } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { spawnSync } from 'node:child_process';
-import { setup, assertProblem } from './harness.mjs';
+import { setup, assertProblem, statFields } from './harness.mjs';
 import { openEvents, joined } from './fixtures/sse.mjs';
 
 const server = setup('sessions', { serveEnv: { TOOLCAGE_TENANT_MAX_SESSIONS: '3' } });
@@ -340,8 +340,7 @@ test('a session call streams its output as it comes (Accept: text/event-stream),
 
 /** CPU ticks (user + system) a host process has used. */
 function cpuTicks(pid) {
-  const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const rest = f.slice(f.lastIndexOf(')') + 2).split(' ');
+  const rest = statFields(pid);
   return Number(rest[11]) + Number(rest[12]);
 }
 
