@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import { Server, assertProblem } from '../integration/harness.mjs';
-import { faultPolicy, tmpdir, pgSignal, report, logLines, SLOW } from './lib.mjs';
+import { faultPolicy, tmpdir, pgFreeze, pgThaw, thawIfFrozen, report, logLines, SLOW } from './lib.mjs';
 
 const dir = tmpdir('db-frozen');
 const { policy } = faultPolicy(dir);
@@ -19,10 +19,9 @@ const server = new Server('faults-db-frozen', {
 });
 const BOUND_MS = (2 + 5) * 1000; // the statement's bound and the reply's grace
 
-let frozen = false;
 before(async () => { await server.start(); }, { timeout: 120_000 * SLOW });
 after(async () => {
-  if (frozen) pgSignal('SIGCONT');
+  thawIfFrozen();
   await server.stop();
   fs.rmSync(dir, { recursive: true, force: true });
 }, { timeout: 120_000 * SLOW });
@@ -35,8 +34,7 @@ test('a frozen PostgreSQL: calls answer 503 within the bound instead of hanging,
   assert.equal(ok.status, 200, ok.text.slice(0, 300));
   const givenUpBefore = logLines(server, /connection given up/).length;
 
-  frozen = true; // (before: a signal that fails half way still gets its SIGCONT)
-  const pids = pgSignal('SIGSTOP');
+  const pids = pgFreeze();
   let calls, live, again;
   try {
     // three at once: more than one connection of the pool meets the frozen server
@@ -70,8 +68,7 @@ test('a frozen PostgreSQL: calls answer 503 within the bound instead of hanging,
     assert.equal(again.status, 200);
     assert.ok(again.ms < 1_500 * SLOW, `/healthz after the bound took ${Math.round(again.ms)} ms`);
   } finally {
-    pgSignal('SIGCONT');
-    frozen = false;
+    pgThaw();
   }
   assert.equal(server.exited, null, 'the server exited');
 

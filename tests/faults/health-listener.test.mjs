@@ -12,7 +12,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { Server, assertProblem } from '../integration/harness.mjs';
-import { faultPolicy, tmpdir, pgSignal, report, freePort, SLOW } from './lib.mjs';
+import { faultPolicy, tmpdir, pgFreeze, pgThaw, thawIfFrozen, report, freePort, SLOW } from './lib.mjs';
 
 const dir = tmpdir('health-listener');
 const { policy } = faultPolicy(dir);
@@ -24,10 +24,9 @@ const server = new Server('faults-health-listener', {
 const BOUND_MS = (2 + 5) * 1000; // the statement's bound and the reply's grace
 const READY_BOUND_MS = 1500; // api/health.c
 
-let frozen = false;
 before(async () => { await server.start(); }, { timeout: 120_000 * SLOW });
 after(async () => {
-  if (frozen) pgSignal('SIGCONT');
+  thawIfFrozen();
   await server.stop();
   fs.rmSync(dir, { recursive: true, force: true });
 }, { timeout: 120_000 * SLOW });
@@ -49,8 +48,7 @@ test('with the database frozen and the only HTTP thread held, the health listene
   const ok = await server.request('POST', '/v1/execute', { key: server.keys.agent, json: { tool: 'mark', code: 'echo before' } });
   assert.equal(ok.status, 200, ok.text.slice(0, 300));
 
-  frozen = true; // (before: a signal that fails half way still gets its SIGCONT)
-  pgSignal('SIGSTOP');
+  pgFreeze();
   let call, mainLive, live, ready, ready2;
   try {
     // the call takes the only HTTP thread into a round trip that will not be answered
@@ -81,8 +79,7 @@ test('with the database frozen and the only HTTP thread held, the health listene
     assert.ok(ready.ms < READY_BOUND_MS + 1_500 * SLOW, `/readyz took ${Math.round(ready.ms)} ms (bound ${READY_BOUND_MS} ms)`);
     assert.ok(ready.ms < BOUND_MS - 2_000, 'readiness waited for the round trips\' bound');
   } finally {
-    pgSignal('SIGCONT');
-    frozen = false;
+    pgThaw();
   }
   // thawed: ready again
   for (const until = Date.now() + 30_000 * SLOW; ;) {

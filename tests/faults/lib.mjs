@@ -132,6 +132,24 @@ export function pgSignal(sig) {
   return [postmaster, ...children];
 }
 
+let pgFrozen = false;
+/**
+ * pgSignal('SIGSTOP'), remembered before it is sent (a signal that fails half way still gets
+ * its SIGCONT): pgThaw() thaws, and thawIfFrozen() (a file's after hook) thaws what a failed
+ * test left frozen. The pids signalled.
+ */
+export function pgFreeze() {
+  pgFrozen = true;
+  return pgSignal('SIGSTOP');
+}
+export function pgThaw() {
+  pgSignal('SIGCONT');
+  pgFrozen = false;
+}
+export function thawIfFrozen() {
+  if (pgFrozen) pgThaw();
+}
+
 /** pg_terminate_backend of every connection of the runtime role; how many. */
 export async function terminateBackends(server) {
   const out = await server.sql(`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity

@@ -7,7 +7,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { Server, assertProblem } from '../integration/harness.mjs';
-import { faultPolicy, tmpdir, markCode, tag, pgSignal, report, sleep, SLOW } from './lib.mjs';
+import { faultPolicy, tmpdir, markCode, tag, pgFreeze, pgThaw, thawIfFrozen, report, sleep, SLOW } from './lib.mjs';
 
 const dir = tmpdir('queue-frozen');
 const { policy } = faultPolicy(dir);
@@ -17,10 +17,9 @@ const server = new Server('faults-queue-frozen', {
 });
 const QUEUE_MS = 2000;
 
-let frozen = false;
 before(async () => { await server.start(); }, { timeout: 120_000 * SLOW });
 after(async () => {
-  if (frozen) pgSignal('SIGCONT');
+  thawIfFrozen();
   await server.stop();
   fs.rmSync(dir, { recursive: true, force: true });
 }, { timeout: 120_000 * SLOW });
@@ -35,15 +34,13 @@ test('a call queued for a slot answers 503 at its deadline while the database is
   const t0 = performance.now();
   const queued = execute('echo queued');
   await sleep(300 * SLOW); // (in the queue: the slot is busy)
-  frozen = true; // (before: a signal that fails half way still gets its SIGCONT)
-  pgSignal('SIGSTOP');
+  pgFreeze();
   let q, ms;
   try {
     q = await queued;
     ms = Math.round(performance.now() - t0);
   } finally {
-    pgSignal('SIGCONT');
-    frozen = false;
+    pgThaw();
   }
   assertProblem(q, 503, 'overloaded');
   assert.match(q.json.detail, /stayed busy while this call waited/);
