@@ -15,7 +15,7 @@ if libc.msgget(ctypes.c_int(KEY), ctypes.c_int(IPC_CREAT | 0o666)) >= 0:
     made.append("msg")
 if libc.semget(ctypes.c_int(KEY), ctypes.c_int(1), ctypes.c_int(IPC_CREAT | 0o666)) >= 0:
     made.append("sem")
-print("made", made, flush=True)
+print("made", made, flush=True)  # (the test starts the attack when this line comes)
 start = time.time()
 time.sleep(5)
 end = time.time()

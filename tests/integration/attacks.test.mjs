@@ -18,9 +18,10 @@
 //   # runner: concurrent                        a companion sandbox runs beside the attack and must
 //                                               complete; the launcher must be the same process after.
 //                                               NNN-name.companion.{py,sh}, if present, is that
-//                                               companion: its last line must be "companion-alive",
-//                                               and the attack's "looked T" must fall in its
-//                                               "window START END" (wall clock)
+//                                               companion: its first line opens its window (the
+//                                               attack starts when it has streamed in), its last
+//                                               must be "companion-alive", and the attack's
+//                                               "looked T" must fall in its "window START END"
 //   # gvisor-expect: ...                        for the gvisor backend, replaces every expect line
 //   # gvisor: skip REASON                       not run under the gvisor backend
 //   # session-expect: ...                       for the run in a session, replaces every expect line
@@ -98,6 +99,7 @@ import path from 'node:path';
 import crypto from 'node:crypto';
 import { setup, ROOT, SLOW, ASAN, sleep, corpusImage, imagesCli, statFields } from './harness.mjs';
 import { hostExpect } from '../attacks/hostprobe.mjs';
+import { openEvents } from './fixtures/sse.mjs';
 
 const DIR = path.join(ROOT, 'tests/attacks');
 
@@ -751,24 +753,30 @@ for (const [backend, file] of ['native', 'gvisor', 'egress', 'image', 'session',
     }
     if (meta.runner === 'concurrent') {
       const lpid = launcherPid();
-      // The attack's own companion (NNN-name.companion.py|sh) if it has one, else a sleeper.
-      const own = ['py', 'sh'].map((x) => file.replace(/\.(py|sh)$/, `.companion.${x}`)).find((f) => fs.existsSync(path.join(DIR, f)));
-      const base = own?.endsWith('.py') ? 'python' : 'shell';
-      const tool = toolFor(base, inst.backend);
-      const code = own ? fs.readFileSync(path.join(DIR, own), 'utf8') : 'sleep 2; echo companion-alive';
-      const companion = server.execute({ tool, code }, { timeout: 120_000 * SLOW });
-      await sleep((own ? 1000 : 700) * SLOW); // the companion is running when the attack strikes
-      const r = await runOne(meta, inst, undefined, file);
-      const { json: cr } = await companion;
+      const comp = companionOf(file);
+      const tool = toolFor(comp.base, inst.backend);
+      let r;
+      let cr;
+      if (comp.own) {
+        // An own companion prints a line as its window opens: streamed (text/event-stream),
+        // the attack strikes when that line has come, not after a guess at the companion's
+        // start (a cold gVisor companion on a loaded machine had not begun at 2 s).
+        const s = await openEvents(server, 'POST', '/v1/execute', { key: server.keys.agent, json: { tool, code: comp.code } });
+        assert.equal(s.status, 200, `the companion's stream: ${s.status}`);
+        await s.next((e) => e.event === 'stdout', 120_000 * SLOW);
+        r = await runOne(meta, inst, undefined, file);
+        const end = (await s.rest(120_000 * SLOW)).at(-1);
+        assert.equal(end.event, 'result', `the companion's stream ended with ${end.event}`);
+        cr = end.data;
+      } else {
+        const companion = server.execute({ tool, code: comp.code }, { timeout: 120_000 * SLOW });
+        await sleep(700 * SLOW); // the companion is running when the attack strikes
+        r = await runOne(meta, inst, undefined, file);
+        cr = (await companion).json;
+      }
       assert.equal(cr.status, 'completed', `the companion sandbox was hit: ${JSON.stringify(cr)}`);
       assert.match(cr.stdout, /(^|\n)companion-alive\n$/, `the companion sandbox was hit: ${JSON.stringify(cr)}`);
-      // A companion that prints its window: the attack looked while it was there.
-      const w = cr.stdout.match(/^window ([\d.]+) ([\d.]+)$/m);
-      if (own) {
-        const l = r.stdout.match(/^looked ([\d.]+)$/m);
-        assert.ok(w && l, `no timestamps: companion ${JSON.stringify(cr.stdout)} attack ${JSON.stringify(r.stdout)}`);
-        assert.ok(Number(w[1]) <= Number(l[1]) && Number(l[1]) <= Number(w[2]), `the attack looked at ${l[1]}, outside the companion's window ${w[1]}..${w[2]}`);
-      }
+      if (comp.own) assertLookedInside(cr.stdout, r.stdout, 'the attack');
       assert.equal(launcherPid(), lpid, 'the launcher was replaced');
       await hostChecks(meta, inst, r, file);
       return;
