@@ -329,14 +329,13 @@ int tc_cmd_serve(int argc, char **argv)
     tc_events_stop();       /* every event stream ends after what it holds (the outcomes are in) */
     tc_verifier_stop(srv.verifier); /* its waiting requests resume */
     /* MHD must not be stopped while a connection is suspended: wait until every resumed
-     * request has been answered (bounded), then a little for the answers to be written. */
+     * request has been answered (bounded), then a little for the answers to be written:
+     * for requests in progress, not for connections a client keeps open between requests
+     * (every stop waited out its 1 s bound for an idle keep-alive connection). */
     for (int i = 0; i < 200 && srv.suspended > 0; i++)
         usleep(25 * 1000);
-    for (int i = 0;
-         i < 20 &&
-         MHD_get_daemon_info(srv.mhd, MHD_DAEMON_INFO_CURRENT_CONNECTIONS)->num_connections > 0;
-         i++)
-        usleep(50 * 1000);
+    for (int i = 0; i < 200 && srv.requests > 0; i++)
+        usleep(5 * 1000);
     tc_http_stop(&srv);
     rc = 0;
 out:

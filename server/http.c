@@ -488,6 +488,7 @@ static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *
     if (!r)
         return NULL; /* on_request then refuses it */
     r->srv = srv;
+    srv->requests++; /* (on_completed: every request whose line came in completes) */
     r->conn = conn;
     r->routes = l->routes; /* the listener's own: the health listener's has health alone */
     r->line_us = tc_now_us();
@@ -607,6 +608,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     }
     request_free(r);
     *con_cls = NULL;
+    srv->requests--;
 }
 
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,

@@ -59,7 +59,10 @@ struct tc_server {
      * the main thread takes it for writing to set stopping, after which neither happens. */
     pthread_rwlock_t run_lock;
     bool stopping;
-    _Atomic int suspended;        /* connections suspended now (drained before the daemon stops) */
+    _Atomic int suspended; /* connections suspended now (drained before the daemon stops) */
+    /* requests begun and not yet completed (answer written, or the client gone): the ones a
+     * stop waits for; an idle keep-alive connection holds none */
+    _Atomic int requests;
     _Atomic int exports;          /* audit exports streaming now (server/audit_http.c) */
     struct tc_policy *policy;     /* swap under policy_lock; readers take a reference */
     struct tc_verifier *verifier; /* audit chain walks (server/verifier.h) */
