@@ -314,22 +314,27 @@ function cgroupParents(lpid) {
  */
 function warmSandboxes(lpid) {
   const w = { pids: new Set(), uids: new Set(), ws: new Set(), cgs: new Set() };
+  for (const e of warmEntries(lpid)) {
+    w.pids.add(e.pid);
+    w.uids.add(e.uid);
+    w.ws.add(e.ws);
+    w.cgs.add(e.cg);
+  }
+  return w;
+}
+
+/** The warm list's entries in its order (PID 1, host uid, workspace and cgroup names). */
+function warmEntries(lpid) {
   const list = hostReport(lpid).warm_list;
-  if (!list) return w;
+  if (!list) return [];
   let text = '';
   try {
     text = fs.readFileSync(`/proc/${lpid}/root${list}`, 'utf8');
   } catch (e) {
     if (e.code !== 'ENOENT') throw e; // none started yet
   }
-  for (const line of text.split('\n').filter(Boolean)) {
-    const [pid, uid, ws, cg] = line.split(' ');
-    w.pids.add(Number(pid));
-    w.uids.add(Number(uid));
-    w.ws.add(ws);
-    w.cgs.add(cg);
-  }
-  return w;
+  return text.split('\n').filter(Boolean).map((l) => l.split(' '))
+    .map(([pid, uid, ws, cg]) => ({ pid: Number(pid), uid: Number(uid), ws, cg }));
 }
 
 const NO_WARM = { pids: new Set(), uids: new Set(), ws: new Set(), cgs: new Set() };
@@ -835,13 +840,6 @@ async function atGate(pid) {
     if (sc.startsWith('0 0x0 ')) return;
     await sleep(20);
   }
-}
-
-/** The warm list's entries (PID 1, workspace name), as warmSandboxes reads it. */
-function warmEntries(lpid) {
-  const list = hostReport(lpid).warm_list;
-  const text = list ? (() => { try { return fs.readFileSync(`/proc/${lpid}/root${list}`, 'utf8'); } catch (e) { gone(e); return ''; } })() : '';
-  return text.split('\n').filter(Boolean).map((l) => l.split(' ')).map(([pid, , ws]) => ({ pid: Number(pid), ws }));
 }
 
 // The template the last attack was primed for (its tool and limits), and the warm sandboxes
